@@ -1,0 +1,92 @@
+// Backend: the operations the GPT model is made of, on one device. The CPU backend is the
+// reference (f32 training, f64 for gradient checks); a CUDA backend implements the same calls.
+// Shapes: activations are [rows, features] row-major, rows = micro_batch * seq_length.
+// Parameter gradients always accumulate (+=); other outputs are overwritten unless noted.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/tensor/tensor.h"
+
+namespace ptdp {
+
+struct AdamWParams {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  virtual Tensor empty(Shape shape, DType dtype) = 0;
+  virtual void fill(Tensor& x, double value) = 0;
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;  // same numel; converts float dtypes
+
+  // y[n,o] = x[n,i] w[o,i]^T + b[o] (b may be null)
+  virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) = 0;
+  // dx = dy w (dx may be null; accumulate_dx adds instead of overwriting), dw += dy^T x,
+  // db += column sums of dy (db may be null)
+  virtual void linear_backward(Tensor* dx, bool accumulate_dx, Tensor& dw, Tensor* db,
+                               const Tensor& dy, const Tensor& x, const Tensor& w) = 0;
+
+  // y = (x - mean) * rstd * g + b per row; mean and rstd [n] are kept for backward
+  virtual void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                                 const Tensor& g, const Tensor& b, double eps) = 0;
+  // dx += d/dx; dg, db accumulate
+  virtual void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy,
+                                  const Tensor& x, const Tensor& g, const Tensor& mean,
+                                  const Tensor& rstd) = 0;
+
+  // GeLU, tanh approximation (GPT-2 / Megatron)
+  virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;
+  virtual void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) = 0;
+
+  // Causal self-attention core. qkv [b*s, a*3*hd], per head q | k | v (Megatron's fused
+  // layout, so that heads split contiguously over tensor-parallel ranks); probs [b, a, s, s]
+  // (softmax of q k^T / sqrt(hd), zero above the diagonal); y [b*s, a*hd].
+  virtual void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s,
+                                 int a, int hd) = 0;
+  virtual void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv,
+                                  const Tensor& probs, int b, int s, int a, int hd) = 0;
+
+  // x[r] = wte[tok[r] - vocab_start] (zero when the token is outside this shard's rows)
+  //        + wpe[r mod s] (when wpe is given)
+  virtual void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte,
+                                 int64_t vocab_start, const Tensor* wpe, int s) = 0;
+  // dwte += scatter of dx by token (tokens in this shard only); dwpe += dx summed by position
+  virtual void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx,
+                                  const Tensor& tokens, int64_t vocab_start, int s) = 0;
+
+  // Cross-entropy over (a shard of) the vocabulary, in the pieces that vocab-parallel
+  // reduction needs. logits [n, v_shard]; only columns [0, v_valid) are real tokens.
+  virtual void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) = 0;
+  virtual void xent_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& max,
+                            int64_t v_valid) = 0;
+  // target logit, 0 where the target is not in [vocab_start, vocab_start + v_valid)
+  virtual void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab_start, int64_t v_valid) = 0;
+  // loss[r] = log(sum_exp[r]) + max[r] - tgt[r]
+  virtual void xent_loss(Tensor& loss, const Tensor& max, const Tensor& sum_exp,
+                         const Tensor& tgt) = 0;
+  // dlogits = scale * (softmax - onehot(target)); zero in padded columns
+  virtual void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max,
+                             const Tensor& sum_exp, const Tensor& targets, int64_t vocab_start,
+                             int64_t v_valid, double scale) = 0;
+
+  virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y = a + b
+  virtual void add_(Tensor& y, const Tensor& x) = 0;                   // y += x
+  virtual void scale_(Tensor& y, double alpha) = 0;                    // y *= alpha
+  virtual double sum(const Tensor& x) = 0;                             // in f64
+  virtual double sum_squares(const Tensor& x) = 0;                     // in f64
+
+  // One AdamW step (decoupled weight decay) on f32 master weights.
+  virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                     const AdamWParams& p) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace ptdp

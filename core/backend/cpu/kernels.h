@@ -1,0 +1,46 @@
+// The CPU backend's kernels, templated on the float type (float for training, double for
+// gradient checks). Raw pointers and sizes; shapes are checked by the backend that calls them.
+#pragma once
+#include <cstdint>
+
+namespace ptdp::cpu {
+
+template <class T> void linear_forward(T* y, const T* x, const T* w, const T* b, int64_t n, int64_t in, int64_t out);
+template <class T> void linear_backward(T* dx, bool acc_dx, T* dw, T* db, const T* dy, const T* x, const T* w,
+                                        int64_t n, int64_t in, int64_t out);
+
+template <class T> void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* g, const T* b,
+                                          int64_t n, int64_t c, double eps);
+template <class T> void layernorm_backward(T* dx, T* dg, T* db, const T* dy, const T* x, const T* g,
+                                           const T* mean, const T* rstd, int64_t n, int64_t c);
+
+template <class T> void gelu_forward(T* y, const T* x, int64_t n);
+template <class T> void gelu_backward(T* dx, const T* x, const T* dy, int64_t n);
+
+template <class T> void attention_forward(T* y, T* probs, const T* qkv, int b, int s, int a, int hd);
+template <class T> void attention_backward(T* dqkv, const T* dy, const T* qkv, const T* probs, int b, int s,
+                                           int a, int hd);
+
+template <class T> void embedding_forward(T* x, const int32_t* tok, const T* wte, int64_t rows, int64_t vocab_start,
+                                          const T* wpe, int64_t n, int64_t h, int s);
+template <class T> void embedding_backward(T* dwte, T* dwpe, const T* dx, const int32_t* tok, int64_t rows,
+                                           int64_t vocab_start, int64_t n, int64_t h, int s);
+
+template <class T> void xent_row_max(T* max, const T* logits, int64_t n, int64_t v, int64_t v_valid);
+template <class T> void xent_sum_exp(T* se, const T* logits, const T* max, int64_t n, int64_t v, int64_t v_valid);
+template <class T> void xent_target_logit(T* tgt, const T* logits, const int32_t* targets, int64_t n, int64_t v,
+                                          int64_t vocab_start, int64_t v_valid);
+template <class T> void xent_loss(T* loss, const T* max, const T* se, const T* tgt, int64_t n);
+template <class T> void xent_backward(T* dlogits, const T* logits, const T* max, const T* se,
+                                      const int32_t* targets, int64_t n, int64_t v, int64_t vocab_start,
+                                      int64_t v_valid, double scale);
+
+template <class T> void add(T* y, const T* a, const T* b, int64_t n);
+template <class T> void add_inplace(T* y, const T* x, int64_t n);
+template <class T> void scale_inplace(T* y, double alpha, int64_t n);
+template <class T> double sum(const T* x, int64_t n);
+template <class T> double sum_squares(const T* x, int64_t n);
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, double lr, double b1, double b2,
+           double eps, double wd, int64_t step);
+
+}  // namespace ptdp::cpu

@@ -1,0 +1,72 @@
+#include "core/model/config.h"
+
+#include "core/common/error.h"
+
+namespace ptdp {
+
+int64_t ModelConfig::padded_vocab(int tp) const {
+  int64_t multiple = int64_t(make_vocab_size_divisible_by) * tp;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"tiny", 4, 64, 4, 32, 256, "tests: byte-level, l=4 h=64 a=4 s=32"},
+      {"small", 4, 256, 8, 256, 256, "CPU runs: byte-level, l=4 h=256 a=8 s=256"},
+      // Table 1 (weak scaling), V=51200, s=2048.
+      {"gpt-1.7b", 24, 2304, 24, 2048, 51200, "Table 1, 1.7B"},
+      {"gpt-3.6b", 30, 3072, 32, 2048, 51200, "Table 1, 3.6B"},
+      {"gpt-7.5b", 36, 4096, 32, 2048, 51200, "Table 1, 7.5B"},
+      {"gpt-18b", 40, 6144, 48, 2048, 51200, "Table 1, 18.4B"},
+      {"gpt-39b", 48, 8192, 64, 2048, 51200, "Table 1, 39.1B"},
+      {"gpt-76b", 60, 10240, 80, 2048, 51200, "Table 1, 76.1B"},
+      {"gpt-145b", 80, 12288, 96, 2048, 51200, "Table 1, 145.6B; Figure 17"},
+      {"gpt-310b", 96, 16384, 128, 2048, 51200, "Table 1, 310.1B"},
+      {"gpt-530b", 105, 20480, 128, 2048, 51200, "Table 1, 529.6B"},
+      {"gpt-1t", 128, 25600, 160, 2048, 51200, "Table 1, 1008B"},
+      // Figure models.
+      {"fig7-1b", 4, 4096, 128, 2048, 51200, "Figures 7 and 8, 1.02B"},
+      {"fig11-p1", 3, 20480, 128, 2048, 51200, "Figure 11, p=1 (16.2B)"},
+      {"fig11-p2", 6, 20480, 128, 2048, 51200, "Figure 11, p=2 (31.3B)"},
+      {"fig11-p4", 12, 20480, 128, 2048, 51200, "Figure 11, p=4 (61.5B)"},
+      {"fig11-p8", 24, 20480, 128, 2048, 51200, "Figure 11, p=8 (121.9B)"},
+      {"gpt3-175b", 96, 12288, 96, 2048, 51200, "GPT-3, Figures 12 and 18, 174.6B"},
+      {"fig13-162b", 32, 20480, 128, 2048, 51200, "Figure 13, 162.2B"},
+      {"fig14-5.9b", 32, 3840, 32, 2048, 51200, "Figures 14 and 15, 5.9B"},
+      {"fig16-91b", 32, 15360, 128, 2048, 51200, "Figure 16, 91.4B"},
+  };
+  return presets;
+}
+
+ModelConfig preset_config(const std::string& name) {
+  for (const auto& p : model_presets()) {
+    if (name == p.name) {
+      ModelConfig c;
+      c.name = p.name;
+      c.layers = p.layers;
+      c.hidden = p.hidden;
+      c.heads = p.heads;
+      c.seq_length = p.seq_length;
+      c.vocab_size = p.vocab_size;
+      return c;
+    }
+  }
+  std::string names;
+  for (const auto& p : model_presets()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  usage_error("--model '{}' is not a preset (presets: {})", name, names);
+}
+
+void validate_model(const ModelConfig& c) {
+  if (c.layers <= 0) usage_error("--layers {} must be positive", c.layers);
+  if (c.hidden <= 0) usage_error("--hidden {} must be positive", c.hidden);
+  if (c.heads <= 0) usage_error("--heads {} must be positive", c.heads);
+  if (c.seq_length <= 0) usage_error("--seq-length {} must be positive", c.seq_length);
+  if (c.vocab_size <= 0) usage_error("--vocab-size {} must be positive", c.vocab_size);
+  if (c.vocab_size > INT32_MAX) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
+  if (c.hidden % c.heads != 0)
+    usage_error("--heads {} must divide --hidden {}", c.heads, c.hidden);
+  if (c.make_vocab_size_divisible_by <= 0)
+    usage_error("--make-vocab-size-divisible-by {} must be positive", c.make_vocab_size_divisible_by);
+}
+
+}  // namespace ptdp

@@ -1,0 +1,150 @@
+#include "core/model/gpt.h"
+
+namespace ptdp {
+
+namespace {
+ShardSpec resolve(const ShardSpec& s, const ModelConfig& c) {
+  ShardSpec r = s;
+  if (r.layer_end < 0) r.layer_end = c.layers;
+  return r;
+}
+}  // namespace
+
+Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype)
+    : cfg_(cfg), shard_(resolve(shard, cfg)), be_(be), dtype_(dtype), layout_(cfg, shard_),
+      vp_(cfg.padded_vocab(shard.tp_size)) {
+  params_ = be_.empty({layout_.total()}, dtype_);
+  grads_ = be_.empty({layout_.total()}, dtype_);
+  be_.fill(params_, 0);
+  be_.fill(grads_, 0);
+}
+
+Tensor Gpt::param(const std::string& name) const {
+  const ParamEntry& e = layout_.at(name);
+  return params_.view(e.offset, e.shape);
+}
+
+Tensor Gpt::grad(const std::string& name) const {
+  const ParamEntry& e = layout_.at(name);
+  return grads_.view(e.offset, e.shape);
+}
+
+void Gpt::init(uint64_t seed) {
+  if (be_.device() == Device::CPU) {
+    init_params(layout_, params_, seed);
+  } else {
+    Tensor host = Tensor::empty({layout_.total()}, dtype_);
+    init_params(layout_, host, seed);
+    be_.copy(params_, host);
+  }
+}
+
+void Gpt::zero_grads() { be_.fill(grads_, 0); }
+
+LayerDims Gpt::dims(int b) const {
+  LayerDims d;
+  d.b = b;
+  d.s = cfg_.seq_length;
+  d.h = cfg_.hidden;
+  d.heads = cfg_.heads / shard_.tp_size;
+  d.hd = cfg_.head_dim();
+  d.ffn = cfg_.ffn_hidden() / shard_.tp_size;
+  d.eps = cfg_.layernorm_eps;
+  return d;
+}
+
+int64_t Gpt::Cache::bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.bytes();
+  for (const Tensor* t : {&x_in, &xl, &lnf, &mean, &rstd, &logits, &max, &sum_exp})
+    if (t->defined()) n += t->nbytes();
+  return n;
+}
+
+std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tensor* targets, Recompute mode,
+                                         Tensor* x_out, double* loss_sum) {
+  const LayerDims d = dims(b);
+  const int64_t n = d.rows();
+  auto c = std::make_unique<Cache>();
+  c->b = b;
+  c->mode = mode;
+  if (shard_.pre) {
+    PTDP_CHECK(input.dtype() == DType::I32 && input.numel() == n, "first stage takes {} token ids", n);
+    c->tokens = input;
+    c->x_in = be_.empty({n, d.h}, dtype_);
+    Tensor wpe = param("wpe");
+    be_.embedding_forward(c->x_in, input, param("wte"), 0, &wpe, d.s);
+  } else {
+    PTDP_CHECK(input.numel() == n * d.h, "stage input must be [{}, {}]", n, d.h);
+    c->x_in = input;
+  }
+  Tensor x = c->x_in;
+  c->layers.resize(shard_.layer_end - shard_.layer_begin);
+  for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
+    Tensor y = be_.empty({n, d.h}, dtype_);
+    layer_forward(be_, d, LayerWeights::view(params_, layout_, l), x, y, c->layers[l - shard_.layer_begin], mode);
+    x = y;
+  }
+  if (!shard_.post) {
+    PTDP_CHECK(x_out != nullptr, "a stage without the head returns its output");
+    *x_out = x;
+    return c;
+  }
+  PTDP_CHECK(targets && targets->numel() == n, "the last stage needs {} targets", n);
+  c->targets = *targets;
+  c->xl = x;
+  c->lnf = be_.empty({n, d.h}, dtype_);
+  c->mean = be_.empty({n}, dtype_);
+  c->rstd = be_.empty({n}, dtype_);
+  be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, param("lnf.weight"), param("lnf.bias"), d.eps);
+  c->logits = be_.empty({n, vp_}, dtype_);
+  be_.linear_forward(c->logits, c->lnf, param("wte"), nullptr);
+  const int64_t v_valid = cfg_.vocab_size;  // padded columns never enter the softmax
+  c->max = be_.empty({n}, dtype_);
+  c->sum_exp = be_.empty({n}, dtype_);
+  Tensor tgt = be_.empty({n}, dtype_), loss = be_.empty({n}, dtype_);
+  be_.xent_row_max(c->max, c->logits, v_valid);
+  be_.xent_sum_exp(c->sum_exp, c->logits, c->max, v_valid);
+  be_.xent_target_logit(tgt, c->logits, *targets, 0, v_valid);
+  be_.xent_loss(loss, c->max, c->sum_exp, tgt);
+  if (loss_sum) *loss_sum = be_.sum(loss);
+  return c;
+}
+
+void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx_in) {
+  const LayerDims d = dims(c.b);
+  const int64_t n = d.rows();
+  Tensor dx;
+  if (shard_.post) {
+    Tensor dlogits = be_.empty({n, vp_}, dtype_);
+    be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, 0, cfg_.vocab_size, loss_scale);
+    c.logits = Tensor();
+    Tensor dlnf = be_.empty({n, d.h}, dtype_);
+    Tensor gwte = grad("wte");
+    be_.linear_backward(&dlnf, false, gwte, nullptr, dlogits, c.lnf, param("wte"));
+    dx = be_.empty({n, d.h}, dtype_);
+    be_.fill(dx, 0);
+    Tensor gw = grad("lnf.weight"), gb = grad("lnf.bias");
+    be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, param("lnf.weight"), c.mean, c.rstd);
+  } else {
+    PTDP_CHECK(dy_out != nullptr, "a stage without the head needs the gradient of its output");
+    dx = *dy_out;
+  }
+  for (int l = shard_.layer_end - 1; l >= shard_.layer_begin; --l) {
+    LayerWeights g = LayerWeights::view(grads_, layout_, l);
+    Tensor dxl = be_.empty({n, d.h}, dtype_);
+    layer_backward(be_, d, LayerWeights::view(params_, layout_, l), g, c.layers[l - shard_.layer_begin], dx, dxl,
+                   c.mode);
+    dx = dxl;
+  }
+  if (shard_.pre) {
+    Tensor gwte = grad("wte"), gwpe = grad("wpe");
+    be_.embedding_backward(gwte, &gwpe, dx, c.tokens, 0, d.s);
+  } else {
+    PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");
+    *dx_in = dx;
+  }
+  c = Cache{};
+}
+
+}  // namespace ptdp

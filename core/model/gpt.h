@@ -1,0 +1,64 @@
+// A GPT model shard (the whole model on one rank, or one pipeline stage): word + position
+// embeddings, transformer layers, final LayerNorm, output layer tied to the word embedding and
+// cross-entropy loss. Parameters and gradients are each one flat buffer.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/model/layer.h"
+#include "core/model/params.h"
+
+namespace ptdp {
+
+class Gpt {
+ public:
+  // dtype: f32 for training on the CPU, f64 for gradient checks.
+  Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype = DType::F32);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ShardSpec& shard() const { return shard_; }
+  const ParamLayout& layout() const { return layout_; }
+  Backend& backend() const { return be_; }
+  Tensor& params() { return params_; }
+  Tensor& grads() { return grads_; }
+  Tensor param(const std::string& name) const;  // a view into params()
+  Tensor grad(const std::string& name) const;   // a view into grads()
+  int64_t padded_vocab() const { return vp_; }
+
+  void init(uint64_t seed);  // Megatron's initialisation, from the seed only
+  void zero_grads();
+
+  // Activations of one micro-batch kept between its forward and backward pass.
+  struct Cache {
+    int b = 0;
+    Recompute mode = Recompute::None;
+    Tensor tokens, targets;        // [b*s] i32
+    Tensor x_in;                   // input of the first layer of this shard
+    std::vector<LayerCache> layers;
+    Tensor xl, lnf, mean, rstd, logits, max, sum_exp;  // head
+    int64_t bytes() const;
+  };
+
+  // Forward of b sequences. First stage: `input` holds tokens [b*s] (i32); otherwise the
+  // previous stage's activations [b*s, h]. Last stage: targets [b*s] give the per-token loss
+  // and *loss_sum receives its sum; otherwise *x_out receives this shard's output.
+  std::unique_ptr<Cache> forward(int b, const Tensor& input, const Tensor* targets, Recompute mode,
+                                 Tensor* x_out, double* loss_sum);
+  // Backward. Last stage: loss_scale is d(objective)/d(per-token loss), e.g. 1/(tokens in the
+  // global batch); otherwise dy_out is the gradient of this shard's output. Non-first stages
+  // receive d(objective)/d(input) in *dx_in. Gradients accumulate into grads().
+  void backward(Cache& cache, double loss_scale, const Tensor* dy_out, Tensor* dx_in);
+
+ private:
+  LayerDims dims(int b) const;
+  ModelConfig cfg_;
+  ShardSpec shard_;
+  Backend& be_;
+  DType dtype_;
+  ParamLayout layout_;
+  int64_t vp_;
+  Tensor params_, grads_;
+};
+
+}  // namespace ptdp

@@ -1,0 +1,172 @@
+// The whole GPT against finite differences in f64, recomputation modes, initialisation and
+// parameter accounting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/model/gpt.h"
+#include "core/runtime/flops.h"
+#include "core/testing/gradcheck.h"
+
+namespace ptdp {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.name = "gradcheck";
+  c.layers = 2;
+  c.hidden = 16;
+  c.heads = 2;
+  c.seq_length = 8;
+  c.vocab_size = 40;  // padded to 128: the padded rows must stay out of the loss
+  return c;
+}
+
+struct Batch {
+  Tensor tokens, targets;
+};
+
+Batch random_batch(int b, int s, int64_t vocab, uint64_t seed) {
+  Batch bt{Tensor::empty({int64_t(b) * s}, DType::I32), Tensor::empty({int64_t(b) * s}, DType::I32)};
+  for (int64_t i = 0; i < bt.tokens.numel(); ++i) {
+    bt.tokens.data<int32_t>()[i] = int32_t((i * 7919 + seed * 104729) % vocab);
+    bt.targets.data<int32_t>()[i] = int32_t((i * 31 + seed * 17 + 5) % vocab);
+  }
+  return bt;
+}
+
+// Mean loss and its gradient (into model.grads()) for one micro-batch.
+double loss_and_grad(Gpt& model, const Batch& bt, int b, Recompute mode, bool backward) {
+  double sum = 0;
+  auto cache = model.forward(b, bt.tokens, &bt.targets, mode, nullptr, &sum);
+  const double n = double(b) * model.config().seq_length;
+  if (backward) {
+    model.zero_grads();
+    model.backward(*cache, 1.0 / n, nullptr, nullptr);
+  }
+  return sum / n;
+}
+
+TEST(GptGradient, WholeModelMatchesFiniteDifferencesInF64) {
+  auto be = make_cpu_backend();
+  ModelConfig c = small_config();
+  Gpt model(c, ShardSpec{}, *be, DType::F64);
+  model.init(42);
+  // Larger weights than Megatron's 0.02 make every path of the gradient non-negligible.
+  testing::fill_normal(model.params(), 3, 0.3);
+  const int b = 2;
+  Batch bt = random_batch(b, c.seq_length, c.vocab_size, 1);
+  loss_and_grad(model, bt, b, Recompute::None, true);
+  Tensor analytic = model.grads().clone();
+  auto objective = [&] { return loss_and_grad(model, bt, b, Recompute::None, false); };
+  for (const auto& e : model.layout().entries()) {
+    Tensor p = model.params().view(e.offset, e.shape);
+    Tensor g = analytic.view(e.offset, e.shape);
+    if (e.name == "wte") {  // only the real vocabulary rows; padded rows are checked below
+      p = p.slice_rows(0, c.vocab_size);
+      g = g.slice_rows(0, c.vocab_size);
+    }
+    EXPECT_LT(testing::grad_rel_error(objective, p, g, 512), 1e-6) << e.name;
+  }
+  Tensor gwte = analytic.view(model.layout().at("wte").offset, model.layout().at("wte").shape);
+  for (int64_t i = c.vocab_size * c.hidden; i < gwte.numel(); ++i) ASSERT_EQ(gwte.data<double>()[i], 0.0);
+}
+
+TEST(GptGradient, RecomputationGivesIdenticalLossAndGradients) {
+  auto be = make_cpu_backend();
+  ModelConfig c = small_config();
+  Gpt model(c, ShardSpec{}, *be, DType::F64);
+  model.init(7);
+  Batch bt = random_batch(3, c.seq_length, c.vocab_size, 2);
+  const double base = loss_and_grad(model, bt, 3, Recompute::None, true);
+  Tensor g0 = model.grads().clone();
+  for (Recompute mode : {Recompute::Full, Recompute::Selective}) {
+    EXPECT_EQ(loss_and_grad(model, bt, 3, mode, true), base) << recompute_name(mode);
+    for (int64_t i = 0; i < g0.numel(); ++i)
+      ASSERT_EQ(model.grads().data<double>()[i], g0.data<double>()[i]) << recompute_name(mode) << " at " << i;
+  }
+}
+
+TEST(GptGradient, FullRecomputationKeepsOnlyLayerInputs) {
+  auto be = make_cpu_backend();
+  ModelConfig c = small_config();
+  Gpt model(c, ShardSpec{}, *be, DType::F32);
+  model.init(1);
+  Batch bt = random_batch(2, c.seq_length, c.vocab_size, 3);
+  double sum = 0;
+  auto none = model.forward(2, bt.tokens, &bt.targets, Recompute::None, nullptr, &sum);
+  auto sel = model.forward(2, bt.tokens, &bt.targets, Recompute::Selective, nullptr, &sum);
+  auto full = model.forward(2, bt.tokens, &bt.targets, Recompute::Full, nullptr, &sum);
+  for (size_t l = 0; l < full->layers.size(); ++l)
+    EXPECT_EQ(full->layers[l].bytes(), 2 * c.seq_length * c.hidden * 4);  // the input only
+  EXPECT_LT(sel->bytes(), none->bytes());
+  EXPECT_LT(full->bytes(), sel->bytes());
+}
+
+TEST(GptInit, InitialLossIsLogVocab) {
+  auto be = make_cpu_backend();
+  ModelConfig c;
+  c.layers = 4, c.hidden = 64, c.heads = 4, c.seq_length = 32, c.vocab_size = 256;
+  Gpt model(c, ShardSpec{}, *be, DType::F32);
+  model.init(1234);
+  Batch bt = random_batch(4, c.seq_length, c.vocab_size, 4);
+  double sum = 0;
+  model.forward(4, bt.tokens, &bt.targets, Recompute::None, nullptr, &sum);
+  EXPECT_NEAR(sum / (4.0 * c.seq_length), std::log(256.0), 0.1);
+}
+
+TEST(GptInit, FollowsMegatronInitialisation) {
+  auto be = make_cpu_backend();
+  ModelConfig c;
+  c.layers = 8, c.hidden = 128, c.heads = 4, c.seq_length = 64, c.vocab_size = 512;
+  Gpt model(c, ShardSpec{}, *be, DType::F64);
+  model.init(9);
+  auto stddev = [&](const std::string& name) {
+    Tensor t = model.param(name);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      s += t.data<double>()[i];
+      s2 += t.data<double>()[i] * t.data<double>()[i];
+    }
+    double m = s / t.numel();
+    return std::sqrt(s2 / t.numel() - m * m);
+  };
+  EXPECT_NEAR(stddev("wte"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("layers.3.qkv.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("layers.3.fc.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("layers.3.proj.weight"), 0.02 / std::sqrt(16.0), 0.0003);
+  EXPECT_NEAR(stddev("layers.3.fc2.weight"), 0.02 / std::sqrt(16.0), 0.0003);
+  EXPECT_EQ(model.param("layers.0.ln1.weight").data<double>()[5], 1.0);
+  EXPECT_EQ(model.param("layers.0.qkv.bias").data<double>()[5], 0.0);
+  // Same seed, same weights; another seed, other weights.
+  Gpt again(c, ShardSpec{}, *be, DType::F64);
+  again.init(9);
+  EXPECT_EQ(again.param("layers.5.fc.weight").data<double>()[77], model.param("layers.5.fc.weight").data<double>()[77]);
+  again.init(10);
+  EXPECT_NE(again.param("layers.5.fc.weight").data<double>()[77], model.param("layers.5.fc.weight").data<double>()[77]);
+}
+
+TEST(GptParams, FlatBufferHoldsExactlyTheModelsParameters) {
+  for (const char* name : {"tiny", "small"}) {
+    ModelConfig c = preset_config(name);
+    ParamLayout layout(c, ShardSpec{});
+    EXPECT_EQ(layout.total(), params_exact(c)) << name;  // V=256 needs no padding
+    EXPECT_NEAR(double(params_exact(c)), params_eq2(c) + 2.0 * c.hidden, 0.5) << name;
+  }
+  ModelConfig c = preset_config("tiny");
+  c.vocab_size = 250;  // padded to 256
+  EXPECT_EQ(ParamLayout(c, ShardSpec{}).total(), params_exact(c) + 6 * c.hidden);
+}
+
+TEST(GptParams, PipelineStageHoldsItsLayersAndTheTiedEmbeddingCopy) {
+  ModelConfig c = preset_config("tiny");
+  ShardSpec first{.layer_begin = 0, .layer_end = 2, .pre = true, .post = false};
+  ShardSpec last{.layer_begin = 2, .layer_end = 4, .pre = false, .post = true};
+  ParamLayout a(c, first), b(c, last);
+  const int64_t vh = c.padded_vocab(1) * c.hidden;
+  EXPECT_EQ(a.total() + b.total(), params_exact(c) + vh);  // wte on both ends
+  EXPECT_EQ(b.at("layers.2.ln1.weight").offset, vh);
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -1,0 +1,115 @@
+#include "core/model/layer.h"
+
+#include "core/common/error.h"
+
+namespace ptdp {
+
+Recompute parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::None;
+  if (s == "full") return Recompute::Full;
+  if (s == "selective") return Recompute::Selective;
+  usage_error("--recompute '{}' must be none, full or selective", s);
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Full: return "full";
+    case Recompute::Selective: return "selective";
+  }
+  return "?";
+}
+
+LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, int layer) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  auto v = [&](const char* n) {
+    const ParamEntry& e = layout.at(p + n);
+    return flat.view(e.offset, e.shape);
+  };
+  return {v("ln1.weight"), v("ln1.bias"), v("qkv.weight"), v("qkv.bias"), v("proj.weight"), v("proj.bias"),
+          v("ln2.weight"), v("ln2.bias"), v("fc.weight"),  v("fc.bias"),  v("fc2.weight"),  v("fc2.bias")};
+}
+
+int64_t LayerCache::bytes() const {
+  int64_t n = 0;
+  for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act})
+    if (t->defined()) n += t->nbytes();
+  return n;
+}
+
+namespace {
+
+void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
+                 LayerCache& c) {
+  const int64_t n = d.rows();
+  const DType dt = x.dtype();
+  c.x = x;
+  c.ln1 = be.empty({n, d.h}, dt);
+  c.mean1 = be.empty({n}, dt);
+  c.rstd1 = be.empty({n}, dt);
+  be.layernorm_forward(c.ln1, c.mean1, c.rstd1, x, w.ln1_w, w.ln1_b, d.eps);
+  c.qkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
+  be.linear_forward(c.qkv, c.ln1, w.qkv_w, &w.qkv_b);
+  c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
+  c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
+  be.attention_forward(c.atty, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
+  c.x2 = be.empty({n, d.h}, dt);
+  be.linear_forward(c.x2, c.atty, w.proj_w, &w.proj_b);
+  be.add_(c.x2, x);  // residual
+  c.ln2 = be.empty({n, d.h}, dt);
+  c.mean2 = be.empty({n}, dt);
+  c.rstd2 = be.empty({n}, dt);
+  be.layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, w.ln2_w, w.ln2_b, d.eps);
+  c.fc = be.empty({n, d.ffn}, dt);
+  be.linear_forward(c.fc, c.ln2, w.fc_w, &w.fc_b);
+  c.act = be.empty({n, d.ffn}, dt);
+  be.gelu_forward(c.act, c.fc);
+  be.linear_forward(y, c.act, w.fc2_w, &w.fc2_b);
+  be.add_(y, c.x2);  // residual
+}
+
+}  // namespace
+
+void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
+                   LayerCache& cache, Recompute mode) {
+  forward_all(be, d, w, x, y, cache);
+  if (mode == Recompute::Full) {
+    cache = LayerCache{};
+    cache.x = x;
+  }
+  else if (mode == Recompute::Selective) cache.probs = Tensor();
+}
+
+void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g,
+                    LayerCache& c, const Tensor& dy, Tensor& dx, Recompute mode) {
+  const int64_t n = d.rows();
+  const DType dt = dy.dtype();
+  if (mode == Recompute::Full) {  // rerun the forward pass from the kept input
+    Tensor y = be.empty({n, d.h}, dt);
+    forward_all(be, d, w, c.x, y, c);
+  } else if (mode == Recompute::Selective) {  // recompute the attention probabilities only
+    c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
+    Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
+    be.attention_forward(scratch, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
+  }
+  // MLP: y = x2 + fc2(gelu(fc(ln2(x2))))
+  Tensor dact = be.empty({n, d.ffn}, dt);
+  be.linear_backward(&dact, false, g.fc2_w, &g.fc2_b, dy, c.act, w.fc2_w);
+  be.gelu_backward(dact, c.fc, dact);
+  Tensor dln = be.empty({n, d.h}, dt);
+  be.linear_backward(&dln, false, g.fc_w, &g.fc_b, dact, c.ln2, w.fc_w);
+  Tensor dx2 = be.empty({n, d.h}, dt);
+  be.copy(dx2, dy);
+  be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2);
+  // Attention: x2 = x + proj(attn(qkv(ln1(x))))
+  Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
+  be.linear_backward(&datty, false, g.proj_w, &g.proj_b, dx2, c.atty, w.proj_w);
+  Tensor dqkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
+  be.attention_backward(dqkv, datty, c.qkv, c.probs, d.b, d.s, d.heads, d.hd);
+  be.linear_backward(&dln, false, g.qkv_w, &g.qkv_b, dqkv, c.ln1, w.qkv_w);
+  be.copy(dx, dx2);
+  be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1);
+  c = LayerCache{};  // activations are freed as soon as they are used
+}
+
+}  // namespace ptdp

@@ -1,0 +1,44 @@
+// One pre-LayerNorm transformer layer (fused QKV, causal attention, 4h GeLU MLP, residuals):
+// forward keeping what backward needs, hand-written backward, and the recomputation modes.
+#pragma once
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/model/params.h"
+
+namespace ptdp {
+
+enum class Recompute { None, Full, Selective };
+Recompute parse_recompute(const std::string& s);  // throws UsageError naming --recompute
+const char* recompute_name(Recompute r);
+
+struct LayerDims {
+  int b = 0, s = 0;   // micro-batch and sequence length: rows = b * s
+  int h = 0;          // hidden size
+  int heads = 0;      // heads on this rank
+  int hd = 0;         // head dimension
+  int ffn = 0;        // MLP width on this rank
+  double eps = 1e-5;  // LayerNorm epsilon
+  int64_t rows() const { return int64_t(b) * s; }
+};
+
+// Views of one layer's tensors inside a flat parameter (or gradient) buffer.
+struct LayerWeights {
+  Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+  static LayerWeights view(const Tensor& flat, const ParamLayout& layout, int layer);
+};
+
+// What the forward pass of one layer keeps for its backward pass. With full recomputation only
+// x is kept; with selective recomputation everything but the attention probabilities.
+struct LayerCache {
+  Tensor x, ln1, mean1, rstd1, qkv, probs, atty, x2, ln2, mean2, rstd2, fc, act;
+  int64_t bytes() const;
+};
+
+void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
+                   LayerCache& cache, Recompute mode);
+// dx = d(loss)/dx from dy = d(loss)/dy; parameter gradients accumulate into g.
+void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g,
+                    LayerCache& cache, const Tensor& dy, Tensor& dx, Recompute mode);
+
+}  // namespace ptdp

@@ -1,0 +1,46 @@
+// AdamW on f32 master weights with global-norm gradient clipping; weight decay on matrices
+// only (not on biases or LayerNorm), as Megatron does.
+#pragma once
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/model/params.h"
+#include "core/optim/lr_schedule.h"
+
+namespace ptdp {
+
+struct OptimizerConfig {
+  LrSchedule lr;
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clip_grad = 1.0;  // max global L2 norm; 0 disables clipping
+};
+
+struct StepInfo {
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  bool clipped = false;
+};
+
+class AdamW {
+ public:
+  // params and grads are flat buffers laid out by `layout`, on `be`'s device.
+  AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg);
+  // One update with the gradients in grads (which it may scale when clipping).
+  StepInfo step();
+  int64_t steps_taken() const { return step_; }
+  const OptimizerConfig& config() const { return cfg_; }
+  Tensor& exp_avg() { return m_; }
+  Tensor& exp_avg_sq() { return v_; }
+  Tensor& master() { return master_; }
+
+ private:
+  struct Segment { int64_t begin, end; bool decay; };
+  Backend& be_;
+  OptimizerConfig cfg_;
+  Tensor params_, grads_, master_, master_grads_, m_, v_;
+  std::vector<Segment> segments_;
+  int64_t step_ = 0;
+};
+
+}  // namespace ptdp

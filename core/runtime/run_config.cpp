@@ -1,0 +1,90 @@
+#include "core/runtime/run_config.h"
+
+#include "core/common/error.h"
+
+namespace ptdp {
+
+namespace {
+void positive(int v, const char* flag) {
+  if (v <= 0) usage_error("{} {} must be positive", flag, v);
+}
+}  // namespace
+
+void validate_run(RunConfig& c) {
+  validate_model(c.model);
+  ParallelConfig& p = c.par;
+  positive(p.tp, "--tp");
+  positive(p.pp, "--pp");
+  positive(p.vpp, "--vpp");
+  positive(p.micro_batch, "--micro-batch");
+  if (p.dp < 0) usage_error("--dp {} must be positive", p.dp);
+  if (c.ranks < 0) usage_error("--ranks {} must be positive", c.ranks);
+  if (p.global_batch < 0) usage_error("--global-batch {} must be positive", p.global_batch);
+  if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
+  if (c.model.layers % (p.pp * p.vpp) != 0) {
+    if (p.vpp == 1) usage_error("--pp {} must divide --layers {}", p.pp, c.model.layers);
+    usage_error("--pp {} x --vpp {} must divide --layers {}", p.pp, p.vpp, c.model.layers);
+  }
+  if (p.dp == 0) {
+    if (c.ranks == 0) {
+      p.dp = 1;
+    } else {
+      if (c.ranks % (p.tp * p.pp) != 0)
+        usage_error("--ranks {} must be a multiple of --tp {} x --pp {}", c.ranks, p.tp, p.pp);
+      p.dp = c.ranks / (p.tp * p.pp);
+    }
+  }
+  const int world = p.tp * p.pp * p.dp;
+  if (c.ranks == 0) c.ranks = world;
+  if (c.ranks != world)
+    usage_error("--ranks {} must equal --tp {} x --pp {} x --dp {} = {}", c.ranks, p.tp, p.pp, p.dp, world);
+  if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
+  if (p.global_batch % (p.micro_batch * p.dp) != 0)
+    usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {} = {}", p.global_batch,
+                p.micro_batch, p.dp, p.micro_batch * p.dp);
+  if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
+    usage_error("--schedule '{}' must be gpipe, 1f1b or interleaved", p.schedule);
+  if (p.vpp > 1 && p.schedule != "interleaved")
+    usage_error("--vpp {} needs --schedule interleaved", p.vpp);
+  if (p.schedule == "interleaved") {
+    if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
+    if (p.num_microbatches() % p.pp != 0)
+      usage_error("--schedule interleaved needs the number of micro-batches ({}) to be a multiple of --pp {}",
+                  p.num_microbatches(), p.pp);
+  }
+  if (c.backend != "cpu" && c.backend != "cuda") usage_error("--backend '{}' must be cpu or cuda", c.backend);
+  if (c.comm != "local" && c.comm != "mpi" && c.comm != "nccl")
+    usage_error("--comm '{}' must be local, mpi or nccl", c.comm);
+  if (c.precision != "f32" && c.precision != "bf16" && c.precision != "f16")
+    usage_error("--precision '{}' must be f32, bf16 or f16", c.precision);
+  if (c.backend == "cpu" && c.precision != "f32")
+    usage_error("--precision {} needs --backend cuda (the CPU backend trains in f32)", c.precision);
+  if (c.comm == "nccl" && c.backend != "cuda") usage_error("--comm nccl needs --backend cuda");
+  positive(c.iters, "--iters");
+  if (c.warmup < 0) usage_error("--warmup {} must not be negative", c.warmup);
+  if (c.warmup >= c.iters)
+    usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
+  positive(c.log_interval, "--log-interval");
+  const OptimizerConfig& o = c.opt;
+  if (!(o.lr.max_lr > 0)) usage_error("--lr {} must be positive", o.lr.max_lr);
+  if (!(o.lr.min_lr >= 0) || o.lr.min_lr > o.lr.max_lr)
+    usage_error("--min-lr {} must be in [0, --lr {}]", o.lr.min_lr, o.lr.max_lr);
+  if (o.lr.warmup_iters < 0) usage_error("--lr-warmup-iters {} must not be negative", o.lr.warmup_iters);
+  if (o.lr.decay_iters < 0) usage_error("--lr-decay-iters {} must not be negative", o.lr.decay_iters);
+  if (!(o.weight_decay >= 0)) usage_error("--weight-decay {} must not be negative", o.weight_decay);
+  if (!(o.clip_grad >= 0)) usage_error("--clip-grad {} must not be negative (0 disables clipping)", o.clip_grad);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) usage_error("--adam-beta1 {} must be in [0, 1)", o.beta1);
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) usage_error("--adam-beta2 {} must be in [0, 1)", o.beta2);
+  if (!(o.eps > 0)) usage_error("--adam-eps {} must be positive", o.eps);
+  if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
+}
+
+void require_single_rank_cpu(const RunConfig& c) {
+  if (c.par.tp > 1) usage_error("--tp {}: tensor parallelism is not implemented yet (single-rank training)", c.par.tp);
+  if (c.par.pp > 1) usage_error("--pp {}: pipeline parallelism is not implemented yet (single-rank training)", c.par.pp);
+  if (c.par.dp > 1) usage_error("--dp {}: data parallelism is not implemented yet (single-rank training)", c.par.dp);
+  if (c.comm != "local") usage_error("--comm {}: only 'local' is implemented yet", c.comm);
+  if (c.backend != "cpu") usage_error("--backend {}: only the CPU backend is implemented yet", c.backend);
+}
+
+}  // namespace ptdp

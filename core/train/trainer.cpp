@@ -1,0 +1,69 @@
+#include "core/train/trainer.h"
+
+#include <chrono>
+#include <vector>
+
+namespace ptdp {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tokens, Tensor& targets) {
+  const int s = data.seq_len();
+  std::vector<int32_t> buf(s + 1);
+  int32_t* tok = tokens.data<int32_t>();
+  int32_t* tgt = targets.data<int32_t>();
+  for (int j = 0; j < b; ++j) {
+    data.get(first + j, buf.data());
+    for (int i = 0; i < s; ++i) {
+      tok[int64_t(j) * s + i] = buf[i];
+      tgt[int64_t(j) * s + i] = buf[i + 1];
+    }
+  }
+}
+
+Trainer::Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg)
+    : model_(model), data_(data), cfg_(cfg) {
+  PTDP_CHECK(cfg.micro_batch > 0 && cfg.global_batch % cfg.micro_batch == 0,
+             "the global batch must be a multiple of the micro-batch");
+  PTDP_CHECK(data.seq_len() == model.config().seq_length, "data and model disagree on the sequence length");
+  opt_ = std::make_unique<AdamW>(model.backend(), model.layout(), model.params(), model.grads(), cfg.optimizer);
+}
+
+IterStats Trainer::step() {
+  IterStats st;
+  st.iteration = ++iteration_;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int b = cfg_.micro_batch, s = model_.config().seq_length;
+  const int64_t n = int64_t(b) * s;
+  const double tokens_in_batch = double(cfg_.global_batch) * s;
+  model_.zero_grads();
+  Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
+  double loss_sum = 0;
+  const int64_t first_sample = (iteration_ - 1) * cfg_.global_batch;
+  for (int k = 0; k < num_microbatches(); ++k) {
+    load_microbatch(data_, first_sample + int64_t(k) * b, b, tokens, targets);
+    auto tf = std::chrono::steady_clock::now();
+    double mb_loss = 0;
+    auto cache = model_.forward(b, tokens, &targets, cfg_.recompute, nullptr, &mb_loss);
+    st.fwd_ms += ms_since(tf);
+    st.peak_activation_bytes = std::max(st.peak_activation_bytes, cache->bytes());
+    loss_sum += mb_loss;
+    auto tb = std::chrono::steady_clock::now();
+    model_.backward(*cache, 1.0 / tokens_in_batch, nullptr, nullptr);
+    st.bwd_ms += ms_since(tb);
+  }
+  st.loss = loss_sum / tokens_in_batch;
+  auto to = std::chrono::steady_clock::now();
+  StepInfo info = opt_->step();
+  st.opt_ms = ms_since(to);
+  st.grad_norm = info.grad_norm;
+  st.lr = info.lr;
+  st.time_ms = ms_since(t0);
+  return st;
+}
+
+}  // namespace ptdp

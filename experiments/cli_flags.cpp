@@ -1,0 +1,85 @@
+#include "experiments/cli_flags.h"
+
+#include "core/common/error.h"
+
+namespace ptdp {
+
+void add_model_flags(CLI::App& app, RunFlags& f) {
+  app.add_option("--model", f.model, "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ...)");
+  app.add_option("--layers", f.layers, "transformer layers (overrides the preset)");
+  app.add_option("--hidden", f.hidden, "hidden size");
+  app.add_option("--heads", f.heads, "attention heads");
+  app.add_option("--seq-length", f.seq_length, "sequence length");
+  app.add_option("--vocab-size", f.vocab_size, "vocabulary size");
+  app.add_option("--make-vocab-size-divisible-by", f.vocab_divisible,
+                 "pad the vocabulary to a multiple of this times --tp")->capture_default_str();
+}
+
+void add_parallel_flags(CLI::App& app, RunFlags& f) {
+  ParallelConfig& p = f.run.par;
+  app.add_option("--tp", p.tp, "tensor-parallel size t")->capture_default_str();
+  app.add_option("--pp", p.pp, "pipeline-parallel size p")->capture_default_str();
+  app.add_option("--dp", p.dp, "data-parallel size d (default: ranks / (t*p))");
+  app.add_option("--vpp", p.vpp, "model chunks per stage v (interleaved schedule)")->capture_default_str();
+  app.add_option("--micro-batch", p.micro_batch, "micro-batch size b")->capture_default_str();
+  app.add_option("--global-batch", p.global_batch, "global batch size B (default: b*d)");
+  app.add_option("--schedule", p.schedule, "gpipe | 1f1b | interleaved")->capture_default_str();
+  app.add_option("--recompute", f.recompute, "activation recomputation: none | full | selective")
+      ->capture_default_str();
+  app.add_flag("--scatter-gather,!--no-scatter-gather", f.scatter_gather,
+               "scatter/gather optimisation of pipeline sends (default on)");
+}
+
+void add_run_flags(CLI::App& app, RunFlags& f) {
+  RunConfig& r = f.run;
+  OptimizerConfig& o = r.opt;
+  app.add_option("--backend", r.backend, "cpu | cuda")->capture_default_str();
+  app.add_option("--comm", r.comm, "local | mpi | nccl")->capture_default_str();
+  app.add_option("--ranks", r.ranks, "ranks (default t*p*d)");
+  app.add_option("--precision", r.precision, "f32 | bf16 | f16")->capture_default_str();
+  app.add_option("--iters", r.iters, "training iterations in all")->capture_default_str();
+  app.add_option("--warmup", r.warmup, "first iterations left out of the timing")->capture_default_str();
+  app.add_option("--seed", r.seed, "seed of initialisation and data order")->capture_default_str();
+  app.add_option("--lr", o.lr.max_lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.lr.min_lr, "learning rate at the end of the decay")->capture_default_str();
+  app.add_option("--lr-warmup-iters", o.lr.warmup_iters, "linear warm-up iterations")->capture_default_str();
+  app.add_option("--lr-decay-iters", o.lr.decay_iters, "cosine decay ends here (0: no decay)")
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
+  app.add_option("--clip-grad", o.clip_grad, "global gradient-norm clip (0: off)")->capture_default_str();
+  app.add_option("--adam-beta1", o.beta1, "Adam beta1")->capture_default_str();
+  app.add_option("--adam-beta2", o.beta2, "Adam beta2")->capture_default_str();
+  app.add_option("--adam-eps", o.eps, "Adam epsilon")->capture_default_str();
+  app.add_option("--data", r.data, "synthetic | PREFIX of a Megatron .bin/.idx dataset")->capture_default_str();
+  app.add_option("--csv", r.csv, "append the result row to this CSV file");
+  app.add_option("--experiment", r.experiment, "experiment name in the result row")->capture_default_str();
+  app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
+      ->capture_default_str();
+}
+
+RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
+  RunConfig r = f.run;
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  const char* sizes[] = {"--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"};
+  if (given("--model")) {
+    r.model = preset_config(f.model);
+  } else {
+    for (const char* flag : sizes)
+      if (!given(flag)) usage_error("{} is required without --model", flag);
+  }
+  bool custom = false;
+  for (const char* flag : sizes) custom = custom || given(flag);
+  if (given("--layers")) r.model.layers = f.layers;
+  if (given("--hidden")) r.model.hidden = f.hidden;
+  if (given("--heads")) r.model.heads = f.heads;
+  if (given("--seq-length")) r.model.seq_length = f.seq_length;
+  if (given("--vocab-size")) r.model.vocab_size = f.vocab_size;
+  if (custom) r.model.name = given("--model") ? f.model + "-custom" : "custom";
+  r.model.make_vocab_size_divisible_by = f.vocab_divisible;
+  r.par.recompute = parse_recompute(f.recompute);
+  r.par.scatter_gather = f.scatter_gather;
+  validate_run(r);
+  return r;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,28 @@
+// The flag groups of the CLI contract (MODEL, PARALLEL, RUN) bound to a RunConfig.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/runtime/run_config.h"
+
+namespace ptdp {
+
+// Raw flag values before presets and validation are applied.
+struct RunFlags {
+  std::string model;
+  int layers = 0, hidden = 0, heads = 0, seq_length = 0;
+  long long vocab_size = 0;
+  int vocab_divisible = 128;
+  std::string recompute = "none";
+  bool scatter_gather = true;
+  RunConfig run;
+};
+
+void add_model_flags(CLI::App& app, RunFlags& f);
+void add_parallel_flags(CLI::App& app, RunFlags& f);
+void add_run_flags(CLI::App& app, RunFlags& f);
+// Applies the preset and the explicit model flags, then validate_run(); UsageError on bad input.
+RunConfig resolve_run_config(const CLI::App& app, RunFlags& f);
+
+}  // namespace ptdp
