@@ -124,7 +124,9 @@ TEST_F(CpuOpGrad, AttentionIsCausalAndRowsSumToOne) {
       double tot = 0;
       for (int j = 0; j < s; ++j) {
         double p = probs.data<double>()[(h * s + i) * s + j];
-        if (j > i) EXPECT_EQ(p, 0.0);
+        if (j > i) {
+          EXPECT_EQ(p, 0.0);
+        }
         tot += p;
       }
       EXPECT_NEAR(tot, 1.0, 1e-12);
