@@ -39,7 +39,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--precision", r.precision, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--iters", r.iters, "training iterations in all")->capture_default_str();
   app.add_option("--warmup", r.warmup, "first iterations left out of the timing")->capture_default_str();
-  app.add_option("--seed", r.seed, "seed of initialisation and data order")->capture_default_str();
+  app.add_option("--seed", r.seed, "seed of initialisation and data order")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--lr", o.lr.max_lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.lr.min_lr, "learning rate at the end of the decay")->capture_default_str();
   app.add_option("--lr-warmup-iters", o.lr.warmup_iters, "linear warm-up iterations")->capture_default_str();

@@ -9,6 +9,7 @@
 #include "core/data/indexed_dataset.h"
 #include "core/data/samples.h"
 #include "core/runtime/flops.h"
+#include "core/runtime/memory_estimate.h"
 #include "core/runtime/provenance.h"
 #include "core/runtime/results_csv.h"
 #include "core/tensor/allocator.h"
@@ -75,6 +76,14 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
 int cmd_train(const RunConfig& c) {
   require_single_rank_cpu(c);
   const ModelConfig& m = c.model;
+  if (!c.csv.empty()) check_result_csv(c.csv);
+  const MemoryEstimate need = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
+  const int64_t have = physical_memory_bytes();
+  if (have > 0 && need.total() > have)
+    usage_error("--model {} (l={} h={} s={}) with --micro-batch {} needs about {:.1f} GB ({:.1f} GB of weights, "
+                "gradients and Adam state, {:.1f} GB of activations), more than the {:.1f} GB of memory here",
+                m.name, m.layers, m.hidden, m.seq_length, c.par.micro_batch, need.total() / 1e9,
+                need.state_bytes / 1e9, need.activation_bytes / 1e9, have / 1e9);
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
   if (c.data == "synthetic") {

@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
-ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
+# One test process at a time: each already uses every core through OpenMP and OpenBLAS.
+ctest --test-dir build --output-on-failure --timeout 600

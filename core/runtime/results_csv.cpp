@@ -90,6 +90,28 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
+namespace {
+std::string first_line_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string first;
+  std::getline(in, first);
+  if (!first.empty() && first.back() == '\r') first.pop_back();
+  return first;
+}
+}  // namespace
+
+void check_result_csv(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) usage_error("{} {}: directory {} does not exist", flag, path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: directory {} is not writable", flag, path, dir.string());
+  if (fs::is_directory(p, ec)) usage_error("{} {}: is a directory, not a CSV file", flag, path);
+  if (fs::exists(p, ec) && first_line_of(path) != header_line())
+    usage_error("{} {}: exists but its header is not the result CSV header; choose another file", flag, path);
+}
+
 void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows) {
   std::string content;
   if (std::filesystem::exists(path)) {
@@ -97,9 +119,7 @@ void append_result_rows(const std::string& path, const std::vector<ResultRow>& r
     std::stringstream ss;
     ss << in.rdbuf();
     content = ss.str();
-    std::string first = content.substr(0, content.find('\n'));
-    if (!first.empty() && first.back() == '\r') first.pop_back();
-    if (first != header_line())
+    if (first_line_of(path) != header_line())
       throw UsageError(fmt::format("{}: exists but its header is not the result CSV header; "
                                    "choose another --csv file", path));
     if (!content.empty() && content.back() != '\n') content += '\n';

@@ -28,6 +28,11 @@ class ResultRow {
 // exists its header must equal the contract's, else RuntimeError and nothing is written.
 void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows);
 
+// Checks, before any work is done, that rows can later be appended to `path`: its directory
+// exists and is writable, it is not a directory, and an existing file has the contract's
+// header. UsageError naming `flag` otherwise.
+void check_result_csv(const std::string& path, const std::string& flag = "--csv");
+
 // Writes `content` to `path` atomically (temporary file, fsync, rename).
 void write_file_atomic(const std::string& path, const std::string& content);
 

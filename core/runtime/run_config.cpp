@@ -1,5 +1,7 @@
 #include "core/runtime/run_config.h"
 
+#include <cmath>
+
 #include "core/common/error.h"
 
 namespace ptdp {
@@ -66,6 +68,10 @@ void validate_run(RunConfig& c) {
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   positive(c.log_interval, "--log-interval");
   const OptimizerConfig& o = c.opt;
+  for (auto [v, flag] : {std::pair{o.lr.max_lr, "--lr"}, {o.lr.min_lr, "--min-lr"}, {o.weight_decay, "--weight-decay"},
+                         {o.clip_grad, "--clip-grad"}, {o.beta1, "--adam-beta1"}, {o.beta2, "--adam-beta2"},
+                         {o.eps, "--adam-eps"}})
+    if (!std::isfinite(v)) usage_error("{} {} must be a finite number", flag, v);
   if (!(o.lr.max_lr > 0)) usage_error("--lr {} must be positive", o.lr.max_lr);
   if (!(o.lr.min_lr >= 0) || o.lr.min_lr > o.lr.max_lr)
     usage_error("--min-lr {} must be in [0, --lr {}]", o.lr.min_lr, o.lr.max_lr);

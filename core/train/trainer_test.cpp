@@ -91,3 +91,36 @@ TEST(Trainer, TinyLearnsRealTextBelowLoss2Point5) {
 
 }  // namespace
 }  // namespace ptdp
+
+#include "core/runtime/memory_estimate.h"
+#include "core/tensor/allocator.h"
+
+namespace ptdp {
+namespace {
+
+TEST(MemoryEstimate, IsWithinAFactorOfTwoOfTheMeasuredPeak) {
+  ModelConfig c = preset_config("small");
+  auto be = make_cpu_backend();
+  SyntheticSamples data(c.vocab_size, c.seq_length, 1);
+  for (Recompute mode : {Recompute::None, Recompute::Full}) {
+    CachingHostAllocator::instance().release_cached();
+    CachingHostAllocator::instance().reset_peak();
+    const int64_t before = CachingHostAllocator::instance().bytes_in_use();
+    {
+      Gpt model(c, ShardSpec{}, *be, DType::F32);
+      model.init(1);
+      TrainConfig tc;
+      tc.micro_batch = tc.global_batch = 2;
+      tc.recompute = mode;
+      Trainer t(model, data, tc);
+      t.step();
+    }
+    const double peak = double(CachingHostAllocator::instance().peak_bytes_in_use() - before);
+    const double est = double(estimate_single_rank_f32(c, 2, mode).total());
+    EXPECT_GT(est, 0.5 * peak) << recompute_name(mode);
+    EXPECT_LT(est, 2.0 * peak) << recompute_name(mode);
+  }
+}
+
+}  // namespace
+}  // namespace ptdp

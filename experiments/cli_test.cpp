@@ -1,0 +1,400 @@
+// End-to-end tests of the ptdp command line: bad flags, configs and dataset files give one
+// "ptdp: error:" line naming the flag or file and the rule, exit code 2 and no CSV row;
+// good runs append one well-formed row.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/data/testing/data_test_util.h"
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::lines_of;
+using testing::read_file;
+using testing::run_ptdp;
+using testing::split_csv_line;
+using testing::TempDir;
+using testing::write_file;
+
+namespace fs = std::filesystem;
+using Args = std::vector<std::string>;
+
+// `ptdp train ARGS --csv DIR/out.csv`, with the CSV path returned for the "not created" check.
+struct TrainRun {
+  CliResult result;
+  std::string csv;
+};
+
+TrainRun train(const TempDir& dir, Args args) {
+  const std::string csv = dir.file("out.csv");
+  args.insert(args.begin(), "train");
+  args.push_back("--csv");
+  args.push_back(csv);
+  return {run_ptdp(dir, args), csv};
+}
+
+// Expects a usage error containing `needle`, and no CSV file.
+void expect_refused(const Args& args, const std::string& needle) {
+  TempDir dir;
+  const TrainRun r = train(dir, args);
+  EXPECT_TRUE(IsUsageError(r.result, {needle}));
+  EXPECT_FALSE(fs::exists(r.csv)) << "a refused run created " << r.csv;
+}
+
+// ---- model flags ----
+
+TEST(CliModelFlags, HeadsMustDivideHidden) {
+  expect_refused({"--layers", "2", "--hidden", "64", "--heads", "5", "--seq-length", "8", "--vocab-size", "16"},
+                 "--heads 5 must divide --hidden 64");
+}
+
+struct SizeCase {
+  const char* flag;
+  const char* value;
+};
+
+void PrintTo(const SizeCase& c, std::ostream* os) { *os << c.flag << " " << c.value; }
+
+class NonPositiveSize : public ::testing::TestWithParam<SizeCase> {};
+
+TEST_P(NonPositiveSize, IsRefused) {
+  const SizeCase c = GetParam();
+  expect_refused({"--model", "tiny", c.flag, c.value}, std::string(c.flag) + " " + c.value + " must be positive");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, NonPositiveSize,
+                         ::testing::Values(SizeCase{"--layers", "0"}, SizeCase{"--hidden", "-4"},
+                                           SizeCase{"--seq-length", "0"}, SizeCase{"--vocab-size", "0"},
+                                           SizeCase{"--micro-batch", "0"}, SizeCase{"--iters", "0"},
+                                           SizeCase{"--tp", "0"}),
+                         [](const ::testing::TestParamInfo<SizeCase>& info) {
+                           std::string name;
+                           for (const char* p = info.param.flag + 2; *p; ++p) name += *p == '-' ? '_' : *p;
+                           const std::string v = info.param.value;
+                           return name + "_" + (v[0] == '-' ? "minus" + v.substr(1) : v);
+                         });
+
+TEST(CliModelFlags, UnknownPresetIsRefused) {
+  expect_refused({"--model", "nope"}, "--model 'nope' is not a preset");
+}
+
+TEST(CliModelFlags, SizesAreRequiredWithoutModel) {
+  expect_refused({"--hidden", "64", "--heads", "4", "--seq-length", "8", "--vocab-size", "16"},
+                 "--layers is required without --model");
+}
+
+// ---- parallel flags ----
+
+TEST(CliParallelFlags, TpMustDivideHeads) {
+  expect_refused({"--model", "tiny", "--tp", "3"}, "--tp 3 must divide --heads 4");
+}
+
+TEST(CliParallelFlags, PpMustDivideLayers) {
+  expect_refused({"--model", "tiny", "--pp", "3"}, "--pp 3 must divide --layers 4");
+}
+
+TEST(CliParallelFlags, GlobalBatchMustBeAMultipleOfMicroBatch) {
+  expect_refused({"--model", "tiny", "--global-batch", "6", "--micro-batch", "4"},
+                 "--global-batch 6 must be a multiple of --micro-batch 4");
+}
+
+TEST(CliParallelFlags, UnknownScheduleIsRefused) {
+  expect_refused({"--model", "tiny", "--schedule", "foo"}, "--schedule 'foo' must be gpipe, 1f1b or interleaved");
+}
+
+TEST(CliParallelFlags, UnknownRecomputeIsRefused) {
+  expect_refused({"--model", "tiny", "--recompute", "maybe"}, "--recompute 'maybe' must be none, full or selective");
+}
+
+// ---- run flags ----
+
+TEST(CliRunFlags, Bf16NeedsTheCudaBackend) {
+  expect_refused({"--model", "tiny", "--precision", "bf16"}, "--precision bf16 needs --backend cuda");
+}
+
+TEST(CliRunFlags, UnknownPrecisionIsRefused) {
+  expect_refused({"--model", "tiny", "--precision", "f8"}, "--precision 'f8' must be f32, bf16 or f16");
+}
+
+TEST(CliRunFlags, UnknownBackendIsRefused) {
+  expect_refused({"--model", "tiny", "--backend", "tpu"}, "--backend 'tpu' must be cpu or cuda");
+}
+
+TEST(CliRunFlags, UnknownCommIsRefused) {
+  expect_refused({"--model", "tiny", "--comm", "xyz"}, "--comm 'xyz' must be local, mpi or nccl");
+}
+
+TEST(CliRunFlags, WarmupMustBeLessThanIters) {
+  expect_refused({"--model", "tiny", "--warmup", "5", "--iters", "5"}, "--warmup 5 must be less than --iters 5");
+}
+
+TEST(CliRunFlags, NegativeLearningRateIsRefused) {
+  expect_refused({"--model", "tiny", "--lr", "-1"}, "--lr -1 must be positive");
+}
+
+TEST(CliRunFlags, AdamBeta1MustBeBelowOne) {
+  expect_refused({"--model", "tiny", "--adam-beta1", "1.5"}, "--adam-beta1 1.5 must be in [0, 1)");
+}
+
+TEST(CliRunFlags, NonFiniteLearningRateIsRefused) {
+  expect_refused({"--model", "tiny", "--lr", "inf"}, "--lr inf must be a finite number");
+}
+
+TEST(CliRunFlags, NegativeSeedIsRefused) {
+  expect_refused({"--model", "tiny", "--seed", "-1"}, "--seed");
+}
+
+TEST(CliRunFlags, ModelTooBigForThisMachineIsRefusedAtOnce) {
+  expect_refused({"--model", "tiny", "--layers", "99999999"}, "more than the");
+}
+
+// ---- parse errors (CLI11) ----
+
+TEST(CliParse, UnknownFlagIsRefused) { expect_refused({"--model", "tiny", "--foo"}, "--foo"); }
+
+TEST(CliParse, NonNumericValueIsRefused) { expect_refused({"--model", "tiny", "--layers", "abc"}, "--layers"); }
+
+TEST(CliParse, HelpExitsZero) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("train"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("preprocess"), std::string::npos) << r.out;
+}
+
+// ---- dataset files ----
+
+// A good byte-level dataset made by `ptdp preprocess`, and damaged copies of it.
+class CliDataset : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string text;
+    for (int i = 0; i < 8; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+    const std::string input = dir_.file("in.txt");
+    write_file(input, std::vector<uint8_t>(text.begin(), text.end()));
+    good_ = dir_.file("good");
+    const CliResult r = run_ptdp(dir_, {"preprocess", "--input", input, "--output-prefix", good_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    idx_ = read_file(good_ + ".idx");
+    bin_ = read_file(good_ + ".bin");
+    ASSERT_EQ(idx_.size(), 34u + 12 + 16);  // header, one sequence, two document indices
+    ASSERT_EQ(bin_.size(), 2 * text.size());  // uint16 tokens
+  }
+
+  // Writes NAME.idx and NAME.bin (either left out when null); returns the prefix.
+  std::string copy(const std::string& name, const std::vector<uint8_t>* idx, const std::vector<uint8_t>* bin) {
+    const std::string prefix = dir_.file(name);
+    if (idx != nullptr) write_file(prefix + ".idx", *idx);
+    if (bin != nullptr) write_file(prefix + ".bin", *bin);
+    return prefix;
+  }
+  std::string with_idx(const std::string& name, const std::vector<uint8_t>& idx) { return copy(name, &idx, &bin_); }
+
+  // `ptdp train --model tiny --iters 2 --warmup 0 --data PREFIX [extra] --csv OUT`
+  TrainRun train_on(const std::string& prefix, Args extra = {}) {
+    Args args = {"--model", "tiny", "--iters", "2", "--warmup", "0", "--data", prefix};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return train(dir_, args);
+  }
+
+  void expect_refused_on(const std::string& prefix, const std::vector<std::string>& needles) {
+    const TrainRun r = train_on(prefix);
+    EXPECT_TRUE(IsUsageError(r.result, needles));
+    EXPECT_FALSE(fs::exists(r.csv)) << "a refused run created " << r.csv;
+  }
+
+  TempDir dir_;
+  std::string good_;
+  std::vector<uint8_t> idx_, bin_;
+};
+
+TEST_F(CliDataset, GoodDatasetTrains) {
+  const TrainRun r = train_on(good_);
+  EXPECT_EQ(r.result.exit_code, 0) << r.result.err;
+  EXPECT_EQ(lines_of(testing::text_of(r.csv)).size(), 2u);
+}
+
+TEST_F(CliDataset, WrongMagicNamesTheIndex) {
+  auto idx = idx_;
+  idx[0] = 'X';
+  const std::string p = with_idx("magic", idx);
+  expect_refused_on(p, {p + ".idx: ", "bad magic"});
+}
+
+TEST_F(CliDataset, UnsupportedVersionNamesTheIndex) {
+  auto idx = idx_;
+  idx[9] = 2;
+  const std::string p = with_idx("version", idx);
+  expect_refused_on(p, {p + ".idx: ", "version 2 is not supported"});
+}
+
+TEST_F(CliDataset, FloatDtypeNamesTheIndex) {
+  auto idx = idx_;
+  idx[17] = 6;  // float64
+  const std::string p = with_idx("float64", idx);
+  expect_refused_on(p, {p + ".idx: ", "dtype code 6", "is not an integer token type"});
+}
+
+TEST_F(CliDataset, UnknownDtypeNamesTheIndex) {
+  auto idx = idx_;
+  idx[17] = 9;
+  const std::string p = with_idx("dtype9", idx);
+  expect_refused_on(p, {p + ".idx: ", "unknown dtype code 9"});
+}
+
+TEST_F(CliDataset, IndexCutInTheHeaderIsTruncated) {
+  const std::vector<uint8_t> idx(idx_.begin(), idx_.begin() + 20);
+  const std::string p = with_idx("cut20", idx);
+  expect_refused_on(p, {p + ".idx: ", "truncated"});
+}
+
+TEST_F(CliDataset, IndexCutAfterTheHeaderIsTruncated) {
+  const std::vector<uint8_t> idx(idx_.begin(), idx_.begin() + 40);
+  const std::string p = with_idx("cut40", idx);
+  expect_refused_on(p, {p + ".idx: ", "truncated"});
+}
+
+TEST_F(CliDataset, TruncatedBinNamesTheBin) {
+  const std::vector<uint8_t> bin(bin_.begin(), bin_.end() - 2);
+  const std::string p = copy("shortbin", &idx_, &bin);
+  expect_refused_on(p, {p + ".bin: ", "truncated"});
+}
+
+TEST_F(CliDataset, MissingIndexNamesTheIndex) {
+  const std::string p = copy("noidx", nullptr, &bin_);
+  expect_refused_on(p, {p + ".idx: ", "cannot open"});
+}
+
+TEST_F(CliDataset, MissingBinNamesTheBin) {
+  const std::string p = copy("nobin", &idx_, nullptr);
+  expect_refused_on(p, {p + ".bin: ", "cannot open"});
+}
+
+TEST_F(CliDataset, DatasetShorterThanOneSampleIsRefused) {
+  const TrainRun r = train_on(good_, {"--seq-length", "1000"});
+  EXPECT_TRUE(IsUsageError(r.result, {good_ + ".bin: ", "needs at least s+1 = 1001 for --seq-length 1000"}));
+  EXPECT_FALSE(fs::exists(r.csv));
+}
+
+TEST_F(CliDataset, TokensOutsideTheVocabularyAreRefused) {
+  const TrainRun r = train_on(good_, {"--vocab-size", "100"});
+  EXPECT_TRUE(IsUsageError(r.result, {good_ + ".bin: ", "is outside the vocabulary (--vocab-size 100)"}));
+  EXPECT_FALSE(fs::exists(r.csv));
+}
+
+TEST_F(CliDataset, TokensOutsideAnExplicitVocabularyAreRefused) {
+  const TrainRun r = train(dir_, {"--layers", "2", "--hidden", "32", "--heads", "2", "--seq-length", "16",
+                                  "--vocab-size", "100", "--iters", "2", "--warmup", "0", "--data", good_});
+  EXPECT_TRUE(IsUsageError(r.result, {good_ + ".bin: ", "is outside the vocabulary (--vocab-size 100)"}));
+  EXPECT_FALSE(fs::exists(r.csv));
+}
+
+// ---- preprocess ----
+
+TEST(CliPreprocess, MissingInputNamesTheFlag) {
+  TempDir dir;
+  const std::string prefix = dir.file("out");
+  const CliResult r = run_ptdp(dir, {"preprocess", "--input", dir.file("none.txt"), "--output-prefix", prefix});
+  EXPECT_TRUE(IsUsageError(r, {"--input ", "none.txt", "cannot open"}));
+  EXPECT_FALSE(fs::exists(prefix + ".bin"));
+  EXPECT_FALSE(fs::exists(prefix + ".idx"));
+}
+
+TEST(CliPreprocess, OutputPrefixInAMissingDirectoryNamesTheFlag) {
+  TempDir dir;
+  const std::string input = dir.file("in.txt");
+  write_file(input, {'h', 'e', 'l', 'l', 'o'});
+  const CliResult r =
+      run_ptdp(dir, {"preprocess", "--input", input, "--output-prefix", dir.file("missing/out")});
+  EXPECT_TRUE(IsUsageError(r, {"--output-prefix ", "does not exist"}));
+  EXPECT_FALSE(fs::exists(dir.file("missing")));
+}
+
+// ---- result CSV ----
+
+const char* const kHeaderStart = "experiment,mode,backend,comm,precision,model,params,";
+
+Args good_train_args() {
+  return {"--model", "tiny", "--iters", "3", "--warmup", "1", "--micro-batch", "2", "--global-batch", "4"};
+}
+
+TEST(CliCsv, ForeignHeaderIsRefusedAndLeftUnchanged) {
+  TempDir dir;
+  const std::string csv = dir.file("out.csv");
+  const std::vector<uint8_t> before = {'a', ',', 'b', '\n', '1', ',', '2', '\n'};
+  write_file(csv, before);
+  const TrainRun r = train(dir, {"--model", "tiny", "--iters", "2", "--warmup", "1"});
+  EXPECT_TRUE(IsUsageError(r.result, {csv + ": ", "header"}));
+  EXPECT_EQ(read_file(csv), before);
+}
+
+// Disabled: today this trains first and then fails with exit code 1 ("ptdp: failed: ... cannot
+// create a temporary file"); enable once --csv is checked before training.
+TEST(CliCsv, CsvInAMissingDirectoryIsRefusedBeforeTraining) {
+  TempDir dir;
+  const std::string csv = dir.file("missing/out.csv");
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--warmup", "1", "--csv", csv});
+  EXPECT_TRUE(IsUsageError(r, {"--csv ", "missing"}));
+  EXPECT_EQ(r.out.find("iteration"), std::string::npos) << "it trained before refusing:\n" << r.out;
+  EXPECT_FALSE(fs::exists(dir.file("missing")));
+}
+
+TEST(CliCsv, RefusedFlagsLeaveAnExistingCsvUnchanged) {
+  TempDir dir;
+  const TrainRun first = train(dir, good_train_args());
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
+  const std::vector<uint8_t> before = read_file(first.csv);
+  const TrainRun r = train(dir, {"--model", "tiny", "--heads", "5"});
+  EXPECT_TRUE(IsUsageError(r.result, {"--heads 5 must divide --hidden 64"}));
+  EXPECT_EQ(read_file(first.csv), before);
+}
+
+TEST(CliCsv, TrainWritesHeaderAndAppendsOneRowPerRun) {
+  TempDir dir;
+  const TrainRun first = train(dir, good_train_args());
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
+  std::vector<std::string> lines = lines_of(testing::text_of(first.csv));
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string header = lines[0];
+  EXPECT_EQ(header.rfind(kHeaderStart, 0), 0u) << header;
+  const std::vector<std::string> cols = split_csv_line(header);
+  EXPECT_NE(std::find(cols.begin(), cols.end(), "timestamp"), cols.end()) << header;
+
+  const TrainRun second = train(dir, good_train_args());
+  ASSERT_EQ(second.result.exit_code, 0) << second.result.err;
+  lines = lines_of(testing::text_of(first.csv));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], header);
+  for (size_t i = 1; i < lines.size(); ++i)
+    EXPECT_EQ(split_csv_line(lines[i]).size(), cols.size()) << "row " << i << ": " << lines[i];
+}
+
+TEST(CliCsv, LossOfAnUntrainedTinyModelIsNearLog256) {
+  TempDir dir;
+  const TrainRun r = train(dir, good_train_args());
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  const std::vector<std::string> lines = lines_of(testing::text_of(r.csv));
+  ASSERT_EQ(lines.size(), 2u);
+  const std::vector<std::string> cols = split_csv_line(lines[0]);
+  const std::vector<std::string> row = split_csv_line(lines[1]);
+  ASSERT_EQ(row.size(), cols.size());
+  const auto at = std::find(cols.begin(), cols.end(), "loss");
+  ASSERT_NE(at, cols.end()) << lines[0];
+  const std::string& field = row[static_cast<size_t>(at - cols.begin())];
+  size_t used = 0;
+  double loss = NAN;
+  ASSERT_NO_THROW(loss = std::stod(field, &used)) << "loss field '" << field << "'";
+  EXPECT_EQ(used, field.size()) << "loss field '" << field << "'";
+  EXPECT_NEAR(loss, std::log(256.0), 0.3);
+}
+
+}  // namespace
+}  // namespace ptdp
