@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <map>
 #include <vector>
 
@@ -102,11 +104,12 @@ BENCHMARK(BM_TrainStepSmall)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRe
 // Console output as usual, and remembers each benchmark's GFLOP/s.
 class RateReporter : public benchmark::ConsoleReporter {
  public:
-  std::map<std::string, double> gflops;
+  explicit RateReporter(OutputOptions opts) : ConsoleReporter(opts) {}
+  std::map<std::string, double> gflops;  // by function name, e.g. BM_TrainStepSmall
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
       auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.benchmark_name()] = it->second;
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.run_name.function_name] = it->second;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -123,7 +126,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("device", ptdp::cpu_name());
   benchmark::AddCustomContext("blas", fmt::format("OpenBLAS, parallel mode {}, {} threads",
                                                   ptdp::cpu::blas_parallel_mode(), ptdp::cpu::blas_num_threads()));
-  ptdp::RateReporter reporter;
+  ptdp::RateReporter reporter(isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
+                                                    : benchmark::ConsoleReporter::OO_Tabular);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   auto& g = reporter.gflops;
   if (g.count("BM_SgemmModelShapes") && g.count("BM_TrainStepSmall")) {
