@@ -1,0 +1,276 @@
+#include "core/comm/local/local_comm.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/comm/local/local_group.h"
+
+namespace ptdp {
+
+namespace {
+
+using local::Group;
+using local::World;
+
+template <class T>
+void reduce_into(T* dst, const std::vector<const T*>& srcs, int64_t begin, int64_t end, ReduceOp op) {
+  for (int64_t i = begin; i < end; ++i) {
+    T acc = srcs[0][i];
+    for (size_t q = 1; q < srcs.size(); ++q) acc = op == ReduceOp::Sum ? acc + srcs[q][i] : std::max(acc, srcs[q][i]);
+    dst[i - begin] = acc;
+  }
+}
+
+// Reduces elements [begin, end) of every rank's input into dst, in rank order.
+void reduce_chunk(Group& g, DType dt, void* dst, int64_t begin, int64_t end, ReduceOp op) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<const T*> srcs(g.size());
+    for (int q = 0; q < g.size(); ++q) srcs[q] = static_cast<const T*>(g.slot(q).in);
+    reduce_into(static_cast<T*>(dst), srcs, begin, end, op);
+  };
+  switch (dt) {
+    case DType::F32: run(float{}); break;
+    case DType::F64: run(double{}); break;
+    case DType::I32: run(int32_t{}); break;
+    default: PTDP_CHECK(false, "local comm reduces f32, f64 and i32, not {}", dtype_name(dt));
+  }
+}
+
+class LocalComm final : public Communicator {
+ public:
+  LocalComm(std::shared_ptr<Group> g, int rank, std::chrono::milliseconds timeout) : g_(std::move(g)), rank_(rank) {
+    timeout_ = timeout;
+  }
+  ~LocalComm() override {
+    {
+      std::lock_guard<std::mutex> lock(qmu_);
+      stop_ = true;
+    }
+    qcv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return g_->size(); }
+  std::string backend() const override { return "local"; }
+
+  void all_reduce(Tensor& x, ReduceOp op) override { all_reduce_async(x, op).wait(); }
+
+  CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
+    check_collective_args("all_reduce", x, nullptr, 0);
+    return enqueue("all_reduce", [this, x, op]() mutable {
+      const int64_t n = x.numel();
+      const size_t es = dtype_size(x.dtype());
+      ChunkRange mine = chunk_range(n, size(), rank_);
+      std::vector<char> scratch(mine.size() * es);
+      g_->slot(rank_).in = x.raw();
+      g_->slot(rank_).scratch = scratch.data();
+      sync("all_reduce");
+      reduce_chunk(*g_, x.dtype(), scratch.data(), mine.begin, mine.end, op);
+      sync("all_reduce");
+      for (int q = 0; q < size(); ++q) {
+        ChunkRange c = chunk_range(n, size(), q);
+        std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch, c.size() * es);
+      }
+      sync("all_reduce");
+    });
+  }
+
+  void all_gather(const Tensor& in, Tensor& out) override {
+    const int64_t n = out.numel();
+    check_collective_args("all_gather", in, &out, n);
+    PTDP_CHECK(in.numel() == chunk_range(n, size(), rank_).size(), "all_gather: input is not this rank's chunk");
+    enqueue("all_gather", [this, in, out]() mutable {
+      const size_t es = dtype_size(in.dtype());
+      g_->slot(rank_).in = in.raw();
+      sync("all_gather");
+      for (int q = 0; q < size(); ++q) {
+        ChunkRange c = chunk_range(out.numel(), size(), q);
+        std::memcpy(static_cast<char*>(out.raw()) + c.begin * es, g_->slot(q).in, c.size() * es);
+      }
+      sync("all_gather");
+    }).wait();
+  }
+
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    ChunkRange mine = chunk_range(in.numel(), size(), rank_);
+    check_collective_args("reduce_scatter", in, &out, mine.size());
+    enqueue("reduce_scatter", [this, in, out, op, mine]() mutable {
+      g_->slot(rank_).in = in.raw();
+      sync("reduce_scatter");
+      reduce_chunk(*g_, in.dtype(), out.raw(), mine.begin, mine.end, op);
+      sync("reduce_scatter");
+    }).wait();
+  }
+
+  void broadcast(Tensor& x, int root) override {
+    PTDP_CHECK(root >= 0 && root < size(), "broadcast: root {} outside the group of {}", root, size());
+    enqueue("broadcast", [this, x, root]() mutable {
+      g_->slot(rank_).in = x.raw();
+      sync("broadcast");
+      if (rank_ != root) std::memcpy(x.raw(), g_->slot(root).in, x.nbytes());
+      sync("broadcast");
+    }).wait();
+  }
+
+  void barrier() override {
+    enqueue("barrier", [this] { sync("barrier"); }).wait();
+  }
+
+  void abort(const std::string& why) override {
+    g_->fail(fmt::format("local comm: rank {} stopped: {}", g_->world_rank(rank_), why));
+  }
+
+  void send(const Tensor& x, int peer, int tag) override { isend(x, peer, tag).wait(); }
+  void recv(Tensor& x, int peer, int tag) override { irecv(x, peer, tag).wait(); }
+
+  CommHandle isend(const Tensor& x, int peer, int tag) override {
+    check_peer(peer);
+    const char* p = static_cast<const char*>(x.raw());
+    g_->world()->post(g_->world_rank(rank_), g_->world_rank(peer), tag, std::vector<char>(p, p + x.nbytes()));
+    return CommHandle();  // the message was copied: done
+  }
+
+  CommHandle irecv(Tensor& x, int peer, int tag) override {
+    check_peer(peer);
+    return CommHandle([this, x, peer, tag]() mutable {
+      std::vector<char> d = g_->world()->take(g_->world_rank(peer), g_->world_rank(rank_), tag, timeout_);
+      if (d.size() != x.nbytes())
+        throw CommError(fmt::format("local comm: rank {} expected {} bytes from rank {} (tag {}), got {}",
+                                    g_->world_rank(rank_), x.nbytes(), g_->world_rank(peer), tag, d.size()));
+      std::memcpy(x.raw(), d.data(), d.size());
+    });
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    std::shared_ptr<Group> child;
+    int child_rank = 0;
+    enqueue("split", [&, this] {
+      const uint64_t id = seq_;
+      g_->slot(rank_).a = color;
+      g_->slot(rank_).b = key;
+      sync("split");
+      std::vector<std::pair<int64_t, int>> members;  // (key, parent rank) of my color
+      for (int q = 0; q < size(); ++q)
+        if (g_->slot(q).a == color) members.push_back({g_->slot(q).b, q});
+      std::sort(members.begin(), members.end());
+      std::vector<int> world;
+      for (size_t i = 0; i < members.size(); ++i) {
+        world.push_back(g_->world_rank(members[i].second));
+        if (members[i].second == rank_) child_rank = static_cast<int>(i);
+      }
+      child = g_->child(id, color, world);
+      sync("split");
+      if (rank_ == 0) g_->drop_children(id);
+    }).wait();
+    return std::make_unique<LocalComm>(child, child_rank, timeout_);
+  }
+
+ private:
+  void check_peer(int peer) const {
+    PTDP_CHECK(peer >= 0 && peer < size() && peer != rank_, "p2p peer {} invalid for rank {} of {}", peer, rank_,
+               size());
+  }
+
+  void sync(const char* call) { g_->barrier(rank_, call, seq_, timeout_); }
+
+  // Runs collectives one at a time, in call order, on this rank's worker thread.
+  CommHandle enqueue(const char* call, std::function<void()> fn) {
+    auto task = std::make_shared<std::packaged_task<void()>>([this, call, fn = std::move(fn)] {
+      ++seq_;
+      try {
+        fn();
+      } catch (const CommError&) {
+        throw;
+      } catch (const std::exception& e) {
+        g_->fail(fmt::format("local comm: rank {} failed in {}: {}", g_->world_rank(rank_), call, e.what()));
+        throw;
+      }
+    });
+    std::shared_future<void> done = task->get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(qmu_);
+      queue_.push_back([task] { (*task)(); });
+      if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+    }
+    qcv_.notify_one();
+    return CommHandle([done] { done.get(); });
+  }
+
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(qmu_);
+        qcv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::shared_ptr<Group> g_;
+  int rank_;
+  uint64_t seq_ = 0;
+  std::mutex qmu_;
+  std::condition_variable qcv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_local_world(int n, std::chrono::milliseconds timeout) {
+  PTDP_CHECK(n >= 1, "a world needs at least one rank");
+  std::vector<int> ranks(n);
+  for (int i = 0; i < n; ++i) ranks[i] = i;
+  auto g = std::make_shared<Group>(ranks, std::make_shared<World>());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int i = 0; i < n; ++i) comms.push_back(std::make_unique<LocalComm>(g, i, timeout));
+  return comms;
+}
+
+void run_local_ranks(int n, const std::function<void(int, Communicator&)>& fn, std::chrono::milliseconds timeout) {
+  auto comms = make_local_world(n, timeout);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, *comms[r]);
+      } catch (const std::exception& e) {
+        errors[r] = std::current_exception();
+        comms[r]->abort(e.what());
+      } catch (...) {
+        errors[r] = std::current_exception();
+        comms[r]->abort("unknown error");
+      }
+    });
+  for (auto& t : threads) t.join();
+  // Prefer the root cause: a rank's own failure over the CommErrors it caused in the others.
+  std::exception_ptr first;
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const CommError&) {
+      if (!first) first = e;
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace ptdp
