@@ -1,5 +1,7 @@
 #include "core/model/gpt.h"
 
+#include <algorithm>
+
 namespace ptdp {
 
 namespace {
@@ -10,9 +12,12 @@ ShardSpec resolve(const ShardSpec& s, const ModelConfig& c) {
 }
 }  // namespace
 
-Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype)
-    : cfg_(cfg), shard_(resolve(shard, cfg)), be_(be), dtype_(dtype), layout_(cfg, shard_),
-      vp_(cfg.padded_vocab(shard.tp_size)) {
+Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype, Communicator* tp)
+    : cfg_(cfg), shard_(resolve(shard, cfg)), be_(be), dtype_(dtype), tp_(shard.tp_size > 1 ? tp : nullptr),
+      layout_(cfg, shard_), vp_(cfg.padded_vocab(shard.tp_size)) {
+  if (shard_.tp_size > 1)
+    PTDP_CHECK(tp && tp->size() == shard_.tp_size && tp->rank() == shard_.tp_rank,
+               "a tensor-parallel shard needs its group (t={}, rank {})", shard_.tp_size, shard_.tp_rank);
   params_ = be_.empty({layout_.total()}, dtype_);
   grads_ = be_.empty({layout_.total()}, dtype_);
   be_.fill(params_, 0);
@@ -50,6 +55,8 @@ LayerDims Gpt::dims(int b) const {
   d.hd = cfg_.head_dim();
   d.ffn = cfg_.ffn_hidden() / shard_.tp_size;
   d.eps = cfg_.layernorm_eps;
+  d.tp = tp_;
+  d.bias_owner = shard_.tp_rank == 0;
   return d;
 }
 
@@ -72,8 +79,9 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
     PTDP_CHECK(input.dtype() == DType::I32 && input.numel() == n, "first stage takes {} token ids", n);
     c->tokens = input;
     c->x_in = be_.empty({n, d.h}, dtype_);
-    Tensor wpe = param("wpe");
-    be_.embedding_forward(c->x_in, input, param("wte"), 0, &wpe, d.s);
+    Tensor wpe = param("wpe");  // added once, by tensor-parallel rank 0, before the sum
+    be_.embedding_forward(c->x_in, input, param("wte"), vocab_start(), d.bias_owner ? &wpe : nullptr, d.s);
+    tp_all_reduce(d, c->x_in);
   } else {
     PTDP_CHECK(input.numel() == n * d.h, "stage input must be [{}, {}]", n, d.h);
     c->x_in = input;
@@ -97,35 +105,47 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   c->mean = be_.empty({n}, dtype_);
   c->rstd = be_.empty({n}, dtype_);
   be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, param("lnf.weight"), param("lnf.bias"), d.eps);
-  c->logits = be_.empty({n, vp_}, dtype_);
+  const int64_t v_shard = vp_ / shard_.tp_size;
+  c->logits = be_.empty({n, v_shard}, dtype_);
   be_.linear_forward(c->logits, c->lnf, param("wte"), nullptr);
-  const int64_t v_valid = cfg_.vocab_size;  // padded columns never enter the softmax
+  const int64_t v_valid = valid_vocab();  // padded columns never enter the softmax
   c->max = be_.empty({n}, dtype_);
   c->sum_exp = be_.empty({n}, dtype_);
   Tensor tgt = be_.empty({n}, dtype_), loss = be_.empty({n}, dtype_);
   be_.xent_row_max(c->max, c->logits, v_valid);
+  if (tp_) tp_->all_reduce(c->max, ReduceOp::Max);
   be_.xent_sum_exp(c->sum_exp, c->logits, c->max, v_valid);
-  be_.xent_target_logit(tgt, c->logits, *targets, 0, v_valid);
+  if (tp_) tp_->all_reduce(c->sum_exp, ReduceOp::Sum);
+  be_.xent_target_logit(tgt, c->logits, *targets, vocab_start(), v_valid);
+  if (tp_) tp_->all_reduce(tgt, ReduceOp::Sum);
   be_.xent_loss(loss, c->max, c->sum_exp, tgt);
   if (loss_sum) *loss_sum = be_.sum(loss);
   return c;
 }
 
-void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx_in) {
+int64_t Gpt::valid_vocab() const {
+  const int64_t v_shard = vp_ / shard_.tp_size;
+  return std::clamp<int64_t>(cfg_.vocab_size - vocab_start(), 0, v_shard);
+}
+
+void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx_in,
+                   const std::function<void(int64_t)>& grads_ready) {
   const LayerDims d = dims(c.b);
   const int64_t n = d.rows();
   Tensor dx;
   if (shard_.post) {
-    Tensor dlogits = be_.empty({n, vp_}, dtype_);
-    be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, 0, cfg_.vocab_size, loss_scale);
+    Tensor dlogits = be_.empty({n, c.logits.dim(1)}, dtype_);
+    be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
     c.logits = Tensor();
     Tensor dlnf = be_.empty({n, d.h}, dtype_);
     Tensor gwte = grad("wte");
     be_.linear_backward(&dlnf, false, gwte, nullptr, dlogits, c.lnf, param("wte"));
+    tp_all_reduce(d, dlnf);  // the output layer's input is replicated: sum its gradient
     dx = be_.empty({n, d.h}, dtype_);
     be_.fill(dx, 0);
     Tensor gw = grad("lnf.weight"), gb = grad("lnf.bias");
     be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, param("lnf.weight"), c.mean, c.rstd);
+    if (grads_ready) grads_ready(layout_.at("lnf.weight").offset);
   } else {
     PTDP_CHECK(dy_out != nullptr, "a stage without the head needs the gradient of its output");
     dx = *dy_out;
@@ -136,14 +156,16 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
     layer_backward(be_, d, LayerWeights::view(params_, layout_, l), g, c.layers[l - shard_.layer_begin], dx, dxl,
                    c.mode);
     dx = dxl;
+    if (grads_ready) grads_ready(layout_.at("layers." + std::to_string(l) + ".ln1.weight").offset);
   }
   if (shard_.pre) {
     Tensor gwte = grad("wte"), gwpe = grad("wpe");
-    be_.embedding_backward(gwte, &gwpe, dx, c.tokens, 0, d.s);
+    be_.embedding_backward(gwte, &gwpe, dx, c.tokens, vocab_start(), d.s);
   } else {
     PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");
     *dx_in = dx;
   }
+  if (grads_ready) grads_ready(0);
   c = Cache{};
 }
 

@@ -1,7 +1,11 @@
-// A GPT model shard (the whole model on one rank, or one pipeline stage): word + position
-// embeddings, transformer layers, final LayerNorm, output layer tied to the word embedding and
-// cross-entropy loss. Parameters and gradients are each one flat buffer.
+// A GPT model shard (the whole model on one rank, or one pipeline stage and/or tensor-parallel
+// slice): word + position embeddings, transformer layers, final LayerNorm, output layer tied to
+// the word embedding and cross-entropy loss. Parameters and gradients are each one flat buffer.
+// With t > 1 the word embedding and the output layer are vocab-parallel: the embedding sums
+// its shards with one all-reduce; the loss reduces row max, sum of exponentials and target
+// logit over the group in forward and communicates nothing in backward.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,8 +17,10 @@ namespace ptdp {
 
 class Gpt {
  public:
-  // dtype: f32 for training on the CPU, f64 for gradient checks.
-  Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype = DType::F32);
+  // dtype: f32 for training on the CPU, f64 for gradient checks. tp: the tensor-parallel group
+  // (required when shard.tp_size > 1, its size and rank matching the shard).
+  Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype = DType::F32,
+      Communicator* tp = nullptr);
 
   const ModelConfig& config() const { return cfg_; }
   const ShardSpec& shard() const { return shard_; }
@@ -25,6 +31,7 @@ class Gpt {
   Tensor param(const std::string& name) const;  // a view into params()
   Tensor grad(const std::string& name) const;   // a view into grads()
   int64_t padded_vocab() const { return vp_; }
+  int64_t vocab_start() const { return vp_ / shard_.tp_size * shard_.tp_rank; }
 
   void init(uint64_t seed);  // Megatron's initialisation, from the seed only
   void zero_grads();
@@ -48,14 +55,20 @@ class Gpt {
   // Backward. Last stage: loss_scale is d(objective)/d(per-token loss), e.g. 1/(tokens in the
   // global batch); otherwise dy_out is the gradient of this shard's output. Non-first stages
   // receive d(objective)/d(input) in *dx_in. Gradients accumulate into grads().
-  void backward(Cache& cache, double loss_scale, const Tensor* dy_out, Tensor* dx_in);
+  // grads_ready(offset), when given, is called each time the gradients from `offset` to the end
+  // of grads() are complete for this backward pass (after each layer, the embedding last), so
+  // that data-parallel reductions of those buckets can start.
+  void backward(Cache& cache, double loss_scale, const Tensor* dy_out, Tensor* dx_in,
+                const std::function<void(int64_t offset)>& grads_ready = nullptr);
 
  private:
   LayerDims dims(int b) const;
+  int64_t valid_vocab() const;  // real (unpadded) vocabulary rows in this shard
   ModelConfig cfg_;
   ShardSpec shard_;
   Backend& be_;
   DType dtype_;
+  Communicator* tp_;
   ParamLayout layout_;
   int64_t vp_;
   Tensor params_, grads_;

@@ -30,6 +30,10 @@ LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, i
           v("ln2.weight"), v("ln2.bias"), v("fc.weight"),  v("fc.bias"),  v("fc2.weight"),  v("fc2.bias")};
 }
 
+void tp_all_reduce(const LayerDims& d, Tensor& x) {
+  if (d.tp) d.tp->all_reduce(x, ReduceOp::Sum);
+}
+
 int64_t LayerCache::bytes() const {
   int64_t n = 0;
   for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act})
@@ -54,8 +58,9 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.attention_forward(c.atty, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
   c.x2 = be.empty({n, d.h}, dt);
-  be.linear_forward(c.x2, c.atty, w.proj_w, &w.proj_b);
-  be.add_(c.x2, x);  // residual
+  be.linear_forward(c.x2, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
+  tp_all_reduce(d, c.x2);  // g: sum the row-parallel partial outputs
+  be.add_(c.x2, x);        // residual
   c.ln2 = be.empty({n, d.h}, dt);
   c.mean2 = be.empty({n}, dt);
   c.rstd2 = be.empty({n}, dt);
@@ -64,8 +69,9 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   be.linear_forward(c.fc, c.ln2, w.fc_w, &w.fc_b);
   c.act = be.empty({n, d.ffn}, dt);
   be.gelu_forward(c.act, c.fc);
-  be.linear_forward(y, c.act, w.fc2_w, &w.fc2_b);
-  be.add_(y, c.x2);  // residual
+  be.linear_forward(y, c.act, w.fc2_w, d.bias_owner ? &w.fc2_b : nullptr);
+  tp_all_reduce(d, y);  // g
+  be.add_(y, c.x2);     // residual
 }
 
 }  // namespace
@@ -98,6 +104,7 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   be.gelu_backward(dact, c.fc, dact);
   Tensor dln = be.empty({n, d.h}, dt);
   be.linear_backward(&dln, false, g.fc_w, &g.fc_b, dact, c.ln2, w.fc_w);
+  tp_all_reduce(d, dln);  // f: the column-parallel input gradient is a sum over ranks
   Tensor dx2 = be.empty({n, d.h}, dt);
   be.copy(dx2, dy);
   be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2);
@@ -107,6 +114,7 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   Tensor dqkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
   be.attention_backward(dqkv, datty, c.qkv, c.probs, d.b, d.s, d.heads, d.hd);
   be.linear_backward(&dln, false, g.qkv_w, &g.qkv_b, dqkv, c.ln1, w.qkv_w);
+  tp_all_reduce(d, dln);  // f
   be.copy(dx, dx2);
   be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1);
   c = LayerCache{};  // activations are freed as soon as they are used

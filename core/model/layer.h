@@ -1,9 +1,13 @@
 // One pre-LayerNorm transformer layer (fused QKV, causal attention, 4h GeLU MLP, residuals):
 // forward keeping what backward needs, hand-written backward, and the recomputation modes.
+// Tensor-parallel as Megatron: QKV and fc column-parallel, proj and fc2 row-parallel, so a
+// layer all-reduces twice in forward (after proj and fc2, the g operator) and twice in
+// backward (the input gradients of QKV and fc, the f operator).
 #pragma once
 #include <string>
 
 #include "core/backend/backend.h"
+#include "core/comm/communicator.h"
 #include "core/model/params.h"
 
 namespace ptdp {
@@ -19,8 +23,15 @@ struct LayerDims {
   int hd = 0;         // head dimension
   int ffn = 0;        // MLP width on this rank
   double eps = 1e-5;  // LayerNorm epsilon
+  // Tensor parallelism: the group (null when t = 1) and whether this rank adds the biases of
+  // the row-parallel layers (one rank only, before the all-reduce sums the partial outputs).
+  Communicator* tp = nullptr;
+  bool bias_owner = true;
   int64_t rows() const { return int64_t(b) * s; }
 };
+
+// Sums x over the tensor-parallel group (nothing when t = 1).
+void tp_all_reduce(const LayerDims& d, Tensor& x);
 
 // Views of one layer's tensors inside a flat parameter (or gradient) buffer.
 struct LayerWeights {

@@ -7,44 +7,65 @@
 
 namespace ptdp {
 
-ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s) {
-  PTDP_CHECK(s.tp_size == 1, "tensor-parallel shards are not built yet");
+ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s) : tp_size_(s.tp_size), tp_rank_(s.tp_rank) {
+  PTDP_CHECK(s.tp_size >= 1 && s.tp_rank >= 0 && s.tp_rank < s.tp_size, "bad tensor-parallel rank");
+  PTDP_CHECK(c.heads % s.tp_size == 0, "t={} does not divide {} heads", s.tp_size, c.heads);
   const int64_t h = c.hidden, ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
   const int end = s.layer_end < 0 ? c.layers : s.layer_end;
   const double std = c.init_std, out_std = c.init_std / std::sqrt(2.0 * c.layers);
-  if (s.pre || s.post) add("wte", {vp, h}, true, std);  // tied: the last stage holds a copy
-  if (s.pre) add("wpe", {c.seq_length, h}, true, std);
+  if (s.pre || s.post) {
+    add("wte", {vp, h}, 0, true, std);  // vocab-parallel; tied: the last stage holds a copy
+    entries_.back().shared_copy = s.post && !s.pre;
+  }
+  if (s.pre) add("wpe", {c.seq_length, h}, -1, true, std);
   for (int l = s.layer_begin; l < end; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "ln1.weight", {h}, false, 0, 1.0);
-    add(p + "ln1.bias", {h}, false, 0);
-    add(p + "qkv.weight", {3 * h, h}, true, std);
-    add(p + "qkv.bias", {3 * h}, false, 0);
-    add(p + "proj.weight", {h, h}, true, out_std);
-    add(p + "proj.bias", {h}, false, 0);
-    add(p + "ln2.weight", {h}, false, 0, 1.0);
-    add(p + "ln2.bias", {h}, false, 0);
-    add(p + "fc.weight", {ffn, h}, true, std);
-    add(p + "fc.bias", {ffn}, false, 0);
-    add(p + "fc2.weight", {h, ffn}, true, out_std);
-    add(p + "fc2.bias", {h}, false, 0);
+    add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
+    add(p + "ln1.bias", {h}, -1, false, 0);
+    add(p + "qkv.weight", {3 * h, h}, 0, true, std);  // column-parallel: whole heads per rank
+    add(p + "qkv.bias", {3 * h}, 0, false, 0);
+    add(p + "proj.weight", {h, h}, 1, true, out_std);  // row-parallel
+    add(p + "proj.bias", {h}, -1, false, 0);
+    add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
+    add(p + "ln2.bias", {h}, -1, false, 0);
+    add(p + "fc.weight", {ffn, h}, 0, true, std);  // column-parallel
+    add(p + "fc.bias", {ffn}, 0, false, 0);
+    add(p + "fc2.weight", {h, ffn}, 1, true, out_std);  // row-parallel
+    add(p + "fc2.bias", {h}, -1, false, 0);
   }
   if (s.post) {
-    add("lnf.weight", {h}, false, 0, 1.0);
-    add("lnf.bias", {h}, false, 0);
+    add("lnf.weight", {h}, -1, false, 0, 1.0);
+    add("lnf.bias", {h}, -1, false, 0);
   }
 }
 
-void ParamLayout::add(std::string name, Shape shape, bool decay, double std, double value) {
+void ParamLayout::add(std::string name, Shape full, int split_dim, bool decay, double std, double value) {
   ParamEntry e;
   e.name = std::move(name);
-  e.shape = std::move(shape);
+  e.full_shape = full;
+  e.shape = full;
+  e.split_dim = tp_size_ > 1 ? split_dim : -1;
+  if (e.split_dim >= 0) {
+    PTDP_CHECK(full[e.split_dim] % tp_size_ == 0, "{}: dimension {} not divisible by t={}", e.name,
+               full[e.split_dim], tp_size_);
+    e.shape[e.split_dim] = full[e.split_dim] / tp_size_;
+    e.split_offset = e.shape[e.split_dim] * tp_rank_;
+  }
+  e.tp_replicated = tp_size_ > 1 && e.split_dim < 0;
   e.offset = total_;
   e.decay = decay;
   e.init_std = std;
   e.init_value = value;
   total_ += shape_numel(e.shape);
   entries_.push_back(std::move(e));
+}
+
+int64_t ParamLayout::logical_index(const ParamEntry& e, int64_t i) {
+  if (e.split_dim < 0) return i;
+  if (e.shape.size() == 1) return i + e.split_offset;
+  const int64_t cols = e.shape[1], full_cols = e.full_shape[1];
+  const int64_t row = i / cols, col = i % cols;
+  return e.split_dim == 0 ? (row + e.split_offset) * full_cols + col : row * full_cols + col + e.split_offset;
 }
 
 const ParamEntry& ParamLayout::at(const std::string& name) const {
@@ -64,7 +85,7 @@ void init_params(const ParamLayout& layout, Tensor& flat, uint64_t seed) {
       using T = std::remove_pointer_t<decltype(p)>;
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i)
-        p[i] = e.init_std > 0 ? static_cast<T>(e.init_std * normal01(seed, stream, i))
+        p[i] = e.init_std > 0 ? static_cast<T>(e.init_std * normal01(seed, stream, ParamLayout::logical_index(e, i)))
                               : static_cast<T>(e.init_value);
     };
     if (flat.dtype() == DType::F32) fill(flat.data<float>() + e.offset);

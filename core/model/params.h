@@ -20,8 +20,13 @@ struct ShardSpec {
 
 struct ParamEntry {
   std::string name;  // e.g. "layers.3.fc.weight"
-  Shape shape;
+  Shape shape;       // this rank's part
   int64_t offset = 0;
+  Shape full_shape;           // the whole logical tensor
+  int split_dim = -1;         // -1: whole (replicated over tensor-parallel ranks); 0: rows; 1: columns
+  int64_t split_offset = 0;   // where this rank's part starts along split_dim
+  bool tp_replicated = false; // the same values live on every tensor-parallel rank (t > 1)
+  bool shared_copy = false;   // the last stage's copy of the tied word embedding (p > 1)
   bool decay = false;      // weight decay applies (matrices, not biases or LayerNorm)
   double init_std = 0;     // > 0: normal(0, init_std)
   double init_value = 0;   // when init_std == 0
@@ -32,16 +37,20 @@ class ParamLayout {
   ParamLayout(const ModelConfig& cfg, const ShardSpec& shard);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& at(const std::string& name) const;
+  // Index in the logical tensor of element i of this rank's part of e.
+  static int64_t logical_index(const ParamEntry& e, int64_t i);
   int64_t total() const { return total_; }
 
  private:
-  void add(std::string name, Shape shape, bool decay, double std, double value = 0);
+  // A tensor of logical shape `full`; split_dim >= 0 keeps this rank's 1/t slice along it.
+  void add(std::string name, Shape full, int split_dim, bool decay, double std, double value = 0);
+  int tp_size_, tp_rank_;
   std::vector<ParamEntry> entries_;
   int64_t total_ = 0;
 };
 
-// Fills a flat f32/f64 host buffer with the initial values, from the seed and each parameter's
-// name and element index only.
+// Fills a flat f32/f64 host buffer with the initial values, from the seed, each parameter's
+// name and the element's index in the logical (unsplit) tensor only.
 void init_params(const ParamLayout& layout, Tensor& flat, uint64_t seed);
 
 }  // namespace ptdp

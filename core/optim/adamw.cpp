@@ -5,7 +5,8 @@
 namespace ptdp {
 
 AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg)
-    : be_(be), cfg_(cfg), params_(params), grads_(grads) {
+    : be_(be), cfg_(cfg), params_(params), grads_(grads), layout_(layout) {
+  set_norm_group(nullptr, 0);
   const int64_t n = params.numel();
   if (params.dtype() == DType::F32) {
     master_ = params;  // the model's own f32 weights are the master weights
@@ -28,12 +29,26 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
   }
 }
 
+void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
+  mp_ = mp && mp->size() > 1 ? mp : nullptr;
+  counted_.clear();
+  for (const auto& e : layout_.entries()) {
+    if (e.shared_copy || (e.tp_replicated && tp_rank != 0)) continue;
+    int64_t end = e.offset + shape_numel(e.shape);
+    if (!counted_.empty() && counted_.back().end == e.offset) counted_.back().end = end;
+    else counted_.push_back({e.offset, end, false});
+  }
+}
+
 StepInfo AdamW::step() {
   StepInfo info;
   ++step_;
   info.lr = cfg_.lr.at(step_);
   if (master_grads_.raw() != grads_.raw()) be_.copy(master_grads_, grads_);
-  info.grad_norm = std::sqrt(be_.sum_squares(master_grads_));
+  Tensor sq = Tensor::zeros({1}, DType::F64);
+  for (const auto& c : counted_) sq.data<double>()[0] += be_.sum_squares(master_grads_.view(c.begin, {c.end - c.begin}));
+  if (mp_) mp_->all_reduce(sq, ReduceOp::Sum);
+  info.grad_norm = std::sqrt(sq.data<double>()[0]);
   if (cfg_.clip_grad > 0) {
     double coeff = cfg_.clip_grad / (info.grad_norm + 1e-6);
     if (coeff < 1.0) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/comm/communicator.h"
 #include "core/model/params.h"
 #include "core/optim/lr_schedule.h"
 
@@ -26,6 +27,10 @@ class AdamW {
  public:
   // params and grads are flat buffers laid out by `layout`, on `be`'s device.
   AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg);
+  // The global gradient norm is summed over this model-parallel group (tensor x pipeline
+  // ranks holding one model replica), counting every parameter once: tensor-parallel copies on
+  // tp rank 0 only, the last stage's copy of the tied embedding not at all.
+  void set_norm_group(Communicator* mp, int tp_rank);
   // One update with the gradients in grads (which it may scale when clipping).
   StepInfo step();
   int64_t steps_taken() const { return step_; }
@@ -40,6 +45,9 @@ class AdamW {
   OptimizerConfig cfg_;
   Tensor params_, grads_, master_, master_grads_, m_, v_;
   std::vector<Segment> segments_;
+  std::vector<Segment> counted_;  // what enters the norm on this rank
+  Communicator* mp_ = nullptr;
+  const ParamLayout& layout_;
   int64_t step_ = 0;
 };
 

@@ -25,12 +25,14 @@ void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tok
   }
 }
 
-Trainer::Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg)
-    : model_(model), data_(data), cfg_(cfg) {
-  PTDP_CHECK(cfg.micro_batch > 0 && cfg.global_batch % cfg.micro_batch == 0,
-             "the global batch must be a multiple of the micro-batch");
+Trainer::Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg, const TrainerGroups& groups)
+    : model_(model), data_(data), cfg_(cfg), groups_(groups) {
+  PTDP_CHECK(cfg.micro_batch > 0 && cfg.global_batch % (cfg.micro_batch * dp_size()) == 0,
+             "the global batch must be a multiple of micro-batch x data-parallel size");
   PTDP_CHECK(data.seq_len() == model.config().seq_length, "data and model disagree on the sequence length");
   opt_ = std::make_unique<AdamW>(model.backend(), model.layout(), model.params(), model.grads(), cfg.optimizer);
+  opt_->set_norm_group(groups.mp, model.shard().tp_rank);
+  sync_ = std::make_unique<GradSync>(model.grads(), groups.dp, cfg.grad_bucket_elems, cfg.overlap_grad_reduce);
 }
 
 IterStats Trainer::step() {
@@ -43,8 +45,11 @@ IterStats Trainer::step() {
   model_.zero_grads();
   Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
   double loss_sum = 0;
-  const int64_t first_sample = (iteration_ - 1) * cfg_.global_batch;
-  for (int k = 0; k < num_microbatches(); ++k) {
+  // This data-parallel rank's contiguous share of the global batch.
+  const int64_t first_sample =
+      (iteration_ - 1) * cfg_.global_batch + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
+  const int m = num_microbatches();
+  for (int k = 0; k < m; ++k) {
     load_microbatch(data_, first_sample + int64_t(k) * b, b, tokens, targets);
     auto tf = std::chrono::steady_clock::now();
     double mb_loss = 0;
@@ -53,8 +58,18 @@ IterStats Trainer::step() {
     st.peak_activation_bytes = std::max(st.peak_activation_bytes, cache->bytes());
     loss_sum += mb_loss;
     auto tb = std::chrono::steady_clock::now();
-    model_.backward(*cache, 1.0 / tokens_in_batch, nullptr, nullptr);
+    const bool last = k == m - 1;
+    if (last) sync_->begin();
+    model_.backward(*cache, 1.0 / tokens_in_batch, nullptr, nullptr,
+                    last ? [this](int64_t off) { sync_->ready_from(off); } : std::function<void(int64_t)>());
     st.bwd_ms += ms_since(tb);
+  }
+  sync_->finish();
+  if (groups_.dp && groups_.dp->size() > 1) {
+    Tensor l = Tensor::empty({1}, DType::F64);
+    l.data<double>()[0] = loss_sum;
+    groups_.dp->all_reduce(l, ReduceOp::Sum);
+    loss_sum = l.data<double>()[0];
   }
   st.loss = loss_sum / tokens_in_batch;
   auto to = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
-// The training loop of one rank holding the whole model: each iteration runs the global batch
-// as micro-batches (gradients accumulate), then one optimizer step.
+// The training loop of one rank: each iteration runs this data-parallel rank's share of the
+// global batch as micro-batches (gradients accumulate), sums the gradients over the
+// data-parallel group, then takes one optimizer step (gradient norm over the model-parallel
+// group). Holds the whole model or a tensor-parallel slice of it (one pipeline stage).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -7,6 +9,7 @@
 #include "core/data/samples.h"
 #include "core/model/gpt.h"
 #include "core/optim/adamw.h"
+#include "core/parallel/grad_sync.h"
 
 namespace ptdp {
 
@@ -15,6 +18,14 @@ struct TrainConfig {
   int global_batch = 1;
   Recompute recompute = Recompute::None;
   OptimizerConfig optimizer;
+  int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
+  bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
+};
+
+// This rank's place in the data-parallel and model-parallel groups (null: alone).
+struct TrainerGroups {
+  Communicator* dp = nullptr;
+  Communicator* mp = nullptr;
 };
 
 struct IterStats {
@@ -28,16 +39,20 @@ struct IterStats {
 
 class Trainer {
  public:
-  Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg);
+  Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg, const TrainerGroups& groups = {});
   IterStats step();
-  int num_microbatches() const { return cfg_.global_batch / cfg_.micro_batch; }
+  int dp_size() const { return groups_.dp ? groups_.dp->size() : 1; }
+  int dp_rank() const { return groups_.dp ? groups_.dp->rank() : 0; }
+  int num_microbatches() const { return cfg_.global_batch / (cfg_.micro_batch * dp_size()); }
   AdamW& optimizer() { return *opt_; }
 
  private:
   Gpt& model_;
   const SampleSource& data_;
   TrainConfig cfg_;
+  TrainerGroups groups_;
   std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<GradSync> sync_;
   int64_t iteration_ = 0;
 };
 

@@ -1,0 +1,36 @@
+// Test helpers for parallel runs: train a model under a (t, d) layout on local ranks and
+// collect the losses and the full logical weights, to compare with one rank.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/train/trainer.h"
+
+namespace ptdp::testing {
+
+struct RunResult {
+  std::vector<double> losses;                          // per iteration
+  std::map<std::string, std::vector<double>> weights;  // name -> logical (unsplit) tensor
+};
+
+struct Layout {
+  int tp = 1, dp = 1;
+  bool overlap = false;
+  int64_t bucket_elems = 40'000'000;
+};
+
+// Trains `iters` steps of the model on synthetic data (seeded) with the given layout on
+// t*d local ranks (threads), and gathers the final weights from every shard.
+RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
+                         uint64_t seed);
+
+// Largest norm-wise relative difference over all tensors, and the same over the whole model.
+struct WeightDiff {
+  double worst_tensor = 0, whole = 0;
+  std::string worst_name;
+};
+WeightDiff compare_weights(const RunResult& ref, const RunResult& got);
+
+}  // namespace ptdp::testing
