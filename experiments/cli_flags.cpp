@@ -55,6 +55,10 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--data", r.data, "synthetic | PREFIX of a Megatron .bin/.idx dataset")->capture_default_str();
   app.add_option("--csv", r.csv, "append the result row to this CSV file");
   app.add_option("--experiment", r.experiment, "experiment name in the result row")->capture_default_str();
+  app.add_flag("--overlap-grad-reduce", r.overlap_grad_reduce,
+               "overlap each data-parallel gradient bucket's all-reduce with the backward pass");
+  app.add_option("--grad-bucket-size", r.grad_bucket_elems, "data-parallel all-reduce bucket, in elements")
+      ->capture_default_str();
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
 }

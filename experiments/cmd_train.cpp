@@ -2,12 +2,16 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/data/indexed_dataset.h"
 #include "core/data/samples.h"
+#include "core/backend/cpu/threads.h"
+#include "core/comm/local/local_comm.h"
+#include "core/parallel/topology.h"
 #include "core/runtime/flops.h"
 #include "core/runtime/memory_estimate.h"
 #include "core/runtime/provenance.h"
@@ -73,17 +77,33 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
 
 }  // namespace
 
-int cmd_train(const RunConfig& c) {
-  require_single_rank_cpu(c);
-  const ModelConfig& m = c.model;
+namespace {
+
+// Refuses, before any work, what cannot succeed: an unwritable result file, a model too big.
+void preflight(const RunConfig& c) {
   if (!c.csv.empty()) check_result_csv(c.csv);
-  const MemoryEstimate need = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
+  const ModelConfig& m = c.model;
+  const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
+  // Ranks of this process: every data-parallel replica holds a whole model, split t ways.
+  const int64_t local_ranks = c.comm == "local" ? c.ranks : 1;
+  const int64_t need = (one.state_bytes / c.par.tp + one.activation_bytes) * local_ranks;
   const int64_t have = physical_memory_bytes();
-  if (have > 0 && need.total() > have)
-    usage_error("--model {} (l={} h={} s={}) with --micro-batch {} needs about {:.1f} GB ({:.1f} GB of weights, "
-                "gradients and Adam state, {:.1f} GB of activations), more than the {:.1f} GB of memory here",
-                m.name, m.layers, m.hidden, m.seq_length, c.par.micro_batch, need.total() / 1e9,
-                need.state_bytes / 1e9, need.activation_bytes / 1e9, have / 1e9);
+  if (have > 0 && need > have)
+    usage_error("--model {} (l={} h={} s={}) with --micro-batch {} on {} rank(s) here needs about {:.1f} GB "
+                "({:.1f} GB of weights, gradients and Adam state and {:.1f} GB of activations per model), more than "
+                "the {:.1f} GB of memory here",
+                m.name, m.layers, m.hidden, m.seq_length, c.par.micro_batch, local_ranks, need / 1e9,
+                one.state_bytes / 1e9, one.activation_bytes / 1e9, have / 1e9);
+}
+
+// One rank's training run; world rank 0 prints progress and writes the result row.
+void train_rank(const RunConfig& c, Communicator& world) {
+  const ModelConfig& m = c.model;
+  const bool report = world.rank() == 0;
+  const Topology topo(c.par.tp, c.par.pp, c.par.dp);
+  ParallelGroups g = ParallelGroups::create(world, topo);
+  if (c.comm == "local") set_cpu_threads(std::max(1, int(std::thread::hardware_concurrency()) / c.ranks));
+
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
   if (c.data == "synthetic") {
@@ -95,45 +115,78 @@ int cmd_train(const RunConfig& c) {
   }
 
   auto backend = make_cpu_backend();
-  CachingHostAllocator::instance().reset_peak();
-  Gpt model(m, ShardSpec{}, *backend, DType::F32);
+  if (report) CachingHostAllocator::instance().reset_peak();
+  world.barrier();
+  ShardSpec shard;
+  shard.tp_size = c.par.tp;
+  shard.tp_rank = g.me.tp;
+  Gpt model(m, shard, *backend, DType::F32, g.tp.get());
   model.init(c.seed);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;
   tc.recompute = c.par.recompute;
   tc.optimizer = c.opt;
-  Trainer trainer(model, *samples, tc);
+  tc.overlap_grad_reduce = c.overlap_grad_reduce;
+  tc.grad_bucket_elems = c.grad_bucket_elems;
+  Trainer trainer(model, *samples, tc, TrainerGroups{g.dp.get(), g.mp.get()});
 
-  fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), b={} B={} m={}, "
-             "recompute {}, backend {}, {} iterations ({} untimed), data {}\n",
-             m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6,
-             c.par.micro_batch, c.par.global_batch, trainer.num_microbatches(), recompute_name(c.par.recompute),
-             c.backend, c.iters, c.warmup, c.data);
+  if (report)
+    fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
+               "b={} B={} m={}, recompute {}, backend {}, {} iterations ({} untimed), data {}\n",
+               m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
+               c.par.pp, c.par.dp, c.ranks, c.comm, c.par.micro_batch, c.par.global_batch, trainer.num_microbatches(),
+               recompute_name(c.par.recompute), c.backend, c.iters, c.warmup, c.data);
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
   std::vector<double> times;
   double loss = 0;
+  Tensor slowest = Tensor::empty({1}, DType::F64);
   for (int it = 1; it <= c.iters; ++it) {
     IterStats st = trainer.step();
+    slowest.data<double>()[0] = st.time_ms;  // an iteration lasts as long as its slowest rank
+    world.all_reduce(slowest, ReduceOp::Max);
+    st.time_ms = slowest.data<double>()[0];
     if (!std::isfinite(st.loss))
       throw RuntimeError(fmt::format("iteration {}: the loss is not finite ({}); stopping", it, st.loss));
     loss = st.loss;
     if (it > c.warmup) times.push_back(st.time_ms);
-    if (it % c.log_interval == 0 || it == c.iters)
+    if (report && (it % c.log_interval == 0 || it == c.iters)) {
       fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
                  "grad norm {:.3f}\n",
                  it, c.iters, st.loss, st.time_ms, flops / (st.time_ms / 1e3) / c.ranks / 1e12,
                  tokens / (st.time_ms / 1e3), st.lr, st.grad_norm);
-    std::fflush(stdout);
+      std::fflush(stdout);
+    }
   }
+  world.barrier();
+  if (!report) return;
   const double iter_ms = median(times);
-  const double peak_gb = double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9;
-  fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB\n",
+  // Host memory of this process; with local ranks the mean per rank.
+  const int local_ranks = c.comm == "local" ? c.ranks : 1;
+  const double peak_gb = double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9 / local_ranks;
+  fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
+             "per rank\n",
              iter_ms, times.size(), loss, peak_gb);
   if (!c.csv.empty()) {
     append_result_rows(c.csv, {make_row(c, iter_ms, loss, peak_gb)});
     fmt::print("appended a row to {}\n", c.csv);
+  }
+}
+
+}  // namespace
+
+int cmd_train(const RunConfig& c, Communicator* mpi_world) {
+  require_supported(c);
+  preflight(c);
+  if (c.comm == "mpi") {
+    PTDP_CHECK(mpi_world != nullptr, "--comm mpi without an MPI world");
+    if (mpi_world->size() != c.ranks)
+      usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),
+                  c.par.tp, c.par.pp, c.par.dp, c.ranks);
+    train_rank(c, *mpi_world);
+  } else {
+    run_local_ranks(c.ranks, [&](int, Communicator& world) { train_rank(c, world); });
   }
   return 0;
 }

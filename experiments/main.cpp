@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#ifdef PTDP_HAVE_MPI
+#include "core/comm/mpi/mpi_comm.h"
+#endif
 #include "experiments/cli_flags.h"
 #include "experiments/commands.h"
 
@@ -31,14 +34,33 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ptdp: error: %s\n", e.what());
     return 2;
   }
+  // Under mpirun (--comm mpi) every process runs this; only world rank 0 reports bad input.
+  bool quiet = false;
+#ifdef PTDP_HAVE_MPI
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> mpi_world;
+#else
+  std::unique_ptr<Communicator> mpi_world;
+#endif
   try {
-    if (*train) return cmd_train(resolve_run_config(*train, train_flags));
+    if (*train && train_flags.run.comm == "mpi") {
+#ifdef PTDP_HAVE_MPI
+      mpi = std::make_unique<MpiSession>(&argc, &argv);
+      mpi_world = mpi->world();
+      quiet = mpi_world->rank() != 0;
+      if (train->count("--ranks") == 0) train_flags.run.ranks = mpi_world->size();
+#else
+      usage_error("--comm mpi: this build has no MPI (install libopenmpi-dev and configure with -DPTDP_MPI=ON)");
+#endif
+    }
+    if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
     if (*pre) return cmd_preprocess(pre_input, pre_prefix);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "ptdp: error: %s\n", e.what());
+    if (!quiet) std::fprintf(stderr, "ptdp: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ptdp: failed: %s\n", e.what());
+    if (mpi_world && mpi_world->size() > 1) mpi_world->abort(e.what());  // the other ranks must not wait
     return 1;
   }
   return 0;

@@ -39,7 +39,8 @@ void validate_run(RunConfig& c) {
   const int world = p.tp * p.pp * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} must equal --tp {} x --pp {} x --dp {} = {}", c.ranks, p.tp, p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --pp {} x --dp {} = {}",
+                c.ranks, p.tp, p.pp, p.dp, world);
   if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
   if (p.global_batch % (p.micro_batch * p.dp) != 0)
     usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {} = {}", p.global_batch,
@@ -83,14 +84,13 @@ void validate_run(RunConfig& c) {
   if (!(o.beta2 >= 0 && o.beta2 < 1)) usage_error("--adam-beta2 {} must be in [0, 1)", o.beta2);
   if (!(o.eps > 0)) usage_error("--adam-eps {} must be positive", o.eps);
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
+  if (c.grad_bucket_elems <= 0) usage_error("--grad-bucket-size {} must be positive", c.grad_bucket_elems);
 }
 
-void require_single_rank_cpu(const RunConfig& c) {
-  if (c.par.tp > 1) usage_error("--tp {}: tensor parallelism is not implemented yet (single-rank training)", c.par.tp);
-  if (c.par.pp > 1) usage_error("--pp {}: pipeline parallelism is not implemented yet (single-rank training)", c.par.pp);
-  if (c.par.dp > 1) usage_error("--dp {}: data parallelism is not implemented yet (single-rank training)", c.par.dp);
-  if (c.comm != "local") usage_error("--comm {}: only 'local' is implemented yet", c.comm);
+void require_supported(const RunConfig& c) {
+  if (c.par.pp > 1) usage_error("--pp {}: pipeline parallelism is not implemented yet", c.par.pp);
   if (c.backend != "cpu") usage_error("--backend {}: only the CPU backend is implemented yet", c.backend);
+  if (c.comm != "local" && c.comm != "mpi") usage_error("--comm {}: only local and mpi are implemented yet", c.comm);
 }
 
 }  // namespace ptdp

@@ -37,12 +37,14 @@ struct RunConfig {
   std::string data = "synthetic";  // synthetic | a dataset prefix (PREFIX.bin/.idx)
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
+  bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
+  int64_t grad_bucket_elems = 40'000'000;    // data-parallel bucket size in elements
 };
 
 // Checks every rule of the flags (throws UsageError naming the flag and the rule) and fills
 // defaults: dp (from ranks), global_batch, ranks.
 void validate_run(RunConfig& c);
-// The rules that only single-process runs of this build have (parallel ranks, CUDA).
-void require_single_rank_cpu(const RunConfig& c);
+// What this build can run: refuses, with a UsageError, what is not implemented yet.
+void require_supported(const RunConfig& c);
 
 }  // namespace ptdp

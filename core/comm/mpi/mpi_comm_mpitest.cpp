@@ -1,0 +1,133 @@
+// Tests of the MPI communicator, run under mpirun by ctest (see core/CMakeLists.txt):
+//   mpirun -np 4 ptdp_mpi_tests               collectives, split, (t=2, d=2) training equivalence
+//   mpirun -np 3 ptdp_mpi_tests --fault-hang  rank 1 skips an all-reduce: the others must stop
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/comm/mpi/mpi_comm.h"
+#include "core/parallel/topology.h"
+#include "core/testing/parallel_run.h"
+
+namespace ptdp {
+namespace {
+
+Communicator* g_world = nullptr;
+
+float value(int rank, int64_t i) { return float((i * 7 + rank * 13) % 29) - 14.0f; }
+
+class MpiCollectives : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(MpiCollectives, MatchSerialReference) {
+  Communicator& c = *g_world;
+  const int n = c.size(), r = c.rank();
+  const int64_t count = GetParam();
+  Tensor x = Tensor::empty({count}, DType::F32);
+  for (int64_t i = 0; i < count; ++i) x.data<float>()[i] = value(r, i);
+  Tensor y = x.clone(), in = x.clone();
+  c.all_reduce(x, ReduceOp::Sum);
+  c.all_reduce(y, ReduceOp::Max);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    float s = 0, m = -1e30f;
+    for (int q = 0; q < n; ++q) s += value(q, i), m = std::max(m, value(q, i));
+    wrong += x.data<float>()[i] != s || y.data<float>()[i] != m;
+  }
+  EXPECT_EQ(wrong, 0);
+  Tensor part = Tensor::empty({chunk_range(count, n, r).size()}, DType::F32);
+  c.reduce_scatter(in, part, ReduceOp::Sum);
+  Tensor full = Tensor::empty({count}, DType::F32);
+  c.all_gather(part, full);
+  EXPECT_EQ(std::memcmp(full.raw(), x.raw(), x.nbytes()), 0);
+  Tensor b = in.clone();
+  c.broadcast(b, n - 1);
+  wrong = 0;
+  for (int64_t i = 0; i < count; ++i) wrong += b.data<float>()[i] != value(n - 1, i);
+  EXPECT_EQ(wrong, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, MpiCollectives, ::testing::Values<int64_t>(1, 7, 1000, 1 << 20));
+
+TEST(MpiComm, SendRecvAndSplit) {
+  Communicator& c = *g_world;
+  const int n = c.size(), r = c.rank();
+  Tensor t = Tensor::empty({3}, DType::F64);
+  t.data<double>()[0] = r;
+  CommHandle s = c.isend(t, (r + 1) % n, 5);
+  Tensor got = Tensor::empty({3}, DType::F64);
+  c.recv(got, (r + n - 1) % n, 5);
+  s.wait();
+  EXPECT_EQ(got.data<double>()[0], (r + n - 1) % n);
+  auto sub = c.split(r % 2, -r);
+  Tensor x = Tensor::empty({1}, DType::I32);
+  x.data<int32_t>()[0] = r;
+  sub->all_reduce(x, ReduceOp::Sum);
+  int expect = 0;
+  for (int q = 0; q < n; ++q)
+    if (q % 2 == r % 2) expect += q;
+  EXPECT_EQ(x.data<int32_t>()[0], expect);
+}
+
+TEST(MpiTraining, TensorAndDataParallelMatchOneRank) {
+  Communicator& world = *g_world;
+  ASSERT_EQ(world.size(), 4) << "run with mpirun -np 4";
+  ModelConfig c = preset_config("tiny");
+  TrainConfig tc;
+  tc.micro_batch = 2;
+  tc.global_batch = 8;
+  testing::RunResult ref = testing::train_parallel(c, tc, testing::Layout{}, 3, 21);  // in this process
+  const Topology topo(2, 1, 2);
+  ParallelGroups g = ParallelGroups::create(world, topo);
+  auto be = make_cpu_backend();
+  ShardSpec shard;
+  shard.tp_size = 2;
+  shard.tp_rank = g.me.tp;
+  Gpt model(c, shard, *be, DType::F32, g.tp.get());
+  model.init(21);
+  SyntheticSamples data(c.vocab_size, c.seq_length, 21);
+  Trainer trainer(model, data, tc, TrainerGroups{g.dp.get(), g.mp.get()});
+  testing::RunResult got;
+  for (int i = 0; i < 3; ++i) got.losses.push_back(trainer.step().loss);
+  for (const auto& e : model.layout().entries()) {  // assemble the logical weights on every rank
+    Tensor full = Tensor::zeros({shape_numel(e.full_shape)}, DType::F64);
+    if (g.me.dp == 0 && (g.me.tp == 0 || e.split_dim >= 0))
+      for (int64_t i = 0; i < shape_numel(e.shape); ++i)
+        full.data<double>()[ParamLayout::logical_index(e, i)] = model.params().data<float>()[e.offset + i];
+    world.all_reduce(full, ReduceOp::Sum);
+    got.weights[e.name].assign(full.data<double>(), full.data<double>() + full.numel());
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-5 * ref.losses[i]) << i;
+  testing::WeightDiff d = testing::compare_weights(ref, got);
+  EXPECT_LT(d.whole, 1e-5);
+  EXPECT_LT(d.worst_tensor, 1e-3) << d.worst_name;
+}
+
+// Rank 1 never joins the all-reduce; the others must end the job with a message.
+int fault_hang(Communicator& world) {
+  world.set_timeout(std::chrono::milliseconds(500));
+  Tensor x = Tensor::zeros({8}, DType::F32);
+  if (world.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // alive but absent
+    return 0;
+  }
+  world.all_reduce(x, ReduceOp::Sum);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ptdp
+
+int main(int argc, char** argv) {
+  ptdp::MpiSession session(&argc, &argv);
+  auto world = session.world();
+  ptdp::g_world = world.get();
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--fault-hang") == 0) return ptdp::fault_hang(*world);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (world->rank() != 0) {  // one report, from rank 0; every rank's failures still fail its exit code
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  return RUN_ALL_TESTS();
+}
