@@ -40,15 +40,25 @@ void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
   }
 }
 
+double AdamW::local_grad_sq() {
+  if (master_grads_.raw() != grads_.raw()) be_.copy(master_grads_, grads_);
+  double sq = 0;
+  for (const auto& c : counted_) sq += be_.sum_squares(master_grads_.view(c.begin, {c.end - c.begin}));
+  return sq;
+}
+
 StepInfo AdamW::step() {
+  Tensor sq = Tensor::empty({1}, DType::F64);
+  sq.data<double>()[0] = local_grad_sq();
+  if (mp_) mp_->all_reduce(sq, ReduceOp::Sum);
+  return step_with_norm(std::sqrt(sq.data<double>()[0]));
+}
+
+StepInfo AdamW::step_with_norm(double global_norm) {
   StepInfo info;
   ++step_;
   info.lr = cfg_.lr.at(step_);
-  if (master_grads_.raw() != grads_.raw()) be_.copy(master_grads_, grads_);
-  Tensor sq = Tensor::zeros({1}, DType::F64);
-  for (const auto& c : counted_) sq.data<double>()[0] += be_.sum_squares(master_grads_.view(c.begin, {c.end - c.begin}));
-  if (mp_) mp_->all_reduce(sq, ReduceOp::Sum);
-  info.grad_norm = std::sqrt(sq.data<double>()[0]);
+  info.grad_norm = global_norm;
   if (cfg_.clip_grad > 0) {
     double coeff = cfg_.clip_grad / (info.grad_norm + 1e-6);
     if (coeff < 1.0) {

@@ -33,6 +33,10 @@ class AdamW {
   void set_norm_group(Communicator* mp, int tp_rank);
   // One update with the gradients in grads (which it may scale when clipping).
   StepInfo step();
+  // The same in two halves, for a rank holding several model chunks: the sum of squares of
+  // the gradients this rank counts (no communication), then the update with the global norm.
+  double local_grad_sq();
+  StepInfo step_with_norm(double global_norm);
   int64_t steps_taken() const { return step_; }
   const OptimizerConfig& config() const { return cfg_; }
   Tensor& exp_avg() { return m_; }

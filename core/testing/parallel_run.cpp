@@ -3,40 +3,64 @@
 #include <cmath>
 #include <mutex>
 
+#include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
 #include "core/parallel/topology.h"
 
 namespace ptdp::testing {
 
+std::string Layout::name() const {
+  return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
+         std::to_string(vpp) + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
+         (scatter_gather ? "_sg" : "_nosg");
+}
+
 RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
                          uint64_t seed) {
   RunResult out;
   std::mutex mu;
-  const Topology topo(layout.tp, 1, layout.dp);
+  const Topology topo(layout.tp, layout.pp, layout.dp);
   run_local_ranks(topo.world(), [&](int rank, Communicator& world) {
     ParallelGroups g = ParallelGroups::create(world, topo);
+    if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads already: no nested teams
     auto be = make_cpu_backend();
-    ShardSpec shard;
-    shard.tp_size = layout.tp;
-    shard.tp_rank = g.me.tp;
-    Gpt model(c, shard, *be, DType::F32, g.tp.get());
-    model.init(seed);
+    std::vector<std::unique_ptr<Gpt>> chunks;
+    std::vector<Gpt*> ptrs;
+    for (int j = 0; j < layout.vpp; ++j) {
+      ShardSpec shard;
+      shard.tp_size = layout.tp;
+      shard.tp_rank = g.me.tp;
+      LayerRange r = chunk_layers(c.layers, layout.pp, layout.vpp, g.me.pp, j);
+      shard.layer_begin = r.begin;
+      shard.layer_end = r.end;
+      shard.pre = g.me.pp == 0 && j == 0;
+      shard.post = g.me.pp == layout.pp - 1 && j == layout.vpp - 1;
+      chunks.push_back(std::make_unique<Gpt>(c, shard, *be, DType::F32, g.tp.get()));
+      chunks.back()->init(seed);
+      ptrs.push_back(chunks.back().get());
+    }
     SyntheticSamples data(c.vocab_size, c.seq_length, seed);
     TrainConfig cfg = tc;
     cfg.overlap_grad_reduce = layout.overlap;
     cfg.grad_bucket_elems = layout.bucket_elems;
-    Trainer trainer(model, data, cfg, TrainerGroups{g.dp.get(), g.mp.get()});
+    cfg.schedule = layout.schedule;
+    cfg.recompute = layout.recompute;
+    cfg.scatter_gather = layout.scatter_gather;
+    Trainer trainer(ptrs, data, cfg,
+                    TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
     std::vector<double> losses;
     for (int i = 0; i < iters; ++i) losses.push_back(trainer.step().loss);
     std::lock_guard<std::mutex> lock(mu);
     if (rank == 0) out.losses = losses;
     if (g.me.dp != 0) return;  // data-parallel replicas hold the same weights
-    for (const auto& e : model.layout().entries()) {
-      auto& full = out.weights[e.name];
-      full.resize(shape_numel(e.full_shape));
-      const float* p = model.params().data<float>() + e.offset;
-      for (int64_t i = 0; i < shape_numel(e.shape); ++i) full[ParamLayout::logical_index(e, i)] = p[i];
-    }
+    for (const auto& model : chunks)
+      for (const auto& e : model->layout().entries()) {
+        if (e.shared_copy) continue;  // the first stage's copy of the tied embedding is the one
+        auto& full = out.weights[e.name];
+        full.resize(shape_numel(e.full_shape));
+        const float* p = model->params().data<float>() + e.offset;
+        for (int64_t i = 0; i < shape_numel(e.shape); ++i) full[ParamLayout::logical_index(e, i)] = p[i];
+      }
   });
   return out;
 }

@@ -16,13 +16,18 @@ struct RunResult {
 };
 
 struct Layout {
-  int tp = 1, dp = 1;
+  int tp = 1, dp = 1, pp = 1, vpp = 1;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  Recompute recompute = Recompute::None;
+  bool scatter_gather = true;
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
+  std::string name() const;
 };
 
 // Trains `iters` steps of the model on synthetic data (seeded) with the given layout on
-// t*d local ranks (threads), and gathers the final weights from every shard.
+// t*p*d local ranks (threads), and gathers the final weights from every shard. Layout fields
+// override those of tc.
 RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
                          uint64_t seed);
 

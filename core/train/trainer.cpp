@@ -1,14 +1,30 @@
 #include "core/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 namespace ptdp {
 
 namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+// p2p tags: the receiver's (micro-batch, chunk) and the direction.
+int tag_of(int microbatch, int chunk, int v, bool backward) { return ((microbatch * v + chunk) << 1) | int(backward); }
+
+void sum_scalar(Communicator* c, double& x) {
+  if (!c || c->size() == 1) return;
+  Tensor t = Tensor::empty({1}, DType::F64);
+  t.data<double>()[0] = x;
+  c->all_reduce(t, ReduceOp::Sum);
+  x = t.data<double>()[0];
+}
+
 }  // namespace
 
 void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tokens, Tensor& targets) {
@@ -25,58 +41,142 @@ void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tok
   }
 }
 
-Trainer::Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg, const TrainerGroups& groups)
-    : model_(model), data_(data), cfg_(cfg), groups_(groups) {
+Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const TrainConfig& cfg,
+                 const TrainerGroups& groups)
+    : chunks_(std::move(chunks)), data_(data), cfg_(cfg), groups_(groups) {
+  PTDP_CHECK(!chunks_.empty(), "a trainer needs a model");
   PTDP_CHECK(cfg.micro_batch > 0 && cfg.global_batch % (cfg.micro_batch * dp_size()) == 0,
              "the global batch must be a multiple of micro-batch x data-parallel size");
-  PTDP_CHECK(data.seq_len() == model.config().seq_length, "data and model disagree on the sequence length");
-  opt_ = std::make_unique<AdamW>(model.backend(), model.layout(), model.params(), model.grads(), cfg.optimizer);
-  opt_->set_norm_group(groups.mp, model.shard().tp_rank);
-  sync_ = std::make_unique<GradSync>(model.grads(), groups.dp, cfg.grad_bucket_elems, cfg.overlap_grad_reduce);
+  PTDP_CHECK(data.seq_len() == chunk(0).config().seq_length, "data and model disagree on the sequence length");
+  const int v = static_cast<int>(chunks_.size());
+  PTDP_CHECK(v == 1 || cfg.schedule == ScheduleKind::Interleaved, "several chunks need the interleaved schedule");
+  actions_ = make_schedule(cfg.schedule, stages(), num_microbatches(), v, stage());
+  for (Gpt* c : chunks_) {
+    opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer));
+    opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
+    sync_.push_back(std::make_unique<GradSync>(c->grads(), groups.dp, cfg.grad_bucket_elems, cfg.overlap_grad_reduce));
+  }
+  link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather);
+}
+
+void Trainer::run_schedule(IterStats& st, double& loss_sum) {
+  const int b = cfg_.micro_batch, s = chunk(0).config().seq_length, h = chunk(0).config().hidden;
+  const int p = stages(), v = static_cast<int>(chunks_.size()), m = num_microbatches();
+  const int64_t n = int64_t(b) * s;
+  const double loss_scale = 1.0 / (double(cfg_.global_batch) * s);
+  const int64_t first_sample =  // this data-parallel rank's contiguous share of the global batch
+      (iteration_ - 1) * cfg_.global_batch + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
+  using Key = std::pair<int, int>;  // (micro-batch, chunk)
+  std::map<Key, Tensor> inputs, outputs, grads_in;
+  std::map<Key, std::unique_ptr<Gpt::Cache>> caches;
+  int64_t live_bytes = 0;
+  const Shape act_shape{n, h};
+  for (const Action& a : actions_) {
+    const Key key{a.microbatch, a.chunk};
+    Gpt& g = chunk(a.chunk);
+    switch (a.op) {
+      case Op::RecvForward: {
+        Peer from = backward_peer(p, stage(), a.chunk);
+        inputs[key] = link_->recv(act_shape, DType::F32, from.stage, tag_of(a.microbatch, a.chunk, v, false));
+        break;
+      }
+      case Op::Forward: {
+        Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
+        if (g.shard().pre || g.shard().post)
+          load_microbatch(data_, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
+        const Tensor input = g.shard().pre ? tokens : inputs.at(key);
+        inputs.erase(key);
+        auto t0 = Clock::now();
+        Tensor out;
+        double loss = 0;
+        caches[key] = g.forward(b, input, g.shard().post ? &targets : nullptr, cfg_.recompute,
+                                g.shard().post ? nullptr : &out, &loss);
+        st.fwd_ms += ms_since(t0);
+        if (g.shard().post) loss_sum += loss;
+        else outputs[key] = out;
+        live_bytes += caches[key]->bytes();
+        st.peak_activation_bytes = std::max(st.peak_activation_bytes, live_bytes);
+        break;
+      }
+      case Op::SendForward: {
+        Peer to = forward_peer(p, stage(), a.chunk);
+        link_->send(outputs.at(key), to.stage, tag_of(a.microbatch, to.chunk, v, false));
+        outputs.erase(key);
+        break;
+      }
+      case Op::RecvBackward: {
+        Peer from = forward_peer(p, stage(), a.chunk);
+        grads_in[key] = link_->recv(act_shape, DType::F32, from.stage, tag_of(a.microbatch, a.chunk, v, true));
+        break;
+      }
+      case Op::Backward: {
+        auto& cache = caches.at(key);
+        live_bytes -= cache->bytes();
+        const bool last = a.microbatch == m - 1;  // gradients of this chunk are complete after it
+        GradSync& sync = *sync_[a.chunk];
+        if (last) sync.begin();
+        Tensor dx;
+        auto t0 = Clock::now();
+        const Tensor* dy = g.shard().post ? nullptr : &grads_in.at(key);
+        g.backward(*cache, loss_scale, dy, g.shard().pre ? nullptr : &dx,
+                   last ? [&sync](int64_t off) { sync.ready_from(off); } : std::function<void(int64_t)>());
+        st.bwd_ms += ms_since(t0);
+        caches.erase(key);
+        grads_in.erase(key);
+        if (!g.shard().pre) outputs[key] = dx;
+        break;
+      }
+      case Op::SendBackward: {
+        Peer to = backward_peer(p, stage(), a.chunk);
+        link_->send(outputs.at(key), to.stage, tag_of(a.microbatch, to.chunk, v, true));
+        outputs.erase(key);
+        break;
+      }
+    }
+  }
+  link_->wait_sends();
+  PTDP_CHECK(caches.empty() && inputs.empty() && grads_in.empty(), "the schedule left work undone");
+}
+
+void Trainer::reduce_and_update(IterStats& st) {
+  auto t0 = Clock::now();
+  for (auto& s : sync_) s->finish();
+  // The word embedding is tied: its copies on the first and last stage get the sum of both
+  // gradients (after the data-parallel sum: the order of two sums changes nothing).
+  if (groups_.embedding && groups_.embedding->size() > 1) {
+    Gpt& g = stage() == 0 ? chunk(0) : chunk(static_cast<int>(chunks_.size()) - 1);
+    Tensor gw = g.grad("wte");
+    groups_.embedding->all_reduce(gw, ReduceOp::Sum);
+  }
+  st.dp_ms = ms_since(t0);
+  auto t1 = Clock::now();
+  Tensor sq = Tensor::zeros({1}, DType::F64);
+  for (auto& o : opt_) sq.data<double>()[0] += o->local_grad_sq();
+  if (groups_.mp && groups_.mp->size() > 1) groups_.mp->all_reduce(sq, ReduceOp::Sum);
+  const double norm = std::sqrt(sq.data<double>()[0]);
+  for (auto& o : opt_) {
+    StepInfo info = o->step_with_norm(norm);
+    st.grad_norm = info.grad_norm;
+    st.lr = info.lr;
+  }
+  st.opt_ms = ms_since(t1);
 }
 
 IterStats Trainer::step() {
   IterStats st;
   st.iteration = ++iteration_;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int b = cfg_.micro_batch, s = model_.config().seq_length;
-  const int64_t n = int64_t(b) * s;
-  const double tokens_in_batch = double(cfg_.global_batch) * s;
-  model_.zero_grads();
-  Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
+  const auto t0 = Clock::now();
+  for (Gpt* c : chunks_) c->zero_grads();
+  link_->reset_counters();
   double loss_sum = 0;
-  // This data-parallel rank's contiguous share of the global batch.
-  const int64_t first_sample =
-      (iteration_ - 1) * cfg_.global_batch + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
-  const int m = num_microbatches();
-  for (int k = 0; k < m; ++k) {
-    load_microbatch(data_, first_sample + int64_t(k) * b, b, tokens, targets);
-    auto tf = std::chrono::steady_clock::now();
-    double mb_loss = 0;
-    auto cache = model_.forward(b, tokens, &targets, cfg_.recompute, nullptr, &mb_loss);
-    st.fwd_ms += ms_since(tf);
-    st.peak_activation_bytes = std::max(st.peak_activation_bytes, cache->bytes());
-    loss_sum += mb_loss;
-    auto tb = std::chrono::steady_clock::now();
-    const bool last = k == m - 1;
-    if (last) sync_->begin();
-    model_.backward(*cache, 1.0 / tokens_in_batch, nullptr, nullptr,
-                    last ? [this](int64_t off) { sync_->ready_from(off); } : std::function<void(int64_t)>());
-    st.bwd_ms += ms_since(tb);
-  }
-  sync_->finish();
-  if (groups_.dp && groups_.dp->size() > 1) {
-    Tensor l = Tensor::empty({1}, DType::F64);
-    l.data<double>()[0] = loss_sum;
-    groups_.dp->all_reduce(l, ReduceOp::Sum);
-    loss_sum = l.data<double>()[0];
-  }
-  st.loss = loss_sum / tokens_in_batch;
-  auto to = std::chrono::steady_clock::now();
-  StepInfo info = opt_->step();
-  st.opt_ms = ms_since(to);
-  st.grad_norm = info.grad_norm;
-  st.lr = info.lr;
+  run_schedule(st, loss_sum);
+  st.pipeline_ms = ms_since(t0);
+  st.p2p_bytes = link_->bytes_sent();
+  st.p2p_wait_ms = link_->wait_ms();
+  reduce_and_update(st);
+  sum_scalar(groups_.pp, loss_sum);  // the loss lives on the last stage
+  sum_scalar(groups_.dp, loss_sum);
+  st.loss = loss_sum / (double(cfg_.global_batch) * chunk(0).config().seq_length);
   st.time_ms = ms_since(t0);
   return st;
 }

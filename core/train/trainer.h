@@ -1,15 +1,21 @@
-// The training loop of one rank: each iteration runs this data-parallel rank's share of the
-// global batch as micro-batches (gradients accumulate), sums the gradients over the
-// data-parallel group, then takes one optimizer step (gradient norm over the model-parallel
-// group). Holds the whole model or a tensor-parallel slice of it (one pipeline stage).
+// The training loop of one rank. Each iteration runs this data-parallel rank's share of the
+// global batch as m micro-batches through the pipeline schedule of its stage (activations
+// and gradients to and from the neighbouring stages), sums the tied embedding's gradient over
+// the first and last stage, sums the gradients over the data-parallel group, and takes one
+// optimizer step with the gradient norm of the whole model (over the model-parallel group).
+// One stage holds v model chunks (interleaved schedule) or one; each may be a
+// tensor-parallel slice.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 
 #include "core/data/samples.h"
 #include "core/model/gpt.h"
 #include "core/optim/adamw.h"
 #include "core/parallel/grad_sync.h"
+#include "core/parallel/schedule.h"
+#include "core/parallel/stage_link.h"
 
 namespace ptdp {
 
@@ -20,39 +26,68 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  bool scatter_gather = true;
 };
 
-// This rank's place in the data-parallel and model-parallel groups (null: alone).
+// This rank's groups (null: alone in that dimension).
 struct TrainerGroups {
   Communicator* dp = nullptr;
-  Communicator* mp = nullptr;
+  Communicator* mp = nullptr;         // tensor x pipeline: one model replica
+  Communicator* pp = nullptr;         // this pipeline; rank = stage
+  Communicator* tp = nullptr;
+  Communicator* embedding = nullptr;  // first and last stage (null elsewhere)
 };
 
 struct IterStats {
-  int64_t iteration = 0;    // 1-based
-  double loss = 0;          // mean per-token loss over the global batch (before the update)
-  double time_ms = 0;       // wall time of the whole iteration
-  double fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+  int64_t iteration = 0;  // 1-based
+  double loss = 0;        // mean per-token loss over the global batch (before the update)
+  double time_ms = 0;     // wall time of the whole iteration on this rank
+  double fwd_ms = 0, bwd_ms = 0;  // compute
+  double p2p_wait_ms = 0;         // blocked receiving from other stages
+  double pipeline_ms = 0;         // the schedule, from its first action to its last
+  double dp_ms = 0;               // data-parallel and embedding reductions after the schedule
+  double opt_ms = 0;              // gradient norm and update
   double grad_norm = 0, lr = 0;
-  int64_t peak_activation_bytes = 0;  // largest sum of live micro-batch caches
+  int64_t p2p_bytes = 0;              // sent to other stages
+  int64_t peak_activation_bytes = 0;  // most activation bytes stashed at once
+  // Measured bubble: time of the schedule not spent computing, over the compute time (the
+  // paper's t_pb / t_id).
+  double bubble_fraction() const {
+    double compute = fwd_ms + bwd_ms;
+    return compute > 0 ? std::max(0.0, pipeline_ms - compute) / compute : 0;
+  }
 };
 
 class Trainer {
  public:
-  Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg, const TrainerGroups& groups = {});
+  // chunks: this stage's model chunks in chunk order (1, or v with the interleaved schedule);
+  // stage and p come from groups.pp.
+  Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const TrainConfig& cfg,
+          const TrainerGroups& groups = {});
+  Trainer(Gpt& model, const SampleSource& data, const TrainConfig& cfg, const TrainerGroups& groups = {})
+      : Trainer(std::vector<Gpt*>{&model}, data, cfg, groups) {}
   IterStats step();
   int dp_size() const { return groups_.dp ? groups_.dp->size() : 1; }
   int dp_rank() const { return groups_.dp ? groups_.dp->rank() : 0; }
+  int stages() const { return groups_.pp ? groups_.pp->size() : 1; }
+  int stage() const { return groups_.pp ? groups_.pp->rank() : 0; }
   int num_microbatches() const { return cfg_.global_batch / (cfg_.micro_batch * dp_size()); }
-  AdamW& optimizer() { return *opt_; }
+  AdamW& optimizer(int chunk = 0) { return *opt_[chunk]; }
 
  private:
-  Gpt& model_;
+  void run_schedule(IterStats& st, double& loss_sum);
+  void reduce_and_update(IterStats& st);
+  Gpt& chunk(int j) { return *chunks_[j]; }
+
+  std::vector<Gpt*> chunks_;
   const SampleSource& data_;
   TrainConfig cfg_;
   TrainerGroups groups_;
-  std::unique_ptr<AdamW> opt_;
-  std::unique_ptr<GradSync> sync_;
+  std::vector<Action> actions_;
+  std::vector<std::unique_ptr<AdamW>> opt_;
+  std::vector<std::unique_ptr<GradSync>> sync_;
+  std::unique_ptr<StageLink> link_;
   int64_t iteration_ = 0;
 };
 
