@@ -101,6 +101,37 @@ TEST(CliParallelFlags, PpMustDivideLayers) {
   expect_refused({"--model", "tiny", "--pp", "3"}, "--pp 3 must divide --layers 4");
 }
 
+TEST(CliParallelFlags, PpTimesVppMustDivideLayers) {
+  expect_refused({"--model", "tiny", "--pp", "2", "--vpp", "4", "--schedule", "interleaved"},
+                 "--pp 2 x --vpp 4 must divide --layers 4");
+}
+
+TEST(CliParallelFlags, InterleavingNeedsMicroBatchesAMultipleOfPp) {
+  expect_refused({"--model", "tiny", "--pp", "2", "--vpp", "2", "--schedule", "interleaved", "--global-batch", "3"},
+                 "needs the number of micro-batches (3) to be a multiple of --pp 2");
+}
+
+TEST(CliParallelFlags, VppAboveOneNeedsAPipeline) {
+  expect_refused({"--model", "tiny", "--vpp", "2", "--schedule", "interleaved"}, "--vpp 2 needs a pipeline");
+}
+
+TEST(CliParallelFlags, VppAboveOneNeedsTheInterleavedSchedule) {
+  expect_refused({"--model", "tiny", "--pp", "2", "--vpp", "2"}, "--vpp 2 needs --schedule interleaved");
+}
+
+TEST(CliParallelFlags, MicroBatchMustDivideThePerRankBatch) {
+  expect_refused({"--model", "tiny", "--dp", "2", "--micro-batch", "3", "--global-batch", "8"},
+                 "--global-batch 8 must be a multiple of --micro-batch 3 x --dp 2 = 6");
+}
+
+TEST(CliParallelFlags, RanksMustEqualTheLayout) {
+  expect_refused({"--model", "tiny", "--tp", "2", "--dp", "2", "--ranks", "3"}, "--ranks 3");
+}
+
+TEST(CliParallelFlags, NcclNeedsTheCudaBackend) {
+  expect_refused({"--model", "tiny", "--comm", "nccl"}, "--comm nccl needs --backend cuda");
+}
+
 TEST(CliParallelFlags, GlobalBatchMustBeAMultipleOfMicroBatch) {
   expect_refused({"--model", "tiny", "--global-batch", "6", "--micro-batch", "4"},
                  "--global-batch 6 must be a multiple of --micro-batch 4");

@@ -17,6 +17,7 @@
 #include "core/runtime/provenance.h"
 #include "core/runtime/results_csv.h"
 #include "core/tensor/allocator.h"
+#include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 #include "experiments/commands.h"
 
@@ -30,7 +31,14 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_gb) {
+// Medians over the timed iterations; world rank 0's own times (the first stage), the
+// bubble and activations of the worst stage.
+struct Breakdown {
+  double fwd_ms = 0, bwd_ms = 0, p2p_wait_ms = 0, dp_ms = 0, opt_ms = 0, bubble = 0, activation_gb = 0;
+  int64_t p2p_bytes = 0;
+};
+
+ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_gb, const Breakdown& bd) {
   const ModelConfig& m = c.model;
   const ParallelConfig& p = c.par;
   const double sec = iter_ms / 1e3;
@@ -64,7 +72,7 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
   r.set("tflops_per_gpu", flops_eq3(m, p.global_batch) / sec / gpus / 1e12);
   r.set("tokens_per_s", double(p.global_batch) * m.seq_length / sec);
   r.set("seq_per_s", double(p.global_batch) / sec);
-  r.set("bubble_fraction", 0.0);  // one pipeline stage: no bubble
+  r.set("bubble_fraction", bd.bubble);
   r.set("peak_mem_gb", peak_gb);
   r.set("loss", loss);
   r.set("git_sha", git_sha());
@@ -72,6 +80,13 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
   r.set("device", cpu_name());
   r.set("timestamp", utc_timestamp());
   r.set("model_tflops_per_gpu", flops_model(m, p.global_batch) / sec / gpus / 1e12);
+  r.set("fwd_ms", bd.fwd_ms);
+  r.set("bwd_ms", bd.bwd_ms);
+  r.set("p2p_wait_ms", bd.p2p_wait_ms);
+  r.set("dp_ms", bd.dp_ms);
+  r.set("optimizer_ms", bd.opt_ms);
+  r.set("p2p_bytes", static_cast<long long>(bd.p2p_bytes));
+  r.set("activation_gb", bd.activation_gb);
   return r;
 }
 
@@ -117,11 +132,7 @@ void train_rank(const RunConfig& c, Communicator& world) {
   auto backend = make_cpu_backend();
   if (report) CachingHostAllocator::instance().reset_peak();
   world.barrier();
-  ShardSpec shard;
-  shard.tp_size = c.par.tp;
-  shard.tp_rank = g.me.tp;
-  Gpt model(m, shard, *backend, DType::F32, g.tp.get());
-  model.init(c.seed);
+  StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;
@@ -129,47 +140,77 @@ void train_rank(const RunConfig& c, Communicator& world) {
   tc.optimizer = c.opt;
   tc.overlap_grad_reduce = c.overlap_grad_reduce;
   tc.grad_bucket_elems = c.grad_bucket_elems;
-  Trainer trainer(model, *samples, tc, TrainerGroups{g.dp.get(), g.mp.get()});
+  tc.schedule = parse_schedule(c.par.schedule);
+  tc.scatter_gather = c.par.scatter_gather;
+  Trainer trainer(model.pointers(), *samples, tc,
+                  TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-               "b={} B={} m={}, recompute {}, backend {}, {} iterations ({} untimed), data {}\n",
+               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}, backend {}, {} iterations ({} untimed), "
+               "data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
-               c.par.pp, c.par.dp, c.ranks, c.comm, c.par.micro_batch, c.par.global_batch, trainer.num_microbatches(),
-               recompute_name(c.par.recompute), c.backend, c.iters, c.warmup, c.data);
+               c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
+               trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
+               c.par.scatter_gather ? "on" : "off", c.backend, c.iters, c.warmup, c.data);
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
-  std::vector<double> times;
+  std::vector<IterStats> timed;
+  std::vector<double> bubbles;
   double loss = 0;
-  Tensor slowest = Tensor::empty({1}, DType::F64);
+  Tensor worst = Tensor::empty({3}, DType::F64);
   for (int it = 1; it <= c.iters; ++it) {
     IterStats st = trainer.step();
-    slowest.data<double>()[0] = st.time_ms;  // an iteration lasts as long as its slowest rank
-    world.all_reduce(slowest, ReduceOp::Max);
-    st.time_ms = slowest.data<double>()[0];
+    // An iteration lasts as long as its slowest rank; bubble and activations: the worst stage.
+    worst.data<double>()[0] = st.time_ms;
+    worst.data<double>()[1] = st.bubble_fraction();
+    worst.data<double>()[2] = double(st.peak_activation_bytes);
+    world.all_reduce(worst, ReduceOp::Max);
+    st.time_ms = worst.data<double>()[0];
+    const double bubble = worst.data<double>()[1];
+    st.peak_activation_bytes = int64_t(worst.data<double>()[2]);
+    if (it > c.warmup) {
+      timed.push_back(st);
+      bubbles.push_back(bubble);
+    }
     if (!std::isfinite(st.loss))
       throw RuntimeError(fmt::format("iteration {}: the loss is not finite ({}); stopping", it, st.loss));
     loss = st.loss;
-    if (it > c.warmup) times.push_back(st.time_ms);
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
       fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
-                 "grad norm {:.3f}\n",
+                 "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}\n",
                  it, c.iters, st.loss, st.time_ms, flops / (st.time_ms / 1e3) / c.ranks / 1e12,
-                 tokens / (st.time_ms / 1e3), st.lr, st.grad_norm);
+                 tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms, st.bwd_ms, st.p2p_wait_ms, st.dp_ms,
+                 st.opt_ms, bubble);
       std::fflush(stdout);
     }
   }
   world.barrier();
   if (!report) return;
-  const double iter_ms = median(times);
+  Breakdown bd;
+  auto med = [&](auto field) {
+    std::vector<double> v;
+    for (const auto& t : timed) v.push_back(field(t));
+    return median(v);
+  };
+  const double iter_ms = med([](const IterStats& t) { return t.time_ms; });
+  bd.fwd_ms = med([](const IterStats& t) { return t.fwd_ms; });
+  bd.bwd_ms = med([](const IterStats& t) { return t.bwd_ms; });
+  bd.p2p_wait_ms = med([](const IterStats& t) { return t.p2p_wait_ms; });
+  bd.dp_ms = med([](const IterStats& t) { return t.dp_ms; });
+  bd.opt_ms = med([](const IterStats& t) { return t.opt_ms; });
+  bd.p2p_bytes = timed.back().p2p_bytes;
+  bd.bubble = median(bubbles);
+  bd.activation_gb = double(timed.back().peak_activation_bytes) / 1e9;
   // Host memory of this process; with local ranks the mean per rank.
   const int local_ranks = c.comm == "local" ? c.ranks : 1;
   const double peak_gb = double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9 / local_ranks;
   fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
-             "per rank\n",
-             iter_ms, times.size(), loss, peak_gb);
+             "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
+             "rank 0\n",
+             iter_ms, timed.size(), loss, peak_gb, bd.activation_gb, bd.bubble, bd.p2p_bytes);
   if (!c.csv.empty()) {
-    append_result_rows(c.csv, {make_row(c, iter_ms, loss, peak_gb)});
+    append_result_rows(c.csv, {make_row(c, iter_ms, loss, peak_gb, bd)});
     fmt::print("appended a row to {}\n", c.csv);
   }
 }

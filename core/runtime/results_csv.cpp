@@ -22,7 +22,8 @@ const std::vector<std::string>& result_columns() {
       "iter_time_ms", "tflops_per_gpu", "pct_peak", "tokens_per_s", "seq_per_s", "bubble_fraction",
       "peak_mem_gb", "loss", "git_sha", "host", "device", "timestamp",
       // beyond the contract:
-      "model_tflops_per_gpu"};
+      "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
+      "activation_gb"};
   return cols;
 }
 

@@ -51,6 +51,7 @@ void validate_run(RunConfig& c) {
     usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == "interleaved") {
     if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
+    if (p.pp < 2) usage_error("--vpp {} needs a pipeline: --pp 1 has nothing to interleave", p.vpp);
     if (p.num_microbatches() % p.pp != 0)
       usage_error("--schedule interleaved needs the number of micro-batches ({}) to be a multiple of --pp {}",
                   p.num_microbatches(), p.pp);
@@ -88,7 +89,6 @@ void validate_run(RunConfig& c) {
 }
 
 void require_supported(const RunConfig& c) {
-  if (c.par.pp > 1) usage_error("--pp {}: pipeline parallelism is not implemented yet", c.par.pp);
   if (c.backend != "cpu") usage_error("--backend {}: only the CPU backend is implemented yet", c.backend);
   if (c.comm != "local" && c.comm != "mpi") usage_error("--comm {}: only local and mpi are implemented yet", c.comm);
 }

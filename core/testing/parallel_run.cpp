@@ -6,6 +6,7 @@
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
 #include "core/parallel/topology.h"
+#include "core/train/stage_model.h"
 
 namespace ptdp::testing {
 
@@ -24,21 +25,7 @@ RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layo
     ParallelGroups g = ParallelGroups::create(world, topo);
     if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads already: no nested teams
     auto be = make_cpu_backend();
-    std::vector<std::unique_ptr<Gpt>> chunks;
-    std::vector<Gpt*> ptrs;
-    for (int j = 0; j < layout.vpp; ++j) {
-      ShardSpec shard;
-      shard.tp_size = layout.tp;
-      shard.tp_rank = g.me.tp;
-      LayerRange r = chunk_layers(c.layers, layout.pp, layout.vpp, g.me.pp, j);
-      shard.layer_begin = r.begin;
-      shard.layer_end = r.end;
-      shard.pre = g.me.pp == 0 && j == 0;
-      shard.post = g.me.pp == layout.pp - 1 && j == layout.vpp - 1;
-      chunks.push_back(std::make_unique<Gpt>(c, shard, *be, DType::F32, g.tp.get()));
-      chunks.back()->init(seed);
-      ptrs.push_back(chunks.back().get());
-    }
+    StageModel stage = build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed);
     SyntheticSamples data(c.vocab_size, c.seq_length, seed);
     TrainConfig cfg = tc;
     cfg.overlap_grad_reduce = layout.overlap;
@@ -46,14 +33,14 @@ RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layo
     cfg.schedule = layout.schedule;
     cfg.recompute = layout.recompute;
     cfg.scatter_gather = layout.scatter_gather;
-    Trainer trainer(ptrs, data, cfg,
+    Trainer trainer(stage.pointers(), data, cfg,
                     TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
     std::vector<double> losses;
     for (int i = 0; i < iters; ++i) losses.push_back(trainer.step().loss);
     std::lock_guard<std::mutex> lock(mu);
     if (rank == 0) out.losses = losses;
     if (g.me.dp != 0) return;  // data-parallel replicas hold the same weights
-    for (const auto& model : chunks)
+    for (const auto& model : stage.chunks)
       for (const auto& e : model->layout().entries()) {
         if (e.shared_copy) continue;  // the first stage's copy of the tied embedding is the one
         auto& full = out.weights[e.name];

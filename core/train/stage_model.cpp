@@ -1,0 +1,37 @@
+#include "core/train/stage_model.h"
+
+#include "core/parallel/schedule.h"
+
+namespace ptdp {
+
+std::vector<Gpt*> StageModel::pointers() const {
+  std::vector<Gpt*> v;
+  for (const auto& c : chunks) v.push_back(c.get());
+  return v;
+}
+
+int64_t StageModel::parameters() const {
+  int64_t n = 0;
+  for (const auto& c : chunks) n += c->params().numel();
+  return n;
+}
+
+StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
+                             Communicator* tp, uint64_t seed, DType dtype) {
+  StageModel m;
+  for (int j = 0; j < v; ++j) {
+    ShardSpec shard;
+    shard.tp_size = t;
+    shard.tp_rank = tp_rank;
+    LayerRange r = chunk_layers(c.layers, p, v, stage, j);
+    shard.layer_begin = r.begin;
+    shard.layer_end = r.end;
+    shard.pre = stage == 0 && j == 0;
+    shard.post = stage == p - 1 && j == v - 1;
+    m.chunks.push_back(std::make_unique<Gpt>(c, shard, be, dtype, tp));
+    m.chunks.back()->init(seed);
+  }
+  return m;
+}
+
+}  // namespace ptdp
