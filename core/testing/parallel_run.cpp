@@ -16,38 +16,58 @@ std::string Layout::name() const {
          (scatter_gather ? "_sg" : "_nosg");
 }
 
+RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
+                         int iters, uint64_t seed) {
+  const Topology topo(layout.tp, layout.pp, layout.dp);
+  ParallelGroups g = ParallelGroups::create(world, topo);
+  if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads or processes already
+  auto be = make_cpu_backend();
+  StageModel stage = build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed);
+  SyntheticSamples data(c.vocab_size, c.seq_length, seed);
+  TrainConfig cfg = tc;
+  cfg.overlap_grad_reduce = layout.overlap;
+  cfg.grad_bucket_elems = layout.bucket_elems;
+  cfg.schedule = layout.schedule;
+  cfg.recompute = layout.recompute;
+  cfg.scatter_gather = layout.scatter_gather;
+  Trainer trainer(stage.pointers(), data, cfg,
+                  TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
+  RunResult out;
+  for (int i = 0; i < iters; ++i) out.losses.push_back(trainer.step().loss);
+  // Assemble the logical weights on every rank: each element is contributed once, by the
+  // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
+  // replicated tensors), from the first stage for the tied embedding.
+  std::map<std::string, std::pair<const ParamEntry*, Gpt*>> mine;
+  for (const auto& model : stage.chunks)
+    for (const auto& e : model->layout().entries())
+      if (!e.shared_copy) mine[e.name] = {&e, model.get()};
+  ParamLayout full_layout(c, ShardSpec{});
+  for (const auto& fe : full_layout.entries()) {
+    const int64_t n = fe.name == "wte" ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);
+    Tensor full = Tensor::zeros({n}, DType::F64);
+    auto it = mine.find(fe.name);
+    if (it != mine.end() && g.me.dp == 0) {
+      const ParamEntry& e = *it->second.first;
+      if (g.me.tp == 0 || e.split_dim >= 0) {
+        const float* p = it->second.second->params().data<float>() + e.offset;
+        for (int64_t i = 0; i < shape_numel(e.shape); ++i) full.data<double>()[ParamLayout::logical_index(e, i)] = p[i];
+      }
+    }
+    world.all_reduce(full, ReduceOp::Sum);
+    out.weights[fe.name].assign(full.data<double>(), full.data<double>() + n);
+  }
+  return out;
+}
+
 RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
                          uint64_t seed) {
   RunResult out;
   std::mutex mu;
   const Topology topo(layout.tp, layout.pp, layout.dp);
   run_local_ranks(topo.world(), [&](int rank, Communicator& world) {
-    ParallelGroups g = ParallelGroups::create(world, topo);
-    if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads already: no nested teams
-    auto be = make_cpu_backend();
-    StageModel stage = build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed);
-    SyntheticSamples data(c.vocab_size, c.seq_length, seed);
-    TrainConfig cfg = tc;
-    cfg.overlap_grad_reduce = layout.overlap;
-    cfg.grad_bucket_elems = layout.bucket_elems;
-    cfg.schedule = layout.schedule;
-    cfg.recompute = layout.recompute;
-    cfg.scatter_gather = layout.scatter_gather;
-    Trainer trainer(stage.pointers(), data, cfg,
-                    TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
-    std::vector<double> losses;
-    for (int i = 0; i < iters; ++i) losses.push_back(trainer.step().loss);
+    RunResult r = train_on_world(world, c, tc, layout, iters, seed);
     std::lock_guard<std::mutex> lock(mu);
-    if (rank == 0) out.losses = losses;
-    if (g.me.dp != 0) return;  // data-parallel replicas hold the same weights
-    for (const auto& model : stage.chunks)
-      for (const auto& e : model->layout().entries()) {
-        if (e.shared_copy) continue;  // the first stage's copy of the tied embedding is the one
-        auto& full = out.weights[e.name];
-        full.resize(shape_numel(e.full_shape));
-        const float* p = model->params().data<float>() + e.offset;
-        for (int64_t i = 0; i < shape_numel(e.shape); ++i) full[ParamLayout::logical_index(e, i)] = p[i];
-      }
+    if (rank == 0) out = std::move(r);
   });
   return out;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm/communicator.h"
 #include "core/model/config.h"
 #include "core/train/trainer.h"
 
@@ -30,6 +31,11 @@ struct Layout {
 // override those of tc.
 RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
                          uint64_t seed);
+
+// The same on the ranks of `world` (local threads or MPI processes), called by every rank;
+// every rank returns the losses and the assembled logical weights.
+RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
+                         int iters, uint64_t seed);
 
 // Largest norm-wise relative difference over all tensors, and the same over the whole model.
 struct WeightDiff {

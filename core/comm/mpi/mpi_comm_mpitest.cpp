@@ -69,38 +69,36 @@ TEST(MpiComm, SendRecvAndSplit) {
   EXPECT_EQ(x.data<int32_t>()[0], expect);
 }
 
-TEST(MpiTraining, TensorAndDataParallelMatchOneRank) {
-  Communicator& world = *g_world;
-  ASSERT_EQ(world.size(), 4) << "run with mpirun -np 4";
-  ModelConfig c = preset_config("tiny");
-  TrainConfig tc;
-  tc.micro_batch = 2;
-  tc.global_batch = 8;
-  testing::RunResult ref = testing::train_parallel(c, tc, testing::Layout{}, 3, 21);  // in this process
-  const Topology topo(2, 1, 2);
-  ParallelGroups g = ParallelGroups::create(world, topo);
-  auto be = make_cpu_backend();
-  ShardSpec shard;
-  shard.tp_size = 2;
-  shard.tp_rank = g.me.tp;
-  Gpt model(c, shard, *be, DType::F32, g.tp.get());
-  model.init(21);
-  SyntheticSamples data(c.vocab_size, c.seq_length, 21);
-  Trainer trainer(model, data, tc, TrainerGroups{g.dp.get(), g.mp.get()});
-  testing::RunResult got;
-  for (int i = 0; i < 3; ++i) got.losses.push_back(trainer.step().loss);
-  for (const auto& e : model.layout().entries()) {  // assemble the logical weights on every rank
-    Tensor full = Tensor::zeros({shape_numel(e.full_shape)}, DType::F64);
-    if (g.me.dp == 0 && (g.me.tp == 0 || e.split_dim >= 0))
-      for (int64_t i = 0; i < shape_numel(e.shape); ++i)
-        full.data<double>()[ParamLayout::logical_index(e, i)] = model.params().data<float>()[e.offset + i];
-    world.all_reduce(full, ReduceOp::Sum);
-    got.weights[e.name].assign(full.data<double>(), full.data<double>() + full.numel());
-  }
+// The training check under mpirun: losses and final weights against one rank in this process.
+void expect_matches_one_rank(const ModelConfig& c, const TrainConfig& tc, const testing::Layout& layout) {
+  testing::RunResult ref = testing::train_parallel(c, tc, testing::Layout{}, 3, 21);
+  testing::RunResult got = testing::train_on_world(*g_world, c, tc, layout, 3, 21);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-5 * ref.losses[i]) << i;
   testing::WeightDiff d = testing::compare_weights(ref, got);
   EXPECT_LT(d.whole, 1e-5);
   EXPECT_LT(d.worst_tensor, 1e-3) << d.worst_name;
+}
+
+TEST(MpiTraining, TensorAndDataParallelMatchOneRank) {
+  if (g_world->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  TrainConfig tc;
+  tc.micro_batch = 2;
+  tc.global_batch = 8;
+  testing::Layout l;
+  l.tp = 2, l.dp = 2;
+  expect_matches_one_rank(preset_config("tiny"), tc, l);
+}
+
+TEST(MpiTraining, InterleavedPtdpMatchesOneRank) {
+  if (g_world->size() != 8) GTEST_SKIP() << "needs mpirun -np 8";
+  ModelConfig c = preset_config("tiny");
+  c.layers = 8;
+  TrainConfig tc;
+  tc.micro_batch = 1;
+  tc.global_batch = 8;
+  testing::Layout l;
+  l.tp = 2, l.pp = 2, l.dp = 2, l.vpp = 2, l.schedule = ScheduleKind::Interleaved;
+  expect_matches_one_rank(c, tc, l);
 }
 
 // Rank 1 never joins the all-reduce; the others must end the job with a message.
