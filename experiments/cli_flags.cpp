@@ -59,6 +59,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
                "overlap each data-parallel gradient bucket's all-reduce with the backward pass");
   app.add_option("--grad-bucket-size", r.grad_bucket_elems, "data-parallel all-reduce bucket, in elements")
       ->capture_default_str();
+  app.add_option("--comm-timeout", r.comm_timeout_s,
+                 "seconds a rank waits for another in a collective or receive before the run stops")
+      ->capture_default_str();
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
 }

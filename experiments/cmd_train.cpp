@@ -220,14 +220,16 @@ void train_rank(const RunConfig& c, Communicator& world) {
 int cmd_train(const RunConfig& c, Communicator* mpi_world) {
   require_supported(c);
   preflight(c);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   if (c.comm == "mpi") {
     PTDP_CHECK(mpi_world != nullptr, "--comm mpi without an MPI world");
     if (mpi_world->size() != c.ranks)
       usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),
                   c.par.tp, c.par.pp, c.par.dp, c.ranks);
+    mpi_world->set_timeout(timeout);
     train_rank(c, *mpi_world);
   } else {
-    run_local_ranks(c.ranks, [&](int, Communicator& world) { train_rank(c, world); });
+    run_local_ranks(c.ranks, [&](int, Communicator& world) { train_rank(c, world); }, timeout);
   }
   return 0;
 }

@@ -85,6 +85,8 @@ void validate_run(RunConfig& c) {
   if (!(o.beta2 >= 0 && o.beta2 < 1)) usage_error("--adam-beta2 {} must be in [0, 1)", o.beta2);
   if (!(o.eps > 0)) usage_error("--adam-eps {} must be positive", o.eps);
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
+  if (!(c.comm_timeout_s > 0) || !std::isfinite(c.comm_timeout_s))
+    usage_error("--comm-timeout {} must be a positive number of seconds", c.comm_timeout_s);
   if (c.grad_bucket_elems <= 0) usage_error("--grad-bucket-size {} must be positive", c.grad_bucket_elems);
 }
 

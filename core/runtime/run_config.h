@@ -39,6 +39,7 @@ struct RunConfig {
   int log_interval = 1;
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;    // data-parallel bucket size in elements
+  double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
 };
 
 // Checks every rule of the flags (throws UsageError naming the flag and the rule) and fills
