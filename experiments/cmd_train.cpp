@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 #include "experiments/commands.h"
+#include "experiments/result_row.h"
 
 namespace ptdp {
 
@@ -39,47 +41,11 @@ struct Breakdown {
 };
 
 ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_gb, const Breakdown& bd) {
-  const ModelConfig& m = c.model;
-  const ParallelConfig& p = c.par;
-  const double sec = iter_ms / 1e3;
-  const int gpus = c.ranks;
-  ResultRow r;
-  r.set("experiment", c.experiment);
-  r.set("mode", std::string("run"));
-  r.set("backend", c.backend);
-  r.set("comm", c.comm);
-  r.set("precision", c.precision);
-  r.set("model", m.name);
-  r.set("params", static_cast<long long>(params_exact(m)));
-  r.set("layers", m.layers);
-  r.set("hidden", m.hidden);
-  r.set("heads", m.heads);
-  r.set("seq_length", m.seq_length);
-  r.set("vocab_size", static_cast<long long>(m.vocab_size));
-  r.set("gpus", gpus);
-  r.set("tp", p.tp);
-  r.set("pp", p.pp);
-  r.set("dp", p.dp);
-  r.set("vpp", p.vpp);
-  r.set("micro_batch", p.micro_batch);
-  r.set("global_batch", p.global_batch);
-  r.set("num_microbatches", p.num_microbatches());
-  r.set("schedule", p.schedule);
-  r.set("recompute", std::string(recompute_name(p.recompute)));
-  r.set("scatter_gather", p.scatter_gather ? 1 : 0);
-  r.set("iters", c.iters);
-  r.set("iter_time_ms", iter_ms);
-  r.set("tflops_per_gpu", flops_eq3(m, p.global_batch) / sec / gpus / 1e12);
-  r.set("tokens_per_s", double(p.global_batch) * m.seq_length / sec);
-  r.set("seq_per_s", double(p.global_batch) / sec);
+  ResultRow r = make_result_row(c, "run", iter_ms);
   r.set("bubble_fraction", bd.bubble);
   r.set("peak_mem_gb", peak_gb);
   r.set("loss", loss);
-  r.set("git_sha", git_sha());
-  r.set("host", host_name());
   r.set("device", cpu_name());
-  r.set("timestamp", utc_timestamp());
-  r.set("model_tflops_per_gpu", flops_model(m, p.global_batch) / sec / gpus / 1e12);
   r.set("fwd_ms", bd.fwd_ms);
   r.set("bwd_ms", bd.bwd_ms);
   r.set("p2p_wait_ms", bd.p2p_wait_ms);
@@ -112,9 +78,10 @@ void preflight(const RunConfig& c) {
 }
 
 // One rank's training run; world rank 0 prints progress and writes the result row.
-void train_rank(const RunConfig& c, Communicator& world) {
+std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, bool verbose) {
   const ModelConfig& m = c.model;
-  const bool report = world.rank() == 0;
+  const bool report = world.rank() == 0 && verbose;
+  const bool rank0 = world.rank() == 0;
   const Topology topo(c.par.tp, c.par.pp, c.par.dp);
   ParallelGroups g = ParallelGroups::create(world, topo);
   if (c.comm == "local") set_cpu_threads(std::max(1, int(std::thread::hardware_concurrency()) / c.ranks));
@@ -130,7 +97,7 @@ void train_rank(const RunConfig& c, Communicator& world) {
   }
 
   auto backend = make_cpu_backend();
-  if (report) CachingHostAllocator::instance().reset_peak();
+  if (rank0) CachingHostAllocator::instance().reset_peak();
   world.barrier();
   StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed);
   TrainConfig tc;
@@ -186,7 +153,7 @@ void train_rank(const RunConfig& c, Communicator& world) {
     }
   }
   world.barrier();
-  if (!report) return;
+  if (!rank0) return std::nullopt;
   Breakdown bd;
   auto med = [&](auto field) {
     std::vector<double> v;
@@ -205,19 +172,17 @@ void train_rank(const RunConfig& c, Communicator& world) {
   // Host memory of this process; with local ranks the mean per rank.
   const int local_ranks = c.comm == "local" ? c.ranks : 1;
   const double peak_gb = double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9 / local_ranks;
-  fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
-             "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
-             "rank 0\n",
-             iter_ms, timed.size(), loss, peak_gb, bd.activation_gb, bd.bubble, bd.p2p_bytes);
-  if (!c.csv.empty()) {
-    append_result_rows(c.csv, {make_row(c, iter_ms, loss, peak_gb, bd)});
-    fmt::print("appended a row to {}\n", c.csv);
-  }
+  if (report)
+    fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
+               "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
+               "rank 0\n",
+               iter_ms, timed.size(), loss, peak_gb, bd.activation_gb, bd.bubble, bd.p2p_bytes);
+  return make_row(c, iter_ms, loss, peak_gb, bd);
 }
 
 }  // namespace
 
-int cmd_train(const RunConfig& c, Communicator* mpi_world) {
+std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
   require_supported(c);
   preflight(c);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
@@ -227,9 +192,24 @@ int cmd_train(const RunConfig& c, Communicator* mpi_world) {
       usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),
                   c.par.tp, c.par.pp, c.par.dp, c.ranks);
     mpi_world->set_timeout(timeout);
-    train_rank(c, *mpi_world);
-  } else {
-    run_local_ranks(c.ranks, [&](int, Communicator& world) { train_rank(c, world); }, timeout);
+    return train_rank(c, *mpi_world, verbose);
+  }
+  std::optional<ResultRow> row;
+  run_local_ranks(
+      c.ranks,
+      [&](int rank, Communicator& world) {
+        auto r = train_rank(c, world, verbose);
+        if (rank == 0) row = std::move(r);
+      },
+      timeout);
+  return row;
+}
+
+int cmd_train(const RunConfig& c, Communicator* mpi_world) {
+  std::optional<ResultRow> row = run_training(c, mpi_world, true);
+  if (row && !c.csv.empty()) {
+    append_result_rows(c.csv, {*row});
+    fmt::print("appended a row to {}\n", c.csv);
   }
   return 0;
 }

@@ -1,14 +1,19 @@
 // The ptdp subcommands. Each returns the process exit code; bad input throws UsageError.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/comm/communicator.h"
+#include "core/runtime/results_csv.h"
 #include "core/runtime/run_config.h"
 
 namespace ptdp {
 
 // mpi_world: the MPI world when --comm mpi (null otherwise).
 int cmd_train(const RunConfig& cfg, Communicator* mpi_world);
+// Trains a validated configuration (preflight checks first) on local ranks or the MPI world and
+// returns world rank 0's result row (nothing on the other MPI ranks); progress lines when verbose.
+std::optional<ResultRow> run_training(const RunConfig& cfg, Communicator* mpi_world, bool verbose);
 int cmd_preprocess(const std::string& input, const std::string& output_prefix);
 
 }  // namespace ptdp
