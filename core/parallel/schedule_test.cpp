@@ -105,7 +105,7 @@ TEST(Schedule, ReceivesPrecedeAndSendsFollowTheirComputeExceptAtThePipelineEnds)
 // Replays all p stages: t_f = 1, t_b = 2 per micro-batch, split evenly over v chunks (costs
 // scaled by v so that they stay integers), p2p free.
 sim::ReplayResult unit_replay(const Grid& g) {
-  sim::ReplayInput in{g.kind, g.p, g.m, g.v, {}};
+  sim::ReplayInput in{g.kind, g.p, g.m, g.v, {}, {}};
   in.costs.assign(size_t(g.p) * g.v, sim::ChunkCosts{});
   for (auto& c : in.costs) {
     c.forward = 1;

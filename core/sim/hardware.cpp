@@ -1,0 +1,196 @@
+#include "core/sim/hardware.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "core/common/error.h"
+
+namespace ptdp::sim {
+
+namespace fs = std::filesystem;
+
+double HardwareProfile::peak(const std::string& precision) const {
+  if (precision == "f16") return peak_f16;
+  if (precision == "bf16") return peak_bf16;
+  if (precision == "f32") return peak_f32;
+  return 0;
+}
+
+int HardwareProfile::element_bytes(const std::string& precision) { return precision == "f32" ? 4 : 2; }
+
+namespace {
+
+enum class Range { Positive, NonNegative, Fraction, AtLeastOne };
+
+struct Reader {
+  const toml::table& root;
+  const std::string& path;
+  HardwareProfile& hw;
+
+  // A number written as { value = X, source = "..." }.
+  double number(const std::string& field, Range range) {
+    const toml::node_view<const toml::node> node = root.at_path(field);
+    if (!node) usage_error("{}: field '{}' is missing", path, field);
+    const toml::table* t = node.as_table();
+    if (!t) usage_error("{}: field '{}' must be {{ value = <number>, source = \"<where it comes from>\" }}", path, field);
+    const std::optional<double> v = (*t)["value"].value<double>();
+    if (!v) usage_error("{}: field '{}' has no numeric value", path, field);
+    const std::optional<std::string> src = (*t)["source"].value<std::string>();
+    if (!src || src->empty()) usage_error("{}: field '{}' has no source", path, field);
+    const double x = *v;
+    if (!std::isfinite(x)) usage_error("{}: field '{}' must be a finite number", path, field);
+    switch (range) {
+      case Range::Positive:
+        if (!(x > 0)) usage_error("{}: field '{}' must be positive (got {})", path, field, x);
+        break;
+      case Range::NonNegative:
+        if (x < 0) usage_error("{}: field '{}' must not be negative (got {})", path, field, x);
+        break;
+      case Range::Fraction:
+        if (!(x > 0 && x <= 1)) usage_error("{}: field '{}' must be in (0, 1] (got {})", path, field, x);
+        break;
+      case Range::AtLeastOne:
+        if (!(x >= 1)) usage_error("{}: field '{}' must be at least 1 (got {})", path, field, x);
+        break;
+    }
+    hw.sources[field] = *src;
+    return x;
+  }
+
+  std::string text(const std::string& field) {
+    const std::optional<std::string> s = root.at_path(field).value<std::string>();
+    if (!s || s->empty()) usage_error("{}: field '{}' is missing (a string)", path, field);
+    return *s;
+  }
+
+  void gemm_points() {
+    const toml::node_view<const toml::node> node = root.at_path("gemm.points");
+    if (!node) return;
+    const toml::array* arr = node.as_array();
+    if (!arr) usage_error("{}: field 'gemm.points' must be an array of {{ m, n, k, tflops }}", path);
+    if (!arr->empty()) hw.sources["gemm.points"] = text("gemm.points_source");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const toml::table* t = (*arr)[i].as_table();
+      GemmPoint g;
+      auto get = [&](const char* key) {
+        const std::optional<double> v = t ? (*t)[key].value<double>() : std::nullopt;
+        if (!v || !(*v > 0)) usage_error("{}: field 'gemm.points[{}].{}' must be a positive number", path, i, key);
+        return *v;
+      };
+      g.m = int64_t(get("m"));
+      g.n = int64_t(get("n"));
+      g.k = int64_t(get("k"));
+      g.tflops = get("tflops");
+      hw.gemm_points.push_back(g);
+    }
+  }
+};
+
+}  // namespace
+
+HardwareProfile parse_profile(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
+  }
+  HardwareProfile hw;
+  hw.path = path;
+  Reader r{root, path, hw};
+  hw.name = r.text("name");
+  hw.device = r.text("device");
+  hw.kind = r.text("kind");
+  if (hw.kind != "gpu" && hw.kind != "cpu") usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, hw.kind);
+  hw.default_precision = r.text("default_precision");
+  if (hw.default_precision != "f16" && hw.default_precision != "bf16" && hw.default_precision != "f32")
+    usage_error("{}: field 'default_precision' must be f16, bf16 or f32", path);
+
+  constexpr double G = 1e9, T = 1e12, us = 1e-6;
+  hw.gpus_per_node = int(r.number("node.gpus", Range::AtLeastOne));
+  hw.peak_f16 = r.number("compute.peak_tflops_f16", Range::NonNegative) * T;
+  hw.peak_bf16 = r.number("compute.peak_tflops_bf16", Range::NonNegative) * T;
+  hw.peak_f32 = r.number("compute.peak_tflops_f32", Range::NonNegative) * T;
+  hw.launch_overhead_s = r.number("compute.launch_overhead_us", Range::NonNegative) * us;
+  if (!(hw.peak(hw.default_precision) > 0))
+    usage_error("{}: field 'compute.peak_tflops_{}' must be positive (it is the default precision)", path,
+                hw.default_precision);
+  hw.gemm.max_efficiency = r.number("gemm.max_efficiency", Range::Fraction);
+  hw.gemm.mn_half = r.number("gemm.mn_half", Range::NonNegative);
+  hw.gemm.k_half = r.number("gemm.k_half", Range::NonNegative);
+  r.gemm_points();
+  hw.memory_bytes = r.number("memory.capacity_gb", Range::Positive) * G;
+  hw.memory_bw = r.number("memory.bandwidth_gbs", Range::Positive) * G;
+  hw.membound_efficiency = r.number("memory.membound_efficiency", Range::Fraction);
+  hw.reserved_bytes = r.number("memory.reserved_gb", Range::NonNegative) * G;
+  hw.allocator_overhead = r.number("memory.allocator_overhead", Range::AtLeastOne);
+  if (hw.reserved_bytes >= hw.memory_bytes)
+    usage_error("{}: field 'memory.reserved_gb' must be less than memory.capacity_gb", path);
+  hw.nvlink_p2p_bw = r.number("nvlink.p2p_bandwidth_gbs", Range::Positive) * G;
+  hw.nvlink_busbw = r.number("nvlink.allreduce_busbw_gbs", Range::Positive) * G;
+  hw.nvlink_latency_s = r.number("nvlink.latency_us", Range::NonNegative) * us;
+  hw.nic_bw = r.number("network.nic_bandwidth_gbs", Range::Positive) * G;
+  hw.nics_per_node = int(r.number("network.nics_per_node", Range::AtLeastOne));
+  hw.network_efficiency = r.number("network.efficiency", Range::Fraction);
+  hw.network_latency_s = r.number("network.latency_us", Range::NonNegative) * us;
+  return hw;
+}
+
+std::vector<std::string> hardware_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("PTDP_HARDWARE_DIR"); env && *env) dirs.push_back(env);
+  dirs.push_back("hardware");
+  // The source tree this file was compiled from: <root>/core/sim/hardware.cpp -> <root>/hardware.
+  const fs::path here(__FILE__);
+  if (here.is_absolute()) dirs.push_back((here.parent_path().parent_path().parent_path() / "hardware").string());
+  return dirs;
+}
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> names;
+  for (const auto& d : hardware_dirs()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (e.path().extension() == ".toml" && !e.path().stem().string().ends_with("-accept"))
+        names.push_back(e.path().stem().string());  // NAME-accept.toml: acceptance thresholds (ptdp accept)
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+HardwareProfile load_profile(const std::string& name_or_path) {
+  std::string path;
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       (name_or_path.size() > 5 && name_or_path.ends_with(".toml"));
+  if (is_path) {
+    path = name_or_path;
+    if (!fs::is_regular_file(path)) usage_error("--hardware {}: no such file", path);
+  } else {
+    for (const auto& d : hardware_dirs()) {
+      const fs::path p = fs::path(d) / (name_or_path + ".toml");
+      if (fs::is_regular_file(p)) {
+        path = p.string();
+        break;
+      }
+    }
+    if (path.empty()) {
+      std::string known;
+      for (const auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
+      usage_error("--hardware '{}' is not a profile name (known: {}) or a .toml file", name_or_path,
+                  known.empty() ? "none found" : known);
+    }
+  }
+  std::ifstream f(path);
+  if (!f) usage_error("--hardware {}: cannot be read", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_profile(ss.str(), path);
+}
+
+}  // namespace ptdp::sim

@@ -1,0 +1,76 @@
+// Hardware profiles (hardware/*.toml): what the performance model knows of a machine — peak
+// FLOP/s, GEMM and memory-bound efficiency, memory, NVLink and network — each number with its source.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ptdp::sim {
+
+// Achieved fraction of peak of a GEMM C[m,n] = A[m,k] B[k,n] (batch of them):
+//   max_efficiency * W / (W + mn_half) * k / (k + k_half),  W = m * n * batch output elements.
+// The first factor is tile and wave quantisation (few output tiles leave SMs idle), the second
+// the fixed cost of short reductions (prologue, epilogue, low reuse).
+struct GemmCurve {
+  double max_efficiency = 0, mn_half = 0, k_half = 0;
+  double efficiency(double m, double n, double k, double batch = 1) const {
+    const double w = m * n * batch;
+    return max_efficiency * w / (w + mn_half) * k / (k + k_half);
+  }
+};
+
+// A measured GEMM (provenance of the curve; scripts/calibrate.py fits the curve to these).
+struct GemmPoint {
+  int64_t m = 0, n = 0, k = 0;
+  double tflops = 0;
+};
+
+struct HardwareProfile {
+  std::string name;    // e.g. a100-selene
+  std::string device;  // e.g. NVIDIA A100-SXM4-80GB
+  std::string kind;    // gpu | cpu
+  std::string path;    // the file it was read from
+  std::string default_precision;  // f16 on GPUs, f32 on the CPU
+
+  int gpus_per_node = 1;
+  // Dense peak per precision, FLOP/s (0: the precision is not available).
+  double peak_f16 = 0, peak_bf16 = 0, peak_f32 = 0;
+  GemmCurve gemm;
+  std::vector<GemmPoint> gemm_points;
+  double launch_overhead_s = 0;      // per kernel
+
+  double memory_bytes = 0;           // capacity per device
+  double memory_bw = 0;              // bytes/s (HBM or DRAM)
+  double membound_efficiency = 0;    // achieved fraction of memory_bw by element-wise kernels
+  double reserved_bytes = 0;         // CUDA context, communicator buffers, library workspaces
+  double allocator_overhead = 1;     // factor on activation memory (caching-allocator fragmentation)
+
+  double nvlink_p2p_bw = 0;          // bytes/s, one direction, per device, inside a node
+  double nvlink_busbw = 0;           // bytes/s, collective bus bandwidth inside a node
+  double nvlink_latency_s = 0;
+  double nic_bw = 0;                 // bytes/s per NIC, one direction
+  int nics_per_node = 1;
+  double network_efficiency = 0;     // achieved fraction of nic_bw
+  double network_latency_s = 0;
+
+  std::map<std::string, std::string> sources;  // field -> where the number comes from
+
+  // Peak FLOP/s for a --precision (f16 | bf16 | f32); 0 if the profile has none.
+  double peak(const std::string& precision) const;
+  // Bytes per element of activations and weights in that precision.
+  static int element_bytes(const std::string& precision);
+};
+
+// Reads a profile: `name_or_path` is a file (contains '/' or ends in .toml) or a name looked up
+// in the hardware folders (hardware_dirs()). UsageError naming the file and the field for a
+// missing, non-numeric or out-of-range value (numbers must be positive), or an unknown name.
+HardwareProfile load_profile(const std::string& name_or_path);
+// Parses profile text; `path` only names the file in errors.
+HardwareProfile parse_profile(const std::string& text, const std::string& path);
+// Where profiles are looked up: $PTDP_HARDWARE_DIR, ./hardware, the source tree's hardware/.
+std::vector<std::string> hardware_dirs();
+// The names of the profiles found there (NAME-accept.toml files, ptdp accept's, left out).
+std::vector<std::string> profile_names();
+
+}  // namespace ptdp::sim

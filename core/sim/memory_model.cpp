@@ -1,0 +1,109 @@
+#include "core/sim/memory_model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/parallel/schedule.h"
+
+namespace ptdp::sim {
+
+double state_bytes_per_param(const std::string& precision) { return precision == "f32" ? 16.0 : 20.0; }
+
+namespace {
+
+struct Dims {
+  double E, b, s, h, a, t, sbh;
+  explicit Dims(const RunConfig& c)
+      : E(HardwareProfile::element_bytes(c.precision)),
+        b(c.par.micro_batch),
+        s(c.model.seq_length),
+        h(c.model.hidden),
+        a(c.model.heads),
+        t(c.par.tp),
+        sbh(b * s * h) {}
+};
+
+}  // namespace
+
+double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
+  const Dims d(cfg);
+  if (mode == Recompute::Full) return d.E * d.sbh;
+  const double dense = d.sbh * (4 * d.E + 2 + 12 * d.E / d.t);
+  if (mode == Recompute::Selective) return dense;
+  return dense + (2 * d.E + 1) * d.a * d.s * d.s * d.b / d.t;
+}
+
+int peak_in_flight(const RunConfig& cfg, int stage) {
+  const ParallelConfig& p = cfg.par;
+  const ScheduleKind kind = parse_schedule(p.schedule);
+  const int m = p.num_microbatches();
+  if (kind == ScheduleKind::GPipe) return m;
+  if (kind == ScheduleKind::OneFOneB) return std::min(p.pp - stage, m);
+  int now = 0, peak = 0;
+  for (const Action& a : make_schedule(kind, p.pp, m, p.vpp, stage)) {
+    if (a.op == Op::Forward) peak = std::max(peak, ++now);
+    if (a.op == Op::Backward) --now;
+  }
+  return peak;
+}
+
+MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight) {
+  const ParallelConfig& par = cfg.par;
+  const ModelConfig& mc = cfg.model;
+  const Dims d(cfg);
+  const int p = par.pp, v = par.vpp;
+  if (in_flight.empty())
+    for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
+  const double layers_per_chunk = double(mc.layers) / (p * v);
+  const double vt = double(mc.padded_vocab(par.tp)) / par.tp;
+  const double per_layer = 12.0 * d.h * d.h / d.t + 7.0 * d.h / d.t + 6.0 * d.h;
+  // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
+  // keeps the output tensor it sent until the backward).
+  const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + d.E * d.sbh;
+  // Working set of one layer's backward: its activations (recomputed if need be) and gradients
+  // of the largest intermediates (scores, the 4h MLP activation, two b*s*h buffers).
+  const double scores = d.a / d.t * d.s * d.s * d.b;
+  const double layer_ws = layer_activation_bytes(cfg, Recompute::None) +
+                          d.E * (scores + 4 * d.sbh / d.t + 2 * d.sbh);
+  const double logits = d.b * d.s * vt;
+
+  MemoryVerdict out;
+  out.capacity = hw.memory_bytes;
+  for (int s = 0; s < p; ++s) {
+    StageMemory m;
+    m.params = mc.layers / p * per_layer;
+    double working = layer_ws;
+    if (s == 0) {
+      m.params += vt * d.h + d.s * d.h;
+      working = std::max(working, d.E * vt * d.h);  // dense embedding gradient
+    }
+    if (s == p - 1) {
+      m.params += (p > 1 ? vt * d.h : 0.0) + 2 * d.h;
+      working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
+    }
+    m.state = m.params * state_bytes_per_param(cfg.precision);
+    m.in_flight = in_flight[s];
+    m.activations = m.in_flight * per_chunk * hw.allocator_overhead;
+    m.working = working * hw.allocator_overhead;
+    m.reserved = hw.reserved_bytes;
+    if (m.total() > out.peak) {
+      out.peak = m.total();
+      out.worst_stage = s;
+    }
+    out.stages.push_back(m);
+  }
+  out.fits = out.peak <= out.capacity;
+  return out;
+}
+
+std::string MemoryVerdict::describe(const std::string& device) const {
+  const StageMemory& m = stages[worst_stage];
+  return fmt::format(
+      "{}: stage {} needs {:.1f} GB (state {:.1f} GB for {:.3g}B parameters, activations {:.1f} GB for {} "
+      "micro-batch chunks in flight, working set {:.1f} GB, reserved {:.1f} GB) of the {:.1f} GB of {}",
+      fits ? "fits" : "out of memory", worst_stage, peak / 1e9, m.state / 1e9, m.params / 1e9, m.activations / 1e9,
+      m.in_flight, m.working / 1e9, m.reserved / 1e9, capacity / 1e9, device);
+}
+
+}  // namespace ptdp::sim

@@ -1,0 +1,47 @@
+// Memory per device: weights, gradients and optimizer state, the activations the schedule keeps
+// in flight (per recompute mode), working sets and reserved memory; predicts out-of-memory.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/runtime/run_config.h"
+#include "core/sim/hardware.h"
+
+namespace ptdp::sim {
+
+// Bytes of state per parameter. Mixed precision (f16/bf16), as Megatron v2.5: fp16 weight 2,
+// fp16 gradient buffer 2, fp32 master weight 4, fp32 master gradient 4 (kept between steps),
+// Adam m and v 8: 20. f32: weight, gradient, m, v: 16.
+double state_bytes_per_param(const std::string& precision);
+
+// Activations one layer keeps for its backward, per micro-batch, on one device (Korthikanti et
+// al. 2022, without sequence parallelism): none: sbh(4E + 2 + 12E/t) + (2E+1) a s^2 b / t;
+// selective: the attention scores are recomputed; full: the layer input only (E sbh).
+double layer_activation_bytes(const RunConfig& cfg, Recompute mode);
+
+// Most (micro-batch, chunk) forwards whose backward has not run yet, on `stage`.
+int peak_in_flight(const RunConfig& cfg, int stage);
+
+struct StageMemory {
+  double params = 0;       // parameters held by the device
+  double state = 0;        // their weights, gradients and optimizer state
+  double activations = 0;  // kept for backward at the peak, with the allocator overhead
+  double working = 0;      // transient working set (one layer's backward, the logits)
+  double reserved = 0;     // context, communicator buffers, workspaces
+  int in_flight = 0;       // (micro-batch, chunk) pairs held at the peak
+  double total() const { return state + activations + working + reserved; }
+};
+
+struct MemoryVerdict {
+  std::vector<StageMemory> stages;
+  int worst_stage = 0;
+  double peak = 0;      // bytes, the worst stage
+  double capacity = 0;  // bytes per device
+  bool fits = true;
+  std::string describe(const std::string& device) const;  // one line with the numbers
+};
+
+// `in_flight[stage]`: from peak_in_flight (or a replay); empty: computed here.
+MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight = {});
+
+}  // namespace ptdp::sim

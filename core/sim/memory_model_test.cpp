@@ -1,0 +1,73 @@
+// The memory model: bytes of state per parameter, activations per recompute mode and schedule,
+// and an out-of-memory verdict with the numbers for layouts that cannot fit.
+#include "core/sim/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include "core/sim/paper_setups.h"
+#include "core/sim/testing/paper_data.h"
+
+namespace ptdp::sim {
+namespace {
+
+using testing::selene;
+
+TEST(SimMemory, MixedPrecisionStateIsTwentyBytesAParameter) {
+  EXPECT_EQ(state_bytes_per_param("f16"), 20.0);
+  EXPECT_EQ(state_bytes_per_param("bf16"), 20.0);
+  EXPECT_EQ(state_bytes_per_param("f32"), 16.0);
+  // 1T on 3072 GPUs (Table 1): stage 0 holds two layers and the word embedding shard.
+  const RunConfig c = paper_run(128, 25600, 160, 8, 64, 6, 1, 3072);
+  const MemoryVerdict v = memory_verdict(c, selene());
+  const double h = 25600;
+  const double params = 2 * (12 * h * h / 8 + 7 * h / 8 + 6 * h) + 51200.0 / 8 * h + 2048 * h;
+  EXPECT_DOUBLE_EQ(v.stages[0].params, params);
+  EXPECT_DOUBLE_EQ(v.stages[0].state, 20 * params);
+  EXPECT_TRUE(v.fits) << v.describe("A100");
+}
+
+TEST(SimMemory, RecomputationKeepsLessThanSelectiveKeepsLessThanNone) {
+  RunConfig c = paper_run(80, 12288, 96, 8, 16, 1, 1, 16);
+  const double full = layer_activation_bytes(c, Recompute::Full);
+  const double sel = layer_activation_bytes(c, Recompute::Selective);
+  const double none = layer_activation_bytes(c, Recompute::None);
+  const double sbh = 2048.0 * 12288;
+  EXPECT_DOUBLE_EQ(full, 2 * sbh);                             // the layer input, fp16
+  EXPECT_DOUBLE_EQ(sel, sbh * (10 + 24.0 / 8));                // Korthikanti et al., no SP
+  EXPECT_DOUBLE_EQ(none, sel + 5.0 * 96 * 2048 * 2048 / 8);    // + softmax, mask, dropout output
+}
+
+TEST(SimMemory, OneFOneBHoldsAtMostPMicrobatchesAndGPipeHoldsAll) {
+  RunConfig c = paper_run(32, 3840, 32, 1, 8, 1, 1, 64);
+  EXPECT_EQ(peak_in_flight(c, 0), 8);
+  EXPECT_EQ(peak_in_flight(c, 7), 1);
+  c.par.schedule = "gpipe";
+  EXPECT_EQ(peak_in_flight(c, 0), 64);
+  EXPECT_EQ(peak_in_flight(c, 7), 64);
+  c.par.schedule = "interleaved";
+  c.par.vpp = 2;
+  // Megatron's warm-up on stage 0: (p-1)*2 + (v-1)*p = 22 chunk forwards, then one more.
+  EXPECT_EQ(peak_in_flight(c, 0), 23);
+}
+
+TEST(SimMemory, ModelThatCannotFitIsAnOutOfMemoryVerdictWithTheNumbers) {
+  const RunConfig c = paper_run(128, 25600, 160, 8, 1, 1, 1, 8);  // 1T on one node
+  const MemoryVerdict v = memory_verdict(c, selene());
+  EXPECT_FALSE(v.fits);
+  const std::string d = v.describe("NVIDIA A100-SXM4-80GB");
+  for (const char* needle : {"out of memory", "stage 0 needs", "GB", "state", "activations", "85.9 GB"})
+    EXPECT_NE(d.find(needle), std::string::npos) << d;
+}
+
+TEST(SimMemory, Fig17WithoutRecomputationStopsFittingAboveBatchEight) {
+  for (int B : {1, 2, 4, 8, 16, 32}) {
+    RunConfig c = paper_run(80, 12288, 96, 8, 16, 1, 1, B);
+    c.par.recompute = Recompute::None;
+    EXPECT_EQ(memory_verdict(c, selene()).fits, B <= 8) << "B=" << B;
+    c.par.recompute = Recompute::Full;
+    EXPECT_TRUE(memory_verdict(c, selene()).fits) << "B=" << B;
+  }
+}
+
+}  // namespace
+}  // namespace ptdp::sim

@@ -1,0 +1,44 @@
+#include "core/sim/network.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ptdp::sim {
+
+double Network::nic_bw_per_device() const {
+  const double nics_per_device = double(hw_.nics_per_node) / hw_.gpus_per_node;
+  return hw_.nic_bw * hw_.network_efficiency * std::min(1.0, nics_per_device);
+}
+
+// A ring's latency: 2(n-1) steps, each paying the latency of the slowest hop.
+double Network::latency(int n, bool cross_node) const {
+  return 2.0 * (std::max(2, n) - 1) * (cross_node ? hw_.network_latency_s : hw_.nvlink_latency_s);
+}
+
+double Network::allreduce(double bytes, int n, int per_node) const {
+  if (n <= 1 || bytes <= 0) return 0;
+  const int k = std::clamp(per_node, 1, n);
+  const int nodes = (n + k - 1) / k;
+  if (nodes == 1) return 2.0 * (n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, false);
+  const double intra = k > 1 ? 2.0 * (k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
+  const double inter = 2.0 * (nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
+  return std::max(intra, inter) + latency(n, true);
+}
+
+double Network::allgather(double bytes, int n, int per_node) const {
+  if (n <= 1 || bytes <= 0) return 0;
+  const int k = std::clamp(per_node, 1, n);
+  const int nodes = (n + k - 1) / k;
+  if (nodes == 1) return double(n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, false) / 2;
+  const double intra = k > 1 ? double(k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
+  const double inter = double(nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
+  return std::max(intra, inter) + latency(n, true) / 2;
+}
+
+double Network::p2p(double bytes, bool cross_node) const {
+  if (bytes <= 0) return 0;
+  if (cross_node) return bytes / nic_bw_per_device() + hw_.network_latency_s;
+  return bytes / hw_.nvlink_p2p_bw + hw_.nvlink_latency_s;
+}
+
+}  // namespace ptdp::sim

@@ -1,0 +1,29 @@
+// Communication times on a profile's topology (nodes of gpus_per_node devices on NVLink/NVSwitch,
+// one NIC per device across nodes): all-reduce, all-gather, point-to-point.
+#pragma once
+#include "core/sim/hardware.h"
+
+namespace ptdp::sim {
+
+class Network {
+ public:
+  explicit Network(const HardwareProfile& hw) : hw_(hw) {}
+
+  // Ring all-reduce of `bytes` over n ranks, `per_node` of them in each node. Within a node:
+  // 2(n-1)/n * bytes over the NVLink bus bandwidth. Across nodes, hierarchical and pipelined:
+  // reduce-scatter inside the node, all-reduce of bytes/per_node across nodes over each device's
+  // own NIC, all-gather inside the node; the slower of the two parts sets the time.
+  double allreduce(double bytes, int n, int per_node) const;
+  // All-gather of a `bytes` result (each rank holds bytes/n) over n ranks, per_node per node.
+  double allgather(double bytes, int n, int per_node) const;
+  // Sending `bytes` from one device to one device, inside a node or across nodes.
+  double p2p(double bytes, bool cross_node) const;
+  // Bandwidth one device gets across nodes, bytes/s.
+  double nic_bw_per_device() const;
+
+ private:
+  double latency(int n, bool cross_node) const;
+  const HardwareProfile& hw_;
+};
+
+}  // namespace ptdp::sim

@@ -1,0 +1,161 @@
+#include "core/sim/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/common/error.h"
+
+namespace ptdp::sim {
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+std::string precision_of(const PlanRequest& req, const HardwareProfile& hw) {
+  return req.precision.empty() ? hw.default_precision : req.precision;
+}
+
+RunConfig make_config(const PlanRequest& req, const std::string& precision, int t, int p, int d, int v, int b,
+                      const char* schedule, Recompute rc) {
+  RunConfig c;
+  c.experiment = "plan";
+  c.model = req.model;
+  c.par.tp = t;
+  c.par.pp = p;
+  c.par.dp = d;
+  c.par.vpp = v;
+  c.par.micro_batch = b;
+  c.par.global_batch = req.global_batch;
+  c.par.schedule = schedule;
+  c.par.recompute = rc;
+  c.par.scatter_gather = true;
+  c.ranks = t * p * d;
+  c.backend = precision == "f32" ? "cpu" : "cuda";
+  c.precision = precision;
+  return c;
+}
+
+void check_request(const PlanRequest& req, const HardwareProfile& hw) {
+  if (req.gpus <= 0) usage_error("--gpus {} must be positive", req.gpus);
+  if (req.global_batch <= 0) usage_error("--global-batch {} must be positive", req.global_batch);
+  if (req.top <= 0) usage_error("--top {} must be positive", req.top);
+  for (int b : req.micro_batches)
+    if (b <= 0) usage_error("--micro-batches: {} must be positive", b);
+  const std::string prec = precision_of(req, hw);
+  if (!(hw.peak(prec) > 0))
+    usage_error("--precision {}: hardware profile '{}' has no {} peak", prec, hw.name, prec);
+}
+
+}  // namespace
+
+std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt,
+                                         std::string* note) {
+  check_request(req, hw);
+  const std::string prec = precision_of(req, hw);
+  const ModelConfig& m = req.model;
+  int t = 1;
+  for (int c : divisors(std::min(hw.gpus_per_node, req.gpus)))
+    if (m.heads % c == 0 && req.gpus % c == 0) t = c;
+  for (int p : divisors(m.layers)) {
+    if (req.gpus % (t * p) != 0) continue;
+    const int d = req.gpus / (t * p);
+    if (req.global_batch % d != 0) continue;
+    if (!memory_verdict(make_config(req, prec, t, p, d, 1, 1, "1f1b", Recompute::Full), hw).fits) continue;
+    // Takeaway #3: the best micro-batch size for this (t, p, d) among those that fit.
+    std::optional<PlanEntry> best;
+    for (int b : req.micro_batches) {
+      if ((req.global_batch / d) % b != 0) continue;
+      const RunConfig c = make_config(req, prec, t, p, d, 1, b, "1f1b", Recompute::Full);
+      if (!memory_verdict(c, hw).fits) continue;
+      PlanEntry e{c, simulate(c, hw, opt)};
+      if (!best || e.result.iter_time_s < best->result.iter_time_s) best = std::move(e);
+    }
+    if (!best) continue;
+    if (note)
+      *note = fmt::format("t = {} (devices per node {}), smallest p that fits = {}, d = {}; 1f1b, full recompute, "
+                          "best b = {}",
+                          t, hw.gpus_per_node, p, d, best->cfg.par.micro_batch);
+    return best;
+  }
+  if (note) *note = fmt::format("no p with t = {} fits in memory with full recomputation", t);
+  return std::nullopt;
+}
+
+PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt) {
+  check_request(req, hw);
+  const std::string prec = precision_of(req, hw);
+  const ModelConfig& model = req.model;
+  PlanResult out;
+
+  struct Candidate {
+    RunConfig cfg;
+    double lower_bound;
+  };
+  std::vector<Candidate> cands;
+  for (int t : divisors(req.gpus)) {
+    if (model.heads % t != 0) continue;
+    for (int p : divisors(req.gpus / t)) {
+      if (model.layers % p != 0) continue;
+      const int d = req.gpus / (t * p);
+      if (req.global_batch % d != 0) continue;
+      for (int b : req.micro_batches) {
+        if ((req.global_batch / d) % b != 0) continue;
+        const int m = req.global_batch / d / b;
+        struct Sched {
+          const char* name;
+          int v;
+        };
+        std::vector<Sched> scheds = {{"1f1b", 1}};
+        if (p > 1) {
+          scheds.push_back({"gpipe", 1});
+          if (m % p == 0)
+            for (int v = 2; v <= req.max_vpp; ++v)
+              if (model.layers % (p * v) == 0) scheds.push_back({"interleaved", v});
+        }
+        for (const Sched& s : scheds) {
+          for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+            ++out.layouts;
+            RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
+            if (!memory_verdict(c, hw).fits) continue;
+            ++out.fit;
+            const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
+            cands.push_back({std::move(c), lb});
+          }
+        }
+      }
+    }
+  }
+  if (out.layouts == 0)
+    usage_error("--gpus {} and --global-batch {}: no layout of t, p, d divides model {} (heads {}, layers {}) and the batch",
+                req.gpus, req.global_batch, model.name, model.heads, model.layers);
+
+  // Simulate the most promising first; stop once a lower bound cannot beat the top-k.
+  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.lower_bound < b.lower_bound; });
+  std::vector<PlanEntry> done;
+  auto kth_best = [&]() {
+    if (int(done.size()) < req.top) return std::numeric_limits<double>::infinity();
+    std::nth_element(done.begin(), done.begin() + (req.top - 1), done.end(),
+                     [](const PlanEntry& a, const PlanEntry& b) { return a.result.iter_time_s < b.result.iter_time_s; });
+    return done[req.top - 1].result.iter_time_s;
+  };
+  double bound = std::numeric_limits<double>::infinity();
+  for (const Candidate& c : cands) {
+    if (!req.exhaustive && c.lower_bound >= bound) break;
+    done.push_back({c.cfg, simulate(c.cfg, hw, opt)});
+    ++out.simulated;
+    if (int(done.size()) >= req.top) bound = kth_best();
+  }
+  std::sort(done.begin(), done.end(),
+            [](const PlanEntry& a, const PlanEntry& b) { return a.result.iter_time_s < b.result.iter_time_s; });
+  if (int(done.size()) > req.top) done.resize(req.top);
+  out.best = std::move(done);
+  out.heuristic = paper_heuristic(req, hw, opt, &out.heuristic_note);
+  return out;
+}
+
+}  // namespace ptdp::sim

@@ -1,0 +1,49 @@
+// The planner: searches tensor, pipeline and data parallel sizes, interleaving, micro-batch size,
+// schedule and recomputation for a model on N devices, drops what does not fit in memory, and
+// ranks the rest by simulated throughput; also evaluates the paper's heuristic choice.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/sim/hardware.h"
+#include "core/sim/simulator.h"
+
+namespace ptdp::sim {
+
+struct PlanRequest {
+  ModelConfig model;
+  int gpus = 0;
+  int global_batch = 0;
+  std::string precision;                       // empty: the profile's default
+  std::vector<int> micro_batches = {1, 2, 4, 8, 16};
+  int max_vpp = 8;                             // largest interleaving degree tried
+  int top = 10;                                // how many of the best to keep
+  bool exhaustive = false;                     // simulate every layout that fits (no pruning)
+};
+
+struct PlanEntry {
+  RunConfig cfg;
+  SimResult result;
+};
+
+struct PlanResult {
+  std::vector<PlanEntry> best;            // the `top` best, fastest first
+  std::optional<PlanEntry> heuristic;     // the paper's choice; empty when nothing fits
+  std::string heuristic_note;             // why it is what it is (or why there is none)
+  long long layouts = 0;                  // configurations enumerated
+  long long fit = 0;                      // of them fitting in memory
+  long long simulated = 0;                // replayed (the rest were pruned by a lower bound)
+};
+
+// UsageError when the request is impossible (no layout divides the model and the batch).
+PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt = {});
+
+// The paper's heuristic (takeaways #1-#3): t = devices per node (or the largest divisor of the
+// heads below it), then the smallest p whose layout fits in memory (1F1B, full recomputation),
+// then d = N / (t p), and the best micro-batch size for that layout.
+std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt,
+                                         std::string* note = nullptr);
+
+}  // namespace ptdp::sim

@@ -1,0 +1,94 @@
+// The planner: finds the paper's Table 1 layout for the 1T model on 3072 GPUs, prunes without
+// losing the best, keeps only layouts that fit, and refuses impossible requests.
+#include "core/sim/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/common/error.h"
+#include "core/model/config.h"
+#include "core/sim/testing/paper_data.h"
+
+namespace ptdp::sim {
+namespace {
+
+using testing::selene;
+
+PlanRequest request(const std::string& model, int gpus, int B, int top = 5) {
+  PlanRequest r;
+  r.model = preset_config(model);
+  r.gpus = gpus;
+  r.global_batch = B;
+  r.top = top;
+  return r;
+}
+
+TEST(SimPlanner, OneTrillionOn3072GpusFindsThePapersLayoutAndHeuristic) {
+  const PlanResult res = plan(request("gpt-1t", 3072, 3072), selene());
+  ASSERT_FALSE(res.best.empty());
+  const ParallelConfig& best = res.best.front().cfg.par;
+  EXPECT_EQ(best.tp, 8);
+  EXPECT_EQ(best.pp, 64);
+  EXPECT_EQ(best.dp, 6);
+  ASSERT_TRUE(res.heuristic.has_value()) << res.heuristic_note;
+  EXPECT_EQ(res.heuristic->cfg.par.tp, 8);   // GPUs per node
+  EXPECT_EQ(res.heuristic->cfg.par.pp, 64);  // the smallest p that fits
+  EXPECT_EQ(res.heuristic->cfg.par.dp, 6);
+  EXPECT_GT(res.layouts, 1000);
+  EXPECT_LE(res.simulated, res.fit);
+}
+
+TEST(SimPlanner, HeuristicFindsTable1sLayoutForThe39BModel) {
+  std::string note;
+  const auto h = paper_heuristic(request("gpt-39b", 512, 1536), selene(), {}, &note);
+  ASSERT_TRUE(h.has_value()) << note;
+  EXPECT_EQ(h->cfg.par.tp, 8);
+  EXPECT_EQ(h->cfg.par.pp, 2);
+  EXPECT_EQ(h->cfg.par.dp, 32);
+  EXPECT_EQ(h->cfg.par.micro_batch, 4);  // Table 1: b = 4
+  EXPECT_NEAR(h->result.tflops_per_gpu, 138, 0.1 * 138);
+}
+
+TEST(SimPlanner, PruningKeepsTheSameBestAsSimulatingEverything) {
+  PlanRequest req = request("gpt-18b", 256, 1024, 3);
+  const PlanResult pruned = plan(req, selene());
+  req.exhaustive = true;
+  const PlanResult all = plan(req, selene());
+  EXPECT_EQ(all.simulated, all.fit);
+  EXPECT_LT(pruned.simulated, all.simulated);
+  ASSERT_EQ(pruned.best.size(), all.best.size());
+  for (size_t i = 0; i < all.best.size(); ++i)
+    EXPECT_DOUBLE_EQ(pruned.best[i].result.iter_time_s, all.best[i].result.iter_time_s) << i;
+}
+
+TEST(SimPlanner, EveryPlannedLayoutIsValidFitsAndIsSortedByTime) {
+  const PlanResult res = plan(request("gpt3-175b", 1024, 1536, 8), selene());
+  ASSERT_EQ(res.best.size(), 8u);
+  for (size_t i = 0; i < res.best.size(); ++i) {
+    RunConfig c = res.best[i].cfg;
+    EXPECT_NO_THROW(validate_run(c));
+    EXPECT_EQ(c.par.tp * c.par.pp * c.par.dp, 1024);
+    EXPECT_TRUE(res.best[i].result.memory.fits);
+    if (i) {
+      EXPECT_LE(res.best[i - 1].result.iter_time_s, res.best[i].result.iter_time_s);
+    }
+  }
+  // The heuristic is a layout the search also considered, so the best is at least as fast.
+  ASSERT_TRUE(res.heuristic.has_value());
+  EXPECT_LE(res.best.front().result.iter_time_s, res.heuristic->result.iter_time_s);
+}
+
+TEST(SimPlanner, NothingFitsGivesAnEmptyPlanAndSaysWhy) {
+  const PlanResult res = plan(request("gpt-1t", 8, 8), selene());
+  EXPECT_TRUE(res.best.empty());
+  EXPECT_FALSE(res.heuristic.has_value());
+  EXPECT_NE(res.heuristic_note.find("fits"), std::string::npos) << res.heuristic_note;
+}
+
+TEST(SimPlanner, ImpossibleRequestsAreUsageErrors) {
+  EXPECT_THROW(plan(request("gpt-1.7b", 0, 512), selene()), UsageError);
+  EXPECT_THROW(plan(request("gpt-1.7b", 8, 0), selene()), UsageError);
+  EXPECT_THROW(plan(request("gpt-1.7b", 7, 512), selene()), UsageError);  // no t, p, d divides it
+}
+
+}  // namespace
+}  // namespace ptdp::sim

@@ -1,0 +1,132 @@
+#include "core/sim/simulator.h"
+
+#include <algorithm>
+
+#include "core/common/error.h"
+#include "core/parallel/schedule.h"
+#include "core/runtime/flops.h"
+#include "core/sim/replay.h"
+
+namespace ptdp::sim {
+
+namespace {
+
+// The durations of every (stage, chunk) for the replay.
+ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
+  const ParallelConfig& par = cfg.par;
+  const int p = par.pp, v = par.vpp;
+  ReplayInput in;
+  in.kind = parse_schedule(par.schedule);
+  in.p = p;
+  in.m = par.num_microbatches();
+  in.v = v;
+  const double lc = double(cfg.model.layers) / (p * v);
+  const double fwd = lc * cm.layer.forward.total();
+  const double bwd = lc * (cm.layer.recompute.total() + cm.layer.backward.total());
+  const bool sync = cm.opt.p2p_sync;
+  in.costs.resize(size_t(p) * v);
+  for (int s = 0; s < p; ++s) {
+    for (int j = 0; j < v; ++j) {
+      ChunkCosts& c = in.costs[size_t(s) * v + j];
+      c.forward = fwd;
+      c.backward = bwd;
+      if (s == 0 && j == 0) {
+        c.forward += cm.edges.embed_forward.total();
+        c.backward += cm.edges.embed_backward.total();
+      }
+      if (s == p - 1 && j == v - 1) {
+        c.forward += cm.edges.head_forward.total();
+        c.backward += cm.edges.head_backward.total();
+      }
+      const Peer next = forward_peer(p, s, j), prev = backward_peer(p, s, j);
+      const double to_next = cm.cross_node(s, next.stage) ? cm.send_cross : cm.send_local;
+      const double to_prev = cm.cross_node(s, prev.stage) ? cm.send_cross : cm.send_local;
+      c.send_fwd_arrive = to_next;
+      c.send_fwd_busy = sync ? to_next : 0.0;
+      c.send_bwd_arrive = to_prev;
+      c.send_bwd_busy = sync ? to_prev : 0.0;
+      c.recv_fwd_after = cm.gather;
+      c.recv_bwd_after = cm.gather;
+    }
+  }
+  return in;
+}
+
+}  // namespace
+
+double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
+  const double m = cfg.par.num_microbatches();
+  const double lc = double(cfg.model.layers) / cfg.par.pp;
+  return m * lc * (cm.layer.forward.total() + cm.layer.recompute.total() + cm.layer.backward.total());
+}
+
+SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt) {
+  const CostModel cm(cfg, hw, opt);
+  const ParallelConfig& par = cfg.par;
+  SimResult r;
+  r.layer = cm.layer;
+  const ReplayResult rep = replay(replay_input(cfg, cm));
+  PTDP_CHECK(!rep.deadlock, "schedule {} deadlocked: {}", par.schedule, rep.deadlock_detail);
+  std::vector<int> in_flight;
+  for (const auto& st : rep.stages) in_flight.push_back(st.peak_in_flight);
+  r.memory = memory_verdict(cfg, hw, in_flight);
+  r.pipeline_time_s = rep.makespan;
+  r.bubble_fraction = bubble_fraction(rep);
+
+  // After the pipeline flush, every stage all-reduces its gradients over the data-parallel group
+  // (the first and last stage also the tied embedding), then steps the optimizer; the grad-norm
+  // and inf checks make every stage wait for the slowest.
+  const bool overlap = opt.dp_overlap || cfg.overlap_grad_reduce;
+  const double chunk_backward = double(cfg.model.layers) / (par.pp * par.vpp) *
+                                (cm.layer.recompute.total() + cm.layer.backward.total());
+  double end = 0;
+  for (int s = 0; s < par.pp; ++s) {
+    const StageTimeline& st = rep.stages[s];
+    const double params = r.memory.stages[s].params;
+    const double dp = cm.dp_allreduce(params);
+    double t = st.finish;
+    if (overlap) {
+      // Gradients are reduced bucket by bucket during each chunk's last backward (the only one
+      // that synchronises), chunk after chunk on one communication stream.
+      double comm_end = 0;
+      for (int j = 0; j < par.vpp; ++j) {
+        const double ready_from = st.last_backward_end[j] - chunk_backward;
+        comm_end = std::max(comm_end, ready_from) + dp / par.vpp;
+      }
+      t = std::max(t, comm_end);
+    } else {
+      t += dp;
+    }
+    const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
+    t += emb;
+    const double optim = cm.optimizer_step(params);
+    t += optim;
+    if (s == 0) {
+      r.stage0.forward_s = st.forward;
+      r.stage0.backward_s = st.backward;
+      r.stage0.p2p_wait_s = st.wait;
+      r.stage0.dp_s = (overlap ? std::max(0.0, t - optim - st.finish - emb) : dp) + emb;
+      r.stage0.optimizer_s = optim;
+      if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.act_bytes / (par.scatter_gather && par.tp > 1 ? par.tp : 1);
+    }
+    if (t > end) {
+      end = t;
+      r.dp_allreduce_s = overlap ? 0.0 : dp;
+      r.optimizer_s = optim;
+    }
+  }
+  r.iter_time_s = end + cm.model_parallel_sync();
+  for (const StageMemory& m : r.memory.stages) r.activation_bytes = std::max(r.activation_bytes, m.activations);
+  r.post_time_s = r.iter_time_s - r.pipeline_time_s;
+
+  const double gpus = double(par.tp) * par.pp * par.dp;
+  const double B = par.global_batch;
+  r.tflops_per_gpu = flops_eq3(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
+  r.model_tflops_per_gpu = flops_model(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
+  r.pct_peak = 100.0 * r.tflops_per_gpu * 1e12 / cm.peak;
+  r.seq_per_s = B / r.iter_time_s;
+  r.tokens_per_s = B * cfg.model.seq_length / r.iter_time_s;
+  return r;
+}
+
+}  // namespace ptdp::sim

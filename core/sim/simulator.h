@@ -1,0 +1,42 @@
+// Simulates one training iteration of a RunConfig on a hardware profile: replays the schedule's
+// actions stage by stage with the cost model's durations, then the data-parallel all-reduce and
+// the optimizer step; reports iteration time, TFLOP/s per GPU (Eq. 3), bubble and memory.
+#pragma once
+#include "core/runtime/run_config.h"
+#include "core/sim/cost_model.h"
+#include "core/sim/hardware.h"
+#include "core/sim/memory_model.h"
+
+namespace ptdp::sim {
+
+struct SimResult {
+  double iter_time_s = 0;
+  double pipeline_time_s = 0;   // forward/backward of all micro-batches (the replay's makespan)
+  double post_time_s = 0;       // after the pipeline: gradient all-reduces, optimizer (worst stage)
+  double dp_allreduce_s = 0;    // data-parallel all-reduce of the worst stage (0 when overlapped)
+  double optimizer_s = 0;
+  double bubble_fraction = 0;   // the paper's t_pb / t_id, p2p waits included in t_pb
+  double tflops_per_gpu = 0;    // Eq. (3) FLOPs / (iteration time * GPUs)
+  double model_tflops_per_gpu = 0;
+  double pct_peak = 0;          // tflops_per_gpu over the profile's peak, in percent
+  double tokens_per_s = 0, seq_per_s = 0;
+  LayerCosts layer;             // one layer, one micro-batch
+  MemoryVerdict memory;
+  // The first stage's share, as `ptdp train` reports rank 0's (docs/RESULTS.md).
+  struct {
+    double forward_s = 0, backward_s = 0;  // compute (backward with recomputation)
+    double p2p_wait_s = 0;                 // blocked in receives
+    double dp_s = 0;                       // data-parallel and embedding all-reduces after the schedule
+    double optimizer_s = 0;
+    double p2p_bytes = 0;                  // sent to other stages in one iteration
+  } stage0;
+  double activation_bytes = 0;  // the most activation bytes kept at once, on the fullest stage
+};
+
+// `cfg` must have passed validate_run. Throws UsageError if the profile lacks the precision.
+SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt = {});
+
+// A lower bound on the iteration time (no bubble, no communication waits) for pruning searches.
+double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm);
+
+}  // namespace ptdp::sim

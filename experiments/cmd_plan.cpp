@@ -1,0 +1,112 @@
+// `ptdp plan`: searches the parallel layouts of a model on N devices of a hardware profile and
+// prints the fastest that fit in memory, beside the paper's heuristic choice.
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/common/error.h"
+#include "core/runtime/results_csv.h"
+#include "core/sim/hardware.h"
+#include "core/sim/planner.h"
+#include "experiments/cli_flags.h"
+#include "experiments/result_row.h"
+
+namespace ptdp {
+
+namespace {
+
+struct PlanFlags {
+  RunFlags run;
+  std::string hardware, precision, csv;
+  int gpus = 0, global_batch = 0, top = 10, max_vpp = 8;
+  std::vector<int> micro_batches = {1, 2, 4, 8, 16};
+  bool overlap_grad_reduce = false;
+};
+
+void print_entry(const char* rank, const sim::PlanEntry& e) {
+  const ParallelConfig& p = e.cfg.par;
+  const sim::SimResult& r = e.result;
+  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}\n", rank,
+             p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
+             r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction, r.memory.peak / 1e9);
+}
+
+int run_plan(const CLI::App& app, PlanFlags& f) {
+  const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+  if (f.gpus <= 0) usage_error("--gpus {} must be positive", f.gpus);
+  if (f.global_batch <= 0) usage_error("--global-batch {} must be positive", f.global_batch);
+  if (f.top <= 0) usage_error("--top {} must be positive", f.top);
+  if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
+  f.run.run.backend = hw.kind == "cpu" ? "cpu" : "cuda";
+  f.run.run.precision = f.precision.empty() ? hw.default_precision : f.precision;
+  const RunConfig base = resolve_run_config(app, f.run);  // the model (and the precision rule)
+  if (!f.csv.empty()) check_result_csv(f.csv);
+
+  sim::PlanRequest req;
+  req.model = base.model;
+  req.gpus = f.gpus;
+  req.global_batch = f.global_batch;
+  req.precision = base.precision;
+  req.micro_batches = f.micro_batches;
+  req.max_vpp = f.max_vpp;
+  req.top = f.top;
+  sim::SimOptions opt;
+  opt.dp_overlap = f.overlap_grad_reduce;
+  const sim::PlanResult res = sim::plan(req, hw, opt);
+
+  const ModelConfig& m = req.model;
+  fmt::print("ptdp plan: model {} (l={} h={} a={} s={} V={}), {} x {} ({}), global batch {}, {}\n", m.name, m.layers,
+             m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, req.precision);
+  fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute): {} fit in memory, {} simulated (the others "
+             "cannot beat the {}th best)\n",
+             res.layouts, res.fit, res.simulated, f.top);
+  if (res.best.empty()) {
+    std::fprintf(stderr, "ptdp: out of memory: no layout of model %s fits on %d x %s\n", m.name.c_str(), f.gpus,
+                 hw.device.c_str());
+    return 1;
+  }
+  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t", "p",
+             "d", "v", "b", "m", "schedule", "recompute", "iter (s)", "TFLOP/s", "%peak", "bubble", "mem GB");
+  for (size_t i = 0; i < res.best.size(); ++i) print_entry(std::to_string(i + 1).c_str(), res.best[i]);
+  if (res.heuristic) {
+    const double ratio = res.heuristic->result.tflops_per_gpu / res.best.front().result.tflops_per_gpu;
+    print_entry("paper", *res.heuristic);
+    fmt::print("paper heuristic: {}; {:.1f}% of the best predicted throughput\n", res.heuristic_note, 100 * ratio);
+  } else {
+    fmt::print("paper heuristic: {}\n", res.heuristic_note);
+  }
+  if (!f.csv.empty()) {
+    std::vector<ResultRow> rows;
+    for (const auto& e : res.best) rows.push_back(make_simulated_row(e.cfg, hw, e.result));
+    append_result_rows(f.csv, rows);
+    fmt::print("appended {} rows to {}\n", rows.size(), f.csv);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "search t, p, d, v, b, schedule and recompute on a hardware profile; print the fastest that fit");
+  add_model_flags(*sub, f->run);
+  sub->add_option("--gpus", f->gpus, "number of devices")->required();
+  sub->add_option("--global-batch", f->global_batch, "global batch size B")->required();
+  sub->add_option("--hardware", f->hardware, "hardware profile: a name in hardware/ or a .toml file")->required();
+  sub->add_option("--precision", f->precision, "f16 | bf16 | f32 (default: the profile's)");
+  sub->add_option("--top", f->top, "how many configurations to print")->capture_default_str();
+  sub->add_option("--micro-batches", f->micro_batches, "micro-batch sizes to try")->delimiter(',')->capture_default_str();
+  sub->add_option("--max-vpp", f->max_vpp, "largest interleaving degree v to try")->capture_default_str();
+  sub->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
+                "overlap the data-parallel all-reduce with the backward pass");
+  sub->add_option("--csv", f->csv, "append the best configurations as result rows (mode=simulate)");
+  return {sub, [sub, f]() { return run_plan(*sub, *f); }};
+}
+
+}  // namespace ptdp

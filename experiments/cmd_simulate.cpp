@@ -1,0 +1,109 @@
+// `ptdp simulate`: predicts one iteration of a configuration on a hardware profile (core/sim)
+// and writes the same result row as `ptdp train`, with mode=simulate.
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/common/error.h"
+#include "core/runtime/flops.h"
+#include "core/runtime/results_csv.h"
+#include "core/sim/hardware.h"
+#include "core/sim/simulator.h"
+#include "experiments/cli_flags.h"
+#include "experiments/result_row.h"
+
+namespace ptdp {
+
+namespace {
+
+struct SimulateFlags {
+  RunFlags run;
+  std::string hardware;
+  int gpus = 0;
+};
+
+std::string pass_line(const sim::PassCost& c) {
+  return fmt::format("{:.2f} (GEMM {:.2f}, attention {:.2f}, memory-bound {:.2f}, TP all-reduce {:.2f})",
+                     c.total() * 1e3, c.gemm * 1e3, c.attention * 1e3, c.membound * 1e3, c.tp_comm * 1e3);
+}
+
+// The profile decides the backend and, unless --precision is given, the precision; --gpus is
+// the number of ranks.
+void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::HardwareProfile& hw) {
+  RunConfig& r = f.run.run;
+  r.backend = hw.kind == "cpu" ? "cpu" : "cuda";
+  if (app.count("--precision") == 0) r.precision = hw.default_precision;
+  if (!(hw.peak(r.precision) > 0))
+    usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", r.precision, hw.name, hw.path, r.precision);
+  if (app.count("--gpus") == 0) return;
+  const ParallelConfig& p = r.par;
+  if (f.gpus <= 0) usage_error("--gpus {} must be positive", f.gpus);
+  if (app.count("--ranks") && r.ranks != f.gpus) usage_error("--gpus {} and --ranks {} must agree", f.gpus, r.ranks);
+  if (p.tp > 0 && p.pp > 0 && p.dp > 0 && p.tp * p.pp * p.dp != f.gpus)
+    usage_error("--gpus {} must equal --tp {} x --pp {} x --dp {} = {}", f.gpus, p.tp, p.pp, p.dp, p.tp * p.pp * p.dp);
+  if (p.tp > 0 && p.pp > 0 && f.gpus % (p.tp * p.pp) != 0)
+    usage_error("--gpus {} must be a multiple of --tp {} x --pp {}", f.gpus, p.tp, p.pp);
+  r.ranks = f.gpus;
+}
+
+int run_simulate(const CLI::App& app, SimulateFlags& f) {
+  const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+  apply_profile_and_gpus(app, f, hw);
+  const RunConfig c = resolve_run_config(app, f.run);
+  if (!c.csv.empty()) check_result_csv(c.csv);
+  const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
+
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.par;
+  fmt::print("ptdp simulate: model {} (l={} h={} a={} s={} V={}, {:.4g}B parameters) on {} x {} ({})\n", m.name,
+             m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e9, c.ranks, hw.device,
+             hw.name);
+  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}\n", p.tp, p.pp,
+             p.dp, p.vpp, p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
+             recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision);
+  fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
+  fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
+  fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
+  fmt::print("  memory: {}\n", r.memory.describe(hw.device));
+  if (!r.memory.fits) {
+    std::fprintf(stderr, "ptdp: %s\n", r.memory.describe(hw.device).c_str());  // "out of memory: ..."
+    return 1;
+  }
+  fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
+             "all-reduce {:.3g} s{}, optimizer {:.3g} s)\n",
+             r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s, r.dp_allreduce_s,
+             c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
+  fmt::print("  throughput {:.4g} TFLOP/s per GPU ({:.1f}% of peak), {:.4g} PFLOP/s in all, {:.0f} tokens/s, "
+             "{:.3g} sequences/s\n",
+             r.tflops_per_gpu, r.pct_peak, r.tflops_per_gpu * c.ranks / 1e3, r.tokens_per_s, r.seq_per_s);
+  if (!c.csv.empty()) {
+    const ResultRow row = make_simulated_row(c, hw, r);
+    append_result_rows(c.csv, {row});
+    fmt::print("appended a row to {}\n", c.csv);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
+  auto f = std::make_shared<SimulateFlags>();
+  f->run.run.experiment = "simulate";
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "predict one iteration on a hardware profile and append one result row (mode=simulate)");
+  add_model_flags(*sub, f->run);
+  add_parallel_flags(*sub, f->run);
+  add_run_flags(*sub, f->run);
+  sub->add_option("--hardware", f->hardware,
+                  "hardware profile: a name in hardware/ (a100-selene, h100-dgx, h200, cpu) or a .toml file; "
+                  "--precision defaults to the profile's")
+      ->required();
+  sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
+  return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
+}
+
+}  // namespace ptdp

@@ -1,0 +1,70 @@
+#include "experiments/result_row.h"
+
+#include "core/runtime/flops.h"
+#include "core/runtime/provenance.h"
+
+namespace ptdp {
+
+ResultRow make_result_row(const RunConfig& c, const std::string& mode, double iter_ms, double peak_flops) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.par;
+  const double sec = iter_ms / 1e3;
+  const int gpus = c.ranks > 0 ? c.ranks : p.tp * p.pp * p.dp;
+  ResultRow r;
+  r.set("experiment", c.experiment);
+  r.set("mode", mode);
+  r.set("backend", c.backend);
+  r.set("comm", c.comm);
+  r.set("precision", c.precision);
+  r.set("model", m.name);
+  r.set("params", static_cast<long long>(params_exact(m)));
+  r.set("layers", m.layers);
+  r.set("hidden", m.hidden);
+  r.set("heads", m.heads);
+  r.set("seq_length", m.seq_length);
+  r.set("vocab_size", static_cast<long long>(m.vocab_size));
+  r.set("gpus", gpus);
+  r.set("tp", p.tp);
+  r.set("pp", p.pp);
+  r.set("dp", p.dp);
+  r.set("vpp", p.vpp);
+  r.set("micro_batch", p.micro_batch);
+  r.set("global_batch", p.global_batch);
+  r.set("num_microbatches", p.num_microbatches());
+  r.set("schedule", p.schedule);
+  r.set("recompute", std::string(recompute_name(p.recompute)));
+  r.set("scatter_gather", p.scatter_gather ? 1 : 0);
+  r.set("iters", c.iters);
+  r.set("iter_time_ms", iter_ms);
+  const double tflops = flops_eq3(m, p.global_batch) / sec / gpus / 1e12;
+  r.set("tflops_per_gpu", tflops);
+  if (peak_flops > 0) r.set("pct_peak", 100.0 * tflops * 1e12 / peak_flops);
+  r.set("tokens_per_s", double(p.global_batch) * m.seq_length / sec);
+  r.set("seq_per_s", double(p.global_batch) / sec);
+  r.set("git_sha", git_sha());
+  r.set("host", host_name());
+  r.set("timestamp", utc_timestamp());
+  r.set("model_tflops_per_gpu", flops_model(m, p.global_batch) / sec / gpus / 1e12);
+  return r;
+}
+
+ResultRow make_simulated_row(const RunConfig& c, const sim::HardwareProfile& hw, const sim::SimResult& r) {
+  RunConfig rc = c;
+  rc.backend = hw.name;
+  rc.comm = hw.kind == "gpu" ? "nccl" : c.comm;
+  rc.iters = 1;
+  ResultRow row = make_result_row(rc, "simulate", r.iter_time_s * 1e3, hw.peak(c.precision));
+  row.set("bubble_fraction", r.bubble_fraction);
+  row.set("peak_mem_gb", r.memory.peak / 1e9);
+  row.set("device", hw.device);
+  row.set("fwd_ms", r.stage0.forward_s * 1e3);
+  row.set("bwd_ms", r.stage0.backward_s * 1e3);
+  row.set("p2p_wait_ms", r.stage0.p2p_wait_s * 1e3);
+  row.set("dp_ms", r.stage0.dp_s * 1e3);
+  row.set("optimizer_ms", r.stage0.optimizer_s * 1e3);
+  row.set("p2p_bytes", static_cast<long long>(r.stage0.p2p_bytes));
+  row.set("activation_gb", r.activation_bytes / 1e9);
+  return row;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,152 @@
+// End-to-end tests of `ptdp simulate` and `ptdp plan`: the contract's row with mode=simulate,
+// the plan table beside the paper's heuristic, and bad input (unknown or broken profiles,
+// layouts that cannot fit, inconsistent --gpus): one clear line, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/data/testing/data_test_util.h"
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::lines_of;
+using testing::run_ptdp;
+using testing::split_csv_line;
+using testing::TempDir;
+using Args = std::vector<std::string>;
+
+const Args kOneT = {"simulate", "--model", "gpt-1t", "--tp", "8", "--pp", "64", "--gpus", "3072",
+                    "--global-batch", "3072", "--recompute", "full", "--hardware", "a100-selene"};
+
+std::string column(const std::vector<std::string>& header, const std::vector<std::string>& row, const std::string& name) {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i < row.size() ? row[i] : "";
+  ADD_FAILURE() << "no column " << name;
+  return "";
+}
+
+TEST(SimCli, SimulateAppendsTheContractRowWithModeSimulate) {
+  TempDir dir;
+  Args args = kOneT;
+  args.insert(args.end(), {"--csv", dir.file("sim.csv")});
+  const CliResult r = run_ptdp(dir, args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("TFLOP/s per GPU"), std::string::npos) << r.out;
+  const auto lines = lines_of(testing::text_of(dir.file("sim.csv")));
+  ASSERT_EQ(lines.size(), 2u);
+  const auto header = split_csv_line(lines[0]), row = split_csv_line(lines[1]);
+  EXPECT_EQ(header.front(), "experiment");
+  EXPECT_EQ(column(header, row, "mode"), "simulate");
+  EXPECT_EQ(column(header, row, "experiment"), "simulate");
+  EXPECT_EQ(column(header, row, "backend"), "a100-selene");
+  EXPECT_EQ(column(header, row, "device"), "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(column(header, row, "precision"), "f16");
+  EXPECT_EQ(column(header, row, "gpus"), "3072");
+  EXPECT_EQ(column(header, row, "dp"), "6");
+  EXPECT_EQ(column(header, row, "num_microbatches"), "512");
+  const double tflops = std::stod(column(header, row, "tflops_per_gpu"));
+  EXPECT_NEAR(tflops, 163, 0.1 * 163);  // Table 1
+  EXPECT_GT(std::stod(column(header, row, "bubble_fraction")), 0.1);
+  EXPECT_LT(std::stod(column(header, row, "peak_mem_gb")), 85.9);
+  EXPECT_EQ(column(header, row, "loss"), "");
+  // The first stage's breakdown, as train reports rank 0's: 512 forward sends of b*s*h/t fp16.
+  EXPECT_EQ(column(header, row, "p2p_bytes"), std::to_string(512LL * 2048 * 25600 * 2 / 8));
+  for (const char* c : {"fwd_ms", "bwd_ms", "dp_ms", "optimizer_ms", "activation_gb"})
+    EXPECT_GT(std::stod(column(header, row, c)), 0) << c;
+  EXPECT_GT(std::stod(column(header, row, "bwd_ms")), 2 * std::stod(column(header, row, "fwd_ms")));
+}
+
+TEST(SimCli, UnknownProfileIsAUsageError) {
+  TempDir dir;
+  Args args = kOneT;
+  args.back() = "no-such-gpu";
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, args), {"--hardware 'no-such-gpu'", "a100-selene"}));
+}
+
+TEST(SimCli, BrokenProfileNamesTheFileAndTheField) {
+  TempDir dir;
+  // The source tree: this file is experiments/sim_cli_test.cpp in it.
+  const auto root = std::filesystem::path(__FILE__).parent_path().parent_path();
+  std::ifstream in(root / "hardware" / "a100-selene.toml");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bad = std::regex_replace(ss.str(), std::regex("bandwidth_gbs = \\{ value = 2039"),
+                                             "bandwidth_gbs = { value = -2039");
+  const std::string path = dir.file("broken.toml");
+  std::ofstream(path) << bad;
+  Args args = kOneT;
+  args.back() = path;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, args), {path, "memory.bandwidth_gbs", "positive"}));
+  std::ofstream(path) << "name = \"x\"\n";  // most fields missing
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, args), {path, "missing"}));
+}
+
+TEST(SimCli, LayoutThatCannotFitIsAnOutOfMemoryVerdictAndNoRow) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"simulate", "--model", "gpt-1t", "--tp", "8", "--global-batch", "8",
+                                     "--hardware", "a100-selene", "--csv", dir.file("oom.csv")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("ptdp: out of memory: stage 0 needs ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("of the 85.9 GB of NVIDIA A100-SXM4-80GB"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("oom.csv")));
+}
+
+TEST(SimCli, GpusMustMatchTheLayout) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "gpt-1t", "--tp", "8", "--pp", "64", "--gpus",
+                                          "1000", "--hardware", "a100-selene"}),
+                           {"--gpus 1000", "--tp 8", "--pp 64"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "gpt-1t", "--gpus", "0", "--hardware", "a100-selene"}),
+                           {"--gpus 0", "positive"}));
+}
+
+TEST(SimCli, CpuProfileRefusesHalfPrecision) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "small", "--precision", "f16", "--hardware", "cpu"}),
+                           {"--precision f16"}));
+  EXPECT_EQ(run_ptdp(dir, {"simulate", "--model", "small", "--micro-batch", "4", "--hardware", "cpu"}).exit_code, 0);
+}
+
+TEST(SimCli, PlanPrintsTheBestLayoutsBesideThePapersHeuristic) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "3072", "--global-batch", "3072",
+                                     "--hardware", "a100-selene", "--top", "3", "--csv", dir.file("plan.csv")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank   t    p     d"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +1 +8 +64 +6 +1 +1 +512 +1f1b +full"))) << r.out;
+  EXPECT_NE(r.out.find("paper heuristic: t = 8"), std::string::npos) << r.out;
+  EXPECT_EQ(lines_of(testing::text_of(dir.file("plan.csv"))).size(), 4u);  // header + 3 rows
+}
+
+TEST(SimCli, PlanWithNothingFittingSaysSo) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "8", "--global-batch", "8", "--hardware",
+                                     "a100-selene"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ptdp: out of memory: no layout of model gpt-1t fits on 8 x NVIDIA A100-SXM4-80GB"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(SimCli, PlanRefusesBadNumbers) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "0", "--global-batch", "8",
+                                          "--hardware", "a100-selene"}),
+                           {"--gpus 0"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "gpt-1.7b", "--gpus", "7", "--global-batch", "512",
+                                          "--hardware", "a100-selene"}),
+                           {"--gpus 7", "--global-batch 512"}));
+}
+
+}  // namespace
+}  // namespace ptdp
