@@ -62,6 +62,11 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--comm-timeout", r.comm_timeout_s,
                  "seconds a rank waits for another in a collective or receive before the run stops")
       ->capture_default_str();
+  app.add_option("--save", r.save_dir, "write checkpoints to this directory");
+  app.add_option("--save-interval", r.save_interval, "checkpoint every N iterations (0: at the end only)")
+      ->capture_default_str();
+  app.add_option("--load", r.load_dir, "resume from the latest checkpoint in this directory");
+  app.add_flag("--skip-nonfinite", r.skip_nonfinite, "skip steps whose loss or gradients are not finite");
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
 }

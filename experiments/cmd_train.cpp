@@ -13,6 +13,7 @@
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
 #include "core/parallel/topology.h"
+#include "core/runtime/checkpoint.h"
 #include "core/runtime/flops.h"
 #include "core/runtime/memory_estimate.h"
 #include "core/runtime/provenance.h"
@@ -109,8 +110,27 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   tc.grad_bucket_elems = c.grad_bucket_elems;
   tc.schedule = parse_schedule(c.par.schedule);
   tc.scatter_gather = c.par.scatter_gather;
+  tc.skip_nonfinite = c.skip_nonfinite;
   Trainer trainer(model.pointers(), *samples, tc,
-                  TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
+                  TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
+  CheckpointLayout ckpt{c.par.tp, c.par.pp, c.par.vpp, g.me.tp, g.me.pp, m.layers, m.hidden, m.heads, m.seq_length,
+                        m.vocab_size, c.seed, c.par.global_batch};
+  int start = 0;
+  if (!c.load_dir.empty()) {
+    const int64_t it = read_latest(c.load_dir);
+    if (it >= c.iters) usage_error("--load {}: the checkpoint is at iteration {}, not before --iters {}", c.load_dir, it, c.iters);
+    load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+    trainer.set_iteration(it);
+    start = static_cast<int>(it);
+    if (report) fmt::print("loaded the checkpoint of iteration {} from {}\n", it, c.load_dir);
+  }
+  auto save = [&](int it) {  // data-parallel rank 0 writes its (tp, pp) shard; rank 0 the marker, last
+    if (g.me.dp == 0) save_shard(c.save_dir, ckpt, CheckpointState{it, 1.0}, model.pointers(), trainer.optimizers());
+    world.barrier();
+    if (world.rank() == 0) write_latest(c.save_dir, it);
+    world.barrier();
+    if (report) fmt::print("saved the checkpoint of iteration {} to {}\n", it, c.save_dir);
+  };
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
@@ -126,7 +146,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   std::vector<double> bubbles;
   double loss = 0;
   Tensor worst = Tensor::empty({3}, DType::F64);
-  for (int it = 1; it <= c.iters; ++it) {
+  for (int it = start + 1; it <= c.iters; ++it) {
     IterStats st = trainer.step();
     // An iteration lasts as long as its slowest rank; bubble and activations: the worst stage.
     worst.data<double>()[0] = st.time_ms;
@@ -136,13 +156,12 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
     st.time_ms = worst.data<double>()[0];
     const double bubble = worst.data<double>()[1];
     st.peak_activation_bytes = int64_t(worst.data<double>()[2]);
-    if (it > c.warmup) {
+    if (it - start > c.warmup || it == c.iters) {  // a resumed run times at least its last iteration
       timed.push_back(st);
       bubbles.push_back(bubble);
     }
-    if (!std::isfinite(st.loss))
-      throw RuntimeError(fmt::format("iteration {}: the loss is not finite ({}); stopping", it, st.loss));
     loss = st.loss;
+    if (report && st.skipped) fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
       fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
                  "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}\n",
@@ -151,6 +170,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
                  st.opt_ms, bubble);
       std::fflush(stdout);
     }
+    if (!c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters)) save(it);
   }
   world.barrier();
   if (!rank0) return std::nullopt;

@@ -38,6 +38,7 @@ class AdamW {
   double local_grad_sq();
   StepInfo step_with_norm(double global_norm);
   int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t n) { step_ = n; }  // when resuming from a checkpoint
   const OptimizerConfig& config() const { return cfg_; }
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }

@@ -87,6 +87,8 @@ void validate_run(RunConfig& c) {
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
   if (!(c.comm_timeout_s > 0) || !std::isfinite(c.comm_timeout_s))
     usage_error("--comm-timeout {} must be a positive number of seconds", c.comm_timeout_s);
+  if (c.save_interval < 0) usage_error("--save-interval {} must not be negative", c.save_interval);
+  if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
   if (c.grad_bucket_elems <= 0) usage_error("--grad-bucket-size {} must be positive", c.grad_bucket_elems);
 }
 

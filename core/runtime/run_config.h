@@ -40,6 +40,9 @@ struct RunConfig {
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;    // data-parallel bucket size in elements
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
+  std::string save_dir, load_dir;            // checkpoints (--save, --load)
+  int save_interval = 0;                     // 0: save at the end only
+  bool skip_nonfinite = false;               // skip steps with non-finite loss/gradients
 };
 
 // Checks every rule of the flags (throws UsageError naming the flag and the rule) and fills

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace ptdp {
 
 namespace {
@@ -138,7 +140,13 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   PTDP_CHECK(caches.empty() && inputs.empty() && grads_in.empty(), "the schedule left work undone");
 }
 
-void Trainer::reduce_and_update(IterStats& st) {
+std::vector<AdamW*> Trainer::optimizers() const {
+  std::vector<AdamW*> v;
+  for (const auto& o : opt_) v.push_back(o.get());
+  return v;
+}
+
+void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   auto t0 = Clock::now();
   for (auto& s : sync_) s->finish();
   // The word embedding is tied: its copies on the first and last stage get the sum of both
@@ -152,6 +160,24 @@ void Trainer::reduce_and_update(IterStats& st) {
   auto t1 = Clock::now();
   Tensor sq = Tensor::zeros({1}, DType::F64);
   for (auto& o : opt_) sq.data<double>()[0] += o->local_grad_sq();
+  // Non-finite values: every rank learns the first rank that saw them.
+  const bool bad = !std::isfinite(sq.data<double>()[0]) || !std::isfinite(loss_sum);
+  Communicator* world = groups_.world;
+  const int wsize = world ? world->size() : 1, wrank = world ? world->rank() : 0;
+  Tensor flag = Tensor::empty({1}, DType::I32);
+  flag.data<int32_t>()[0] = bad ? wsize - wrank : 0;
+  if (world && wsize > 1) world->all_reduce(flag, ReduceOp::Max);
+  if (flag.data<int32_t>()[0] > 0) {
+    const int first = wsize - flag.data<int32_t>()[0];
+    if (!cfg_.skip_nonfinite)
+      throw RuntimeError(fmt::format("iteration {}: non-finite loss or gradients on rank {}; stopping (--skip-nonfinite "
+                                     "skips such steps)",
+                                     iteration_, first));
+    st.skipped = true;
+    st.grad_norm = NAN;
+    st.opt_ms = ms_since(t1);
+    return;
+  }
   if (groups_.mp && groups_.mp->size() > 1) groups_.mp->all_reduce(sq, ReduceOp::Sum);
   const double norm = std::sqrt(sq.data<double>()[0]);
   for (auto& o : opt_) {
@@ -173,7 +199,7 @@ IterStats Trainer::step() {
   st.pipeline_ms = ms_since(t0);
   st.p2p_bytes = link_->bytes_sent();
   st.p2p_wait_ms = link_->wait_ms();
-  reduce_and_update(st);
+  reduce_and_update(st, loss_sum);
   sum_scalar(groups_.pp, loss_sum);  // the loss lives on the last stage
   sum_scalar(groups_.dp, loss_sum);
   st.loss = loss_sum / (double(cfg_.global_batch) * chunk(0).config().seq_length);

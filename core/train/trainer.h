@@ -28,6 +28,9 @@ struct TrainConfig {
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   bool scatter_gather = true;
+  // A non-finite loss or gradient stops training (RuntimeError naming the iteration and the
+  // first rank that saw it) unless this is set: then the update is skipped.
+  bool skip_nonfinite = false;
 };
 
 // This rank's groups (null: alone in that dimension).
@@ -37,6 +40,7 @@ struct TrainerGroups {
   Communicator* pp = nullptr;         // this pipeline; rank = stage
   Communicator* tp = nullptr;
   Communicator* embedding = nullptr;  // first and last stage (null elsewhere)
+  Communicator* world = nullptr;      // every rank (to agree on non-finite values)
 };
 
 struct IterStats {
@@ -51,6 +55,7 @@ struct IterStats {
   double grad_norm = 0, lr = 0;
   int64_t p2p_bytes = 0;              // sent to other stages
   int64_t peak_activation_bytes = 0;  // most activation bytes stashed at once
+  bool skipped = false;               // non-finite values: no update (with skip_nonfinite)
   // Measured bubble: time of the schedule not spent computing, over the compute time (the
   // paper's t_pb / t_id).
   double bubble_fraction() const {
@@ -74,10 +79,14 @@ class Trainer {
   int stage() const { return groups_.pp ? groups_.pp->rank() : 0; }
   int num_microbatches() const { return cfg_.global_batch / (cfg_.micro_batch * dp_size()); }
   AdamW& optimizer(int chunk = 0) { return *opt_[chunk]; }
+  std::vector<AdamW*> optimizers() const;
+  const std::vector<Gpt*>& chunks() const { return chunks_; }
+  int64_t iteration() const { return iteration_; }        // iterations done
+  void set_iteration(int64_t done) { iteration_ = done; }  // when resuming: the data position follows
 
  private:
   void run_schedule(IterStats& st, double& loss_sum);
-  void reduce_and_update(IterStats& st);
+  void reduce_and_update(IterStats& st, double loss_sum);
   Gpt& chunk(int j) { return *chunks_[j]; }
 
   std::vector<Gpt*> chunks_;

@@ -1,0 +1,167 @@
+// Checkpoints: bit-identical resume of a t=2 p=2 d=2 interleaved run, a save killed with
+// SIGKILL leaves the previous checkpoint loadable, and bad checkpoints are refused clearly.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "core/backend/cpu/threads.h"
+#include "core/comm/local/local_comm.h"
+#include "core/data/testing/data_test_util.h"
+#include "core/parallel/topology.h"
+#include "core/runtime/checkpoint.h"
+#include "core/train/stage_model.h"
+#include "core/train/trainer.h"
+
+namespace ptdp {
+namespace {
+
+struct Grid {
+  int t = 2, p = 2, d = 2, v = 2;
+};
+
+ModelConfig model8() {
+  ModelConfig c = preset_config("tiny");
+  c.layers = 8;
+  return c;
+}
+
+// Trains iterations (from, to] on t*p*d local ranks, loading from `load` first when from > 0 and
+// saving at `to` into `save` when given; returns the loss of every iteration run.
+std::vector<double> train(const Grid& r, int from, int to, const std::string& load, const std::string& save) {
+  std::vector<double> losses;
+  std::mutex mu;
+  const Topology topo(r.t, r.p, r.d);
+  const ModelConfig c = model8();
+  run_local_ranks(topo.world(), [&](int rank, Communicator& world) {
+    set_cpu_threads(1);
+    ParallelGroups g = ParallelGroups::create(world, topo);
+    auto be = make_cpu_backend();
+    StageModel m = build_stage_model(c, r.t, g.me.tp, r.p, g.me.pp, r.v, *be, g.tp.get(), 7);
+    SyntheticSamples data(c.vocab_size, c.seq_length, 7);
+    TrainConfig tc;
+    tc.micro_batch = 1;
+    tc.global_batch = 8;
+    tc.schedule = ScheduleKind::Interleaved;
+    tc.optimizer.lr.max_lr = 1e-3;
+    tc.optimizer.lr.warmup_iters = 2;
+    tc.optimizer.lr.decay_iters = 6;
+    Trainer trainer(m.pointers(), data, tc,
+                    TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
+    CheckpointLayout layout{r.t, r.p, r.v, g.me.tp, g.me.pp, c.layers, c.hidden, c.heads, c.seq_length,
+                            c.vocab_size, 7, 8};
+    if (from > 0) {
+      ASSERT_EQ(read_latest(load), from);
+      load_shard(load, from, layout, m.pointers(), trainer.optimizers());
+      trainer.set_iteration(from);
+    }
+    std::vector<double> mine;
+    for (int it = from + 1; it <= to; ++it) mine.push_back(trainer.step().loss);
+    if (!save.empty()) {
+      if (g.me.dp == 0) save_shard(save, layout, CheckpointState{to, 1.0}, m.pointers(), trainer.optimizers());
+      world.barrier();
+      if (rank == 0) write_latest(save, to);
+      world.barrier();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (rank == 0) losses = mine;
+  });
+  return losses;
+}
+
+TEST(Checkpoint, ResumedRunGivesBitIdenticalLosses) {
+  testing::TempDir dir;
+  const Grid r;
+  std::vector<double> straight = train(r, 0, 6, "", "");
+  std::vector<double> first = train(r, 0, 3, "", dir.file("ckpt"));
+  std::vector<double> second = train(r, 3, 6, dir.file("ckpt"), "");
+  ASSERT_EQ(straight.size(), 6u);
+  first.insert(first.end(), second.begin(), second.end());
+  ASSERT_EQ(first.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(first[i], straight[i]) << "iteration " << i + 1;  // bit for bit
+}
+
+std::string usage_message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
+  testing::TempDir dir;
+  const std::string ck = dir.file("ckpt");
+  train(Grid{1, 1, 1, 1}, 0, 1, "", ck);
+  auto be = make_cpu_backend();
+  ModelConfig c = model8();
+  StageModel m = build_stage_model(c, 1, 0, 1, 0, 1, *be, nullptr, 7);
+  SyntheticSamples data(c.vocab_size, c.seq_length, 7);
+  TrainConfig tc;
+  tc.global_batch = 8;
+  Trainer trainer(m.pointers(), data, tc);
+  CheckpointLayout layout{1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8};
+  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }), "");
+  CheckpointLayout other = layout;
+  other.global_batch = 16;
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers()); })
+                .find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1"),
+            std::string::npos);
+  other = layout;
+  other.tp = 2;
+  other.tp_rank = 1;  // its shard directory does not exist
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers()); }).find("is missing"),
+            std::string::npos);
+  const std::string shard = shard_dir(ck, 1, 0, 0, 1) + "/model_optim_rng.bin";
+  auto bytes = testing::read_file(shard);
+  bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
+  testing::write_file(shard, bytes);
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }).find("checksum"),
+            std::string::npos);
+  bytes.resize(100);
+  testing::write_file(shard, bytes);
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }).find("truncated"),
+            std::string::npos);
+  EXPECT_NE(usage_message_of([&] { read_latest(dir.file("nothing")); }).find("no checkpoint there"), std::string::npos);
+}
+
+TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
+  testing::TempDir dir;
+  const std::string ck = dir.file("ckpt");
+  ModelConfig c = preset_config("small");  // 40 MB a shard: each save takes a while
+  auto be = make_cpu_backend();
+  StageModel m = build_stage_model(c, 1, 0, 1, 0, 1, *be, nullptr, 3);
+  SyntheticSamples data(c.vocab_size, c.seq_length, 3);
+  TrainConfig tc;
+  Trainer trainer(m.pointers(), data, tc);
+  CheckpointLayout layout{1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 3, 1};
+  save_shard(ck, layout, CheckpointState{1, 1.0}, m.pointers(), trainer.optimizers());
+  write_latest(ck, 1);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // saves iterations 2, 3, ... until killed
+      for (int it = 2;; ++it) {
+        save_shard(ck, layout, CheckpointState{it, 1.0}, m.pointers(), trainer.optimizers());
+        write_latest(ck, it);
+      }
+    }
+    usleep(30000 + 40000 * attempt);  // somewhere inside a save
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    const int64_t latest = read_latest(ck);
+    CheckpointState st = load_shard(ck, latest, layout, m.pointers(), trainer.optimizers());
+    EXPECT_EQ(st.iteration, latest);
+  }
+}
+
+}  // namespace
+}  // namespace ptdp
