@@ -3,6 +3,7 @@
 //   mpirun -np 3 ptdp_mpi_tests --fault-hang  rank 1 skips an all-reduce: the others must stop
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -113,6 +114,15 @@ int fault_hang(Communicator& world) {
   return 0;
 }
 
+// Rank 1 exits in the middle of the job; mpirun must end the others (they would wait forever).
+int fault_exit(Communicator& world) {
+  Tensor x = Tensor::zeros({8}, DType::F32);
+  world.all_reduce(x, ReduceOp::Sum);
+  if (world.rank() == 1) std::_Exit(3);
+  world.all_reduce(x, ReduceOp::Sum);
+  return 0;
+}
+
 }  // namespace
 }  // namespace ptdp
 
@@ -122,6 +132,7 @@ int main(int argc, char** argv) {
   ptdp::g_world = world.get();
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--fault-hang") == 0) return ptdp::fault_hang(*world);
+    else if (std::strcmp(argv[i], "--fault-exit") == 0) return ptdp::fault_exit(*world);
   ::testing::InitGoogleTest(&argc, argv);
   if (world->rank() != 0) {  // one report, from rank 0; every rank's failures still fail its exit code
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
