@@ -175,6 +175,25 @@ TEST(CliRunFlags, AdamBeta1MustBeBelowOne) {
   expect_refused({"--model", "tiny", "--adam-beta1", "1.5"}, "--adam-beta1 1.5 must be in [0, 1)");
 }
 
+TEST(CliRunFlags, LoadFromADirectoryWithoutCheckpointIsRefused) {
+  TempDir dir;
+  expect_refused({"--model", "tiny", "--load", dir.file("none")}, "no checkpoint there");
+}
+
+TEST(CliRunFlags, SaveIntervalNeedsSave) {
+  expect_refused({"--model", "tiny", "--save-interval", "2"}, "--save-interval 2 needs --save DIR");
+}
+
+TEST(CliRunFlags, LoadUnderAnotherLayoutIsRefused) {
+  TempDir dir;
+  const std::string ck = dir.file("ck");
+  const CliResult saved = run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--warmup", "0", "--save", ck});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  expect_refused({"--model", "tiny", "--tp", "2", "--iters", "4", "--load", ck}, "this run has --tp 2");
+  expect_refused({"--model", "tiny", "--global-batch", "2", "--iters", "4", "--load", ck},
+                 "the checkpoint was saved with --tp 1 --pp 1 --vpp 1");
+}
+
 TEST(CliRunFlags, NonFiniteLearningRateIsRefused) {
   expect_refused({"--model", "tiny", "--lr", "inf"}, "--lr inf must be a finite number");
 }
