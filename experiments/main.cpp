@@ -1,5 +1,7 @@
 // ptdp: the command line of the PTD-P training and reproduction suite.
 #include <cstdio>
+#include <functional>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -10,6 +12,16 @@
 #endif
 #include "experiments/cli_flags.h"
 #include "experiments/commands.h"
+
+namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp
+std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app);
+// experiments/cmd_accept.cpp, experiments/cmd_compare.cpp
+std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
+// experiments/cmd_reproduce.cpp
+std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
+}  // namespace ptdp
 
 int main(int argc, char** argv) {
   using namespace ptdp;
@@ -26,6 +38,12 @@ int main(int argc, char** argv) {
   CLI::App* pre = app.add_subcommand("preprocess", "text file -> Megatron .bin/.idx dataset (byte-level tokens)");
   pre->add_option("--input", pre_input, "text file")->required();
   pre->add_option("--output-prefix", pre_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
+
+  auto [simulate, run_simulate] = add_simulate_command(app);
+  auto [plan, run_plan] = add_plan_command(app);
+  auto [accept, run_accept] = add_accept_command(app);
+  auto [compare, run_compare] = add_compare_command(app);
+  auto [reproduce, run_reproduce] = add_reproduce_command(app);
 
   try {
     app.parse(argc, argv);
@@ -55,6 +73,11 @@ int main(int argc, char** argv) {
     }
     if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
     if (*pre) return cmd_preprocess(pre_input, pre_prefix);
+    if (*simulate) return run_simulate();
+    if (*plan) return run_plan();
+    if (*accept) return run_accept();
+    if (*compare) return run_compare();
+    if (*reproduce) return run_reproduce();
   } catch (const UsageError& e) {
     if (!quiet) std::fprintf(stderr, "ptdp: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,223 @@
+// End-to-end tests of `ptdp accept`: the CPU profile passes on this machine (--quick), a threshold
+// raised above what the machine does fails and names the row, the training smoke test matches the
+// golden losses (results/golden/tiny_cpu.csv, which `ptdp train` reproduces), and bad profiles,
+// golden files and flags are usage errors that write nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/data/testing/data_test_util.h"
+#include "core/runtime/csv_reader.h"
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::lines_of;
+using testing::run_ptdp;
+using testing::split_csv_line;
+using testing::TempDir;
+using testing::text_of;
+
+namespace fs = std::filesystem;
+
+// The source tree: <root>/experiments/accept_test.cpp.
+std::string source_file(const std::string& rel) {
+  return (fs::path(__FILE__).parent_path().parent_path() / rel).string();
+}
+
+std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
+  testing::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+  return path;
+}
+
+// hardware/cpu-accept.toml with `field = { value = ...` replaced by `value`, the golden path made
+// absolute (the copy lives in a temporary directory), written into `dir`.
+std::string modified_profile(const TempDir& dir, const std::string& field, const std::string& value,
+                             const std::string& golden = "") {
+  std::string text = text_of(source_file("hardware/cpu-accept.toml"));
+  if (!field.empty()) {
+    const std::regex re(field + R"( = \{ value = [^,]+,)");
+    EXPECT_TRUE(std::regex_search(text, re)) << "no " << field << " in the profile";
+    text = std::regex_replace(text, re, field + " = { value = " + value + ",");
+  }
+  const std::string g = golden.empty() ? source_file("results/golden/tiny_cpu.csv") : golden;
+  text = std::regex_replace(text, std::regex(R"(golden = "[^"]*")"), "golden = \"" + g + "\"");
+  return write_text(dir, "profile.toml", text);
+}
+
+// The report's CSV rows by check name: {status, value, threshold}.
+std::map<std::string, std::vector<std::string>> report_rows(const std::string& csv) {
+  std::map<std::string, std::vector<std::string>> rows;
+  const auto lines = lines_of(text_of(csv));
+  EXPECT_FALSE(lines.empty());
+  const auto header = split_csv_line(lines.at(0));
+  EXPECT_EQ(header.at(0), "check");
+  EXPECT_EQ(header.at(6), "status");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto f = split_csv_line(lines[i]);
+    EXPECT_EQ(f.size(), header.size()) << lines[i];
+    rows[f.at(0)] = {f.at(6), f.at(2), f.at(5)};
+  }
+  return rows;
+}
+
+// The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
+// the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
+// repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
+TEST(CliAccept, CpuProfilePassesOnThisMachine) {
+  TempDir dir;
+  const std::string out = dir.file("accept.json");
+  CliResult r;
+  std::string earlier;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", out}, 300);
+    if (r.exit_code != 1) break;
+    earlier += "attempt " + std::to_string(attempt) + ":\n" + r.out;
+    if (attempt < 3) ::sleep(10);
+  }
+  EXPECT_EQ(r.exit_code, 0) << earlier << r.out << r.err;
+  EXPECT_NE(r.out.find("ACCEPT: PASS (5 of 5 checks)"), std::string::npos) << r.out;
+  const auto rows = report_rows(dir.file("accept.csv"));
+  for (const char* check : {"gemm", "memory", "allreduce", "p2p", "train"}) {
+    ASSERT_TRUE(rows.count(check)) << check;
+    EXPECT_EQ(rows.at(check)[0], "PASS") << check;
+  }
+  const std::string json = text_of(out);
+  EXPECT_NE(json.find("\"passed\": true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"git_sha\": "), std::string::npos);
+  EXPECT_NE(json.find("\"host\": "), std::string::npos);
+}
+
+TEST(CliAccept, ThresholdAboveTheMachineFailsAndNamesTheRow) {
+  TempDir dir;
+  const std::string profile = modified_profile(dir, "min_gflops", "1e9");  // 1 PFLOP/s on a CPU
+  const std::string out = dir.file("r.json");
+  const CliResult r =
+      run_ptdp(dir, {"accept", "--hardware", profile, "--quick", "--checks", "gemm,train", "--out", out}, 300);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm)"), std::string::npos) << r.out;
+  bool gemm_line = false;
+  for (const auto& line : lines_of(r.out))
+    if (line.rfind("gemm ", 0) == 0) gemm_line = line.find(" FAIL ") != std::string::npos;
+  EXPECT_TRUE(gemm_line) << r.out;
+  const auto rows = report_rows(dir.file("r.csv"));
+  EXPECT_EQ(rows.at("gemm")[0], "FAIL");
+  EXPECT_EQ(rows.at("gemm")[2], "1e+09");
+  EXPECT_EQ(rows.at("train")[0], "PASS");
+  EXPECT_EQ(rows.size(), 2u);
+  EXPECT_NE(text_of(out).find("\"passed\": false"), std::string::npos);
+}
+
+TEST(CliAccept, LossesOffTheGoldenTrajectoryFailTheTrainCheck) {
+  TempDir dir;
+  // The golden file with iteration 7's loss moved by 1e-4 relative (ten times the tolerance).
+  std::string golden = text_of(source_file("results/golden/tiny_cpu.csv"));
+  const CsvTable t = CsvTable::read(source_file("results/golden/tiny_cpu.csv"), {"iteration", "loss"});
+  ASSERT_EQ(t.size(), 20u);
+  const std::string loss7 = t.text(6, "loss");
+  const size_t at = golden.find("," + loss7 + "\n");
+  ASSERT_NE(at, std::string::npos);
+  golden.replace(at + 1, loss7.size(), fmt::format("{:.9g}", t.number(6, "loss") * (1 + 1e-4)));
+  const std::string gpath = write_text(dir, "golden.csv", golden);
+  const CliResult r =
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "", "", gpath), "--checks", "train"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: train)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("worst at iteration 7"), std::string::npos) << r.out;
+}
+
+// The golden file holds what `ptdp train` does with the flags written in it (printed to 4 decimals).
+TEST(CliAccept, GoldenLossesAreWhatPtdpTrainPrints) {
+  TempDir dir;
+  const std::string golden = source_file("results/golden/tiny_cpu.csv");
+  const CsvTable t = CsvTable::read(golden, {"model", "data", "micro_batch", "global_batch", "seed", "lr", "iteration",
+                                             "loss"});
+  ASSERT_EQ(t.size(), 20u);
+  const CliResult r = run_ptdp(dir, {"train", "--model", t.text(0, "model"), "--data", t.text(0, "data"),
+                                     "--micro-batch", t.text(0, "micro_batch"), "--global-batch",
+                                     t.text(0, "global_batch"), "--seed", t.text(0, "seed"), "--lr", t.text(0, "lr"),
+                                     "--iters", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::regex re(R"(iteration\s+(\d+)/20 \| loss (\d+\.\d+))");
+  int seen = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), re), end; it != end; ++it) {
+    const size_t i = std::stoul((*it)[1]) - 1;
+    ASSERT_LT(i, t.size());
+    EXPECT_NEAR(std::stod((*it)[2]), t.number(i, "loss"), 0.5e-4 + 1e-9) << "iteration " << i + 1;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 20) << r.out;
+}
+
+// ---- bad input: one line, exit code 2, no report ----
+
+TEST(CliAccept, UnknownProfileNameIsRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "no-such-machine"}),
+                           {"--hardware 'no-such-machine'", "no-such-machine-accept.toml", "cpu"}));
+}
+
+TEST(CliAccept, MissingThresholdNamesTheField) {
+  TempDir dir;
+  std::string text = text_of(source_file("hardware/cpu-accept.toml"));
+  text = std::regex_replace(text, std::regex(R"(min_triad_gbs = [^\n]*\n)"), "");
+  const std::string profile = write_text(dir, "p.toml", text);
+  const std::string out = dir.file("r.json");
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", profile, "--out", out}),
+                           {profile, "'accept.memory.min_triad_gbs' is missing"}));
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliAccept, ThresholdWithoutSourceIsRefused) {
+  TempDir dir;
+  std::string text = text_of(source_file("hardware/cpu-accept.toml"));
+  text = std::regex_replace(text, std::regex(R"(min_gflops = [^\n]*\n)"), "min_gflops = { value = 10 }\n");
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", write_text(dir, "p.toml", text)}),
+                           {"'accept.gemm.min_gflops' has no source"}));
+}
+
+TEST(CliAccept, GpuProfileNeedsTheCudaBackend) {
+  TempDir dir;
+  std::string text = text_of(source_file("hardware/cpu-accept.toml"));
+  text = std::regex_replace(text, std::regex(R"(kind = "cpu")"), "kind = \"gpu\"");
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", write_text(dir, "gpu.toml", text)}),
+                           {"needs the CUDA backend"}));
+}
+
+TEST(CliAccept, MalformedGoldenFileNamesFileAndLine) {
+  TempDir dir;
+  std::string golden = text_of(source_file("results/golden/tiny_cpu.csv"));
+  const size_t third = golden.find('\n', golden.find('\n', golden.find('\n') + 1) + 1);  // end of line 3
+  golden.replace(third, 0, 1, 'x');  // line 3's loss is no number
+  const std::string gpath = write_text(dir, "golden.csv", golden);
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "", "", gpath), "--checks", "train"}),
+      {gpath + ":3: column 'loss'", "is not a number"}));
+}
+
+TEST(CliAccept, OutInAMissingDirectoryIsRefusedBeforeMeasuring) {
+  TempDir dir;
+  const std::string out = dir.file("no/such/dir/r.json");
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--out", out}), {"--out", "does not exist"}));
+}
+
+TEST(CliAccept, UnknownCheckIsRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--checks", "gemm,disk"}),
+                           {"--checks: unknown check 'disk'"}));
+}
+
+}  // namespace
+}  // namespace ptdp

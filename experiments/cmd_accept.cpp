@@ -1,0 +1,632 @@
+// `ptdp accept --hardware PROFILE [--out FILE]`: a short hardware acceptance run. It measures
+// the GEMM rate, the memory bandwidth (STREAM triad), the all-reduce bus bandwidth and the p2p
+// bandwidth inside a node (the local communicator with the node's ranks), and trains `tiny` for
+// 20 iterations against golden losses; each figure is compared with a threshold of the
+// acceptance profile (hardware/NAME-accept.toml). Prints a PASS/FAIL table, writes a JSON and
+// a CSV report (atomically); exit code 0 when every check passes, 1 otherwise, 2 on bad input.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/backend/backend.h"
+#include "core/backend/cpu/blas.h"
+#include "core/backend/cpu/threads.h"
+#include "core/comm/local/local_comm.h"
+#include "core/common/error.h"
+#include "core/data/samples.h"
+#include "core/model/gpt.h"
+#include "core/runtime/csv_reader.h"
+#include "core/runtime/provenance.h"
+#include "core/runtime/results_csv.h"
+#include "core/sim/hardware.h"
+#include "core/train/trainer.h"
+
+namespace ptdp {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The source tree this file was compiled from (<root>/experiments/cmd_accept.cpp -> <root>).
+fs::path source_root() {
+  const fs::path here(__FILE__);
+  return here.is_absolute() ? here.parent_path().parent_path() : fs::path();
+}
+
+// ---------------------------------------------------------------- the acceptance profile
+
+struct Threshold {
+  double value = 0;
+  std::string source;
+};
+
+struct AcceptProfile {
+  std::string path, name, device, kind;
+  int ranks = 2;                       // ranks of one node for the communication checks
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  std::string gemm_what;
+  Threshold min_gemm_gflops;
+  int64_t triad_mib = 0;
+  Threshold min_triad_gbs;
+  int64_t allreduce_mib = 0;
+  Threshold min_allreduce_busbw_gbs;
+  int64_t p2p_mib = 0;
+  Threshold min_p2p_gbs;
+  std::string golden;                  // as written in the profile
+  std::string golden_path;             // resolved
+  Threshold max_loss_rel_error;
+};
+
+struct ProfileReader {
+  const toml::table& root;
+  const std::string& path;
+
+  Threshold threshold(const std::string& field) {
+    const auto node = root.at_path(field);
+    if (!node) usage_error("{}: field '{}' is missing", path, field);
+    const toml::table* t = node.as_table();
+    if (!t)
+      usage_error("{}: field '{}' must be {{ value = <number>, source = \"<where it comes from>\" }}", path, field);
+    const std::optional<double> v = (*t)["value"].value<double>();
+    if (!v || !std::isfinite(*v) || !(*v > 0))
+      usage_error("{}: field '{}' must have a positive numeric value", path, field);
+    const std::optional<std::string> src = (*t)["source"].value<std::string>();
+    if (!src || src->empty()) usage_error("{}: field '{}' has no source", path, field);
+    return {*v, *src};
+  }
+  int64_t integer(const std::string& field, int64_t min) {
+    const std::optional<int64_t> v = root.at_path(field).value<int64_t>();
+    if (!v) usage_error("{}: field '{}' is missing (an integer)", path, field);
+    if (*v < min) usage_error("{}: field '{}' must be at least {} (got {})", path, field, min, *v);
+    return *v;
+  }
+  std::string text(const std::string& field) {
+    const std::optional<std::string> s = root.at_path(field).value<std::string>();
+    if (!s || s->empty()) usage_error("{}: field '{}' is missing (a string)", path, field);
+    return *s;
+  }
+};
+
+// --hardware NAME looks up NAME-accept.toml in the hardware folders; a path is read as it is.
+std::string find_profile(const std::string& name_or_path) {
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
+  if (is_path) {
+    if (!fs::is_regular_file(name_or_path)) usage_error("--hardware {}: no such file", name_or_path);
+    return name_or_path;
+  }
+  std::vector<std::string> looked;
+  for (const auto& d : sim::hardware_dirs()) {
+    const fs::path p = fs::path(d) / (name_or_path + "-accept.toml");
+    if (fs::is_regular_file(p)) return p.string();
+    looked.push_back(p.string());
+  }
+  std::string known;
+  for (const auto& d : sim::hardware_dirs()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      const std::string stem = e.path().stem().string();
+      if (e.path().extension() == ".toml" && stem.ends_with("-accept")) {
+        const std::string n = stem.substr(0, stem.size() - 7);
+        if (known.find(n) == std::string::npos) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
+      }
+    }
+  }
+  usage_error("--hardware '{}': no acceptance profile {}-accept.toml in the hardware folders (profiles with "
+              "acceptance thresholds: {})",
+              name_or_path, name_or_path, known.empty() ? "none" : known);
+}
+
+// A relative path in the profile: from the current directory if it is there, else from the source tree.
+std::string resolve_data_path(const std::string& p) {
+  if (fs::path(p).is_absolute() || fs::exists(p)) return p;
+  const fs::path in_tree = source_root() / p;
+  return fs::exists(in_tree) ? in_tree.string() : p;
+}
+
+AcceptProfile load_accept_profile(const std::string& name_or_path) {
+  AcceptProfile a;
+  a.path = find_profile(name_or_path);
+  std::ifstream f(a.path);
+  if (!f) usage_error("--hardware {}: cannot be read", a.path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  toml::table root;
+  try {
+    root = toml::parse(ss.str(), a.path);
+  } catch (const toml::parse_error& e) {
+    usage_error("{}:{}:{}: {}", a.path, e.source().begin.line, e.source().begin.column, e.description());
+  }
+  ProfileReader r{root, a.path};
+  a.name = r.text("name");
+  a.device = r.text("device");
+  a.kind = r.text("kind");
+  if (a.kind != "cpu" && a.kind != "gpu") usage_error("{}: field 'kind' must be cpu or gpu (got '{}')", a.path, a.kind);
+  if (a.kind == "gpu")
+    usage_error("--hardware {}: a GPU acceptance run needs the CUDA backend (GEMMs, NCCL), which ptdp has not yet; "
+                "only kind = \"cpu\" profiles can run",
+                a.path);
+  a.ranks = int(r.integer("node.ranks", 2));
+  const auto* shape = root.at_path("accept.gemm.shape").as_array();
+  if (!shape || shape->size() != 3 || !shape->is_homogeneous(toml::node_type::integer))
+    usage_error("{}: field 'accept.gemm.shape' must be [m, n, k] (three integers)", a.path);
+  a.gemm_m = *(*shape)[0].value<int64_t>();
+  a.gemm_n = *(*shape)[1].value<int64_t>();
+  a.gemm_k = *(*shape)[2].value<int64_t>();
+  if (a.gemm_m < 1 || a.gemm_n < 1 || a.gemm_k < 1)
+    usage_error("{}: field 'accept.gemm.shape' must hold positive sizes", a.path);
+  a.gemm_what = root.at_path("accept.gemm.what").value_or(std::string());
+  a.min_gemm_gflops = r.threshold("accept.gemm.min_gflops");
+  a.triad_mib = r.integer("accept.memory.array_mib", 1);
+  a.min_triad_gbs = r.threshold("accept.memory.min_triad_gbs");
+  a.allreduce_mib = r.integer("accept.allreduce.mib", 1);
+  a.min_allreduce_busbw_gbs = r.threshold("accept.allreduce.min_busbw_gbs");
+  a.p2p_mib = r.integer("accept.p2p.mib", 1);
+  a.min_p2p_gbs = r.threshold("accept.p2p.min_bandwidth_gbs");
+  a.golden = r.text("accept.train.golden");
+  a.golden_path = resolve_data_path(a.golden);
+  a.max_loss_rel_error = r.threshold("accept.train.max_rel_error");
+  return a;
+}
+
+// ---------------------------------------------------------------- measurements
+
+struct Samples {
+  std::vector<double> rates;  // one per repetition
+  double best() const { return *std::max_element(rates.begin(), rates.end()); }
+  double median() const {
+    std::vector<double> v = rates;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+};
+
+// sgemm y = x w^T at [m, k] x [n, k]^T, in GFLOP/s; one untimed call first.
+Samples measure_gemm(int64_t m, int64_t n, int64_t k, int reps) {
+  std::vector<float> x(m * k, 0.01f), w(n * k, 0.02f), y(m * n);
+  Samples s;
+  for (int r = -1; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    cpu::gemm<float>(false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n);
+    const double t = seconds_since(t0);
+    if (r >= 0) s.rates.push_back(2.0 * m * n * k / t / 1e9);
+  }
+  const double want = double(k) * 0.01f * 0.02f;
+  if (std::fabs(y[0] - want) > 1e-3 * want || std::fabs(y[m * n - 1] - want) > 1e-3 * want)
+    throw RuntimeError(fmt::format("sgemm check failed: y[0] = {}, expected {}", y[0], want));
+  return s;
+}
+
+// STREAM triad a = b + q c over three float arrays of `mib` MiB each (OpenMP), in GB/s
+// counting 3 arrays moved per pass, as STREAM does; one untimed pass first.
+Samples measure_triad(int64_t mib, int reps) {
+  const int64_t n = mib * (1 << 20) / int64_t(sizeof(float));
+  std::unique_ptr<float[]> a(new float[n]), b(new float[n]), c(new float[n]);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = 0.0f;
+    b[i] = 1.0f;
+    c[i] = 2.0f;
+  }
+  const float q = 3.0f;
+  float* pa = a.get();
+  const float* pb = b.get();
+  const float* pc = c.get();
+  Samples s;
+  for (int r = -1; r < reps; ++r) {
+    const auto t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + q * pc[i];
+    const double t = seconds_since(t0);
+    if (r >= 0) s.rates.push_back(3.0 * n * sizeof(float) / t / 1e9);
+  }
+  if (pa[n / 2] != 7.0f) throw RuntimeError("STREAM triad check failed");
+  return s;
+}
+
+struct CommResult {
+  Samples s;
+  int64_t wrong = 0;  // elements that were not the expected value
+};
+
+// In-place all-reduce (sum) of `mib` MiB of f32 on `ranks` local ranks; bus bandwidth in GB/s,
+// nccl-tests' busbw = size / time * 2 (n - 1) / n. Rank 0's time from a barrier to its return.
+CommResult measure_allreduce(int ranks, int64_t mib, int reps) {
+  const int64_t n = mib * (1 << 20) / int64_t(sizeof(float));
+  CommResult res;
+  run_local_ranks(ranks, [&](int rank, Communicator& comm) {
+    set_cpu_threads(1);
+    Tensor x = Tensor::empty({n}, DType::F32);
+    float* p = x.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = float(rank + 1);
+    comm.all_reduce(x, ReduceOp::Sum);  // checked, and warms up every buffer
+    const float want = float(ranks * (ranks + 1) / 2);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += p[i] != want;
+    Tensor w = Tensor::empty({1}, DType::F64);
+    w.data<double>()[0] = double(wrong);
+    comm.all_reduce(w, ReduceOp::Sum);
+    for (int r = 0; r < reps; ++r) {
+      x.zero_();
+      comm.barrier();
+      const auto t0 = Clock::now();
+      comm.all_reduce(x, ReduceOp::Sum);
+      const double t = seconds_since(t0);
+      if (rank == 0) res.s.rates.push_back(double(n) * sizeof(float) / t / 1e9 * 2.0 * (ranks - 1) / ranks);
+    }
+    if (rank == 0) res.wrong = int64_t(w.data<double>()[0]);
+  });
+  return res;
+}
+
+// Rank 0 sends `mib` MiB to rank 1: bandwidth in GB/s (bytes over the receiver's time from a barrier).
+CommResult measure_p2p(int ranks, int64_t mib, int reps) {
+  const int64_t n = mib * (1 << 20) / int64_t(sizeof(float));
+  CommResult res;
+  run_local_ranks(ranks, [&](int rank, Communicator& comm) {
+    set_cpu_threads(1);
+    Tensor x = Tensor::empty({n}, DType::F32);
+    float* p = x.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = rank == 0 ? float(i % 1024) : -1.0f;
+    for (int r = -1; r < reps; ++r) {
+      comm.barrier();
+      const auto t0 = Clock::now();
+      if (rank == 0) comm.send(x, 1, 7);
+      if (rank == 1) comm.recv(x, 0, 7);
+      const double t = seconds_since(t0);
+      if (rank == 1 && r == -1)
+        for (int64_t i = 0; i < n; ++i) res.wrong += p[i] != float(i % 1024);
+      if (rank == 1 && r >= 0) res.s.rates.push_back(double(n) * sizeof(float) / t / 1e9);
+    }
+    comm.barrier();
+  });
+  return res;
+}
+
+// ---------------------------------------------------------------- golden losses
+
+// The run a golden file describes (its columns), and its losses by iteration.
+struct GoldenRun {
+  std::string model = "tiny", data = "synthetic";
+  int micro_batch = 4, global_batch = 8, omp_threads = 1;
+  uint64_t seed = 1234;
+  double lr = 1e-3;
+  std::vector<double> losses;  // iteration 1..n
+};
+
+const std::vector<std::string>& golden_columns() {
+  static const std::vector<std::string> c = {"model", "data",  "micro_batch", "global_batch", "seed",
+                                             "lr",    "omp_threads", "iteration", "loss"};
+  return c;
+}
+
+GoldenRun read_golden(const std::string& path) {
+  const CsvTable t = CsvTable::read(path, golden_columns());
+  if (t.size() == 0) usage_error("{}: no rows (golden losses, one row per iteration)", path);
+  GoldenRun g;
+  g.model = t.text(0, "model");
+  g.data = t.text(0, "data");
+  g.micro_batch = int(t.integer(0, "micro_batch"));
+  g.global_batch = int(t.integer(0, "global_batch"));
+  g.seed = uint64_t(t.integer(0, "seed"));
+  g.lr = t.number(0, "lr");
+  g.omp_threads = int(t.integer(0, "omp_threads"));
+  if (g.data != "synthetic") usage_error("{}:{}: column 'data' must be synthetic (got '{}')", path, t.line(0), g.data);
+  if (g.micro_batch < 1 || g.global_batch < g.micro_batch || g.global_batch % g.micro_batch || g.omp_threads < 1)
+    usage_error("{}:{}: micro_batch, global_batch and omp_threads must be positive, global_batch a multiple of "
+                "micro_batch",
+                path, t.line(0));
+  for (size_t i = 0; i < t.size(); ++i) {
+    for (const char* c : {"model", "data", "micro_batch", "global_batch", "seed", "lr", "omp_threads"})
+      if (t.text(i, c) != t.text(0, c))
+        usage_error("{}:{}: column '{}' differs from the first row's ('{}' vs '{}'): one run per file", path,
+                    t.line(i), c, t.text(i, c), t.text(0, c));
+    if (t.integer(i, "iteration") != int64_t(i) + 1)
+      usage_error("{}:{}: column 'iteration' must count 1, 2, 3, ... (got {})", path, t.line(i),
+                  t.text(i, "iteration"));
+    g.losses.push_back(t.number(i, "loss"));
+  }
+  return g;
+}
+
+// Trains `g.model` in this process as `ptdp train --model M --micro-batch b --global-batch B
+// --seed S --lr X --iters N` does (one rank, synthetic data) and returns the losses.
+std::vector<double> train_losses(const GoldenRun& g, int iters) {
+  set_cpu_threads(g.omp_threads);
+  const ModelConfig c = preset_config(g.model);
+  auto be = make_cpu_backend();
+  Gpt model(c, ShardSpec{}, *be, DType::F32);
+  model.init(g.seed);
+  SyntheticSamples data(c.vocab_size, c.seq_length, g.seed);
+  TrainConfig tc;
+  tc.micro_batch = g.micro_batch;
+  tc.global_batch = g.global_batch;
+  tc.optimizer.lr.max_lr = g.lr;
+  Trainer trainer(model, data, tc);
+  std::vector<double> losses;
+  for (int i = 0; i < iters; ++i) losses.push_back(trainer.step().loss);
+  return losses;
+}
+
+void write_golden(const std::string& path, const GoldenRun& g) {
+  std::string out;
+  for (size_t i = 0; i < golden_columns().size(); ++i) out += fmt::format("{}{}", i ? "," : "", golden_columns()[i]);
+  out += "\n";
+  for (size_t i = 0; i < g.losses.size(); ++i)
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.17g}\n", g.model, g.data, g.micro_batch, g.global_batch, g.seed,
+                       g.lr, g.omp_threads, i + 1, g.losses[i]);
+  write_file_atomic(path, out);
+}
+
+// ---------------------------------------------------------------- the report
+
+struct Check {
+  std::string name, metric, unit, op;  // op: ">=" (at least) or "<=" (at most)
+  double value = 0, threshold = 0;
+  bool pass = false;
+  std::string detail, source;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    switch (c) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\t': r += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) r += fmt::format("\\u{:04x}", int(c));
+        else r += c;
+    }
+  }
+  return r;
+}
+
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string r = "\"";
+  for (char c : v) r += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return r + "\"";
+}
+
+struct Provenance {
+  std::string git_sha = ptdp::git_sha(), host = host_name(), device = cpu_name(), timestamp = utc_timestamp();
+};
+
+std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv, int threads,
+                        bool quick, bool passed) {
+  std::string j = "{\n";
+  j += fmt::format("  \"profile\": \"{}\",\n  \"profile_path\": \"{}\",\n  \"profile_device\": \"{}\",\n",
+                   json_escape(p.name), json_escape(p.path), json_escape(p.device));
+  j += fmt::format("  \"git_sha\": \"{}\",\n  \"host\": \"{}\",\n  \"device\": \"{}\",\n  \"timestamp\": \"{}\",\n",
+                   json_escape(pv.git_sha), json_escape(pv.host), json_escape(pv.device), json_escape(pv.timestamp));
+  j += fmt::format("  \"threads\": {},\n  \"ranks\": {},\n  \"quick\": {},\n  \"passed\": {},\n  \"checks\": [\n",
+                   threads, p.ranks, quick ? "true" : "false", passed ? "true" : "false");
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const Check& c = checks[i];
+    j += fmt::format(
+        "    {{\"check\": \"{}\", \"metric\": \"{}\", \"value\": {}, \"unit\": \"{}\", \"op\": \"{}\", "
+        "\"threshold\": {}, \"status\": \"{}\", \"detail\": \"{}\", \"threshold_source\": \"{}\"}}{}\n",
+        json_escape(c.name), json_escape(c.metric), json_number(c.value), json_escape(c.unit), c.op,
+        json_number(c.threshold), c.pass ? "PASS" : "FAIL", json_escape(c.detail), json_escape(c.source),
+        i + 1 < checks.size() ? "," : "");
+  }
+  j += "  ]\n}\n";
+  return j;
+}
+
+std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv) {
+  std::string s =
+      "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp\n";
+  for (const Check& c : checks) {
+    const std::vector<std::string> f = {c.name,      c.metric, fmt::format("{:.6g}", c.value), c.unit, c.op,
+                                        fmt::format("{:.6g}", c.threshold), c.pass ? "PASS" : "FAIL", c.detail,
+                                        c.source,    p.name,   pv.git_sha, pv.host, pv.device, pv.timestamp};
+    for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
+    s += "\n";
+  }
+  return s;
+}
+
+// An output file named by `flag`: not a directory, in a directory that exists and is writable.
+void check_output_file(const std::string& flag, const std::string& path) {
+  const fs::path p(path);
+  if (p.filename().empty() || fs::is_directory(p)) usage_error("{} {}: is a directory, expected a file name", flag, path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir)) usage_error("{} {}: the directory {} does not exist", flag, path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: the directory {} is not writable", flag, path, dir.string());
+}
+
+// --out FILE: the JSON report is FILE, the CSV report FILE with the extension .csv.
+std::pair<std::string, std::string> report_paths(const std::string& out) {
+  const fs::path p(out);
+  if (p.extension() == ".csv")
+    usage_error("--out {}: names the JSON report (the CSV report goes beside it, with the extension .csv); "
+                "use a .json name",
+                out);
+  check_output_file("--out", out);
+  fs::path csv = p;
+  csv.replace_extension(".csv");
+  return {p.string(), csv.string()};
+}
+
+const std::vector<std::string>& all_checks() {
+  static const std::vector<std::string> c = {"gemm", "memory", "allreduce", "p2p", "train"};
+  return c;
+}
+
+struct AcceptFlags {
+  std::string hardware, out, write_golden;
+  bool quick = false;
+  int threads = 0;
+  std::vector<std::string> checks;
+};
+
+int accept(const AcceptFlags& f) {
+  for (const auto& c : f.checks)
+    if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
+      usage_error("--checks: unknown check '{}' (known: gemm, memory, allreduce, p2p, train)", c);
+  if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
+  const AcceptProfile p = load_accept_profile(f.hardware);
+  std::pair<std::string, std::string> out;
+  if (!f.out.empty()) out = report_paths(f.out);
+  if (!f.write_golden.empty()) check_output_file("--write-golden", f.write_golden);
+  auto wanted = [&](const std::string& c) {
+    return f.checks.empty() || std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
+  };
+  std::optional<GoldenRun> golden;
+  if (wanted("train") && f.write_golden.empty()) golden = read_golden(p.golden_path);  // bad file: exit 2 first
+
+  const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
+  const int reps = f.quick ? 3 : 10;
+  const Provenance pv;
+  fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
+             p.name, p.path, pv.device, pv.host, threads, reps, f.quick ? ", --quick" : "");
+  std::fflush(stdout);
+
+  std::vector<Check> checks;
+  auto at_least = [](Check c) {
+    c.op = ">=";
+    c.pass = c.value >= c.threshold;
+    return c;
+  };
+  if (wanted("gemm")) {
+    set_cpu_threads(threads);
+    const Samples s = measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, reps);
+    checks.push_back(at_least({"gemm", "sgemm_gflops", "GFLOP/s", "", s.best(), p.min_gemm_gflops.value, false,
+                               fmt::format("OpenBLAS sgemm {}x{}x{}{}, {} threads, best of {} (median {:.1f})",
+                                           p.gemm_m, p.gemm_n, p.gemm_k,
+                                           p.gemm_what.empty() ? "" : " (" + p.gemm_what + ")", threads, reps,
+                                           s.median()),
+                               p.min_gemm_gflops.source}));
+  }
+  if (wanted("memory")) {
+    set_cpu_threads(threads);
+    const Samples s = measure_triad(p.triad_mib, reps);
+    checks.push_back(at_least({"memory", "stream_triad_gbs", "GB/s", "", s.best(), p.min_triad_gbs.value, false,
+                               fmt::format("STREAM triad, 3 arrays of {} MiB, {} threads, best of {} (median {:.1f})",
+                                           p.triad_mib, threads, reps, s.median()),
+                               p.min_triad_gbs.source}));
+  }
+  if (wanted("allreduce")) {
+    const CommResult r = measure_allreduce(p.ranks, p.allreduce_mib, reps);
+    Check c = at_least({"allreduce", "allreduce_busbw_gbs", "GB/s", "", r.s.best(), p.min_allreduce_busbw_gbs.value,
+                        false,
+                        fmt::format("local comm, {} ranks, {} MiB f32 in place, busbw = algbw x 2(n-1)/n, best of {} "
+                                    "(median {:.2f}), {} wrong elements",
+                                    p.ranks, p.allreduce_mib, reps, r.s.median(), r.wrong),
+                        p.min_allreduce_busbw_gbs.source});
+    c.pass = c.pass && r.wrong == 0;
+    checks.push_back(c);
+  }
+  if (wanted("p2p")) {
+    const CommResult r = measure_p2p(p.ranks, p.p2p_mib, reps);
+    Check c = at_least({"p2p", "p2p_gbs", "GB/s", "", r.s.best(), p.min_p2p_gbs.value, false,
+                        fmt::format("local comm, rank 0 -> rank 1, {} MiB, best of {} (median {:.2f}), {} wrong "
+                                    "elements",
+                                    p.p2p_mib, reps, r.s.median(), r.wrong),
+                        p.min_p2p_gbs.source});
+    c.pass = c.pass && r.wrong == 0;
+    checks.push_back(c);
+  }
+  if (!f.write_golden.empty()) {
+    GoldenRun g;  // the fixed flags of docs/ACCEPTANCE.md
+    g.losses = train_losses(g, 20);
+    write_golden(f.write_golden, g);
+    fmt::print("wrote {} ({} iterations of {}, b={} B={} seed {} lr {} on {} thread(s))\n", f.write_golden,
+               g.losses.size(), g.model, g.micro_batch, g.global_batch, g.seed, g.lr, g.omp_threads);
+    if (wanted("train")) golden = read_golden(p.golden_path);
+  }
+  if (wanted("train")) {
+    const GoldenRun& g = *golden;
+    const std::vector<double> got = train_losses(g, int(g.losses.size()));
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double e = std::isfinite(got[i]) ? std::fabs(got[i] - g.losses[i]) / std::fabs(g.losses[i])
+                                             : std::numeric_limits<double>::infinity();
+      if (!(e <= worst)) {
+        worst = e;
+        at = i;
+      }
+    }
+    Check c{"train", "loss_max_rel_error", "", "<=", worst, p.max_loss_rel_error.value, false,
+            fmt::format("{} {} iterations (b={} B={} seed {} lr {}, {} thread(s)) against {}; worst at iteration {}: "
+                        "loss {:.7f}, golden {:.7f}",
+                        g.model, got.size(), g.micro_batch, g.global_batch, g.seed, g.lr, g.omp_threads, p.golden,
+                        at + 1, got[at], g.losses[at]),
+            p.max_loss_rel_error.source};
+    c.pass = worst <= c.threshold;
+    checks.push_back(c);
+  }
+
+  bool passed = true;
+  std::string failed;
+  fmt::print("{:<10} {:<20} {:>12} {:<8} {:>2} {:>10}  {:<6} {}\n", "check", "metric", "measured", "unit", "",
+             "threshold", "result", "detail");
+  for (const Check& c : checks) {
+    fmt::print("{:<10} {:<20} {:>12.4g} {:<8} {:>2} {:>10.4g}  {:<6} {}\n", c.name, c.metric, c.value, c.unit, c.op,
+               c.threshold, c.pass ? "PASS" : "FAIL", c.detail);
+    if (!c.pass) {
+      passed = false;
+      failed += fmt::format("{}{}", failed.empty() ? "" : ", ", c.name);
+    }
+  }
+  if (!out.first.empty()) {
+    write_file_atomic(out.first, report_json(p, checks, pv, threads, f.quick, passed));
+    write_file_atomic(out.second, report_csv(p, checks, pv));
+    fmt::print("reports: {} and {}\n", out.first, out.second);
+  }
+  if (passed) fmt::print("ACCEPT: PASS ({} of {} checks)\n", checks.size(), checks.size());
+  else fmt::print("ACCEPT: FAIL ({} failed: {})\n", std::count_if(checks.begin(), checks.end(), [](const Check& c) {
+                    return !c.pass;
+                  }), failed);
+  return passed ? 0 : 1;
+}
+
+}  // namespace
+
+// Adds the `accept` subcommand; returns it and the function that runs it once parsed.
+std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
+  auto f = std::make_shared<AcceptFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "accept", "hardware acceptance: GEMM rate, memory bandwidth, all-reduce and p2p bandwidth in a node, and a "
+                "training smoke test against golden losses, each against a threshold of the profile; exit 1 on FAIL");
+  cmd->add_option("--hardware", f->hardware,
+                  "acceptance profile: a name (hardware/NAME-accept.toml, e.g. cpu) or a .toml file")
+      ->required();
+  cmd->add_option("--out", f->out, "write the JSON report to FILE and the CSV report beside it (FILE with .csv)");
+  cmd->add_flag("--quick", f->quick, "3 repetitions per measurement instead of 10 (same sizes, same thresholds)");
+  cmd->add_option("--threads", f->threads, "CPU threads for the GEMM and memory checks (default: every core)");
+  cmd->add_option("--checks", f->checks, "run only these checks: gemm, memory, allreduce, p2p, train")
+      ->delimiter(',');
+  cmd->add_option("--write-golden", f->write_golden,
+                  "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv)");
+  return {cmd, [f] { return accept(*f); }};
+}
+
+}  // namespace ptdp

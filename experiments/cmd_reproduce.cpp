@@ -1,0 +1,584 @@
+// `ptdp reproduce NAME|all --mode simulate|run [--scale paper|small] [--out DIR] [--hardware PROFILE]
+// [--force] [--dry-run]`: runs the sweep of one paper artefact (experiments/specs/NAME.toml), or
+// of all of them, and appends one result row per configuration to DIR/NAME.csv. simulate: the
+// performance model (core/sim) on a hardware profile; run: the real training core (CPU ranks as
+// threads at --scale small; at paper scale a cluster launch, refused here). Configurations already
+// in the CSV are skipped (resume) unless --force; rows are appended atomically one at a time, so
+// an interrupted sweep keeps every completed row.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/common/error.h"
+#include "core/runtime/csv_reader.h"
+#include "core/runtime/provenance.h"
+#include "core/runtime/results_csv.h"
+#include "core/sim/cost_model.h"
+#include "core/sim/hardware.h"
+#include "core/sim/simulator.h"
+#include "experiments/commands.h"
+#include "experiments/result_row.h"
+#include "experiments/sweep.h"
+#ifdef PTDP_HAVE_MPI
+#include "core/comm/mpi/mpi_comm.h"
+#endif
+
+namespace ptdp {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct ReproduceFlags {
+  std::string name;
+  std::string mode = "simulate";
+  std::string scale = "paper";
+  std::string out = "results";
+  std::string hardware = "a100-selene";
+  bool force = false;
+  bool dry_run = false;
+};
+
+// ---- interruption: a row being written is finished first, then the process ends ----------------
+
+volatile sig_atomic_t g_writing = 0;
+volatile sig_atomic_t g_pending = 0;
+char g_interrupt_msg[1024];
+size_t g_interrupt_len = 0;
+
+void on_interrupt(int sig) {
+  if (g_writing) {
+    g_pending = sig;
+    return;
+  }
+  ssize_t ignored = ::write(2, g_interrupt_msg, g_interrupt_len);
+  (void)ignored;
+  ::_exit(128 + sig);
+}
+
+void set_interrupt_message(const std::string& csv) {
+  const std::string m = fmt::format(
+      "\nptdp: interrupted; every completed configuration is in {}: run the same command again to continue\n", csv);
+  g_interrupt_len = std::min(m.size(), sizeof g_interrupt_msg);
+  std::memcpy(g_interrupt_msg, m.data(), g_interrupt_len);
+}
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+void write_row(const std::string& path, const ResultRow& row, bool replace) {
+  g_writing = 1;
+  try {
+    put_sweep_row(path, row, replace);
+  } catch (...) {
+    g_writing = 0;
+    throw;
+  }
+  g_writing = 0;
+  if (g_pending) on_interrupt(g_pending);
+}
+
+// ---- formatting ----------------------------------------------------------------------------------
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  const long t = std::lround(s);
+  if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
+}
+
+std::string layout(const RunConfig& c) {
+  const ParallelConfig& p = c.par;
+  return fmt::format("t={} p={} d={} v={} b={} B={} m={} {} recompute={} s/g={}", p.tp, p.pp, p.dp, p.vpp,
+                     p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
+                     p.scatter_gather ? "on" : "off");
+}
+
+const char* metric_unit(const std::string& metric) {
+  if (metric == "tflops_per_gpu") return "TFLOP/s per GPU";
+  if (metric == "seq_per_s") return "sequences/s";
+  if (metric == "bubble_fraction") return "bubble fraction";
+  return "sequences/s (normalised per series at b = 1)";
+}
+
+// The column a metric is read from (normalized_throughput: seq_per_s, normalised afterwards).
+std::string metric_column(const std::string& metric) {
+  return metric == "normalized_throughput" ? "seq_per_s" : metric;
+}
+
+// ---- the paper's values --------------------------------------------------------------------------
+
+std::vector<std::string> paper_dirs() {
+  std::vector<std::string> d = {"results/paper"};
+  const fs::path here(__FILE__);  // <root>/experiments/cmd_reproduce.cpp -> <root>/results/paper
+  if (here.is_absolute()) d.push_back((here.parent_path().parent_path() / "results" / "paper").string());
+  return d;
+}
+
+// (series, x) -> the paper's value; empty when the paper's data files are not found.
+std::map<std::pair<std::string, std::string>, double> paper_values(const SweepSpec& spec) {
+  std::map<std::pair<std::string, std::string>, double> v;
+  for (const auto& dir : paper_dirs()) {
+    std::error_code ec;
+    if (spec.paper == "table1") {
+      const std::string path = dir + "/table1.csv";
+      if (!fs::exists(path, ec)) continue;
+      const CsvTable t = CsvTable::read(path, {"params_b", "tflops_per_gpu"});
+      for (size_t i = 0; i < t.size(); ++i) v[{spec.series.front().name, t.text(i, "params_b")}] = t.number(i, "tflops_per_gpu");
+    } else {
+      const std::string path = dir + "/figures.csv";
+      if (!fs::exists(path, ec)) continue;
+      const CsvTable t = CsvTable::read(path, {"figure", "series", "x", "value"});
+      for (size_t i = 0; i < t.size(); ++i)
+        if (t.text(i, "figure") == spec.paper) v[{t.text(i, "series"), t.text(i, "x")}] = t.number(i, "value");
+    }
+    break;
+  }
+  return v;
+}
+
+// ---- one sweep -----------------------------------------------------------------------------------
+
+struct Job {
+  SweepSpec spec;
+  std::vector<SweepPoint> points;
+  std::string csv;
+};
+
+struct Context {
+  std::string mode;
+  SweepScale scale = SweepScale::Paper;
+  bool force = false;
+  std::optional<sim::HardwareProfile> hw;  // simulate
+  Communicator* world = nullptr;           // run under mpirun/srun (null: local ranks)
+  bool report = true;                      // world rank 0
+  Clock::time_point start = Clock::now();
+};
+
+// The configuration as the selected mode runs it.
+RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
+  RunConfig c = in;
+  if (ctx.mode == "simulate") {
+    const sim::HardwareProfile& hw = *ctx.hw;
+    c.backend = hw.kind == "cpu" ? "cpu" : "cuda";
+    if (!(hw.peak(c.precision) > 0)) c.precision = hw.default_precision;
+    if (c.backend == "cpu") c.precision = "f32";
+  } else if (ctx.scale == SweepScale::Small) {  // the CPU backend, f32, ranks as threads or MPI processes
+    c.backend = "cpu";
+    c.precision = "f32";
+    c.comm = ctx.world ? "mpi" : "local";
+  } else {  // a cluster: one GPU per rank
+    c.backend = "cuda";
+    c.comm = "nccl";
+  }
+  c.ranks = 0;
+  c.csv.clear();
+  if (kind == SweepKind::Train) validate_run(c);
+  else c.ranks = c.par.tp * c.par.pp * c.par.dp;
+  return c;
+}
+
+// The row a configuration will write, without results: its key identifies it in the CSV.
+ResultRow planned_row(const RunConfig& c, const Context& ctx, SweepKind kind) {
+  if (kind == SweepKind::Bubble) {
+    ResultRow r;
+    r.set("experiment", c.experiment);
+    r.set("mode", std::string("simulate"));
+    r.set("backend", std::string("analytic"));
+    r.set("model", std::string("analytic"));
+    r.set("gpus", c.ranks);
+    r.set("tp", c.par.tp);
+    r.set("pp", c.par.pp);
+    r.set("dp", c.par.dp);
+    r.set("vpp", c.par.vpp);
+    r.set("micro_batch", c.par.micro_batch);
+    r.set("global_batch", c.par.global_batch);
+    r.set("num_microbatches", c.par.num_microbatches());
+    r.set("schedule", c.par.schedule);
+    return r;
+  }
+  RunConfig rc = c;
+  if (ctx.mode == "simulate") {
+    rc.backend = ctx.hw->name;
+    rc.comm = ctx.hw->kind == "gpu" ? "nccl" : c.comm;
+    rc.iters = 1;
+  }
+  return make_result_row(rc, ctx.mode, 1.0);
+}
+
+struct Outcome {
+  std::optional<ResultRow> row;  // nothing: no row (out of memory, skipped)
+  std::string note;              // why there is no row
+};
+
+Outcome simulate_train(const RunConfig& c, const Context& ctx) {
+  const sim::SimResult r = sim::simulate(c, *ctx.hw);
+  if (!r.memory.fits) return {std::nullopt, r.memory.describe(ctx.hw->device)};
+  return {make_simulated_row(c, *ctx.hw, r), ""};
+}
+
+// Fig. 6: (p - 1)/m of the configuration.
+Outcome bubble_row(const RunConfig& c, const Context& ctx) {
+  ResultRow r = planned_row(c, ctx, SweepKind::Bubble);
+  const ParallelConfig& p = c.par;
+  r.set("bubble_fraction", double(p.pp - 1) / p.num_microbatches());
+  r.set("git_sha", git_sha());
+  r.set("host", host_name());
+  r.set("timestamp", utc_timestamp());
+  return {r, ""};
+}
+
+// Eq. (1): (m + p - 1)(t_f + t_b) for a stage with stage_layers of the layers whose forward and
+// backward (with recomputation) per micro-batch take fwd_s and bwd_s.
+double eq1_seconds(const RunConfig& c, double tf, double tb) {
+  return (c.par.num_microbatches() + c.par.pp - 1) * (tf + tb);
+}
+
+Outcome simulate_eq1(const RunConfig& c, const Context& ctx) {
+  RunConfig one = c;  // the cost model on one stage: per-layer times do not depend on p
+  one.par.pp = 1;
+  one.par.vpp = 1;
+  one.par.schedule = "1f1b";
+  one.ranks = 0;
+  validate_run(one);
+  const sim::CostModel cm(one, *ctx.hw);
+  const double stage_layers = double(c.model.layers) / c.par.pp;
+  const double tf = cm.layer.forward.total() * stage_layers;
+  const double tb = (cm.layer.backward.total() + cm.layer.recompute.total()) * stage_layers;
+  RunConfig rc = c;
+  rc.backend = ctx.hw->name;
+  rc.comm = ctx.hw->kind == "gpu" ? "nccl" : c.comm;
+  rc.iters = 1;
+  ResultRow r = make_result_row(rc, "simulate", eq1_seconds(c, tf, tb) * 1e3, ctx.hw->peak(c.precision));
+  const int m = c.par.num_microbatches();
+  r.set("bubble_fraction", double(c.par.pp - 1) / m);
+  r.set("device", ctx.hw->device);
+  r.set("fwd_ms", m * tf * 1e3);
+  r.set("bwd_ms", m * tb * 1e3);
+  return {r, ""};
+}
+
+// Micro-batches of one Eq. (1) measurement: at least 16 sequences, so that small b are timed over
+// several micro-batches.
+int eq1_measured_microbatches(int b) { return std::max(1, 16 / b); }
+
+// The one-rank run that measures t_f(b), t_b(b) for an Eq. (1) point (validated).
+RunConfig eq1_measurement(const RunConfig& c) {
+  RunConfig one = c;
+  one.par.tp = one.par.pp = one.par.dp = one.par.vpp = 1;
+  one.par.schedule = "1f1b";
+  one.par.global_batch = c.par.micro_batch * eq1_measured_microbatches(c.par.micro_batch);
+  one.ranks = 0;
+  one.comm = "local";
+  validate_run(one);
+  return one;
+}
+
+// Fig. 8 at small scale: t_f(b), t_b(b) measured on one CPU rank (the forward and backward time
+// per micro-batch of b sequences, over at least 16 sequences), once per b.
+Outcome run_eq1(const RunConfig& c, std::map<int, ResultRow>& measured) {
+  const int b = c.par.micro_batch;
+  const int mb = eq1_measured_microbatches(b);
+  if (!measured.count(b)) {
+    std::optional<ResultRow> row = run_training(eq1_measurement(c), nullptr, false);
+    PTDP_CHECK(row.has_value(), "one local rank returned no row");
+    measured[b] = *row;
+  }
+  const ResultRow& mr = measured.at(b);
+  const double p = c.par.pp;
+  const double tf = std::stod(mr.get("fwd_ms")) / 1e3 / mb / p, tb = std::stod(mr.get("bwd_ms")) / 1e3 / mb / p;
+  ResultRow r = make_result_row(c, "run", eq1_seconds(c, tf, tb) * 1e3);
+  const int m = c.par.num_microbatches();
+  r.set("bubble_fraction", double(c.par.pp - 1) / m);
+  for (const char* k : {"loss", "device", "peak_mem_gb"}) r.set(k, mr.get(k));
+  r.set("fwd_ms", m * tf * 1e3);
+  r.set("bwd_ms", m * tb * 1e3);
+  return {r, ""};
+}
+
+// Reads back the sweep's rows of this mode (and profile) and prints them against the paper.
+void print_summary(const Job& job, const Context& ctx, const std::vector<std::string>& keys) {
+  const std::string col = metric_column(job.spec.metric);
+  std::error_code ec;
+  if (!fs::exists(job.csv, ec)) return;
+  std::vector<std::string> cols = sweep_key_columns();
+  cols.push_back(col);
+  const CsvTable t = CsvTable::read(job.csv, cols);
+  std::map<std::string, std::optional<double>> value;  // key -> the last row's metric
+  for (size_t i = 0; i < t.size(); ++i) {
+    std::string k;
+    for (const auto& c : sweep_key_columns()) k += t.text(i, c) + '\x1f';
+    value[k] = t.number_or_empty(i, col);
+  }
+  std::vector<std::optional<double>> ours(job.points.size());
+  for (size_t i = 0; i < job.points.size(); ++i)
+    if (value.count(keys[i])) ours[i] = value[keys[i]];
+  if (job.spec.metric == "normalized_throughput") {  // each series over its x = 1 point
+    std::map<std::string, double> base;
+    for (size_t i = 0; i < job.points.size(); ++i)
+      if (job.points[i].x == "1" && ours[i]) base[job.points[i].series] = *ours[i];
+    for (size_t i = 0; i < job.points.size(); ++i)
+      ours[i] = ours[i] && base.count(job.points[i].series) ? std::optional<double>(*ours[i] / base[job.points[i].series])
+                                                           : std::nullopt;
+  }
+  const bool compare = ctx.scale == SweepScale::Paper;
+  const auto paper = compare ? paper_values(job.spec) : decltype(paper_values(job.spec)){};
+  double sum = 0, worst = 0;
+  int n = 0;
+  std::string worst_at;
+  fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric), ctx.mode,
+             ctx.scale == SweepScale::Small ? ", small scale" : "");
+  for (size_t i = 0; i < job.points.size(); ++i) {
+    const SweepPoint& pt = job.points[i];
+    std::string line = fmt::format("  {:<28} {:>9}  ours {:>9}", pt.series, pt.x,
+                                   ours[i] ? fmt::format("{:.4g}", *ours[i]) : std::string("-"));
+    const auto pv = paper.find({pt.series, pt.x});
+    if (pv != paper.end()) {
+      line += fmt::format("  paper {:>7.4g}", pv->second);
+      // Normalised series are 1 at b = 1 by definition: those points are not compared.
+      const bool anchor = job.spec.metric == "normalized_throughput" && pt.x == "1";
+      if (ours[i] && pv->second != 0 && !anchor) {
+        const double err = 100.0 * (*ours[i] - pv->second) / pv->second;
+        line += fmt::format("  {:+6.1f}%", err);
+        sum += std::abs(err);
+        ++n;
+        if (std::abs(err) >= worst) {
+          worst = std::abs(err);
+          worst_at = pt.series + ", " + pt.x;
+        }
+      }
+    }
+    fmt::print("{}\n", line);
+  }
+  if (n > 0)
+    fmt::print("{}: mean absolute error {:.1f}% against the paper, largest {:.1f}% ({}), {} points\n", job.spec.name,
+               sum / n, worst, worst_at, n);
+}
+
+int run_job(const Job& job, Context& ctx) {
+  const SweepSpec& spec = job.spec;
+  const size_t total = job.points.size();
+  if (ctx.mode == "run" && spec.kind == SweepKind::Bubble) {
+    if (ctx.report)
+      fmt::print("{}: analytic (the paper's formula (p-1)/m), nothing to run; `ptdp reproduce {} --mode simulate` "
+                 "writes its rows\n", spec.name, spec.name);
+    return 0;
+  }
+  if (ctx.world && spec.kind != SweepKind::Train) {
+    if (ctx.report) fmt::print("{}: an estimate measured on one rank; run it without mpirun\n", spec.name);
+    return 0;
+  }
+  std::vector<std::string> keys;
+  std::vector<RunConfig> configs;
+  for (const auto& pt : job.points) {
+    configs.push_back(as_run(pt.cfg, ctx, spec.kind));
+    keys.push_back(sweep_row_key(planned_row(configs.back(), ctx, spec.kind)));
+  }
+  const std::set<std::string> done = sweep_keys_in_csv(job.csv);
+  if (ctx.world) ctx.world->barrier();  // every rank has read the file before rank 0 writes
+  set_interrupt_message(job.csv);
+  size_t todo = 0;
+  for (const auto& k : keys) todo += ctx.force || !done.count(k);
+  if (ctx.report)
+    fmt::print("{}: {}\n{}: {} configurations ({} to {}, {} already in {}), mode {}, scale {}{}\n", spec.name, spec.title,
+               spec.name, total, todo, ctx.mode == "simulate" ? "simulate" : "run", total - todo, job.csv, ctx.mode,
+               ctx.scale == SweepScale::Small ? "small" : "paper",
+               ctx.mode == "simulate" ? ", hardware " + ctx.hw->name : "");
+  const Clock::time_point sweep_start = Clock::now();
+  size_t computed = 0, no_row = 0;
+  std::map<int, ResultRow> eq1_measured;
+  for (size_t i = 0; i < total; ++i) {
+    const SweepPoint& pt = job.points[i];
+    const RunConfig& c = configs[i];
+    const std::string head = fmt::format("[{} {}/{}] {}, x {}: {}", spec.name, i + 1, total, pt.series, pt.x, layout(c));
+    if (!ctx.force && done.count(keys[i])) {
+      if (ctx.report) fmt::print("{}: already in {}, skipped\n", head, job.csv);
+      continue;
+    }
+    if (ctx.world && c.ranks != ctx.world->size()) {
+      if (ctx.report) fmt::print("{}: needs {} ranks, the MPI world has {}, skipped\n", head, c.ranks, ctx.world->size());
+      continue;
+    }
+    if (ctx.report) {
+      fmt::print("{}", head);
+      std::fflush(stdout);
+    }
+    const Clock::time_point t0 = Clock::now();
+    Outcome o;
+    if (spec.kind == SweepKind::Bubble) o = bubble_row(c, ctx);
+    else if (spec.kind == SweepKind::Eq1) o = ctx.mode == "simulate" ? simulate_eq1(c, ctx) : run_eq1(c, eq1_measured);
+    else if (ctx.mode == "simulate") o = simulate_train(c, ctx);
+    else o = {run_training(c, ctx.world, false), ""};
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    ++computed;
+    if (o.row && ctx.report) write_row(job.csv, *o.row, ctx.force);
+    if (!o.row) ++no_row;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - sweep_start).count();
+    const double eta = elapsed / computed * double(todo - computed);
+    if (!ctx.report) continue;
+    std::string result;
+    if (o.row) {
+      const std::string col = metric_column(spec.metric);
+      const char* unit = col == "seq_per_s" ? "sequences/s" : col == "bubble_fraction" ? "bubble" : "TFLOP/s per GPU";
+      result = fmt::format("{:.4g} {}", std::stod(o.row->get(col)), unit);
+      if (ctx.mode == "run")
+        result += fmt::format(", {:.4g} ms/iteration, loss {:.4f}", std::stod(o.row->get("iter_time_ms")),
+                              std::stod(o.row->get("loss")));
+    } else {
+      result = "no row: " + o.note;
+    }
+    fmt::print(" -> {} | {} | elapsed {}, ETA {}\n", result, duration(took),
+               duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()), duration(eta));
+    std::fflush(stdout);
+  }
+  if (ctx.report) {
+    fmt::print("{}: {} of {} configurations computed{}, rows in {}\n", spec.name, computed, total,
+               no_row ? fmt::format(" ({} without a row)", no_row) : std::string(), job.csv);
+    print_summary(job, ctx, keys);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
+  if (f.mode != "simulate" && f.mode != "run") usage_error("--mode '{}' must be simulate or run", f.mode);
+  Context ctx;
+  ctx.mode = f.mode;
+  ctx.scale = parse_sweep_scale(f.scale);
+  ctx.force = f.force;
+  if (f.mode == "run" && app.count("--hardware"))
+    usage_error("--hardware {} is for --mode simulate (--mode run measures this machine)", f.hardware);
+
+  std::vector<Job> jobs;
+  for (const auto& name : f.name == "all" ? sweep_names() : std::vector<std::string>{f.name}) {
+    Job j;
+    j.spec = load_sweep_spec(name);
+    j.points = expand_sweep(j.spec, ctx.scale);
+    j.csv = (fs::path(f.out) / (j.spec.name + ".csv")).string();
+    jobs.push_back(std::move(j));
+  }
+
+  if (f.dry_run) {  // the expanded configurations, as CSV
+    fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
+               "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
+               "warmup\n");
+    auto q = [](const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; };
+    for (const auto& j : jobs)
+      for (const auto& pt : j.points) {
+        const RunConfig& c = pt.cfg;
+        const ParallelConfig& p = c.par;
+        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
+                   sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
+                   c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
+                   p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
+                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup);
+      }
+    return 0;
+  }
+
+  if (f.mode == "simulate") ctx.hw = sim::load_profile(f.hardware);
+
+#ifdef PTDP_HAVE_MPI
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> world;
+#endif
+  const bool launched = [] {
+#ifdef PTDP_HAVE_MPI
+    return MpiSession::launched_by_mpi();
+#else
+    return false;
+#endif
+  }();
+  if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched) {
+    int lo = 1 << 30, hi = 0;
+    for (const auto& j : jobs)
+      for (const auto& pt : j.points) {
+        lo = std::min(lo, pt.cfg.ranks);
+        hi = std::max(hi, pt.cfg.ranks);
+      }
+    usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one A100 each), the CUDA "
+                "backend and NCCL; launch it on a cluster under mpirun or srun (scripts/launch/README.md), or use "
+                "--scale small (CPU ranks here) or --mode simulate",
+                f.name, lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi));
+  }
+  // Every configuration must be runnable before anything is written.
+  for (const auto& j : jobs)
+    for (const auto& pt : j.points) {
+      try {
+        const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
+        if (f.mode == "run" && j.spec.kind == SweepKind::Train) require_supported(c);
+        if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) require_supported(eq1_measurement(c));
+      } catch (const UsageError& e) {
+        usage_error("{}: series '{}', x '{}': {}", j.spec.path, pt.series, pt.x, e.what());
+      }
+    }
+  if (f.mode == "run" && launched) {
+#ifdef PTDP_HAVE_MPI
+    mpi = std::make_unique<MpiSession>(nullptr, nullptr);
+    world = mpi->world();
+    if (world->size() > 1) {
+      ctx.world = world.get();
+      ctx.report = world->rank() == 0;
+    }
+#endif
+  }
+
+  std::error_code ec;
+  if (!fs::exists(f.out, ec)) {
+    fs::create_directories(f.out, ec);
+    if (ec) usage_error("--out {}: cannot create the directory: {}", f.out, ec.message());
+  }
+  for (const auto& j : jobs) check_result_csv(j.csv, "--out");
+  for (const auto& j : jobs) sweep_keys_in_csv(j.csv);  // a malformed file is refused before any work
+
+  install_interrupt_handlers();
+  for (const auto& j : jobs) run_job(j, ctx);
+  if (ctx.report && jobs.size() > 1)
+    fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
+               duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));
+  return 0;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) {
+  auto f = std::make_shared<ReproduceFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "reproduce", "run the sweep of a paper figure or table (experiments/specs/NAME.toml), one row per configuration "
+                   "in OUT/NAME.csv; configurations already there are skipped");
+  sub->add_option("name", f->name, "table1, fig6, fig7, fig8, fig11 ... fig18, all, or a spec FILE.toml")->required();
+  sub->add_option("--mode", f->mode, "simulate (performance model) | run (the real training core)")
+      ->capture_default_str();
+  sub->add_option("--scale", f->scale,
+                  "paper (the paper's models and GPU counts) | small (the same layouts with small models on CPU ranks)")
+      ->capture_default_str();
+  sub->add_option("--out", f->out, "directory of the result CSVs (created if missing)")->capture_default_str();
+  sub->add_option("--hardware", f->hardware, "hardware profile for --mode simulate (a name in hardware/ or a .toml)")
+      ->capture_default_str();
+  sub->add_flag("--force", f->force, "recompute configurations already in the CSV (their rows are replaced)");
+  sub->add_flag("--dry-run", f->dry_run, "print the expanded configurations as CSV and exit");
+  return {sub, [sub, f]() { return run_reproduce(*sub, *f); }};
+}
+
+}  // namespace ptdp

@@ -1,0 +1,455 @@
+#include "experiments/sweep.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "core/common/error.h"
+#include "core/model/config.h"
+#include "core/runtime/csv_reader.h"
+
+namespace ptdp {
+
+namespace fs = std::filesystem;
+
+const char* sweep_kind_name(SweepKind k) {
+  switch (k) {
+    case SweepKind::Train: return "train";
+    case SweepKind::Bubble: return "bubble";
+    case SweepKind::Eq1: return "eq1";
+  }
+  return "?";
+}
+
+SweepScale parse_sweep_scale(const std::string& s) {
+  if (s == "paper") return SweepScale::Paper;
+  if (s == "small") return SweepScale::Small;
+  usage_error("--scale '{}' must be paper or small", s);
+}
+
+std::vector<std::string> spec_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("PTDP_SPEC_DIR"); env && *env) dirs.push_back(env);
+  dirs.push_back("experiments/specs");
+  // The source tree this file was compiled from: <root>/experiments/sweep.cpp -> <root>/experiments/specs.
+  const fs::path here(__FILE__);
+  if (here.is_absolute()) dirs.push_back((here.parent_path() / "specs").string());
+  return dirs;
+}
+
+const std::vector<std::string>& sweep_names() {
+  static const std::vector<std::string> names = {"table1", "fig6",  "fig7",  "fig8",  "fig11", "fig12",
+                                                 "fig13",  "fig14", "fig15", "fig16", "fig17", "fig18"};
+  return names;
+}
+
+namespace {
+
+// The keys a settings table may hold (base, small, a series, a point, their small tables).
+const std::vector<std::string>& setting_keys() {
+  static const std::vector<std::string> k = {
+      "model",      "model_name",     "layers",         "hidden",     "heads",     "seq_length",
+      "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
+      "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
+      "precision",  "overlap_grad_reduce", "iters",     "warmup"};
+  return k;
+}
+
+bool is_setting(const std::string& k) {
+  const auto& ks = setting_keys();
+  return std::find(ks.begin(), ks.end(), k) != ks.end();
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+SpecValue value_of(const toml::node& n, const std::string& where, const std::string& key) {
+  if (auto v = n.value_exact<int64_t>()) return static_cast<long long>(*v);
+  if (auto v = n.value_exact<double>()) return *v;
+  if (auto v = n.value_exact<bool>()) return *v;
+  if (auto v = n.value_exact<std::string>()) return *v;
+  usage_error("{}: key '{}' must be an integer, a number, a boolean or a string", where, key);
+}
+
+// Reads the settings of `t`; keys in `extra` are the caller's (name, x, only, small) and skipped.
+SpecSettings read_settings(const toml::table& t, const std::string& where, const std::vector<std::string>& extra) {
+  SpecSettings s;
+  s.where = where;
+  for (const auto& [k, node] : t) {
+    const std::string key(k.str());
+    if (std::find(extra.begin(), extra.end(), key) != extra.end()) continue;
+    if (!is_setting(key))
+      usage_error("{}: unknown key '{}' (settings: {})", where, key, joined(setting_keys()));
+    s.values.emplace_back(key, value_of(node, where, key));
+  }
+  // The preset first: the other keys override its sizes.
+  std::stable_partition(s.values.begin(), s.values.end(), [](const auto& kv) { return kv.first == "model"; });
+  return s;
+}
+
+SpecSettings read_sub_settings(const toml::table& t, const std::string& key, const std::string& where) {
+  const toml::node* n = t.get(key);
+  if (!n) return SpecSettings{{}, where + "." + key};
+  const toml::table* sub = n->as_table();
+  if (!sub) usage_error("{}: '{}' must be a table", where, key);
+  return read_settings(*sub, where + "." + key, {});
+}
+
+std::string text_field(const toml::table& t, const std::string& key, const std::string& where, bool required) {
+  const toml::node* n = t.get(key);
+  if (!n) {
+    if (required) usage_error("{}: missing key '{}'", where, key);
+    return "";
+  }
+  if (auto v = n->value_exact<std::string>()) return *v;
+  if (auto v = n->value_exact<int64_t>()) return std::to_string(*v);  // x = 8 reads as "8"
+  usage_error("{}: key '{}' must be a string", where, key);
+}
+
+// A RunConfig being assembled from settings, with what was given explicitly.
+struct Assembly {
+  RunConfig cfg;
+  int gpus = 0;
+  bool pp_given = false, name_given = false, iters_given = false;
+};
+
+long long as_int(const SpecValue& v, const std::string& where, const std::string& key) {
+  if (const auto* i = std::get_if<long long>(&v)) return *i;
+  usage_error("{}: key '{}' must be an integer", where, key);
+}
+bool as_bool(const SpecValue& v, const std::string& where, const std::string& key) {
+  if (const auto* b = std::get_if<bool>(&v)) return *b;
+  usage_error("{}: key '{}' must be true or false", where, key);
+}
+const std::string& as_text(const SpecValue& v, const std::string& where, const std::string& key) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  usage_error("{}: key '{}' must be a string", where, key);
+}
+
+int as_count(const SpecValue& v, const std::string& where, const std::string& key) {
+  const long long i = as_int(v, where, key);
+  if (i <= 0 || i > (1 << 30)) usage_error("{}: key '{}' = {} must be a positive integer", where, key, i);
+  return static_cast<int>(i);
+}
+
+void apply(Assembly& a, const SpecSettings& s) {
+  RunConfig& c = a.cfg;
+  for (const auto& [key, v] : s.values) {
+    const std::string& w = s.where;
+    if (key == "model") {
+      try {
+        const std::string name = c.model.name;
+        c.model = preset_config(as_text(v, w, key));
+        if (a.name_given) c.model.name = name;
+      } catch (const UsageError& e) {
+        usage_error("{}: {}", w, e.what());
+      }
+    } else if (key == "model_name") {
+      c.model.name = as_text(v, w, key);
+      a.name_given = true;
+    } else if (key == "layers") c.model.layers = as_count(v, w, key);
+    else if (key == "hidden") c.model.hidden = as_count(v, w, key);
+    else if (key == "heads") c.model.heads = as_count(v, w, key);
+    else if (key == "seq_length") c.model.seq_length = as_count(v, w, key);
+    else if (key == "vocab_size") c.model.vocab_size = as_count(v, w, key);
+    else if (key == "gpus") a.gpus = as_count(v, w, key);
+    else if (key == "tp") c.par.tp = as_count(v, w, key);
+    else if (key == "pp") {
+      c.par.pp = as_count(v, w, key);
+      a.pp_given = true;
+    } else if (key == "dp") c.par.dp = as_count(v, w, key);
+    else if (key == "vpp") c.par.vpp = as_count(v, w, key);
+    else if (key == "micro_batch") c.par.micro_batch = as_count(v, w, key);
+    else if (key == "global_batch") c.par.global_batch = as_count(v, w, key);
+    else if (key == "schedule") c.par.schedule = as_text(v, w, key);
+    else if (key == "recompute") {
+      try {
+        c.par.recompute = parse_recompute(as_text(v, w, key));
+      } catch (const UsageError& e) {
+        usage_error("{}: {}", w, e.what());
+      }
+    } else if (key == "scatter_gather") c.par.scatter_gather = as_bool(v, w, key);
+    else if (key == "precision") c.precision = as_text(v, w, key);
+    else if (key == "overlap_grad_reduce") c.overlap_grad_reduce = as_bool(v, w, key);
+    else if (key == "iters") {
+      c.iters = as_count(v, w, key);
+      a.iters_given = true;
+    } else if (key == "warmup") {
+      const long long i = as_int(v, w, key);
+      if (i < 0) usage_error("{}: key 'warmup' = {} must not be negative", w, i);
+      c.warmup = static_cast<int>(i);
+    }
+  }
+}
+
+bool has_key(const SpecSettings& s, const std::string& key) {
+  for (const auto& kv : s.values)
+    if (kv.first == key) return true;
+  return false;
+}
+
+}  // namespace
+
+SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
+  }
+  static const std::vector<std::string> top = {"name",  "title", "kind",   "metric", "paper",
+                                               "small_note", "base", "small", "series", "points"};
+  for (const auto& [k, node] : root)
+    if (std::find(top.begin(), top.end(), std::string(k.str())) == top.end())
+      usage_error("{}: unknown key '{}' (keys: {})", path, k.str(), joined(top));
+  SweepSpec s;
+  s.path = path;
+  s.name = text_field(root, "name", path, true);
+  s.title = text_field(root, "title", path, true);
+  s.metric = text_field(root, "metric", path, true);
+  s.paper = text_field(root, "paper", path, true);
+  s.small_note = text_field(root, "small_note", path, false);
+  const std::string kind = text_field(root, "kind", path, false);
+  if (kind.empty() || kind == "train") s.kind = SweepKind::Train;
+  else if (kind == "bubble") s.kind = SweepKind::Bubble;
+  else if (kind == "eq1") s.kind = SweepKind::Eq1;
+  else usage_error("{}: kind '{}' must be train, bubble or eq1", path, kind);
+  static const std::vector<std::string> metrics = {"tflops_per_gpu", "seq_per_s", "bubble_fraction",
+                                                   "normalized_throughput"};
+  if (std::find(metrics.begin(), metrics.end(), s.metric) == metrics.end())
+    usage_error("{}: metric '{}' must be one of {}", path, s.metric, joined(metrics));
+
+  for (const char* t : {"base", "small"}) {
+    const toml::node* n = root.get(t);
+    if (n && !n->as_table()) usage_error("{}: '{}' must be a table ([{}])", path, t, t);
+  }
+  if (const toml::table* b = root["base"].as_table()) s.base = read_settings(*b, path + ": [base]", {});
+  else s.base.where = path + ": [base]";
+  if (const toml::table* b = root["small"].as_table()) s.small = read_settings(*b, path + ": [small]", {});
+  else s.small.where = path + ": [small]";
+
+  auto tables_of = [&](const char* key) {
+    std::vector<const toml::table*> out;
+    const toml::node* n = root.get(key);
+    if (!n) usage_error("{}: missing [[{}]] (at least one)", path, key);
+    const toml::array* arr = n->as_array();
+    if (!arr || arr->empty()) usage_error("{}: '{}' must be an array of tables ([[{}]])", path, key, key);
+    for (const auto& e : *arr) {
+      if (!e.as_table()) usage_error("{}: '{}' must be an array of tables ([[{}]])", path, key, key);
+      out.push_back(e.as_table());
+    }
+    return out;
+  };
+  const auto pts = tables_of("points");
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const std::string where = fmt::format("{}: [[points]] #{}", path, i + 1);
+    SpecPoint p;
+    p.x = text_field(*pts[i], "x", where, true);
+    p.settings = read_settings(*pts[i], where, {"x", "small"});
+    p.small = read_sub_settings(*pts[i], "small", where);
+    for (const auto& q : s.points)
+      if (q.x == p.x) usage_error("{}: x '{}' appears twice", where, p.x);
+    s.points.push_back(std::move(p));
+  }
+  const auto sers = tables_of("series");
+  for (size_t i = 0; i < sers.size(); ++i) {
+    const std::string where = fmt::format("{}: [[series]] #{}", path, i + 1);
+    SpecSeries se;
+    se.name = text_field(*sers[i], "name", where, true);
+    se.settings = read_settings(*sers[i], where, {"name", "only", "small"});
+    se.small = read_sub_settings(*sers[i], "small", where);
+    if (const toml::node* o = sers[i]->get("only")) {
+      const toml::array* arr = o->as_array();
+      if (!arr) usage_error("{}: 'only' must be an array of x labels", where);
+      for (const auto& e : *arr) {
+        std::string x;
+        if (auto v = e.value_exact<std::string>()) x = *v;
+        else if (auto iv = e.value_exact<int64_t>()) x = std::to_string(*iv);
+        else usage_error("{}: 'only' must be an array of x labels", where);
+        if (std::none_of(s.points.begin(), s.points.end(), [&](const SpecPoint& p) { return p.x == x; }))
+          usage_error("{}: 'only' names x '{}', which no [[points]] has", where, x);
+        se.only.push_back(x);
+      }
+    }
+    for (const auto& q : s.series)
+      if (q.name == se.name) usage_error("{}: series '{}' appears twice", where, se.name);
+    s.series.push_back(std::move(se));
+  }
+  return s;
+}
+
+SweepSpec load_sweep_spec(const std::string& name_or_path) {
+  std::string path;
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
+  if (is_path) {
+    path = name_or_path;
+    if (!fs::is_regular_file(path)) usage_error("spec {}: no such file", path);
+  } else {
+    for (const auto& d : spec_dirs()) {
+      const fs::path p = fs::path(d) / (name_or_path + ".toml");
+      if (fs::is_regular_file(p)) {
+        path = p.string();
+        break;
+      }
+    }
+    if (path.empty())
+      usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", name_or_path,
+                  joined(sweep_names()));
+  }
+  std::ifstream f(path);
+  if (!f) usage_error("spec {}: cannot be read", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  SweepSpec s = parse_sweep_spec(ss.str(), path);
+  if (!is_path && s.name != name_or_path)
+    usage_error("{}: name '{}' must equal the file's name '{}'", path, s.name, name_or_path);
+  return s;
+}
+
+std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
+  std::vector<SweepPoint> out;
+  for (const auto& se : spec.series) {
+    for (const auto& pt : spec.points) {
+      if (!se.only.empty() && std::find(se.only.begin(), se.only.end(), pt.x) == se.only.end()) continue;
+      Assembly a;
+      a.cfg.experiment = spec.name;
+      a.cfg.par.recompute = Recompute::Full;  // the paper's runs; a spec may say otherwise
+      a.cfg.precision = "f16";
+      apply(a, spec.base);
+      apply(a, se.settings);
+      apply(a, pt.settings);
+      if (scale == SweepScale::Small) {
+        const std::string paper_name = a.cfg.model.name;
+        const int paper_gpus = a.gpus;
+        a.name_given = false;
+        a.gpus = 0;
+        apply(a, spec.small);
+        apply(a, se.small);
+        apply(a, pt.small);
+        // The paper's GPU count holds at small scale unless the small tables change the layout.
+        bool relaid = false;
+        for (const auto* t : {&spec.small, &se.small, &pt.small})
+          for (const char* k : {"tp", "pp", "dp"}) relaid = relaid || has_key(*t, k);
+        if (a.gpus == 0 && !relaid) a.gpus = paper_gpus;
+        // A small copy is another model: its rows must not be taken for the paper-scale ones.
+        if (!a.name_given) a.cfg.model.name = paper_name + "-small";
+      }
+      const std::string where = fmt::format("{}: series '{}', x '{}'", spec.path, se.name, pt.x);
+      RunConfig& c = a.cfg;
+      ParallelConfig& p = c.par;
+      if (a.gpus > 0) {
+        if (p.dp == 0) usage_error("{}: 'gpus' needs 'dp'", where);
+        if (!a.pp_given) {
+          if (a.gpus % (p.tp * p.dp) != 0)
+            usage_error("{}: gpus {} must be a multiple of tp {} x dp {}", where, a.gpus, p.tp, p.dp);
+          p.pp = a.gpus / (p.tp * p.dp);
+        } else if (p.tp * p.pp * p.dp != a.gpus) {
+          usage_error("{}: gpus {} must equal tp {} x pp {} x dp {}", where, a.gpus, p.tp, p.pp, p.dp);
+        }
+      }
+      if (p.dp == 0) p.dp = 1;
+      c.backend = c.precision == "f32" ? "cpu" : "cuda";
+      c.ranks = 0;
+      try {
+        if (spec.kind == SweepKind::Bubble) {
+          c.model.name = "analytic";
+          if (p.global_batch <= 0) usage_error("'global_batch' (b') must be given");
+          if (p.global_batch % (p.micro_batch * p.dp) != 0)
+            usage_error("global_batch {} must be a multiple of micro_batch {} x dp {}", p.global_batch,
+                        p.micro_batch, p.dp);
+          c.ranks = p.tp * p.pp * p.dp;
+        } else if (spec.kind == SweepKind::Eq1) {
+          // Eq. (1) needs per-layer times only: p need not divide the layers.
+          RunConfig one = c;
+          one.par.pp = 1;
+          one.par.vpp = 1;
+          one.par.schedule = "1f1b";
+          validate_run(one);
+          c.ranks = p.tp * p.pp * p.dp;
+          if (p.global_batch % (p.micro_batch * p.dp) != 0)
+            usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {}", p.global_batch,
+                        p.micro_batch, p.dp);
+        } else {
+          validate_run(c);
+        }
+      } catch (const UsageError& e) {
+        usage_error("{}: {}", where, e.what());
+      }
+      if (!a.iters_given) {  // run-mode defaults: a few iterations at small scale, more on a cluster
+        c.iters = scale == SweepScale::Small ? 3 : 30;
+        c.warmup = scale == SweepScale::Small ? 1 : 10;
+      }
+      if (c.warmup >= c.iters) usage_error("{}: warmup {} must be less than iters {}", where, c.warmup, c.iters);
+      out.push_back({se.name, pt.x, c});
+    }
+  }
+  if (out.empty()) usage_error("{}: expands to no configuration", spec.path);
+  return out;
+}
+
+const std::vector<std::string>& sweep_key_columns() {
+  static const std::vector<std::string> k = {
+      "experiment", "mode",   "backend",     "precision",    "model",    "layers",    "hidden",
+      "heads",      "seq_length", "vocab_size", "gpus",      "tp",       "pp",        "dp",
+      "vpp",        "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather"};
+  return k;
+}
+
+namespace {
+std::string key_of(const std::vector<std::string>& fields) {
+  std::string k;
+  for (const auto& f : fields) k += f + '\x1f';
+  return k;
+}
+}  // namespace
+
+std::string sweep_row_key(const ResultRow& row) {
+  std::vector<std::string> f;
+  for (const auto& c : sweep_key_columns()) f.push_back(row.get(c));
+  return key_of(f);
+}
+
+std::set<std::string> sweep_keys_in_csv(const std::string& path) {
+  std::set<std::string> keys;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return keys;
+  const CsvTable t = CsvTable::read(path, sweep_key_columns());
+  for (size_t i = 0; i < t.size(); ++i) {
+    std::vector<std::string> f;
+    for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
+    keys.insert(key_of(f));
+  }
+  return keys;
+}
+
+void put_sweep_row(const std::string& path, const ResultRow& row, bool replace) {
+  std::error_code ec;
+  if (!replace || !fs::exists(path, ec)) {
+    append_result_rows(path, {row});
+    return;
+  }
+  check_result_csv(path, "--out");
+  const CsvTable t = CsvTable::read(path, sweep_key_columns());
+  const std::string key = sweep_row_key(row);
+  std::set<int> drop;  // file lines (1-based) of rows with the same key
+  for (size_t i = 0; i < t.size(); ++i) {
+    std::vector<std::string> f;
+    for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
+    if (key_of(f) == key) drop.insert(t.line(i));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string line, content;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (!drop.count(n)) content += line + "\n";
+  content += row.to_csv_line() + "\n";
+  write_file_atomic(path, content);
+}
+
+}  // namespace ptdp

@@ -1,0 +1,376 @@
+// The experiment specs (experiments/specs/*.toml) against the paper's data: every spec expands
+// (`ptdp reproduce NAME --dry-run`) to exactly the configurations of the paper's figure or table —
+// the same points, counted and valued against results/paper/figures.csv and table1.csv — and to
+// the configurations the simulator's figure-shape tests use (sim::figure_point). The small scale
+// keeps every layout. Bad specs are refused with one line naming the file and the rule.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/data/testing/data_test_util.h"
+#include "core/runtime/csv_reader.h"
+#include "core/sim/paper_setups.h"
+#include "experiments/testing/cli_runner.h"
+
+#ifndef PTDP_SOURCE_DIR
+#error "PTDP_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::lines_of;
+using testing::run_ptdp;
+using testing::split_csv_line;
+using testing::TempDir;
+
+std::string source(const std::string& rel) { return std::string(PTDP_SOURCE_DIR) + "/" + rel; }
+
+// One expanded configuration, as `--dry-run` prints it: column -> text.
+using Config = std::map<std::string, std::string>;
+
+std::vector<Config> dry_run(const std::string& name, const std::string& scale = "paper") {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"reproduce", name, "--dry-run", "--scale", scale});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  std::vector<Config> out;
+  if (lines.empty()) return out;
+  const auto header = split_csv_line(lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto f = split_csv_line(lines[i]);
+    EXPECT_EQ(f.size(), header.size()) << lines[i];
+    Config c;
+    for (size_t k = 0; k < header.size() && k < f.size(); ++k) c[header[k]] = f[k];
+    out.push_back(c);
+  }
+  return out;
+}
+
+int num(const Config& c, const std::string& k) { return std::stoi(c.at(k)); }
+
+struct PaperPoint {
+  std::string series, x;
+};
+std::vector<PaperPoint> paper_points(const std::string& figure) {
+  const CsvTable t = CsvTable::read(source("results/paper/figures.csv"), {"figure", "series", "x"});
+  std::vector<PaperPoint> v;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t.text(i, "figure") == figure) v.push_back({t.text(i, "series"), t.text(i, "x")});
+  return v;
+}
+
+// "Batch size = 128" -> 128; "(8, 8)" -> {8, 8}.
+int batch_of(const std::string& series) {
+  int b = 0;
+  EXPECT_EQ(std::sscanf(series.c_str(), "Batch size = %d", &b), 1) << series;
+  return b;
+}
+std::pair<int, int> pair_of(const std::string& x) {
+  int a = 0, b = 0;
+  EXPECT_EQ(std::sscanf(x.c_str(), "(%d, %d)", &a, &b), 2) << x;
+  return {a, b};
+}
+
+// The spec's points are exactly the paper's: same count, same (series, x) pairs, each once.
+std::map<std::pair<std::string, std::string>, Config> same_points_as_paper(const std::string& figure) {
+  const auto cfgs = dry_run(figure);
+  const auto paper = paper_points(figure);
+  EXPECT_FALSE(paper.empty());
+  EXPECT_EQ(cfgs.size(), paper.size()) << figure;
+  std::map<std::pair<std::string, std::string>, Config> by_point;
+  for (const auto& c : cfgs) {
+    EXPECT_EQ(c.at("experiment"), figure);
+    EXPECT_TRUE(by_point.emplace(std::make_pair(c.at("series"), c.at("x")), c).second)
+        << figure << ": " << c.at("series") << " / " << c.at("x") << " twice";
+  }
+  for (const auto& p : paper)
+    EXPECT_TRUE(by_point.count({p.series, p.x})) << figure << ": the paper's point " << p.series << " / " << p.x
+                                                 << " is not in the spec";
+  return by_point;
+}
+
+// Every point: the paper's common settings (section 4 of the paper notes): s = 2048, V = 51200,
+// fp16, full recomputation unless the figure varies it.
+void expect_paper_defaults(const Config& c, bool recompute_varies = false) {
+  EXPECT_EQ(c.at("seq_length"), "2048");
+  EXPECT_EQ(c.at("vocab_size"), "51200");
+  EXPECT_EQ(c.at("precision"), "f16");
+  if (!recompute_varies) {
+    EXPECT_EQ(c.at("recompute"), "full");
+  }
+  EXPECT_EQ(num(c, "gpus"), num(c, "tp") * num(c, "pp") * num(c, "dp"));
+  EXPECT_EQ(num(c, "num_microbatches"), num(c, "global_batch") / (num(c, "micro_batch") * num(c, "dp")));
+}
+
+void expect_model(const Config& c, int layers, int hidden, int heads) {
+  EXPECT_EQ(num(c, "layers"), layers);
+  EXPECT_EQ(num(c, "hidden"), hidden);
+  EXPECT_EQ(num(c, "heads"), heads);
+}
+
+TEST(SweepSpecs, Table1ExpandsToTheTenRowsOfTable1) {
+  const auto cfgs = dry_run("table1");
+  const CsvTable t = CsvTable::read(source("results/paper/table1.csv"),
+                                    {"params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "global_batch",
+                                     "micro_batch", "dp", "num_microbatches", "vpp"});
+  ASSERT_EQ(t.size(), 10u);
+  ASSERT_EQ(cfgs.size(), t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    const Config& c = cfgs[i];
+    SCOPED_TRACE(c.at("x"));
+    EXPECT_EQ(c.at("x"), t.text(i, "params_b"));
+    for (const char* k : {"heads", "hidden", "layers", "tp", "pp", "gpus", "global_batch", "micro_batch", "dp",
+                          "num_microbatches", "vpp"})
+      EXPECT_EQ(c.at(k), t.text(i, k)) << k;
+    EXPECT_EQ(c.at("schedule"), num(c, "vpp") > 1 ? "interleaved" : "1f1b");
+    EXPECT_EQ(c.at("scatter_gather"), "1");
+    expect_paper_defaults(c);
+  }
+}
+
+TEST(SweepSpecs, Fig6IsTheBubbleOfEachSeriesNAndBPrimeOverD) {
+  const auto pts = same_points_as_paper("fig6");
+  for (const auto& [key, c] : pts) {
+    int n = 0, bp = 0;
+    ASSERT_EQ(std::sscanf(key.first.c_str(), "n=%d, b'=%d", &n, &bp), 2) << key.first;
+    EXPECT_EQ(c.at("kind"), "bubble");
+    EXPECT_EQ(num(c, "gpus"), n);
+    EXPECT_EQ(num(c, "global_batch"), bp);
+    EXPECT_EQ(num(c, "micro_batch"), 1);
+    EXPECT_EQ(num(c, "tp"), 1);
+    EXPECT_EQ(num(c, "dp"), std::stoi(key.second));
+    EXPECT_EQ(num(c, "pp"), n / num(c, "dp"));
+  }
+}
+
+TEST(SweepSpecs, Fig7And8AreTheOneBillionModelOverMicroBatchSizes) {
+  for (const char* fig : {"fig7", "fig8"}) {
+    const auto pts = same_points_as_paper(fig);
+    for (const auto& [key, c] : pts) {
+      SCOPED_TRACE(std::string(fig) + " " + key.first + " " + key.second);
+      expect_model(c, 4, 4096, 128);
+      expect_paper_defaults(c);
+      EXPECT_EQ(c.at("micro_batch"), key.second);
+      EXPECT_EQ(num(c, "dp"), 1);
+      if (std::string(fig) == "fig7") {
+        EXPECT_EQ(num(c, "tp"), 1);
+        EXPECT_EQ(num(c, "pp"), 1);
+      } else {  // (p, t) = (8, 8), Eq. (1)
+        EXPECT_EQ(c.at("kind"), "eq1");
+        EXPECT_EQ(num(c, "tp"), 8);
+        EXPECT_EQ(num(c, "pp"), 8);
+        EXPECT_EQ(num(c, "global_batch"), batch_of(key.first));
+      }
+    }
+  }
+}
+
+TEST(SweepSpecs, Figures11To18HaveThePapersSettings) {
+  for (const auto& [key, c] : same_points_as_paper("fig11")) {
+    const int p = std::stoi(key.second);
+    expect_model(c, 3 * p, 20480, 128);
+    EXPECT_EQ(num(c, "pp"), p);
+    EXPECT_EQ(num(c, "tp"), 8);
+    EXPECT_EQ(num(c, "dp"), 1);
+    EXPECT_EQ(num(c, "micro_batch"), 1);
+    EXPECT_EQ(num(c, "global_batch"), batch_of(key.first));
+    EXPECT_EQ(c.at("schedule"), "1f1b");
+    expect_paper_defaults(c);
+  }
+  for (const char* fig : {"fig12", "fig18"}) {
+    for (const auto& [key, c] : same_points_as_paper(fig)) {
+      expect_model(c, 96, 12288, 96);
+      EXPECT_EQ(num(c, "tp"), 8);
+      EXPECT_EQ(num(c, "pp"), 12);
+      EXPECT_EQ(num(c, "dp"), 1);
+      EXPECT_EQ(num(c, "micro_batch"), 1);
+      EXPECT_EQ(c.at("global_batch"), key.second);
+      const bool interleaved = key.first != "Non-interleaved";
+      EXPECT_EQ(c.at("schedule"), interleaved ? "interleaved" : "1f1b");
+      EXPECT_EQ(num(c, "vpp"), interleaved ? 4 : 1);
+      EXPECT_EQ(c.at("scatter_gather"), key.first == "Unoptimized" ? "0" : "1");
+      expect_paper_defaults(c);
+    }
+  }
+  for (const auto& [key, c] : same_points_as_paper("fig13")) {
+    const auto [p, t] = pair_of(key.second);
+    expect_model(c, 32, 20480, 128);
+    EXPECT_EQ(num(c, "pp"), p);
+    EXPECT_EQ(num(c, "tp"), t);
+    EXPECT_EQ(num(c, "gpus"), 64);
+    EXPECT_EQ(num(c, "micro_batch"), 1);
+    EXPECT_EQ(num(c, "global_batch"), batch_of(key.first));
+    expect_paper_defaults(c);
+  }
+  for (const char* fig : {"fig14", "fig15"}) {
+    for (const auto& [key, c] : same_points_as_paper(fig)) {
+      const auto [a, d] = pair_of(key.second);
+      expect_model(c, 32, 3840, 32);
+      EXPECT_EQ(num(c, std::string(fig) == "fig14" ? "pp" : "tp"), a);
+      EXPECT_EQ(num(c, std::string(fig) == "fig14" ? "tp" : "pp"), 1);
+      EXPECT_EQ(num(c, "dp"), d);
+      EXPECT_EQ(num(c, "gpus"), 64);
+      EXPECT_EQ(num(c, "micro_batch"), 1);
+      EXPECT_EQ(num(c, "global_batch"), batch_of(key.first));
+      expect_paper_defaults(c);
+    }
+  }
+  for (const auto& [key, c] : same_points_as_paper("fig16")) {
+    expect_model(c, 32, 15360, 128);
+    EXPECT_EQ(num(c, "tp"), 8);
+    EXPECT_EQ(num(c, "pp"), 8);
+    EXPECT_EQ(num(c, "dp"), 1);
+    EXPECT_EQ(c.at("micro_batch"), key.second);
+    EXPECT_EQ(num(c, "global_batch"), batch_of(key.first));
+    expect_paper_defaults(c);
+  }
+  for (const auto& [key, c] : same_points_as_paper("fig17")) {
+    expect_model(c, 80, 12288, 96);
+    EXPECT_EQ(num(c, "tp"), 8);
+    EXPECT_EQ(num(c, "pp"), 16);
+    EXPECT_EQ(num(c, "dp"), 1);
+    EXPECT_EQ(num(c, "micro_batch"), 1);
+    EXPECT_EQ(c.at("global_batch"), key.second);
+    EXPECT_EQ(c.at("recompute"), key.first == "Act. recomputation" ? "full" : "none");
+    expect_paper_defaults(c, true);
+  }
+}
+
+// The simulator's figure-shape tests (core/sim/figures_test.cpp) use sim::figure_point; the specs
+// are what the drivers run. Both must describe the same configuration of every point.
+TEST(SweepSpecs, AgreeWithTheSimulatorsPaperSetups) {
+  for (const char* fig : {"fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17", "fig18"}) {
+    for (const auto& c : dry_run(fig)) {
+      SCOPED_TRACE(std::string(fig) + " " + c.at("series") + " " + c.at("x"));
+      const RunConfig s = sim::figure_point(fig, c.at("series"), c.at("x")).cfg;
+      EXPECT_EQ(num(c, "layers"), s.model.layers);
+      EXPECT_EQ(num(c, "hidden"), s.model.hidden);
+      EXPECT_EQ(num(c, "heads"), s.model.heads);
+      EXPECT_EQ(num(c, "seq_length"), s.model.seq_length);
+      EXPECT_EQ(std::stoll(c.at("vocab_size")), s.model.vocab_size);
+      EXPECT_EQ(num(c, "tp"), s.par.tp);
+      EXPECT_EQ(num(c, "pp"), s.par.pp);
+      EXPECT_EQ(num(c, "dp"), s.par.dp);
+      EXPECT_EQ(num(c, "vpp"), s.par.vpp);
+      EXPECT_EQ(num(c, "micro_batch"), s.par.micro_batch);
+      EXPECT_EQ(num(c, "global_batch"), s.par.global_batch);
+      EXPECT_EQ(c.at("schedule"), s.par.schedule);
+      EXPECT_EQ(c.at("recompute"), recompute_name(s.par.recompute));
+      EXPECT_EQ(c.at("scatter_gather"), s.par.scatter_gather ? "1" : "0");
+      EXPECT_EQ(c.at("precision"), s.precision);
+    }
+  }
+}
+
+// --scale small: the same points and the same layouts (t, p, d, v, b, B, schedule, recompute,
+// scatter/gather) with small models (V = 256) wherever the paper's GPU count fits here; Table 1
+// (32 ... 3072 GPUs) is relaid, and says so in its spec.
+TEST(SweepSpecs, SmallScaleKeepsThePapersLayoutsWithSmallModels) {
+  for (const char* fig : {"fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17", "fig18", "fig7", "fig8"}) {
+    const auto paper = dry_run(fig), small = dry_run(fig, "small");
+    ASSERT_EQ(paper.size(), small.size()) << fig;
+    for (size_t i = 0; i < paper.size(); ++i) {
+      const Config &p = paper[i], &s = small[i];
+      SCOPED_TRACE(std::string(fig) + " " + p.at("series") + " " + p.at("x"));
+      EXPECT_EQ(p.at("series"), s.at("series"));
+      EXPECT_EQ(p.at("x"), s.at("x"));
+      std::vector<std::string> same = {"pp", "dp", "vpp", "micro_batch", "global_batch", "num_microbatches",
+                                       "schedule", "recompute", "scatter_gather"};
+      if (std::string(fig) != "fig8") same.push_back("tp");  // fig8 is measured on one rank (t = 1)
+      for (const auto& k : same) EXPECT_EQ(p.at(k), s.at(k)) << k;
+      EXPECT_EQ(s.at("vocab_size"), "256");
+      EXPECT_LE(num(s, "hidden"), 128);
+      EXPECT_LE(num(s, "seq_length"), 64);
+      EXPECT_LE(num(s, "gpus"), 128);
+      EXPECT_EQ(s.at("model"), p.at("model") + "-small");
+    }
+  }
+  const auto t1 = dry_run("table1", "small");
+  ASSERT_EQ(t1.size(), 10u);
+  std::set<std::string> layouts;
+  for (const auto& c : t1) {
+    EXPECT_LE(num(c, "gpus"), 64);
+    EXPECT_EQ(c.at("vocab_size"), "256");
+    layouts.insert(c.at("tp") + "/" + c.at("pp") + "/" + c.at("vpp") + "/" + c.at("micro_batch"));
+  }
+  EXPECT_GE(layouts.size(), 9u) << "the small Table 1 rows must not collapse onto each other";
+}
+
+TEST(SweepSpecs, AllExpandsEveryArtefactInThePapersOrder) {
+  const auto cfgs = dry_run("all");
+  std::vector<std::string> order;
+  for (const auto& c : cfgs)
+    if (order.empty() || order.back() != c.at("experiment")) order.push_back(c.at("experiment"));
+  EXPECT_EQ(order, (std::vector<std::string>{"table1", "fig6", "fig7", "fig8", "fig11", "fig12", "fig13", "fig14",
+                                             "fig15", "fig16", "fig17", "fig18"}));
+  EXPECT_EQ(cfgs.size(), 10u + 26 + 5 + 10 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10);
+}
+
+// ---- bad specs -----------------------------------------------------------------------------------
+
+std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kGoodSpec = R"(name = "mine"
+title = "a test sweep"
+metric = "tflops_per_gpu"
+paper = "none"
+[base]
+model = "tiny"
+precision = "f32"
+[[series]]
+name = "B = 8"
+global_batch = 8
+[[points]]
+x = "1"
+tp = 1
+[[points]]
+x = "2"
+tp = 2
+)";
+
+TEST(SweepSpecs, ACustomSpecFileExpands) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"reproduce", write(dir, "mine.toml", kGoodSpec), "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 3u) << r.out;
+}
+
+TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
+  TempDir dir;
+  struct Case {
+    std::string text;
+    std::vector<std::string> needles;
+  };
+  const std::string good = kGoodSpec;
+  const std::vector<Case> cases = {
+      {good + "bogus = 1\n", {"bad.toml", "unknown key 'bogus'"}},
+      {"name = \"x\"\n[base\n", {"bad.toml:2"}},
+      {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "tp = 3"), {"bad.toml", "x '2'", "--tp 3 must divide --heads 4"}},
+      {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "tpp = 2"), {"bad.toml", "unknown key 'tpp'"}},
+      {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "tp = \"2\""), {"bad.toml", "'tp' must be an integer"}},
+      {std::string(kGoodSpec).replace(good.find("metric = \"tflops_per_gpu\""), 25, "metric = \"speed\""),
+       {"bad.toml", "metric 'speed'"}},
+      {good + "[[series]]\nname = \"B = 8\"\n", {"bad.toml", "series 'B = 8' appears twice"}},
+      {good + "[[series]]\nname = \"only\"\nonly = [\"7\"]\n", {"bad.toml", "'only' names x '7'"}},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write(dir, "bad.toml", c.text);
+    const CliResult r = run_ptdp(dir, {"reproduce", path, "--dry-run"});
+    EXPECT_TRUE(IsUsageError(r, c.needles)) << c.text;
+  }
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""The paper's figures and Table 1 from our result CSVs, with the paper's points overlaid.
+
+    plots/figures.py [NAME ...] [--results DIR] [--paper DIR] [--out DIR] [--hardware PROFILE]
+
+Reads DIR/NAME.csv (written by `ptdp reproduce NAME`, the result CSV contract of docs/RESULTS.md)
+and the paper's values (results/paper/figures.csv, table1.csv); writes OUT/NAME.png for every
+artefact (table1, fig6, fig7, fig8, fig11 ... fig18 by default) in the paper's axes and units:
+our simulated line (mode=simulate, the --hardware profile, paper scale) with the paper's points
+as markers, and, where the CSV has them, the rows measured at small scale (mode=run) in a second
+panel. Then OUT/summary.png: the error against the paper of every point, and the same errors as a
+table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
+"plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+
+ARTEFACTS = ["table1", "fig6", "fig7", "fig8", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16",
+             "fig17", "fig18"]
+
+# Columns of the result CSV this script uses (a subset of the contract's).
+RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
+                  "global_batch", "schedule", "recompute", "scatter_gather", "iter_time_ms", "tflops_per_gpu",
+                  "seq_per_s", "bubble_fraction", "loss"]
+INT_COLUMNS = ["gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "scatter_gather"]
+FLOAT_COLUMNS = ["iter_time_ms", "tflops_per_gpu", "seq_per_s", "bubble_fraction", "loss"]
+
+TABLE1_MODELS = {"gpt-1.7b": "1.7", "gpt-3.6b": "3.6", "gpt-7.5b": "7.5", "gpt-18b": "18.4", "gpt-39b": "39.1",
+                 "gpt-76b": "76.1", "gpt-145b": "145.6", "gpt-310b": "310.1", "gpt-530b": "529.6",
+                 "gpt-1t": "1008.0"}
+
+
+class InputError(Exception):
+    """A malformed or missing input file: the message names the file (and line) and the problem."""
+
+
+def read_csv(path, required, ints=(), floats=()):
+    """Rows of a CSV as dicts, strictly: the header must hold `required`, every row as many fields as
+    the header, `ints` integers and `floats` numbers (empty allowed)."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f, strict=True))
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a readable CSV file ({e})")
+    if not lines or not any(x.strip() for x in lines[0]):
+        raise InputError(f"{path}:1: the file is empty (no header line)")
+    header = [h.strip() for h in lines[0]]
+    for c in required:
+        if c not in header:
+            raise InputError(f"{path}:1: no column '{c}' in the header")
+    rows = []
+    for n, fields in enumerate(lines[1:], start=2):
+        if not fields or all(not x.strip() for x in fields):
+            continue
+        if len(fields) != len(header):
+            raise InputError(f"{path}:{n}: {len(fields)} fields, the header has {len(header)}")
+        row = dict(zip(header, (x.strip() for x in fields)))
+        for c in ints:
+            if row[c] == "":
+                row[c] = None
+                continue
+            try:
+                row[c] = int(row[c])
+            except ValueError:
+                raise InputError(f"{path}:{n}: column '{c}': '{row[c]}' is not an integer")
+        for c in floats:
+            if row[c] == "":
+                row[c] = None
+                continue
+            try:
+                v = float(row[c])
+            except ValueError:
+                raise InputError(f"{path}:{n}: column '{c}': '{row[c]}' is not a number")
+            if not math.isfinite(v):
+                raise InputError(f"{path}:{n}: column '{c}': '{row[c]}' is not a finite number")
+            row[c] = v
+        row["_line"] = n
+        rows.append(row)
+    return rows
+
+
+# ---- what each artefact is: the paper's axes, and how a row maps to (series, x) ----------------------
+
+
+def batch_series(r):
+    return f"Batch size = {r['global_batch']}"
+
+
+def table1_x(r):
+    name = r["model"][:-len("-small")] if r["model"].endswith("-small") else r["model"]
+    return TABLE1_MODELS.get(name)
+
+
+FIGURES = {
+    "table1": dict(title="Table 1: weak scaling, GPT 1.7B to 1T on 32 to 3072 GPUs",
+                   xlabel="Model size (billions of parameters)", ylabel="Achieved teraFLOP/s per GPU",
+                   metric="tflops_per_gpu", series=lambda r: "Table 1", x=table1_x,
+                   xorder=list(TABLE1_MODELS.values())),
+    "fig6": dict(title="Figure 6: pipeline bubble (n-d)/b' vs data-parallel size",
+                 xlabel="Data-parallel size (d)", ylabel="Pipeline bubble size", metric="bubble_fraction",
+                 series=lambda r: f"n={r['gpus']}, b'={r['global_batch']}", x=lambda r: str(r["dp"]),
+                 xorder=["1", "2", "4", "8", "16", "32", "64"], log2x=True),
+    "fig7": dict(title="Figure 7: throughput vs microbatch size, 1B model on one GPU",
+                 xlabel="Microbatch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                 series=lambda r: "(single series)", x=lambda r: str(r["micro_batch"]),
+                 xorder=["1", "2", "4", "8", "16"]),
+    "fig8": dict(title="Figure 8: throughput estimated by Eq. (1), (p, t) = (8, 8)",
+                 xlabel="Microbatch size", ylabel="Normalized throughput", metric="normalized_throughput",
+                 series=batch_series, x=lambda r: str(r["micro_batch"]), xorder=["1", "2", "4", "8", "16"]),
+    "fig11": dict(title="Figure 11: weak scaling of the pipeline (t = 8, l = 3p)",
+                  xlabel="Pipeline-parallel size (GPUs = 8p)", ylabel="Achieved teraFLOP/s per GPU",
+                  metric="tflops_per_gpu", series=batch_series, x=lambda r: str(r["pp"]),
+                  xorder=["1", "2", "4", "8"]),
+    "fig12": dict(title="Figure 12: interleaved vs non-interleaved, GPT-3 175B on 96 GPUs",
+                  xlabel="Batch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                  series=lambda r: "Interleaved" if r["schedule"] == "interleaved" else "Non-interleaved",
+                  x=lambda r: str(r["global_batch"]), xorder=["12", "24", "36", "48", "60"]),
+    "fig13": dict(title="Figure 13: tensor vs pipeline parallelism, 162B model on 64 GPUs",
+                  xlabel="(Pipeline-parallel size, Tensor-parallel size)", ylabel="Achieved teraFLOP/s per GPU",
+                  metric="tflops_per_gpu", series=batch_series, x=lambda r: f"({r['pp']}, {r['tp']})",
+                  xorder=["(2, 32)", "(4, 16)", "(8, 8)", "(16, 4)", "(32, 2)"]),
+    "fig14": dict(title="Figure 14: pipeline vs data parallelism, 5.9B model on 64 GPUs",
+                  xlabel="(Pipeline-parallel size, Data-parallel size)", ylabel="Achieved teraFLOP/s per GPU",
+                  metric="tflops_per_gpu", series=batch_series, x=lambda r: f"({r['pp']}, {r['dp']})",
+                  xorder=["(2, 32)", "(4, 16)", "(8, 8)", "(16, 4)", "(32, 2)"]),
+    "fig15": dict(title="Figure 15: tensor vs data parallelism, 5.9B model on 64 GPUs",
+                  xlabel="(Tensor-parallel size, Data-parallel size)", ylabel="Achieved teraFLOP/s per GPU",
+                  metric="tflops_per_gpu", series=batch_series, x=lambda r: f"({r['tp']}, {r['dp']})",
+                  xorder=["(2, 32)", "(4, 16)", "(8, 8)", "(16, 4)", "(32, 2)"]),
+    "fig16": dict(title="Figure 16: microbatch size, 91B model, (t, p) = (8, 8)",
+                  xlabel="Microbatch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                  series=batch_series, x=lambda r: str(r["micro_batch"]), xorder=["1", "2", "4", "8"]),
+    "fig17": dict(title="Figure 17: activation recomputation, 145B model on 128 GPUs",
+                  xlabel="Batch size", ylabel="Throughput (sequences/second)", metric="seq_per_s",
+                  series=lambda r: "W/o act. recomputation" if r["recompute"] == "none" else "Act. recomputation",
+                  x=lambda r: str(r["global_batch"]),
+                  xorder=["1", "2", "4", "8", "16", "32", "64", "128", "256"], log2x=True),
+    "fig18": dict(title="Figure 18: scatter/gather optimisation, GPT-3 175B on 96 GPUs",
+                  xlabel="Batch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                  series=lambda r: "Scatter/gather optimization" if r["scatter_gather"] == 1 else "Unoptimized",
+                  x=lambda r: str(r["global_batch"]), xorder=["12", "24", "36", "48", "60"]),
+}
+
+
+def read_paper(paper_dir):
+    """(artefact, series, x) -> the paper's value."""
+    out = {}
+    figs = read_csv(os.path.join(paper_dir, "figures.csv"), ["figure", "series", "x", "value"], floats=["value"])
+    for r in figs:
+        if r["value"] is None:
+            raise InputError(f"{os.path.join(paper_dir, 'figures.csv')}:{r['_line']}: column 'value' is empty")
+        out[(r["figure"], r["series"], r["x"])] = r["value"]
+    t1 = read_csv(os.path.join(paper_dir, "table1.csv"), ["params_b", "tflops_per_gpu"], floats=["tflops_per_gpu"])
+    for r in t1:
+        out[("table1", "Table 1", r["params_b"])] = r["tflops_per_gpu"]
+    return out
+
+
+def points(rows, fig, want):
+    """{series: {x: value}} of the rows `want` selects (the last row of a configuration wins)."""
+    spec = FIGURES[fig]
+    metric = "seq_per_s" if spec["metric"] == "normalized_throughput" else spec["metric"]
+    out = {}
+    for r in rows:
+        if not want(r) or r[metric] is None:
+            continue
+        x = spec["x"](r)
+        if x is None:
+            continue
+        out.setdefault(spec["series"](r), {})[x] = r[metric]
+    if spec["metric"] == "normalized_throughput":
+        for s, pts in out.items():
+            base = pts.get("1")
+            out[s] = {x: v / base for x, v in pts.items()} if base else {}
+    return out
+
+
+def is_small(r):
+    return r["model"].endswith("-small")
+
+
+def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scale=1.0):
+    xorder = spec["xorder"]
+    pos = {x: i for i, x in enumerate(xorder)}
+    names = list(dict.fromkeys(list(paper.keys()) + list(ours.keys())))
+    for i, s in enumerate(names):
+        c = colours[i % len(colours)]
+        if s in ours:
+            xs = sorted((pos[x] for x in ours[s] if x in pos))
+            ys = [ours[s][xorder[k]] * scale for k in xs]
+            ax.plot(xs, ys, "-", color=c, marker=".", markersize=5, linewidth=1.6, label=f"{s} ({our_label})")
+        if paper_label and s in paper:
+            xs = sorted((pos[x] for x in paper[s] if x in pos))
+            ys = [paper[s][xorder[k]] for k in xs]
+            ax.plot(xs, ys, linestyle="none", marker="o", markersize=7, markerfacecolor="none", markeredgewidth=1.5,
+                    color=c, label=f"{s} (paper)")
+    ax.set_xticks(range(len(xorder)))
+    ax.set_xticklabels(xorder, rotation=30 if len(xorder[0]) > 3 else 0)
+    ax.grid(True, alpha=0.3)
+
+
+def draw(fig_name, rows, paper, out_dir, hardware):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = FIGURES[fig_name]
+    backend = "analytic" if fig_name == "fig6" else hardware
+    sim = points(rows, fig_name, lambda r: r["mode"] == "simulate" and r["backend"] == backend and not is_small(r))
+    run = points(rows, fig_name, lambda r: r["mode"] == "run")
+    paper_pts = {}
+    for (f, s, x), v in paper.items():
+        if f == fig_name:
+            paper_pts.setdefault(s, {})[x] = v
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    panels = 2 if run else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), squeeze=False)
+    ax = axes[0][0]
+    label = "ours, analytic" if fig_name == "fig6" else f"ours, simulated {hardware}"
+    plot_panel(ax, spec, sim, paper_pts, colours, label)
+    ax.set_xlabel(spec["xlabel"])
+    ax.set_ylabel(spec["ylabel"])
+    ax.set_title("the paper's formula vs published" if fig_name == "fig6" else "paper scale: simulated vs published",
+                 fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="best")
+    if run:
+        ax2 = axes[0][1]
+        metric = spec["metric"]
+        top = max((v for s in run.values() for v in s.values()), default=0)
+        scale, unit = 1.0, spec["ylabel"]
+        if metric == "tflops_per_gpu":
+            scale, unit = (1e6, "Achieved megaFLOP/s per CPU rank") if top < 1e-3 else (1e3, "Achieved gigaFLOP/s per CPU rank")
+        elif metric == "seq_per_s":
+            unit = "Throughput (sequences/second), CPU"
+        plot_panel(ax2, spec, run, {}, colours, "measured, CPU ranks", paper_label=False, scale=scale)
+        ax2.set_xlabel(spec["xlabel"] + " [small models]")
+        ax2.set_ylabel(unit)
+        ax2.set_title("small scale: measured on CPU ranks (threads)", fontsize=10)
+        ax2.set_ylim(bottom=0)
+        ax2.legend(fontsize=7, loc="best")
+    fig.suptitle(spec["title"], fontsize=11)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{fig_name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    errors = []
+    for s, pts in sim.items():
+        for x, v in pts.items():
+            p = paper.get((fig_name, s, x))
+            if p is None or p == 0 or (spec["metric"] == "normalized_throughput" and x == "1"):
+                continue
+            errors.append((s, x, v, p, 100.0 * (v - p) / p))
+    missing = [(s, x) for s, pts in paper_pts.items() for x in pts if x not in sim.get(s, {})]
+    return path, errors, missing
+
+
+def draw_summary(all_errors, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ARTEFACTS if all_errors.get(n)]
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    for i, n in enumerate(names):
+        errs = [e[4] for e in all_errors[n]]
+        k = len(errs)
+        xs = [i + (j - (k - 1) / 2) * (0.6 / max(k, 1)) for j in range(k)]
+        ax.scatter(xs, errs, s=14, color="tab:blue", zorder=3, label="one point (ours vs paper)" if i == 0 else None)
+        mape = sum(abs(e) for e in errs) / k
+        ax.plot([i - 0.35, i + 0.35], [mape, mape], color="tab:red", linewidth=2,
+                label="mean absolute error" if i == 0 else None)
+        ax.annotate(f"{mape:.1f}%", (i, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8, color="tab:red")
+    ax.axhline(0, color="black", linewidth=0.8)
+    for y in (-10, 10):
+        ax.axhline(y, color="grey", linewidth=0.6, linestyle="--")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_xlabel("Artefact of the paper")
+    ax.set_ylabel("Error against the paper (%)")
+    total = [abs(e[4]) for n in names for e in all_errors[n]]
+    ax.set_title(f"Ours (simulated on a100-selene; fig6 analytic) vs published, every point: mean absolute error "
+                 f"{sum(total) / max(len(total), 1):.1f}% over {len(total)} points", fontsize=10, pad=16)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path = os.path.join(out_dir, "summary.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("names", nargs="*", help=f"artefacts (default: all: {' '.join(ARTEFACTS)})")
+    ap.add_argument("--results", default=os.path.join(here, "results"), help="directory of NAME.csv")
+    ap.add_argument("--paper", default=os.path.join(here, "results", "paper"), help="the paper's CSVs")
+    ap.add_argument("--out", default=os.path.join(here, "plots"), help="where the PNGs go")
+    ap.add_argument("--hardware", default="a100-selene", help="profile of the simulated rows to plot")
+    a = ap.parse_args(argv)
+    names = a.names or ARTEFACTS
+    for n in names:
+        if n not in FIGURES:
+            print(f"plots: error: '{n}' is not an artefact ({', '.join(ARTEFACTS)})", file=sys.stderr)
+            return 2
+    try:  # every input is read and checked before anything is drawn
+        paper = read_paper(a.paper)
+        data = {n: read_csv(os.path.join(a.results, f"{n}.csv"), RESULT_COLUMNS, INT_COLUMNS, FLOAT_COLUMNS)
+                for n in names}
+    except InputError as e:
+        print(f"plots: error: {e}", file=sys.stderr)
+        return 2
+    if not os.path.isdir(a.out):
+        print(f"plots: error: {a.out}: no such directory", file=sys.stderr)
+        return 2
+    all_errors = {}
+    print("| artefact | points | mean abs. error | largest error (point) |")
+    print("|---|---|---|---|")
+    for n in names:
+        path, errors, missing = draw(n, data[n], paper, a.out, a.hardware)
+        all_errors[n] = errors
+        if errors:
+            worst = max(errors, key=lambda e: abs(e[4]))
+            mape = sum(abs(e[4]) for e in errors) / len(errors)
+            print(f"| {n} | {len(errors)} | {mape:.1f}% | {worst[4]:+.1f}% ({worst[0]}, {worst[1]}) |")
+        else:
+            print(f"| {n} | 0 | - | - |")
+        if missing:
+            print(f"  {n}: no simulated value for {len(missing)} paper point(s): "
+                  + "; ".join(f"{s}, {x}" for s, x in missing), file=sys.stderr)
+        print(f"  wrote {path}", file=sys.stderr)
+    if len(names) > 1:
+        print(f"  wrote {draw_summary(all_errors, a.out)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
