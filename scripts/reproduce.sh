@@ -8,7 +8,7 @@
 #   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv
 #   5. the plots: plots/NAME.png for every artefact and plots/summary.png (errors against the paper)
 # About 8 to 11 minutes after set-up on a 2-core machine (docs/REPRODUCE.md has the timings).
-# Knobs: RUN_SMALL (sweeps to run for real; "all" for every one, ~1 h), RESUME=1 (keep the rows
+# Knobs: RUN_SMALL (sweeps to run for real; "all" for every one, ~25 min), RESUME=1 (keep the rows
 # already in the CSVs instead of recomputing them), ITERS (GPL-3 training iterations, default 200;
 # 0 skips that step), OUT (its CSV, default results/train_small.csv).
 set -euo pipefail
