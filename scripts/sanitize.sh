@@ -29,8 +29,11 @@ if (($#)); then
   exit
 fi
 status=0
-# 1. Every test but the MPI ones, leak detection on.
-ctest --test-dir build-asan --output-on-failure --timeout 1800 -E '^(Mpi|CliMpi)\.' || status=1
+# 1. Every test but the MPI ones, leak detection on. Left out: CliAccept.CpuProfilePassesOnThisMachine,
+#    which compares measured memory and all-reduce bandwidth with this machine's thresholds
+#    (hardware/cpu-accept.toml); instrumented loops are 2-3x slower by design.
+ctest --test-dir build-asan --output-on-failure --timeout 1800 \
+  -E '^(Mpi|CliMpi)\.|^CliAccept\.CpuProfilePassesOnThisMachine$' || status=1
 # 2. The MPI tests (mpirun starting sanitized ptdp_mpi_tests / ptdp processes) with leak detection
 #    off: OpenMPI does not free what MPI_Init allocates (libmpi, libopen-pal, libhwloc, its
 #    dlopen'ed plugins), and the plugins are unloaded by MPI_Finalize, so those stacks end in

@@ -19,6 +19,12 @@ void validate_run(RunConfig& c) {
   positive(p.pp, "--pp");
   positive(p.vpp, "--vpp");
   positive(p.micro_batch, "--micro-batch");
+  // Bounds that keep every product below in range (no layout needs more).
+  for (auto [v, flag] : {std::pair{p.tp, "--tp"}, {p.pp, "--pp"}, {p.dp, "--dp"}, {p.vpp, "--vpp"}})
+    if (v > 4096) usage_error("{} {} must be at most 4096", flag, v);
+  if (p.micro_batch > (1 << 20)) usage_error("--micro-batch {} must be at most {}", p.micro_batch, 1 << 20);
+  if (int64_t(p.tp) * p.pp * std::max(p.dp, 1) > (1 << 20))
+    usage_error("--tp {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.pp, std::max(p.dp, 1), 1 << 20);
   if (p.dp < 0) usage_error("--dp {} must be positive", p.dp);
   if (c.ranks < 0) usage_error("--ranks {} must be positive", c.ranks);
   if (p.global_batch < 0) usage_error("--global-batch {} must be positive", p.global_batch);

@@ -78,7 +78,8 @@ class LocalComm final : public Communicator {
       sync("all_reduce");
       for (int q = 0; q < size(); ++q) {
         ChunkRange c = chunk_range(n, size(), q);
-        std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch, c.size() * es);
+        if (c.size() > 0)  // an empty chunk's buffer may be null
+          std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch, c.size() * es);
       }
       sync("all_reduce");
     });
@@ -94,7 +95,7 @@ class LocalComm final : public Communicator {
       sync("all_gather");
       for (int q = 0; q < size(); ++q) {
         ChunkRange c = chunk_range(out.numel(), size(), q);
-        std::memcpy(static_cast<char*>(out.raw()) + c.begin * es, g_->slot(q).in, c.size() * es);
+        if (c.size() > 0) std::memcpy(static_cast<char*>(out.raw()) + c.begin * es, g_->slot(q).in, c.size() * es);
       }
       sync("all_gather");
     }).wait();
@@ -116,7 +117,7 @@ class LocalComm final : public Communicator {
     enqueue("broadcast", [this, x, root]() mutable {
       g_->slot(rank_).in = x.raw();
       sync("broadcast");
-      if (rank_ != root) std::memcpy(x.raw(), g_->slot(root).in, x.nbytes());
+      if (rank_ != root && x.nbytes() > 0) std::memcpy(x.raw(), g_->slot(root).in, x.nbytes());
       sync("broadcast");
     }).wait();
   }
@@ -146,7 +147,7 @@ class LocalComm final : public Communicator {
       if (d.size() != x.nbytes())
         throw CommError(fmt::format("local comm: rank {} expected {} bytes from rank {} (tag {}), got {}",
                                     g_->world_rank(rank_), x.nbytes(), g_->world_rank(peer), tag, d.size()));
-      std::memcpy(x.raw(), d.data(), d.size());
+      if (!d.empty()) std::memcpy(x.raw(), d.data(), d.size());
     });
   }
 

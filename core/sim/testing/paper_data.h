@@ -1,7 +1,6 @@
 // Test helpers for the simulator: the paper's Table 1 and figure data (results/paper/*.csv, read
 // with fast-cpp-csv-parser) and the a100-selene profile.
 #pragma once
-#define CSV_IO_NO_THREAD
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-truncation"
 #include <libfccp/csv.h>
