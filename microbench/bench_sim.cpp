@@ -31,9 +31,10 @@ void BM_Simulate1TOn3072Gpus(benchmark::State& state) {
 }
 BENCHMARK(BM_Simulate1TOn3072Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void plan_1t(benchmark::State& state, bool exhaustive) {
+// A plan for `model` on 3072 GPUs with B = 3072.
+void plan_on_3072(benchmark::State& state, const char* model, bool exhaustive) {
   PlanRequest req;
-  req.model = preset_config("gpt-1t");
+  req.model = preset_config(model);
   req.gpus = 3072;
   req.global_batch = 3072;
   req.exhaustive = exhaustive;
@@ -47,28 +48,14 @@ void plan_1t(benchmark::State& state, bool exhaustive) {
   state.counters["simulated"] = double(res.simulated);
 }
 
-void BM_Plan1TOn3072Gpus(benchmark::State& state) { plan_1t(state, false); }
+void BM_Plan1TOn3072Gpus(benchmark::State& state) { plan_on_3072(state, "gpt-1t", false); }
 BENCHMARK(BM_Plan1TOn3072Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_Plan1TOn3072GpusExhaustive(benchmark::State& state) { plan_1t(state, true); }
+void BM_Plan1TOn3072GpusExhaustive(benchmark::State& state) { plan_on_3072(state, "gpt-1t", true); }
 BENCHMARK(BM_Plan1TOn3072GpusExhaustive)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A model with many layouts that fit: GPT-3 175B on 3072 GPUs, every fitting layout simulated.
-void BM_Plan175BOn3072GpusExhaustive(benchmark::State& state) {
-  PlanRequest req;
-  req.model = preset_config("gpt3-175b");
-  req.gpus = 3072;
-  req.global_batch = 3072;
-  req.exhaustive = true;
-  PlanResult res;
-  for (auto _ : state) {
-    res = plan(req, selene());
-    benchmark::ClobberMemory();
-  }
-  state.counters["layouts"] = double(res.layouts);
-  state.counters["fit"] = double(res.fit);
-  state.counters["simulated"] = double(res.simulated);
-}
+void BM_Plan175BOn3072GpusExhaustive(benchmark::State& state) { plan_on_3072(state, "gpt3-175b", true); }
 BENCHMARK(BM_Plan175BOn3072GpusExhaustive)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
