@@ -2,6 +2,12 @@
 // reference (f32 training, f64 for gradient checks); a CUDA backend implements the same calls.
 // Shapes: activations are [rows, features] row-major, rows = micro_batch * seq_length.
 // Parameter gradients always accumulate (+=); other outputs are overwritten unless noted.
+//
+// Dtypes. Activations, weights and their gradients flowing between layers share one compute
+// dtype dt: f32, bf16 or f16 (mixed precision), or f64 (gradient checks, CPU only). Parameter
+// gradients (dw, db, dg, dwte, dwpe) and statistics (layernorm mean/rstd; cross-entropy max,
+// sum_exp, target logit, loss) are in acc_dtype(dt): f64 for f64, f32 otherwise. Attention
+// probs are in dt. Arithmetic accumulates in f32 (f64 for f64) whatever the storage.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,6 +21,9 @@ struct AdamWParams {
   int64_t step = 1;  // 1-based, for bias correction
 };
 
+// The dtype of parameter gradients and statistics for compute dtype dt (see above).
+inline DType acc_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -23,7 +32,11 @@ class Backend {
 
   virtual Tensor empty(Shape shape, DType dtype) = 0;
   virtual void fill(Tensor& x, double value) = 0;
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;  // same numel; converts float dtypes
+  // Same numel; converts between float dtypes; either side may be host memory (the CUDA
+  // backend copies host <-> device, synchronously).
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  // Waits until the work queued on this backend is done (the CPU backend: a no-op).
+  virtual void synchronize() {}
 
   // y[n,o] = x[n,i] w[o,i]^T + b[o] (b may be null)
   virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) = 0;
@@ -76,11 +89,12 @@ class Backend {
                              const Tensor& sum_exp, const Tensor& targets, int64_t vocab_start,
                              int64_t v_valid, double scale) = 0;
 
-  virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y = a + b
-  virtual void add_(Tensor& y, const Tensor& x) = 0;                   // y += x
+  virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y = a + b, one dtype
+  virtual void add_(Tensor& y, const Tensor& x) = 0;                   // y += x, one dtype
   virtual void scale_(Tensor& y, double alpha) = 0;                    // y *= alpha
-  virtual double sum(const Tensor& x) = 0;                             // in f64
-  virtual double sum_squares(const Tensor& x) = 0;                     // in f64
+  // Sums in f64 of any float dtype; inf or NaN when an element is (the non-finite check).
+  virtual double sum(const Tensor& x) = 0;
+  virtual double sum_squares(const Tensor& x) = 0;
 
   // One AdamW step (decoupled weight decay) on f32 master weights.
   virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

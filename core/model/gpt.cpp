@@ -19,7 +19,7 @@ Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtyp
     PTDP_CHECK(tp && tp->size() == shard_.tp_size && tp->rank() == shard_.tp_rank,
                "a tensor-parallel shard needs its group (t={}, rank {})", shard_.tp_size, shard_.tp_rank);
   params_ = be_.empty({layout_.total()}, dtype_);
-  grads_ = be_.empty({layout_.total()}, dtype_);
+  grads_ = be_.empty({layout_.total()}, acc_dtype(dtype_));  // f32 accumulation under mixed precision
   be_.fill(params_, 0);
   be_.fill(grads_, 0);
 }
@@ -35,10 +35,10 @@ Tensor Gpt::grad(const std::string& name) const {
 }
 
 void Gpt::init(uint64_t seed) {
-  if (be_.device() == Device::CPU) {
+  if (be_.device() == Device::CPU && params_.dtype() == acc_dtype(dtype_)) {
     init_params(layout_, params_, seed);
-  } else {
-    Tensor host = Tensor::empty({layout_.total()}, dtype_);
+  } else {  // drawn in f32 on the host, then rounded to bf16/f16 and/or copied to the device
+    Tensor host = Tensor::empty({layout_.total()}, acc_dtype(dtype_));
     init_params(layout_, host, seed);
     be_.copy(params_, host);
   }
@@ -102,16 +102,17 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   c->targets = *targets;
   c->xl = x;
   c->lnf = be_.empty({n, d.h}, dtype_);
-  c->mean = be_.empty({n}, dtype_);
-  c->rstd = be_.empty({n}, dtype_);
+  const DType stat = acc_dtype(dtype_);  // statistics and the loss in f32 under mixed precision
+  c->mean = be_.empty({n}, stat);
+  c->rstd = be_.empty({n}, stat);
   be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, param("lnf.weight"), param("lnf.bias"), d.eps);
   const int64_t v_shard = vp_ / shard_.tp_size;
   c->logits = be_.empty({n, v_shard}, dtype_);
   be_.linear_forward(c->logits, c->lnf, param("wte"), nullptr);
   const int64_t v_valid = valid_vocab();  // padded columns never enter the softmax
-  c->max = be_.empty({n}, dtype_);
-  c->sum_exp = be_.empty({n}, dtype_);
-  Tensor tgt = be_.empty({n}, dtype_), loss = be_.empty({n}, dtype_);
+  c->max = be_.empty({n}, stat);
+  c->sum_exp = be_.empty({n}, stat);
+  Tensor tgt = be_.empty({n}, stat), loss = be_.empty({n}, stat);
   be_.xent_row_max(c->max, c->logits, v_valid);
   if (tp_) tp_->all_reduce(c->max, ReduceOp::Max);
   be_.xent_sum_exp(c->sum_exp, c->logits, c->max, v_valid);

@@ -17,7 +17,8 @@ namespace ptdp {
 
 class Gpt {
  public:
-  // dtype: f32 for training on the CPU, f64 for gradient checks. tp: the tensor-parallel group
+  // dtype: the compute dtype of weights and activations: f32, bf16 or f16 (mixed precision:
+  // gradients are f32, see backend.h), f64 for gradient checks. tp: the tensor-parallel group
   // (required when shard.tp_size > 1, its size and rank matching the shard).
   Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtype = DType::F32,
       Communicator* tp = nullptr);
@@ -26,6 +27,7 @@ class Gpt {
   const ShardSpec& shard() const { return shard_; }
   const ParamLayout& layout() const { return layout_; }
   Backend& backend() const { return be_; }
+  DType dtype() const { return dtype_; }
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }
   Tensor param(const std::string& name) const;  // a view into params()

@@ -49,8 +49,8 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   const DType dt = x.dtype();
   c.x = x;
   c.ln1 = be.empty({n, d.h}, dt);
-  c.mean1 = be.empty({n}, dt);
-  c.rstd1 = be.empty({n}, dt);
+  c.mean1 = be.empty({n}, acc_dtype(dt));
+  c.rstd1 = be.empty({n}, acc_dtype(dt));
   be.layernorm_forward(c.ln1, c.mean1, c.rstd1, x, w.ln1_w, w.ln1_b, d.eps);
   c.qkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
   be.linear_forward(c.qkv, c.ln1, w.qkv_w, &w.qkv_b);
@@ -62,8 +62,8 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   tp_all_reduce(d, c.x2);  // g: sum the row-parallel partial outputs
   be.add_(c.x2, x);        // residual
   c.ln2 = be.empty({n, d.h}, dt);
-  c.mean2 = be.empty({n}, dt);
-  c.rstd2 = be.empty({n}, dt);
+  c.mean2 = be.empty({n}, acc_dtype(dt));
+  c.rstd2 = be.empty({n}, acc_dtype(dt));
   be.layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, w.ln2_w, w.ln2_b, d.eps);
   c.fc = be.empty({n, d.ffn}, dt);
   be.linear_forward(c.fc, c.ln2, w.fc_w, &w.fc_b);

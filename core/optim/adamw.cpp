@@ -10,10 +10,13 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
   const int64_t n = params.numel();
   if (params.dtype() == DType::F32) {
     master_ = params;  // the model's own f32 weights are the master weights
-    master_grads_ = grads;
-  } else {
+  } else {  // bf16/f16 weights: f32 master copies, rounded back after each update
     master_ = be.empty({n}, DType::F32);
     be.copy(master_, params);
+  }
+  if (grads.dtype() == DType::F32) {
+    master_grads_ = grads;  // mixed precision accumulates gradients in f32 already
+  } else {
     master_grads_ = be.empty({n}, DType::F32);
   }
   m_ = be.empty({n}, DType::F32);
@@ -79,8 +82,12 @@ StepInfo AdamW::step_with_norm(double global_norm) {
     p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
     be_.adamw(pm, g, m, v, p);
   }
-  if (master_.raw() != params_.raw()) be_.copy(params_, master_);
+  refresh_params();
   return info;
+}
+
+void AdamW::refresh_params() {
+  if (master_.raw() != params_.raw()) be_.copy(params_, master_);
 }
 
 }  // namespace ptdp

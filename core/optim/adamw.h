@@ -42,7 +42,8 @@ class AdamW {
   const OptimizerConfig& config() const { return cfg_; }
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }
-  Tensor& master() { return master_; }
+  Tensor& master() { return master_; }  // f32 master weights (the model's own when f32)
+  void refresh_params();                 // rounds the master weights into the model's
 
  private:
   struct Segment { int64_t begin, end; bool decay; };

@@ -14,7 +14,7 @@ namespace ptdp {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: loss scaler trackers; weights are the f32 master copy
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 
@@ -30,6 +30,7 @@ struct Header {
   int64_t iteration;
   double loss_scale;
   int32_t chunks;
+  int32_t scale_growth, scale_hysteresis;
 };
 
 uint64_t fnv(const std::string& bytes) {
@@ -82,14 +83,16 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.iteration = state.iteration;
   h.loss_scale = state.loss_scale;
   h.chunks = static_cast<int32_t>(chunks.size());
+  h.scale_growth = state.scale_growth;
+  h.scale_hysteresis = state.scale_hysteresis;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {
-    const int64_t n = chunks[j]->params().numel();
+    const int64_t n = opts[j]->master().numel();
     const int64_t step = opts[j]->steps_taken();
     put(out, n);
     put(out, step);
-    put(out, chunks[j]->params().raw(), chunks[j]->params().nbytes());
+    put(out, opts[j]->master().raw(), opts[j]->master().nbytes());
     put(out, opts[j]->exp_avg().raw(), opts[j]->exp_avg().nbytes());
     put(out, opts[j]->exp_avg_sq().raw(), opts[j]->exp_avg_sq().nbytes());
   }
@@ -156,13 +159,14 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
     take(&step, sizeof step);
     if (n != chunks[j]->params().numel())
       usage_error("--load {}: {} chunk {} has {} parameters, the model {}", dir, path, j, n, chunks[j]->params().numel());
-    take(chunks[j]->params().raw(), chunks[j]->params().nbytes());
+    take(opts[j]->master().raw(), opts[j]->master().nbytes());
     take(opts[j]->exp_avg().raw(), opts[j]->exp_avg().nbytes());
     take(opts[j]->exp_avg_sq().raw(), opts[j]->exp_avg_sq().nbytes());
     opts[j]->set_steps_taken(step);
+    opts[j]->refresh_params();
   }
   if (pos != bytes.size() - sizeof sum) usage_error("--load {}: {} has trailing bytes", dir, path);
-  return {h.iteration, h.loss_scale};
+  return {h.iteration, h.loss_scale, h.scale_growth, h.scale_hysteresis};
 }
 
 }  // namespace ptdp

@@ -2,8 +2,9 @@
 // one shard per (tensor, pipeline) rank (data-parallel rank 0 writes it), and
 // DIR/latest_checkpointed_iteration.txt, written last. Every file is written atomically
 // (temporary file, fsync, rename), so a run killed while saving leaves the previous
-// checkpoint loadable. A shard holds the model chunks' weights, the AdamW state and step, the
-// loss scale, and the iteration (which fixes the data position and, with the seed, the RNG).
+// checkpoint loadable. A shard holds the model chunks' f32 master weights (bf16/f16 weights are
+// rounded from them on load), the AdamW state and step, the loss scaler's state, and the
+// iteration (which fixes the data position and, with the seed, the RNG).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +28,7 @@ struct CheckpointLayout {
 struct CheckpointState {
   int64_t iteration = 0;
   double loss_scale = 1.0;
+  int32_t scale_growth = 0, scale_hysteresis = 0;  // the loss scaler's trackers
 };
 
 std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank, int pp);

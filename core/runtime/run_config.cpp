@@ -1,5 +1,6 @@
 #include "core/runtime/run_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/common/error.h"
@@ -67,8 +68,17 @@ void validate_run(RunConfig& c) {
     usage_error("--comm '{}' must be local, mpi or nccl", c.comm);
   if (c.precision != "f32" && c.precision != "bf16" && c.precision != "f16")
     usage_error("--precision '{}' must be f32, bf16 or f16", c.precision);
-  if (c.backend == "cpu" && c.precision != "f32")
-    usage_error("--precision {} needs --backend cuda (the CPU backend trains in f32)", c.precision);
+  if (!(c.loss_scale >= 0 && c.loss_scale < 1e38))
+    usage_error("--loss-scale {} must be 0 (dynamic) or a positive finite scale", c.loss_scale);
+  if (c.loss_scale > 0 && c.precision != "f16")
+    usage_error("--loss-scale {} applies to --precision f16 only (not {})", c.loss_scale, c.precision);
+  if (!(c.initial_loss_scale > 0 && c.initial_loss_scale < 1e38))
+    usage_error("--initial-loss-scale {} must be positive and finite", c.initial_loss_scale);
+  if (!(c.min_loss_scale > 0 && c.min_loss_scale <= c.initial_loss_scale))
+    usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
+                c.initial_loss_scale);
+  if (c.loss_scale_window < 1) usage_error("--loss-scale-window {} must be at least 1", c.loss_scale_window);
+  if (c.hysteresis < 1) usage_error("--hysteresis {} must be at least 1", c.hysteresis);
   if (c.comm == "nccl" && c.backend != "cuda") usage_error("--comm nccl needs --backend cuda");
   positive(c.iters, "--iters");
   if (c.warmup < 0) usage_error("--warmup {} must not be negative", c.warmup);
@@ -91,8 +101,13 @@ void validate_run(RunConfig& c) {
   if (!(o.beta2 >= 0 && o.beta2 < 1)) usage_error("--adam-beta2 {} must be in [0, 1)", o.beta2);
   if (!(o.eps > 0)) usage_error("--adam-eps {} must be positive", o.eps);
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
-  if (!(c.comm_timeout_s > 0) || !std::isfinite(c.comm_timeout_s))
+  // Bounded so that the timeout in milliseconds and a steady-clock deadline cannot overflow.
+  if (!std::isfinite(c.comm_timeout_s))
+    usage_error("--comm-timeout {} must be a finite number of seconds", c.comm_timeout_s);
+  if (!(c.comm_timeout_s > 0))
     usage_error("--comm-timeout {} must be a positive number of seconds", c.comm_timeout_s);
+  if (c.comm_timeout_s > kMaxCommTimeoutS)
+    usage_error("--comm-timeout {} must be at most {} seconds", c.comm_timeout_s, kMaxCommTimeoutS);
   if (c.save_interval < 0) usage_error("--save-interval {} must not be negative", c.save_interval);
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
   if (c.grad_bucket_elems <= 0) usage_error("--grad-bucket-size {} must be positive", c.grad_bucket_elems);
@@ -102,5 +117,18 @@ void require_supported(const RunConfig& c) {
   if (c.backend != "cpu") usage_error("--backend {}: only the CPU backend is implemented yet", c.backend);
   if (c.comm != "local" && c.comm != "mpi") usage_error("--comm {}: only local and mpi are implemented yet", c.comm);
 }
+
+LossScaleConfig loss_scale_config(const RunConfig& c) {
+  LossScaleConfig l;
+  if (c.precision != "f16") return l;
+  l.dynamic = c.loss_scale == 0;
+  l.initial = l.dynamic ? c.initial_loss_scale : c.loss_scale;
+  l.min_scale = std::min(c.min_loss_scale, l.initial);
+  l.window = c.loss_scale_window;
+  l.hysteresis = c.hysteresis;
+  return l;
+}
+
+DType precision_dtype(const std::string& precision) { return parse_dtype(precision, "--precision"); }
 
 }  // namespace ptdp

@@ -7,6 +7,7 @@
 #include "core/model/config.h"
 #include "core/model/layer.h"
 #include "core/optim/adamw.h"
+#include "core/optim/loss_scaler.h"
 
 namespace ptdp {
 
@@ -43,7 +44,25 @@ struct RunConfig {
   std::string save_dir, load_dir;            // checkpoints (--save, --load)
   int save_interval = 0;                     // 0: save at the end only
   bool skip_nonfinite = false;               // skip steps with non-finite loss/gradients
+  std::string loss_log;                      // --loss-log: iteration,loss,... CSV (world rank 0)
+  std::string save_init_dir;                 // --save-init: the initial weights, as iteration 0
+  // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
+  // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
+  // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.
+  double loss_scale = 0;
+  double initial_loss_scale = 4294967296.0;  // 2^32
+  double min_loss_scale = 1.0;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
 };
+
+// The loss scaling of a run (constant 1 unless --precision f16).
+LossScaleConfig loss_scale_config(const RunConfig& c);
+// The compute dtype of --precision.
+DType precision_dtype(const std::string& precision);
+
+// The longest --comm-timeout, in seconds (11.6 days).
+inline constexpr double kMaxCommTimeoutS = 1e6;
 
 // Checks every rule of the flags (throws UsageError naming the flag and the rule) and fills
 // defaults: dp (from ranks), global_batch, ranks.

@@ -13,7 +13,7 @@ namespace ptdp::testing {
 std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
-         (scatter_gather ? "_sg" : "_nosg");
+         (scatter_gather ? "_sg" : "_nosg") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype)));
 }
 
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
@@ -22,7 +22,8 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   ParallelGroups g = ParallelGroups::create(world, topo);
   if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads or processes already
   auto be = make_cpu_backend();
-  StageModel stage = build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed);
+  StageModel stage =
+      build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed, layout.dtype);
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
   TrainConfig cfg = tc;
   cfg.overlap_grad_reduce = layout.overlap;
@@ -37,10 +38,10 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   // Assemble the logical weights on every rank: each element is contributed once, by the
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
   // replicated tensors), from the first stage for the tied embedding.
-  std::map<std::string, std::pair<const ParamEntry*, Gpt*>> mine;
-  for (const auto& model : stage.chunks)
-    for (const auto& e : model->layout().entries())
-      if (!e.shared_copy) mine[e.name] = {&e, model.get()};
+  std::map<std::string, std::pair<const ParamEntry*, const float*>> mine;  // entry, master weights
+  for (size_t j = 0; j < stage.chunks.size(); ++j)
+    for (const auto& e : stage.chunks[j]->layout().entries())
+      if (!e.shared_copy) mine[e.name] = {&e, trainer.optimizer(int(j)).master().data<float>()};
   ParamLayout full_layout(c, ShardSpec{});
   for (const auto& fe : full_layout.entries()) {
     const int64_t n = fe.name == "wte" ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);
@@ -49,7 +50,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
     if (it != mine.end() && g.me.dp == 0) {
       const ParamEntry& e = *it->second.first;
       if (g.me.tp == 0 || e.split_dim >= 0) {
-        const float* p = it->second.second->params().data<float>() + e.offset;
+        const float* p = it->second.second + e.offset;
         for (int64_t i = 0; i < shape_numel(e.shape); ++i) full.data<double>()[ParamLayout::logical_index(e, i)] = p[i];
       }
     }

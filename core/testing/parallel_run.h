@@ -23,6 +23,7 @@ struct Layout {
   bool scatter_gather = true;
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
+  DType dtype = DType::F32;  // bf16/f16: mixed precision (the weights compared are the f32 masters)
   std::string name() const;
 };
 

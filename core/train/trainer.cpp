@@ -45,7 +45,7 @@ void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tok
 
 Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const TrainConfig& cfg,
                  const TrainerGroups& groups)
-    : chunks_(std::move(chunks)), data_(data), cfg_(cfg), groups_(groups) {
+    : chunks_(std::move(chunks)), data_(data), cfg_(cfg), groups_(groups), scaler_(cfg.loss_scale) {
   PTDP_CHECK(!chunks_.empty(), "a trainer needs a model");
   PTDP_CHECK(cfg.micro_batch > 0 && cfg.global_batch % (cfg.micro_batch * dp_size()) == 0,
              "the global batch must be a multiple of micro-batch x data-parallel size");
@@ -65,7 +65,9 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   const int b = cfg_.micro_batch, s = chunk(0).config().seq_length, h = chunk(0).config().hidden;
   const int p = stages(), v = static_cast<int>(chunks_.size()), m = num_microbatches();
   const int64_t n = int64_t(b) * s;
-  const double loss_scale = 1.0 / (double(cfg_.global_batch) * s);
+  // d(objective)/d(per-token loss), times the loss scale (undone before the update)
+  const double loss_scale = scaler_.scale() / (double(cfg_.global_batch) * s);
+  const DType act_dtype = chunk(0).dtype();
   const int64_t first_sample =  // this data-parallel rank's contiguous share of the global batch
       (iteration_ - 1) * cfg_.global_batch + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
@@ -79,7 +81,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
     switch (a.op) {
       case Op::RecvForward: {
         Peer from = backward_peer(p, stage(), a.chunk);
-        inputs[key] = link_->recv(act_shape, DType::F32, from.stage, tag_of(a.microbatch, a.chunk, v, false));
+        inputs[key] = link_->recv(act_shape, act_dtype, from.stage, tag_of(a.microbatch, a.chunk, v, false));
         break;
       }
       case Op::Forward: {
@@ -108,7 +110,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
       }
       case Op::RecvBackward: {
         Peer from = forward_peer(p, stage(), a.chunk);
-        grads_in[key] = link_->recv(act_shape, DType::F32, from.stage, tag_of(a.microbatch, a.chunk, v, true));
+        grads_in[key] = link_->recv(act_shape, act_dtype, from.stage, tag_of(a.microbatch, a.chunk, v, true));
         break;
       }
       case Op::Backward: {
@@ -158,6 +160,9 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   }
   st.dp_ms = ms_since(t0);
   auto t1 = Clock::now();
+  st.loss_scale = scaler_.scale();
+  if (scaler_.scale() != 1.0)
+    for (Gpt* c : chunks_) c->backend().scale_(c->grads(), 1.0 / scaler_.scale());
   Tensor sq = Tensor::zeros({1}, DType::F64);
   for (auto& o : opt_) sq.data<double>()[0] += o->local_grad_sq();
   // Non-finite values: every rank learns the first rank that saw them.
@@ -167,7 +172,14 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   Tensor flag = Tensor::empty({1}, DType::I32);
   flag.data<int32_t>()[0] = bad ? wsize - wrank : 0;
   if (world && wsize > 1) world->all_reduce(flag, ReduceOp::Max);
-  if (flag.data<int32_t>()[0] > 0) {
+  const bool nonfinite = flag.data<int32_t>()[0] > 0;
+  if (scaler_.update(nonfinite)) {  // f16 overflow: skip the step; the scale was lowered
+    st.skipped = true;
+    st.grad_norm = NAN;
+    st.opt_ms = ms_since(t1);
+    return;
+  }
+  if (nonfinite) {
     const int first = wsize - flag.data<int32_t>()[0];
     if (!cfg_.skip_nonfinite)
       throw RuntimeError(fmt::format("iteration {}: non-finite loss or gradients on rank {}; stopping (--skip-nonfinite "

@@ -13,6 +13,7 @@
 #include "core/data/samples.h"
 #include "core/model/gpt.h"
 #include "core/optim/adamw.h"
+#include "core/optim/loss_scaler.h"
 #include "core/parallel/grad_sync.h"
 #include "core/parallel/schedule.h"
 #include "core/parallel/stage_link.h"
@@ -31,6 +32,9 @@ struct TrainConfig {
   // A non-finite loss or gradient stops training (RuntimeError naming the iteration and the
   // first rank that saw it) unless this is set: then the update is skipped.
   bool skip_nonfinite = false;
+  // f16: dynamic loss scaling (an overflow skips the step and lowers the scale, whatever
+  // skip_nonfinite says); f32 and bf16: a constant scale of 1.
+  LossScaleConfig loss_scale;
 };
 
 // This rank's groups (null: alone in that dimension).
@@ -55,7 +59,8 @@ struct IterStats {
   double grad_norm = 0, lr = 0;
   int64_t p2p_bytes = 0;              // sent to other stages
   int64_t peak_activation_bytes = 0;  // most activation bytes stashed at once
-  bool skipped = false;               // non-finite values: no update (with skip_nonfinite)
+  bool skipped = false;               // non-finite values: no update (skip_nonfinite or f16)
+  double loss_scale = 1;              // the loss scale this iteration ran with
   // Measured bubble: time of the schedule not spent computing, over the compute time (the
   // paper's t_pb / t_id).
   double bubble_fraction() const {
@@ -81,6 +86,7 @@ class Trainer {
   AdamW& optimizer(int chunk = 0) { return *opt_[chunk]; }
   std::vector<AdamW*> optimizers() const;
   const std::vector<Gpt*>& chunks() const { return chunks_; }
+  LossScaler& loss_scaler() { return scaler_; }
   int64_t iteration() const { return iteration_; }        // iterations done
   void set_iteration(int64_t done) { iteration_ = done; }  // when resuming: the data position follows
 
@@ -97,6 +103,7 @@ class Trainer {
   std::vector<std::unique_ptr<AdamW>> opt_;
   std::vector<std::unique_ptr<GradSync>> sync_;
   std::unique_ptr<StageLink> link_;
+  LossScaler scaler_;
   int64_t iteration_ = 0;
 };
 

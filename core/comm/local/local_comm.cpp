@@ -28,19 +28,37 @@ void reduce_into(T* dst, const std::vector<const T*>& srcs, int64_t begin, int64
   }
 }
 
+// bf16/f16: accumulated in f32 in rank order, rounded once.
+template <class H, float (*Widen)(H), H (*Narrow)(float)>
+void reduce_into_16(H* dst, const std::vector<const H*>& srcs, int64_t begin, int64_t end, ReduceOp op) {
+  for (int64_t i = begin; i < end; ++i) {
+    float acc = Widen(srcs[0][i]);
+    for (size_t q = 1; q < srcs.size(); ++q) {
+      const float x = Widen(srcs[q][i]);
+      acc = op == ReduceOp::Sum ? acc + x : std::max(acc, x);
+    }
+    dst[i - begin] = Narrow(acc);
+  }
+}
+
 // Reduces elements [begin, end) of every rank's input into dst, in rank order.
 void reduce_chunk(Group& g, DType dt, void* dst, int64_t begin, int64_t end, ReduceOp op) {
-  auto run = [&](auto zero) {
+  auto inputs = [&](auto zero) {
     using T = decltype(zero);
     std::vector<const T*> srcs(g.size());
     for (int q = 0; q < g.size(); ++q) srcs[q] = static_cast<const T*>(g.slot(q).in);
-    reduce_into(static_cast<T*>(dst), srcs, begin, end, op);
+    return srcs;
   };
   switch (dt) {
-    case DType::F32: run(float{}); break;
-    case DType::F64: run(double{}); break;
-    case DType::I32: run(int32_t{}); break;
-    default: PTDP_CHECK(false, "local comm reduces f32, f64 and i32, not {}", dtype_name(dt));
+    case DType::F32: reduce_into(static_cast<float*>(dst), inputs(float{}), begin, end, op); break;
+    case DType::F64: reduce_into(static_cast<double*>(dst), inputs(double{}), begin, end, op); break;
+    case DType::I32: reduce_into(static_cast<int32_t*>(dst), inputs(int32_t{}), begin, end, op); break;
+    case DType::BF16:
+      reduce_into_16<bf16, bf16_to_float, float_to_bf16>(static_cast<bf16*>(dst), inputs(bf16{}), begin, end, op);
+      break;
+    case DType::F16:
+      reduce_into_16<f16, f16_to_float, float_to_f16>(static_cast<f16*>(dst), inputs(f16{}), begin, end, op);
+      break;
   }
 }
 
@@ -70,16 +88,19 @@ class LocalComm final : public Communicator {
       const int64_t n = x.numel();
       const size_t es = dtype_size(x.dtype());
       ChunkRange mine = chunk_range(n, size(), rank_);
-      std::vector<char> scratch(mine.size() * es);
+      // After a failure a peer may still be reading this rank's scratch from the call that
+      // failed: stop before resizing it.
+      if (std::string why = g_->world()->failure(); !why.empty()) throw CommError(why);
+      std::vector<char>& scratch = g_->slot(rank_).scratch;
+      if (scratch.size() < mine.size() * es) scratch.resize(mine.size() * es);
       g_->slot(rank_).in = x.raw();
-      g_->slot(rank_).scratch = scratch.data();
       sync("all_reduce");
       reduce_chunk(*g_, x.dtype(), scratch.data(), mine.begin, mine.end, op);
       sync("all_reduce");
       for (int q = 0; q < size(); ++q) {
         ChunkRange c = chunk_range(n, size(), q);
-        if (c.size() > 0)  // an empty chunk's buffer may be null
-          std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch, c.size() * es);
+        if (c.size() > 0)  // an empty chunk's buffer may be empty
+          std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch.data(), c.size() * es);
       }
       sync("all_reduce");
     });

@@ -34,7 +34,10 @@ class World {
 struct Slot {
   const void* in = nullptr;
   void* out = nullptr;
-  void* scratch = nullptr;
+  // This rank's reduced chunk, read by its peers. Owned by the group (not by the call), so a
+  // rank that leaves a failed collective early frees nothing a peer may still be reading;
+  // it grows and is reused across calls.
+  std::vector<char> scratch;
   int64_t a = 0, b = 0;  // small integers some calls publish (split: color, key)
 };
 

@@ -65,6 +65,15 @@ class MpiComm final : public Communicator {
 
   CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
     check_collective_args("all_reduce", x, nullptr, 0);
+    if (is_16bit(x.dtype())) {  // MPI has no bf16/f16 sum: reduce an f32 copy, round once
+      Tensor w = Tensor::empty(x.shape(), DType::F32);
+      w.copy_from(x);
+      CommHandle h = all_reduce_async(w, op);
+      return CommHandle([h, w, x]() mutable {
+        h.wait();
+        x.copy_from(w);
+      });
+    }
     check_reducible(x.dtype(), "all_reduce");
     MPI_Request req;
     PTDP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x.raw(), int(x.numel()), mpi_type(x.dtype()), mpi_op(op), comm_, &req));
@@ -91,6 +100,13 @@ class MpiComm final : public Communicator {
     std::vector<int> counts(size_);
     for (int q = 0; q < size_; ++q) counts[q] = int(chunk_range(in.numel(), size_, q).size());
     check_collective_args("reduce_scatter", in, &out, counts[rank_]);
+    if (is_16bit(in.dtype())) {
+      Tensor wi = Tensor::empty(in.shape(), DType::F32), wo = Tensor::empty(out.shape(), DType::F32);
+      wi.copy_from(in);
+      reduce_scatter(wi, wo, op);
+      out.copy_from(wo);
+      return;
+    }
     check_reducible(in.dtype(), "reduce_scatter");
     MPI_Request req;
     PTDP_MPI_CHECK(MPI_Ireduce_scatter(in.raw(), out.raw(), counts.data(), mpi_type(in.dtype()), mpi_op(op), comm_,
@@ -141,6 +157,7 @@ class MpiComm final : public Communicator {
   }
 
  private:
+  static bool is_16bit(DType t) { return t == DType::BF16 || t == DType::F16; }
   void check_reducible(DType t, const char* call) const {
     PTDP_CHECK(t == DType::F32 || t == DType::F64 || t == DType::I32, "mpi comm: {} reduces f32, f64, i32", call);
   }
