@@ -3,8 +3,12 @@
 // y[rows, n] = x[rows, k] w[n, k]^T with rows = b*s = 8192 (b = 4, s = 2048), f16 and bf16 inputs
 // with f32 accumulation, as the paper's mixed-precision training runs them. Each call is timed
 // with CUDA events after the L2 cache is flushed (a memset of twice its size), and TFLOP/s
-// counts the timed calls only. Built with the CUDA backend; without a GPU every benchmark is
-// skipped with the reason, so CI can build and run the binary.
+// counts the timed calls only. BM_LinearCuda times the CUDA backend's own path (cuBLASLt,
+// f32 compute, cached plans): linear_forward (fwd), linear_backward with dx and dw (bwd), and
+// the dw += dy^T x product into f32 alone (dw), at h = 2048, 4096, 8192, 12288 and
+// t = 1, 2, 4, 8, on random data, after three warm-up calls. Built with the CUDA backend;
+// without a GPU every benchmark is skipped with the reason, so CI can build and run it.
+//   build/bench_gemm_cuda --benchmark_filter='BM_LinearCuda/h:12288/t:8/'
 //   build/bench_gemm_cuda --benchmark_out=results/microbench/bench_gemm_cuda.json --benchmark_out_format=json
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -16,6 +20,7 @@
 #include "core/backend/cuda/device_info.h"
 #include "core/model/config.h"
 #include "microbench/bench_common.h"
+#include "microbench/cuda_bench.h"
 
 namespace ptdp {
 namespace {
@@ -102,6 +107,53 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
   }
 }
 
+// fwd: linear_forward (2mnk FLOPs); bwd: linear_backward with dx and dw (4mnk); dw: with no
+// dx, the weight-gradient product alone (2mnk).
+enum class Pass { Forward, Backward, WeightGrad };
+
+// One linear layer y[rows, n] = x[rows, k] w[n, k]^T through the CUDA backend.
+void BM_LinearCuda(benchmark::State& state, Pass pass, int64_t rows, int64_t n, int64_t k, int t, DType dt) {
+  std::string reason;
+  Backend* be = bench::cuda_backend(&reason);
+  if (!be) {
+    state.SkipWithError(reason.c_str());
+    return;
+  }
+  try {
+    Tensor x = be->empty({rows, k}, dt), w = be->empty({n, k}, dt), y = be->empty({rows, n}, dt);
+    bench::fill_random(*be, x, 1);
+    bench::fill_random(*be, w, 2, -0.05, 0.05);
+    bench::fill_random(*be, y, 3);  // the output grad dy in the backward passes
+    Tensor dx = pass == Pass::Backward ? be->empty({rows, k}, dt) : Tensor();
+    Tensor dw = pass == Pass::Forward ? Tensor() : be->empty({n, k}, DType::F32);
+    if (dw.defined()) be->fill(dw, 0.0);
+    auto call = [&] {
+      if (pass == Pass::Forward)
+        be->linear_forward(y, x, w, nullptr);
+      else
+        be->linear_backward(pass == Pass::Backward ? &dx : nullptr, false, dw, nullptr, y, x, w);
+    };
+    for (int i = 0; i < 3; ++i) call();
+    be->synchronize();
+    bench::CudaTiming timing(*be);
+    double seconds = 0;
+    for (auto _ : state) {
+      const double s = timing.seconds(call);
+      state.SetIterationTime(s);
+      seconds += s;
+    }
+    const double flops = (pass == Pass::Backward ? 4.0 : 2.0) * double(rows) * double(n) * double(k);
+    state.counters["TFLOP/s"] = seconds > 0 ? flops * double(state.iterations()) / seconds / 1e12 : 0.0;
+    state.counters["m"] = double(rows);
+    state.counters["n"] = double(n);
+    state.counters["k"] = double(k);
+    state.counters["t"] = t;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  bench::release_device_cache(*be);
+}
+
 void register_gemms() {
   for (const char* model : {"gpt-1.7b", "gpt-18b", "gpt3-175b"}) {
     const int64_t h = preset_config(model).hidden;
@@ -118,6 +170,22 @@ void register_gemms() {
               ->UseManualTime();
     }
   }
+  for (int64_t h : {2048, 4096, 8192, 12288})
+    for (int t : {1, 2, 4, 8}) {
+      const struct {
+        const char* op;
+        int64_t n, k;
+      } shapes[] = {{"qkv", 3 * h / t, h}, {"proj", h, h / t}, {"fc", 4 * h / t, h}, {"fc2", h, 4 * h / t}};
+      for (const auto& s : shapes)
+        for (auto [pass, pass_name] : {std::pair{Pass::Forward, "fwd"}, std::pair{Pass::Backward, "bwd"},
+                                       std::pair{Pass::WeightGrad, "dw"}})
+          for (auto [dt, name] : {std::pair{DType::BF16, "bf16"}, std::pair{DType::F16, "f16"}})
+            benchmark::RegisterBenchmark(
+                fmt::format("BM_LinearCuda/h:{}/t:{}/{}/{}/{}", h, t, s.op, pass_name, name).c_str(), BM_LinearCuda,
+                pass, kRows, s.n, s.k, t, dt)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseManualTime();
+    }
 }
 
 }  // namespace

@@ -59,6 +59,19 @@ Tensor Tensor::wrap(void* ptr, Shape shape, DType dtype, Device device) {
   return t;
 }
 
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+  PTDP_CHECK(storage != nullptr, "from_storage: no storage");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.dtype_ = dtype;
+  t.device_ = storage->device;
+  PTDP_CHECK(t.nbytes() <= storage->bytes, "from_storage: {} {} needs {} bytes, storage has {}", dtype_name(dtype),
+             shape_str(t.shape_), t.nbytes(), storage->bytes);
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 void* Tensor::raw() const {
   char* base = static_cast<char*>(storage_ ? storage_->ptr : raw_);
   return base ? base + offset_ * dtype_size(dtype_) : nullptr;
@@ -89,6 +102,7 @@ void Tensor::zero_() {
 }
 
 Tensor Tensor::clone() const {
+  PTDP_CHECK(device_ == Device::CPU, "clone of a device tensor: use the backend (empty + copy)");
   Tensor t = empty(shape_, dtype_, device_);
   if (numel_) std::memcpy(t.raw(), raw(), nbytes());
   return t;
@@ -118,7 +132,9 @@ void store(void* p, DType t, int64_t i, double v) {
 
 void Tensor::copy_from(const Tensor& src) {
   PTDP_CHECK(src.numel_ == numel_, "copy_from: {} elements into {}", src.numel_, numel_);
-  PTDP_CHECK(device_ == Device::CPU && src.device_ == Device::CPU, "copy_from on host tensors only");
+  PTDP_CHECK(device_ == Device::CPU && src.device_ == Device::CPU,
+             "copy_from on host tensors only (a {} tensor from a {} one): use the backend's copy",
+             device_name(device_), device_name(src.device_));
   if (src.dtype_ == dtype_) {
     if (numel_) std::memmove(raw(), src.raw(), nbytes());
     return;

@@ -37,6 +37,8 @@ class Tensor {
   static Tensor zeros(Shape shape, DType dtype);
   // A non-owning tensor over memory that outlives it.
   static Tensor wrap(void* ptr, Shape shape, DType dtype, Device device = Device::CPU);
+  // A tensor over the whole of `storage` (e.g. device memory from a backend's allocator).
+  static Tensor from_storage(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr || raw_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -60,6 +62,7 @@ class Tensor {
   // Rows [begin, end) of the first dimension.
   Tensor slice_rows(int64_t begin, int64_t end) const;
 
+  // Host tensors only: device tensors are filled and copied by their backend.
   void zero_();
   Tensor clone() const;
   void copy_from(const Tensor& src);  // same numel; converts between float dtypes

@@ -1,0 +1,58 @@
+// Column sums over the rows of a [rows, cols] matrix in a fixed order (deterministic, no
+// atomics): blocks of 32 columns x 8 row lanes write one partial per chunk of rows, then a
+// second kernel adds the partials of each column, in chunk order, into the output.
+// A functor f(r, c, acc) adds the values of element (r, c) to acc[0..N).
+#pragma once
+#include <cstdint>
+
+#include "core/backend/cuda/device_types.cuh"
+#include "core/backend/cuda/kernels.h"
+
+namespace ptdp::cuda {
+
+template <int N, class F>
+__global__ void column_partial_kernel(F f, int64_t rows, int64_t cols, int64_t rows_per_chunk, float* partials) {
+  __shared__ float sh[N][8][33];
+  const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  const int64_t r0 = chunk * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  float acc[N];
+  for (int o = 0; o < N; ++o) acc[o] = 0.0f;
+  if (c < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) f(r, c, acc);
+  for (int o = 0; o < N; ++o) sh[o][threadIdx.y][threadIdx.x] = acc[o];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols)
+    for (int o = 0; o < N; ++o) {
+      float s = 0.0f;
+      for (int k = 0; k < 8; ++k) s += sh[o][k][threadIdx.x];
+      partials[(o * int64_t(gridDim.y) + chunk) * cols + c] = s;
+    }
+}
+
+template <int N>
+__global__ void column_finish_kernel(float* out0, float* out1, const float* partials, int64_t chunks, int64_t cols) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x)
+    for (int o = 0; o < N; ++o) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < chunks; ++k) s += partials[(o * chunks + k) * cols + c];
+      float* out = o == 0 ? out0 : out1;
+      out[c] += s;
+    }
+}
+
+// out_o[c] += sum over rows of f's o-th value; partials: N * column_sum_chunks(rows) * cols floats.
+template <int N, class F>
+void column_reduce(F f, int64_t rows, int64_t cols, float* out0, float* out1, float* partials, cudaStream_t st) {
+  if (rows == 0 || cols == 0) return;
+  const int64_t chunks = column_sum_chunks(rows);
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+  column_partial_kernel<N, F><<<grid, dim3(32, 8), 0, st>>>(f, rows, cols, per_chunk, partials);
+  PTDP_CUDA_CHECK_LAUNCH("column_partial_kernel");
+  column_finish_kernel<N><<<grid_for(cols, 256), 256, 0, st>>>(out0, out1, partials, chunks, cols);
+  PTDP_CUDA_CHECK_LAUNCH("column_finish_kernel");
+}
+
+}  // namespace ptdp::cuda

@@ -1,0 +1,28 @@
+// Bias gradients: column sums of dy, accumulated into f32.
+#include "core/backend/cuda/column_reduce.cuh"
+
+namespace ptdp::cuda {
+namespace {
+
+template <class T> struct ColumnValue {
+  const T* x;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t c, float* acc) const { acc[0] += to_f32(x[r * cols + c]); }
+};
+
+}  // namespace
+
+int64_t column_sum_chunks(int64_t rows) {
+  const int64_t chunks = (rows + 255) / 256;
+  return chunks < 1 ? 1 : (chunks > 64 ? 64 : chunks);
+}
+
+void column_sum_accumulate(float* out, const void* x, DType dt, int64_t rows, int64_t cols, float* partials,
+                           cudaStream_t st) {
+  dispatch_float(dt, "column sum", [&](auto z) {
+    using T = decltype(z);
+    column_reduce<1>(ColumnValue<T>{static_cast<const T*>(x), cols}, rows, cols, out, nullptr, partials, st);
+  });
+}
+
+}  // namespace ptdp::cuda

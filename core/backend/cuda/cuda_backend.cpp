@@ -1,0 +1,493 @@
+// The CUDA backend: checks devices, shapes and dtypes (backend.h's rules), then queues the
+// cuBLASLt products (gemm.h) and kernels (kernels.h) on its stream.
+#include "core/backend/cuda/cuda_backend.h"
+
+#include <cmath>
+
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/device_allocator.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/gemm.h"
+#include "core/backend/cuda/kernels.h"
+#include "core/backend/nvtx.h"
+
+namespace ptdp {
+namespace {
+
+using cuda::GemmShape;
+
+void expect(const Tensor& t, const char* what, const Shape& shape, DType dt) {
+  PTDP_CHECK(t.defined(), "{} is undefined", what);
+  PTDP_CHECK(t.device() == Device::CUDA, "{} is a host tensor: the CUDA backend works on device tensors "
+             "(upload with Backend::copy)", what);
+  PTDP_CHECK(t.dtype() == dt, "{} is {}, expected {}", what, dtype_name(t.dtype()), dtype_name(dt));
+  PTDP_CHECK(t.shape() == shape, "{} has shape {}, expected {}", what, shape_str(t.shape()), shape_str(shape));
+}
+
+// The compute dtype of an op, from its main input.
+DType compute_dtype(const Tensor& t, const char* op) {
+  PTDP_CHECK(t.defined(), "{}: undefined input", op);
+  const DType dt = t.dtype();
+  PTDP_CHECK(dt == DType::F32 || dt == DType::BF16 || dt == DType::F16,
+             "{}: the CUDA backend computes in f32, bf16 or f16, not {}", op, dtype_name(dt));
+  return dt;
+}
+
+void expect_2d(const Tensor& t, const char* what) {
+  PTDP_CHECK(t.defined() && t.ndim() == 2, "{} must be 2-d, got {}", what, shape_str(t.shape()));
+}
+
+char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device), alloc_(cuda::DeviceAllocator::for_device(device)) {
+    PTDP_CUDA_CHECK(cudaSetDevice(device_));
+    PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    try {
+      PTDP_CUDA_CHECK(cudaMallocHost(&host_scalar_, sizeof(double)));
+      gemm_ = std::make_unique<cuda::GemmRunner>(device_, stream_);
+    } catch (...) {
+      if (host_scalar_) cudaFreeHost(host_scalar_);
+      cudaStreamDestroy(stream_);
+      throw;
+    }
+  }
+
+  ~CudaBackend() override {
+    sum_scratch_ = Tensor();
+    cudaStreamSynchronize(stream_);
+    gemm_.reset();
+    alloc_.forget_stream(stream_);
+    cudaStreamDestroy(stream_);
+    cudaFreeHost(host_scalar_);
+  }
+
+  cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return "cuda"; }
+
+  Tensor empty(Shape shape, DType dtype) override {
+    on_device();
+    auto st = std::make_shared<Storage>();
+    st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+    st->device = Device::CUDA;
+    st->ptr = alloc_.allocate(st->bytes, stream_);
+    st->allocator = &alloc_;
+    return Tensor::from_storage(std::move(st), std::move(shape), dtype);
+  }
+
+  void fill(Tensor& x, double value) override {
+    on_device();
+    expect(x, "fill target", x.shape(), x.dtype());
+    cuda::fill(x.raw(), x.dtype(), x.numel(), value, stream_);
+  }
+
+  void copy(Tensor& dst, const Tensor& src) override {
+    PTDP_CHECK(dst.numel() == src.numel(), "copy: {} elements into {}", src.numel(), dst.numel());
+    const bool dd = dst.device() == Device::CUDA, sd = src.device() == Device::CUDA;
+    if (!dd && !sd) return dst.copy_from(src);
+    if (dst.numel() == 0) return;
+    on_device();
+    NvtxRange r("copy");
+    if (dd && sd) {
+      if (dst.dtype() == src.dtype())
+        PTDP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+      else
+        cuda::convert(dst.raw(), dst.dtype(), src.raw(), src.dtype(), dst.numel(), stream_);
+      return;
+    }
+    if (dd) {  // host -> device, converted on the host first
+      Tensor tmp;
+      const Tensor* h = &src;
+      if (src.dtype() != dst.dtype()) {
+        tmp = Tensor::empty({src.numel()}, dst.dtype());
+        tmp.copy_from(src);
+        h = &tmp;
+      }
+      PTDP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), h->raw(), dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+      PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    // device -> host, converted on the host after
+    if (src.dtype() == dst.dtype()) {
+      PTDP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToHost, stream_));
+      PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    Tensor tmp = Tensor::empty({src.numel()}, src.dtype());
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(tmp.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    dst.copy_from(tmp);
+  }
+
+  void synchronize() override {
+    on_device();
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
+    on_device();
+    NvtxRange r("linear_forward");
+    const DType dt = compute_dtype(x, "linear_forward");
+    expect_2d(x, "linear input");
+    expect_2d(w, "linear weight");
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+    expect(x, "linear input", {n, in}, dt);
+    expect(w, "linear weight", {out, in}, dt);
+    expect(y, "linear output", {n, out}, dt);
+    if (b) expect(*b, "linear bias", {out}, dt);
+    const GemmShape g{.trans_a = true, .trans_b = false, .m = out, .n = n, .k = in, .lda = in, .ldb = in,
+                      .ldc = out, .ab = dt, .c = dt};
+    gemm_->run(g, 1.0f, w.raw(), x.raw(), 0.0f, y.raw(), b ? b->raw() : nullptr);
+  }
+
+  void linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                       const Tensor& w) override {
+    on_device();
+    NvtxRange r("linear_backward");
+    const DType dt = compute_dtype(x, "linear_backward");
+    expect_2d(x, "linear input");
+    expect_2d(w, "linear weight");
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+    expect(x, "linear input", {n, in}, dt);
+    expect(w, "linear weight", {out, in}, dt);
+    expect(dy, "linear output grad", {n, out}, dt);
+    expect(dw, "linear weight grad", {out, in}, acc_dtype(dt));
+    if (dx) expect(*dx, "linear input grad", {n, in}, dt);
+    if (db) expect(*db, "linear bias grad", {out}, acc_dtype(dt));
+    if (dx) {  // dx = dy w
+      const GemmShape g{.trans_a = false, .trans_b = false, .m = in, .n = n, .k = out, .lda = in, .ldb = out,
+                        .ldc = in, .ab = dt, .c = dt};
+      gemm_->run(g, 1.0f, w.raw(), dy.raw(), acc ? 1.0f : 0.0f, dx->raw());
+    }
+    {  // dw += dy^T x, in f32
+      const GemmShape g{.trans_a = false, .trans_b = true, .m = in, .n = out, .k = n, .lda = in, .ldb = out,
+                        .ldc = in, .ab = dt, .c = DType::F32};
+      gemm_->run(g, 1.0f, x.raw(), dy.raw(), 1.0f, dw.raw());
+    }
+    if (db) {
+      Tensor partials = empty({cuda::column_sum_chunks(n) * out}, DType::F32);
+      cuda::column_sum_accumulate(db->data<float>(), dy.raw(), dt, n, out, partials.data<float>(), stream_);
+    }
+  }
+
+  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
+                         double eps) override {
+    on_device();
+    NvtxRange r("layernorm_forward");
+    const DType dt = compute_dtype(x, "layernorm_forward");
+    expect_2d(x, "layernorm input");
+    const int64_t n = x.dim(0), c = x.dim(1);
+    expect(y, "layernorm output", {n, c}, dt);
+    expect(mean, "layernorm mean", {n}, acc_dtype(dt));
+    expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
+    expect(g, "layernorm weight", {c}, dt);
+    expect(b, "layernorm bias", {c}, dt);
+    cuda::layernorm_forward(y.raw(), mean.data<float>(), rstd.data<float>(), x.raw(), g.raw(), b.raw(), dt, n, c,
+                            static_cast<float>(eps), stream_);
+  }
+
+  void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
+                          const Tensor& mean, const Tensor& rstd) override {
+    on_device();
+    NvtxRange r("layernorm_backward");
+    const DType dt = compute_dtype(x, "layernorm_backward");
+    expect_2d(x, "layernorm input");
+    const int64_t n = x.dim(0), c = x.dim(1);
+    expect(dx, "layernorm input grad", {n, c}, dt);
+    expect(dy, "layernorm output grad", {n, c}, dt);
+    expect(g, "layernorm weight", {c}, dt);
+    expect(dg, "layernorm weight grad", {c}, acc_dtype(dt));
+    expect(db, "layernorm bias grad", {c}, acc_dtype(dt));
+    expect(mean, "layernorm mean", {n}, acc_dtype(dt));
+    expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
+    Tensor partials = empty({2 * cuda::column_sum_chunks(n) * c}, DType::F32);
+    cuda::layernorm_backward(dx.raw(), dg.data<float>(), db.data<float>(), dy.raw(), x.raw(), g.raw(),
+                             mean.data<float>(), rstd.data<float>(), dt, n, c, partials.data<float>(), stream_);
+  }
+
+  void gelu_forward(Tensor& y, const Tensor& x) override {
+    on_device();
+    NvtxRange r("gelu_forward");
+    const DType dt = compute_dtype(x, "gelu_forward");
+    expect(x, "gelu input", x.shape(), dt);
+    expect(y, "gelu output", x.shape(), dt);
+    cuda::gelu_forward(y.raw(), x.raw(), dt, x.numel(), stream_);
+  }
+
+  void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+    on_device();
+    NvtxRange r("gelu_backward");
+    const DType dt = compute_dtype(x, "gelu_backward");
+    expect(x, "gelu input", x.shape(), dt);
+    expect(dx, "gelu input grad", x.shape(), dt);
+    expect(dy, "gelu output grad", x.shape(), dt);
+    cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
+  }
+
+  void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
+    on_device();
+    NvtxRange r("attention_forward");
+    const DType dt = compute_dtype(qkv, "attention_forward");
+    PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
+    const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
+    expect(qkv, "attention qkv", {n, ld}, dt);
+    expect(y, "attention output", {n, hl}, dt);
+    expect(probs, "attention probs", {b, a, s, s}, dt);
+    const size_t e = dtype_size(dt);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    // scores = q k^T / sqrt(hd), for all heads of one sequence at a time (strided batch)
+    const GemmShape qk{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = ld, .ldb = ld, .ldc = s,
+                       .batch = a, .stride_a = 3 * hd, .stride_b = 3 * hd, .stride_c = ss, .ab = dt, .c = dt};
+    const GemmShape pv{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = hl,
+                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = hd, .ab = dt, .c = dt};
+    for (int bi = 0; bi < b; ++bi) {
+      const char* q = bytes(qkv) + bi * s * ld * e;
+      gemm_->run(qk, scale, q + hd * e, q, 0.0f, bytes(probs) + bi * a * ss * e);
+    }
+    cuda::causal_softmax_forward(probs.raw(), dt, int64_t(b) * a * s, s, stream_);
+    for (int bi = 0; bi < b; ++bi) {
+      const char* q = bytes(qkv) + bi * s * ld * e;
+      gemm_->run(pv, 1.0f, q + 2 * hd * e, bytes(probs) + bi * a * ss * e, 0.0f, bytes(y) + bi * s * hl * e);
+    }
+  }
+
+  void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
+                          int hd) override {
+    on_device();
+    NvtxRange r("attention_backward");
+    const DType dt = compute_dtype(qkv, "attention_backward");
+    PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
+    const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
+    expect(qkv, "attention qkv", {n, ld}, dt);
+    expect(dqkv, "attention qkv grad", {n, ld}, dt);
+    expect(dy, "attention output grad", {n, hl}, dt);
+    expect(probs, "attention probs", {b, a, s, s}, dt);
+    const size_t e = dtype_size(dt);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    Tensor ds = empty({a, s, s}, dt);  // dP, then dS in place, one sequence at a time
+    // dP = dY V^T
+    const GemmShape dp{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = ld, .ldb = hl, .ldc = s,
+                       .batch = a, .stride_a = 3 * hd, .stride_b = hd, .stride_c = ss, .ab = dt, .c = dt};
+    // dV = P^T dY
+    const GemmShape dv{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = hl, .ldb = s, .ldc = ld,
+                       .batch = a, .stride_a = hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
+    // dQ = dS K
+    const GemmShape dq{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = ld,
+                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
+    // dK = dS^T Q
+    const GemmShape dk{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = ld,
+                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
+    for (int bi = 0; bi < b; ++bi) {
+      const char* q = bytes(qkv) + bi * s * ld * e;
+      char* dqb = bytes(dqkv) + bi * s * ld * e;
+      const char* dyb = bytes(dy) + bi * s * hl * e;
+      const char* p = bytes(probs) + bi * a * ss * e;
+      gemm_->run(dp, 1.0f, q + 2 * hd * e, dyb, 0.0f, ds.raw());
+      gemm_->run(dv, 1.0f, dyb, p, 0.0f, dqb + 2 * hd * e);
+      cuda::causal_softmax_backward(ds.raw(), p, dt, int64_t(a) * s, s, scale, stream_);
+      gemm_->run(dq, 1.0f, q + hd * e, ds.raw(), 0.0f, dqb);
+      gemm_->run(dk, 1.0f, q, ds.raw(), 0.0f, dqb + hd * e);
+    }
+  }
+
+  void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
+                         int s) override {
+    on_device();
+    NvtxRange r("embedding_forward");
+    const DType dt = compute_dtype(wte, "embedding_forward");
+    expect_2d(wte, "word embedding");
+    const int64_t n = tokens.numel(), h = wte.dim(1);
+    expect(tokens, "tokens", tokens.shape(), DType::I32);
+    expect(x, "embedding output", {n, h}, dt);
+    PTDP_CHECK(s > 0, "embedding: sequence length {} must be positive", s);
+    if (wpe) {
+      expect_2d(*wpe, "position embedding");
+      PTDP_CHECK(wpe->dim(0) >= s && wpe->dim(1) == h, "position embedding {} too small for s={} h={}",
+                 shape_str(wpe->shape()), s, h);
+      expect(*wpe, "position embedding", wpe->shape(), dt);
+    }
+    cuda::embedding_forward(x.raw(), tokens.data<int32_t>(), wte.raw(), wte.dim(0), vocab_start,
+                            wpe ? wpe->raw() : nullptr, dt, n, h, s, stream_);
+  }
+
+  void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
+                          int s) override {
+    on_device();
+    NvtxRange r("embedding_backward");
+    const DType dt = compute_dtype(dx, "embedding_backward");
+    expect_2d(dwte, "word embedding grad");
+    const int64_t n = tokens.numel(), h = dwte.dim(1);
+    expect(tokens, "tokens", tokens.shape(), DType::I32);
+    expect(dx, "embedding output grad", {n, h}, dt);
+    expect(dwte, "word embedding grad", dwte.shape(), acc_dtype(dt));
+    PTDP_CHECK(s > 0, "embedding: sequence length {} must be positive", s);
+    if (dwpe) {
+      expect_2d(*dwpe, "position embedding grad");
+      PTDP_CHECK(dwpe->dim(0) >= s && dwpe->dim(1) == h, "position embedding grad {} too small for s={} h={}",
+                 shape_str(dwpe->shape()), s, h);
+      expect(*dwpe, "position embedding grad", dwpe->shape(), acc_dtype(dt));
+    }
+    cuda::embedding_backward(dwte.data<float>(), dwpe ? dwpe->data<float>() : nullptr, dx.raw(), dt,
+                             tokens.data<int32_t>(), dwte.dim(0), vocab_start, n, h, s, stream_);
+  }
+
+  void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
+    on_device();
+    const DType dt = check_logits(logits, v_valid, "xent_row_max");
+    expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
+    cuda::xent_row_max(max.data<float>(), logits.raw(), dt, logits.dim(0), logits.dim(1), v_valid, stream_);
+  }
+
+  void xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
+    on_device();
+    const DType dt = check_logits(logits, v_valid, "xent_sum_exp");
+    expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
+    expect(se, "cross-entropy sum_exp", {logits.dim(0)}, acc_dtype(dt));
+    cuda::xent_sum_exp(se.data<float>(), logits.raw(), max.data<float>(), dt, logits.dim(0), logits.dim(1), v_valid,
+                       stream_);
+  }
+
+  void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                         int64_t v_valid) override {
+    on_device();
+    const DType dt = check_logits(logits, v_valid, "xent_target_logit");
+    expect(targets, "targets", targets.shape(), DType::I32);
+    PTDP_CHECK(targets.numel() == logits.dim(0), "{} targets for {} rows of logits", targets.numel(), logits.dim(0));
+    expect(tgt, "cross-entropy target logit", {logits.dim(0)}, acc_dtype(dt));
+    cuda::xent_target_logit(tgt.data<float>(), logits.raw(), dt, targets.data<int32_t>(), logits.dim(0),
+                            logits.dim(1), vocab_start, v_valid, stream_);
+  }
+
+  void xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
+    on_device();
+    const int64_t n = loss.numel();
+    expect(loss, "cross-entropy loss", {n}, DType::F32);
+    expect(max, "cross-entropy max", {n}, DType::F32);
+    expect(se, "cross-entropy sum_exp", {n}, DType::F32);
+    expect(tgt, "cross-entropy target logit", {n}, DType::F32);
+    cuda::xent_loss(loss.data<float>(), max.data<float>(), se.data<float>(), tgt.data<float>(), n, stream_);
+  }
+
+  void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
+                     const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
+    on_device();
+    NvtxRange r("xent_backward");
+    const DType dt = check_logits(logits, v_valid, "xent_backward");
+    const int64_t n = logits.dim(0);
+    expect(dlogits, "logits grad", logits.shape(), dt);
+    expect(max, "cross-entropy max", {n}, acc_dtype(dt));
+    expect(se, "cross-entropy sum_exp", {n}, acc_dtype(dt));
+    expect(targets, "targets", targets.shape(), DType::I32);
+    PTDP_CHECK(targets.numel() == n, "{} targets for {} rows of logits", targets.numel(), n);
+    cuda::xent_backward(dlogits.raw(), logits.raw(), max.data<float>(), se.data<float>(), dt,
+                        targets.data<int32_t>(), n, logits.dim(1), vocab_start, v_valid, static_cast<float>(scale),
+                        stream_);
+  }
+
+  void add(Tensor& y, const Tensor& a, const Tensor& b) override {
+    on_device();
+    const DType dt = compute_dtype(y, "add");
+    expect(y, "add output", y.shape(), dt);
+    expect(a, "add lhs", y.shape(), dt);
+    expect(b, "add rhs", y.shape(), dt);
+    cuda::add(y.raw(), a.raw(), b.raw(), dt, y.numel(), stream_);
+  }
+
+  void add_(Tensor& y, const Tensor& x) override {
+    on_device();
+    const DType dt = compute_dtype(y, "add_");
+    expect(y, "add_ target", y.shape(), dt);
+    expect(x, "add_ operand", x.shape(), dt);
+    PTDP_CHECK(x.numel() == y.numel(), "add_: {} elements into {}", x.numel(), y.numel());
+    cuda::add_inplace(y.raw(), x.raw(), dt, y.numel(), stream_);
+  }
+
+  void scale_(Tensor& y, double alpha) override {
+    on_device();
+    const DType dt = compute_dtype(y, "scale_");
+    expect(y, "scale_ target", y.shape(), dt);
+    cuda::scale_inplace(y.raw(), dt, alpha, y.numel(), stream_);
+  }
+
+  double sum(const Tensor& x) override { return reduce(x, false, "sum"); }
+  double sum_squares(const Tensor& x) override { return reduce(x, true, "sum_squares"); }
+
+  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
+    on_device();
+    NvtxRange r("adamw");
+    const int64_t n = param.numel();
+    expect(param, "adamw param", param.shape(), DType::F32);
+    for (auto [t, what] : {std::pair{&grad, "adamw grad"}, std::pair{(const Tensor*)&m, "adamw m"},
+                           std::pair{(const Tensor*)&v, "adamw v"}}) {
+      expect(*t, what, t->shape(), DType::F32);
+      PTDP_CHECK(t->numel() == n, "{} has {} elements, the parameter {}", what, t->numel(), n);
+    }
+    const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, double(p.step))));
+    const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, double(p.step))));
+    const float decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
+    cuda::adamw(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, float(p.lr),
+                float(p.beta1), float(p.beta2), float(p.eps), decay, c1, c2, stream_);
+  }
+
+ private:
+  void on_device() {
+    int current = -1;
+    PTDP_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) PTDP_CUDA_CHECK(cudaSetDevice(device_));
+  }
+
+  DType check_logits(const Tensor& logits, int64_t v_valid, const char* op) {
+    const DType dt = compute_dtype(logits, op);
+    expect_2d(logits, "logits");
+    expect(logits, "logits", logits.shape(), dt);
+    PTDP_CHECK(v_valid >= 0 && v_valid <= logits.dim(1), "{}: v_valid {} outside [0, {}]", op, v_valid,
+               logits.dim(1));
+    return dt;
+  }
+
+  double reduce(const Tensor& x, bool squares, const char* op) {
+    on_device();
+    const DType dt = compute_dtype(x, op);
+    expect(x, op, x.shape(), dt);
+    if (x.numel() == 0) return 0.0;
+    if (!sum_scratch_.defined()) sum_scratch_ = empty({cuda::kSumPartials + 1}, DType::F64);
+    double* out = sum_scratch_.data<double>();
+    cuda::sum(out, x.raw(), dt, x.numel(), squares, out + 1, stream_);
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(host_scalar_, out, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return *host_scalar_;
+  }
+
+  const int device_;
+  cuda::DeviceAllocator& alloc_;
+  cudaStream_t stream_ = nullptr;
+  double* host_scalar_ = nullptr;  // pinned
+  std::unique_ptr<cuda::GemmRunner> gemm_;
+  Tensor sum_scratch_;  // the f64 result and the partial sums
+};
+
+CudaBackend& as_cuda(Backend& backend, const char* what) {
+  auto* c = dynamic_cast<CudaBackend*>(&backend);
+  PTDP_CHECK(c != nullptr, "{}: the {} backend is not a CUDA backend", what, backend.name());
+  return *c;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  std::string reason;
+  const int count = cuda::device_count(&reason);
+  if (count == 0) throw RuntimeError("the CUDA backend needs a GPU: " + reason);
+  if (device < 0 || device >= count)
+    throw RuntimeError(fmt::format("CUDA device {} does not exist ({} device(s) here)", device, count));
+  return std::make_unique<CudaBackend>(device);
+}
+
+cudaStream_t cuda_stream(Backend& backend) { return as_cuda(backend, "cuda_stream").stream(); }
+int cuda_device(Backend& backend) { return as_cuda(backend, "cuda_device").device_index(); }
+
+}  // namespace ptdp

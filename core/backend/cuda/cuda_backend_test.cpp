@@ -1,0 +1,556 @@
+// Every CUDA backend op against the CPU backend (f32) on random inputs at awkward shapes:
+// f32 within 1e-5, bf16 and f16 within 1e-2 (norm-wise relative error), the CPU running in
+// f32 on the same bf16/f16-rounded inputs. Outputs are poisoned with NaN before each run so
+// an unwritten element fails; accumulated outputs start from random values. Without a GPU
+// these tests skip with the reason; the checks that need no device run everywhere.
+#include <gtest/gtest.h>
+
+#ifdef PTDP_HAVE_CUDA
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/gemm.h"
+#include "core/common/rng.h"
+
+namespace ptdp {
+namespace {
+
+constexpr DType F32 = DType::F32;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+#define PTDP_SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                                 \
+    std::string reason_;                                                               \
+    if (cuda::device_count(&reason_) == 0) GTEST_SKIP() << "no GPU here: " << reason_; \
+  } while (0)
+
+// Host f32 tensor, uniform in [lo, hi).
+Tensor uniform(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
+  Tensor t = Tensor::empty(std::move(shape), F32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(lo + (hi - lo) * uniform01(2024, stream, uint64_t(i)));
+  return t;
+}
+
+Tensor tokens(int64_t n, int64_t lo, int64_t hi, uint64_t stream) {
+  Tensor t = Tensor::empty({n}, DType::I32);
+  for (int64_t i = 0; i < n; ++i)
+    t.data<int32_t>()[i] = int32_t(lo + int64_t(uniform01(99, stream, uint64_t(i)) * double(hi - lo)));
+  return t;
+}
+
+// Host f32 values as stored in dt (rounded to nearest even).
+Tensor rounded(const Tensor& x, DType dt) {
+  Tensor t = Tensor::empty(x.shape(), dt), r = Tensor::empty(x.shape(), F32);
+  t.copy_from(x);
+  r.copy_from(t);
+  return r;
+}
+
+std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) {
+  return std::string(dtype_name(info.param));
+}
+
+class CudaOps : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    PTDP_SKIP_WITHOUT_GPU();
+    gpu = make_cuda_backend(0);
+    dt = GetParam();
+    tol = dt == F32 ? 1e-5 : 1e-2;
+  }
+
+  // Random input as the CPU sees it: already rounded to the compute dtype.
+  Tensor input(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
+    return rounded(uniform(std::move(shape), stream, lo, hi), dt);
+  }
+  // A device copy of host values in dtype d.
+  Tensor up(const Tensor& host, DType d) {
+    Tensor t = gpu->empty(host.shape(), d);
+    gpu->copy(t, host);
+    return t;
+  }
+  Tensor up(const Tensor& host) { return up(host, host.dtype() == DType::I32 ? DType::I32 : dt); }
+  // A device output of dtype d filled with NaN.
+  Tensor poisoned(Shape shape, DType d) {
+    Tensor t = gpu->empty(std::move(shape), d);
+    gpu->fill(t, kNaN);
+    return t;
+  }
+  Tensor down(const Tensor& dev) {
+    Tensor h = Tensor::empty(dev.shape(), F32);
+    gpu->copy(h, dev);
+    return h;
+  }
+  Tensor cpu_empty(Shape shape) { return Tensor::empty(std::move(shape), F32); }
+
+  // Norm-wise relative error of the device result against the CPU reference.
+  void expect_close(const Tensor& dev, const Tensor& ref, const char* what, double tolerance = -1) {
+    if (tolerance < 0) tolerance = tol;
+    ASSERT_EQ(dev.numel(), ref.numel()) << what;
+    Tensor got = down(dev);
+    const float* a = got.data<float>();
+    const float* b = ref.data<float>();
+    double diff = 0, norm = 0, max_abs = 0;
+    int64_t bad = 0, first_bad = -1;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      if (std::isfinite(b[i]) != std::isfinite(a[i]) || (std::isnan(b[i]) != std::isnan(a[i]))) {
+        if (first_bad < 0) first_bad = i;
+        ++bad;
+        continue;
+      }
+      if (!std::isfinite(b[i])) continue;
+      const double d = double(a[i]) - double(b[i]);
+      diff += d * d;
+      norm += double(b[i]) * b[i];
+      max_abs = std::max(max_abs, std::abs(d));
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " elements non-finite on one side only, the first at " << first_bad
+                      << " (gpu " << (first_bad >= 0 ? a[first_bad] : 0.f) << ", cpu "
+                      << (first_bad >= 0 ? b[first_bad] : 0.f) << ")";
+    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    EXPECT_LT(rel, tolerance) << what << " (" << dtype_name(dt) << "): relative error " << rel << ", max abs error "
+                              << max_abs;
+  }
+
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> gpu;
+  DType dt = F32;
+  double tol = 1e-5;
+};
+
+TEST_P(CudaOps, LinearForwardMatchesCpuWithAndWithoutBias) {
+  for (auto [n, in, out] : {std::tuple{37, 96, 200}, std::tuple{301, 1024, 768}, std::tuple{1, 200, 33}}) {
+    Tensor x = input({n, in}, 1), w = input({out, in}, 2), b = input({out}, 3);
+    Tensor ref = cpu_empty({n, out}), ref_nb = cpu_empty({n, out});
+    cpu->linear_forward(ref, x, w, &b);
+    cpu->linear_forward(ref_nb, x, w, nullptr);
+    Tensor dx = up(x), dw = up(w), dbias = up(b);
+    Tensor y = poisoned({n, out}, dt);
+    gpu->linear_forward(y, dx, dw, &dbias);
+    expect_close(y, ref, "linear y with bias");
+    gpu->fill(y, kNaN);
+    gpu->linear_forward(y, dx, dw, nullptr);
+    expect_close(y, ref_nb, "linear y without bias");
+  }
+}
+
+TEST_P(CudaOps, LinearForwardTakesABiasAtAnUnalignedOffset) {
+  const int64_t n = 45, in = 96, out = 200;
+  Tensor x = input({n, in}, 4), w = input({out, in}, 5), b = input({out}, 6);
+  Tensor ref = cpu_empty({n, out});
+  cpu->linear_forward(ref, x, w, &b);
+  Tensor holder = gpu->empty({out + 1}, dt);
+  Tensor bias = holder.view(1, {out});  // 2 or 4 bytes past an aligned address
+  gpu->copy(bias, b);
+  Tensor dx = up(x), dw = up(w), y = poisoned({n, out}, dt);
+  gpu->linear_forward(y, dx, dw, &bias);
+  expect_close(y, ref, "linear y, unaligned bias");
+}
+
+TEST_P(CudaOps, LinearBackwardOverwritesOrAccumulatesDxAndAccumulatesWeightAndBiasGrads) {
+  const int64_t n = 37, in = 96, out = 200;
+  const DType acc = acc_dtype(dt);
+  Tensor x = input({n, in}, 7), w = input({out, in}, 8), dy = input({n, out}, 9);
+  Tensor dw0 = uniform({out, in}, 10), db0 = uniform({out}, 11), dx0 = input({n, in}, 12);
+  // overwrite dx
+  Tensor rdx = cpu_empty({n, in}), rdw = dw0.clone(), rdb = db0.clone();
+  cpu->linear_backward(&rdx, false, rdw, &rdb, dy, x, w);
+  Tensor gx = up(x), gw = up(w), gdy = up(dy);
+  Tensor gdx = poisoned({n, in}, dt), gdw = up(dw0, acc), gdb = up(db0, acc);
+  gpu->linear_backward(&gdx, false, gdw, &gdb, gdy, gx, gw);
+  expect_close(gdx, rdx, "linear dx");
+  expect_close(gdw, rdw, "linear dw (accumulated in f32)");
+  expect_close(gdb, rdb, "linear db (accumulated in f32)");
+  // accumulate into dx; no bias grad
+  Tensor rdx2 = dx0.clone(), rdw2 = dw0.clone();
+  cpu->linear_backward(&rdx2, true, rdw2, nullptr, dy, x, w);
+  Tensor gdx2 = up(dx0), gdw2 = up(dw0, acc);
+  gpu->linear_backward(&gdx2, true, gdw2, nullptr, gdy, gx, gw);
+  expect_close(gdx2, rdx2, "linear dx accumulated");
+  expect_close(gdw2, rdw2, "linear dw, second case");
+  // no dx at all
+  Tensor rdw3 = dw0.clone();
+  cpu->linear_backward(nullptr, false, rdw3, nullptr, dy, x, w);
+  Tensor gdw3 = up(dw0, acc);
+  gpu->linear_backward(nullptr, false, gdw3, nullptr, gdy, gx, gw);
+  expect_close(gdw3, rdw3, "linear dw without dx");
+}
+
+TEST_P(CudaOps, LayerNormForwardMatchesCpu) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}}) {
+    Tensor x = input({n, c}, 13, -2, 3), g = input({c}, 14), b = input({c}, 15);
+    Tensor ry = cpu_empty({n, c}), rm = cpu_empty({n}), rr = cpu_empty({n});
+    cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
+    Tensor y = poisoned({n, c}, dt), m = poisoned({n}, F32), r = poisoned({n}, F32);
+    Tensor gx = up(x), gg = up(g), gb = up(b);
+    gpu->layernorm_forward(y, m, r, gx, gg, gb, 1e-5);
+    expect_close(y, ry, "layernorm y");
+    expect_close(m, rm, "layernorm mean", 1e-5);
+    expect_close(r, rr, "layernorm rstd", 1e-5);
+  }
+}
+
+TEST_P(CudaOps, LayerNormBackwardAccumulatesEveryGradient) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}}) {
+    Tensor x = input({n, c}, 16, -2, 3), g = input({c}, 17), b = input({c}, 18), dy = input({n, c}, 19);
+    Tensor ry = cpu_empty({n, c}), rm = cpu_empty({n}), rr = cpu_empty({n});
+    cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
+    Tensor dx0 = input({n, c}, 20), dg0 = uniform({c}, 21), db0 = uniform({c}, 22);
+    Tensor rdx = dx0.clone(), rdg = dg0.clone(), rdb = db0.clone();
+    cpu->layernorm_backward(rdx, rdg, rdb, dy, x, g, rm, rr);
+    Tensor gdx = up(dx0), gdg = up(dg0, F32), gdb = up(db0, F32);
+    Tensor gm = up(rm, F32), gr = up(rr, F32), gdy = up(dy), gx = up(x), gg = up(g);
+    gpu->layernorm_backward(gdx, gdg, gdb, gdy, gx, gg, gm, gr);
+    expect_close(gdx, rdx, "layernorm dx");
+    expect_close(gdg, rdg, "layernorm dg");
+    expect_close(gdb, rdb, "layernorm db");
+  }
+}
+
+TEST_P(CudaOps, GeluForwardAndBackwardMatchCpu) {
+  Tensor x = input({37, 203}, 23, -4, 4), dy = input({37, 203}, 24);
+  Tensor ry = cpu_empty(x.shape()), rdx = cpu_empty(x.shape());
+  cpu->gelu_forward(ry, x);
+  cpu->gelu_backward(rdx, x, dy);
+  Tensor gx = up(x), gdy = up(dy), y = poisoned(x.shape(), dt), dx = poisoned(x.shape(), dt);
+  gpu->gelu_forward(y, gx);
+  gpu->gelu_backward(dx, gx, gdy);
+  expect_close(y, ry, "gelu y");
+  expect_close(dx, rdx, "gelu dx");
+}
+
+struct AttnShape {
+  int b, s, a, hd;
+};
+const AttnShape kAttnShapes[] = {{2, 7, 3, 16}, {1, 45, 2, 8}, {3, 33, 4, 24}};
+
+TEST_P(CudaOps, AttentionForwardMatchesCpu) {
+  for (const AttnShape& sh : kAttnShapes) {
+    const int64_t n = int64_t(sh.b) * sh.s;
+    Tensor qkv = input({n, 3 * sh.a * sh.hd}, 25);
+    Tensor ry = cpu_empty({n, sh.a * sh.hd}), rp = cpu_empty({sh.b, sh.a, sh.s, sh.s});
+    cpu->attention_forward(ry, rp, qkv, sh.b, sh.s, sh.a, sh.hd);
+    Tensor gq = up(qkv), y = poisoned(ry.shape(), dt), p = poisoned(rp.shape(), dt);
+    gpu->attention_forward(y, p, gq, sh.b, sh.s, sh.a, sh.hd);
+    expect_close(p, rp, "attention probs");
+    expect_close(y, ry, "attention y");
+  }
+}
+
+TEST_P(CudaOps, AttentionBackwardMatchesCpu) {
+  for (const AttnShape& sh : kAttnShapes) {
+    const int64_t n = int64_t(sh.b) * sh.s;
+    Tensor qkv = input({n, 3 * sh.a * sh.hd}, 26), dy = input({n, sh.a * sh.hd}, 27);
+    Tensor ry = cpu_empty({n, sh.a * sh.hd}), rp = cpu_empty({sh.b, sh.a, sh.s, sh.s});
+    cpu->attention_forward(ry, rp, qkv, sh.b, sh.s, sh.a, sh.hd);
+    Tensor probs = rounded(rp, dt);  // both sides see the probs as stored in dt
+    Tensor rdq = cpu_empty(qkv.shape());
+    cpu->attention_backward(rdq, dy, qkv, probs, sh.b, sh.s, sh.a, sh.hd);
+    Tensor gq = up(qkv), gdy = up(dy), gp = up(probs), dq = poisoned(qkv.shape(), dt);
+    gpu->attention_backward(dq, gdy, gq, gp, sh.b, sh.s, sh.a, sh.hd);
+    expect_close(dq, rdq, "attention dqkv");
+  }
+}
+
+TEST_P(CudaOps, EmbeddingForwardLooksUpThisShardsRowsAndAddsPositions) {
+  const int64_t rows = 50, vocab_start = 10, h = 96;
+  const int s = 7;
+  const int64_t n = 3 * s;
+  Tensor tok = tokens(n, 0, 80, 1);  // some below and above this shard's [10, 60)
+  Tensor wte = input({rows, h}, 28), wpe = input({9, h}, 29);
+  for (bool with_pos : {true, false}) {
+    Tensor ref = cpu_empty({n, h});
+    cpu->embedding_forward(ref, tok, wte, vocab_start, with_pos ? &wpe : nullptr, s);
+    Tensor gt = up(tok), gw = up(wte), gp = up(wpe), x = poisoned({n, h}, dt);
+    gpu->embedding_forward(x, gt, gw, vocab_start, with_pos ? &gp : nullptr, s);
+    expect_close(x, ref, with_pos ? "embedding x" : "embedding x without positions");
+  }
+}
+
+TEST_P(CudaOps, EmbeddingBackwardScatterAddsIntoF32Grads) {
+  const int64_t rows = 50, vocab_start = 10, h = 96;
+  const int s = 7;
+  const int64_t n = 5 * s;
+  Tensor tok = tokens(n, 5, 40, 2);  // repeats, and some outside the shard
+  Tensor dx = input({n, h}, 30), dwte0 = uniform({rows, h}, 31), dwpe0 = uniform({9, h}, 32);
+  Tensor rwte = dwte0.clone(), rwpe = dwpe0.clone();
+  cpu->embedding_backward(rwte, &rwpe, dx, tok, vocab_start, s);
+  Tensor gt = up(tok), gdx = up(dx), gwte = up(dwte0, F32), gwpe = up(dwpe0, F32);
+  gpu->embedding_backward(gwte, &gwpe, gdx, gt, vocab_start, s);
+  expect_close(gwte, rwte, "embedding dwte");
+  expect_close(gwpe, rwpe, "embedding dwpe");
+}
+
+TEST_P(CudaOps, CrossEntropyPiecesMatchCpuAndIgnorePaddedColumns) {
+  const int64_t n = 37, v = 136, v_valid = 130, vocab_start = 100;
+  Tensor logits = input({n, v}, 33, -4, 4);
+  for (int64_t r = 0; r < n; ++r)  // padded columns hold large values that must be ignored
+    for (int64_t j = v_valid; j < v; ++j) logits.data<float>()[r * v + j] = 1000.0f;
+  Tensor tgt_tok = tokens(n, 50, 300, 3);
+  Tensor rmax = cpu_empty({n}), rse = cpu_empty({n}), rtgt = cpu_empty({n}), rloss = cpu_empty({n});
+  Tensor rdl = cpu_empty({n, v});
+  cpu->xent_row_max(rmax, logits, v_valid);
+  cpu->xent_sum_exp(rse, logits, rmax, v_valid);
+  cpu->xent_target_logit(rtgt, logits, tgt_tok, vocab_start, v_valid);
+  cpu->xent_loss(rloss, rmax, rse, rtgt);
+  cpu->xent_backward(rdl, logits, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
+
+  Tensor gl = up(logits), gt = up(tgt_tok);
+  Tensor gmax = poisoned({n}, F32), gse = poisoned({n}, F32), gtgt = poisoned({n}, F32), gloss = poisoned({n}, F32);
+  gpu->xent_row_max(gmax, gl, v_valid);
+  expect_close(gmax, rmax, "xent max");
+  Tensor cmax = up(rmax, F32);  // the next pieces get the CPU's inputs
+  gpu->xent_sum_exp(gse, gl, cmax, v_valid);
+  expect_close(gse, rse, "xent sum_exp");
+  gpu->xent_target_logit(gtgt, gl, gt, vocab_start, v_valid);
+  expect_close(gtgt, rtgt, "xent target logit");
+  Tensor cse = up(rse, F32), ctgt = up(rtgt, F32);
+  gpu->xent_loss(gloss, cmax, cse, ctgt);
+  expect_close(gloss, rloss, "xent loss", 1e-5);
+  Tensor gdl = poisoned({n, v}, dt);
+  gpu->xent_backward(gdl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
+  expect_close(gdl, rdl, "xent dlogits");
+  Tensor h = down(gdl);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = v_valid; j < v; ++j) ASSERT_EQ(h.data<float>()[r * v + j], 0.0f) << "padded column " << j;
+}
+
+TEST_P(CudaOps, AddAddInPlaceAndScale) {
+  Tensor a = input({37, 201}, 34), b = input({37, 201}, 35);
+  Tensor rsum = cpu_empty(a.shape()), racc = a.clone();
+  cpu->add(rsum, a, b);
+  cpu->add_(racc, b);
+  cpu->scale_(racc, -0.75);
+  Tensor ga = up(a), gb = up(b), y = poisoned(a.shape(), dt);
+  gpu->add(y, ga, gb);
+  expect_close(y, rsum, "add");
+  gpu->add_(ga, gb);
+  gpu->scale_(ga, -0.75);
+  expect_close(ga, racc, "add_ then scale_");
+}
+
+TEST_P(CudaOps, SumAndSumSquaresInF64) {
+  Tensor x = input({100003}, 36);
+  Tensor gx = up(x);
+  EXPECT_NEAR(gpu->sum(gx), cpu->sum(x), 1e-9 * std::abs(cpu->sum(x)) + 1e-9);
+  EXPECT_NEAR(gpu->sum_squares(gx), cpu->sum_squares(x), 1e-9 * cpu->sum_squares(x));
+  Tensor empty = gpu->empty({0}, dt);
+  EXPECT_EQ(gpu->sum(empty), 0.0);
+}
+
+TEST_P(CudaOps, SumsPropagateInfAndNan) {
+  Tensor x = input({5000}, 37);
+  x.data<float>()[4321] = std::numeric_limits<float>::infinity();
+  Tensor gx = up(x);
+  EXPECT_TRUE(std::isinf(gpu->sum(gx)));
+  EXPECT_TRUE(std::isinf(gpu->sum_squares(gx)));
+  x.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  Tensor gn = up(x);
+  EXPECT_TRUE(std::isnan(gpu->sum(gn)));
+  EXPECT_TRUE(std::isnan(gpu->sum_squares(gn)));
+}
+
+TEST_P(CudaOps, CopyConvertsOnTheDeviceAndBothWaysToTheHost) {
+  Tensor x = uniform({1001}, 38, -3, 3);
+  Tensor want = rounded(x, dt);
+  Tensor g = up(x, dt);  // host f32 -> device dt (converted on the host)
+  for (DType other : {DType::F32, DType::BF16, DType::F16}) {
+    Tensor o = poisoned({1001}, other);
+    gpu->copy(o, g);  // device dt -> device other
+    Tensor back = poisoned({1001}, dt);
+    gpu->copy(back, o);
+    // dt -> other -> dt is exact when other is at least as wide as dt
+    if (other == DType::F32 || other == dt) expect_close(back, want, "device round trip", 1e-12);
+  }
+  Tensor host_dt = Tensor::empty({1001}, dt);
+  gpu->copy(host_dt, g);  // device -> host, same dtype
+  Tensor host_f32 = Tensor::empty({1001}, F32);
+  host_f32.copy_from(host_dt);
+  for (int64_t i = 0; i < 1001; ++i) ASSERT_EQ(host_f32.data<float>()[i], want.data<float>()[i]);
+}
+
+TEST_P(CudaOps, FillWritesEveryElement) {
+  Tensor t = gpu->empty({3, 333}, dt);
+  gpu->fill(t, 2.5);
+  Tensor h = down(t);
+  for (int64_t i = 0; i < h.numel(); ++i) ASSERT_EQ(h.data<float>()[i], 2.5f);
+  gpu->fill(t, 0.0);
+  h = down(t);
+  for (int64_t i = 0; i < h.numel(); ++i) ASSERT_EQ(h.data<float>()[i], 0.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::F32, DType::BF16, DType::F16), dtype_param_name);
+
+TEST(CudaBackend, AdamWMatchesCpu) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend(0);
+  const int64_t n = 1001;
+  Tensor p = uniform({n}, 40), m = uniform({n}, 41, 0, 0.1), v = uniform({n}, 42, 0, 0.01);
+  Tensor gp = gpu->empty({n}, F32), gm = gpu->empty({n}, F32), gv = gpu->empty({n}, F32), gg = gpu->empty({n}, F32);
+  gpu->copy(gp, p);
+  gpu->copy(gm, m);
+  gpu->copy(gv, v);
+  for (int64_t step = 1; step <= 3; ++step) {
+    Tensor g = uniform({n}, 43 + uint64_t(step));
+    gpu->copy(gg, g);
+    const AdamWParams ap{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = step};
+    cpu->adamw(p, g, m, v, ap);
+    gpu->adamw(gp, gg, gm, gv, ap);
+  }
+  for (auto [dev, ref] : {std::pair{&gp, &p}, std::pair{&gm, &m}, std::pair{&gv, &v}}) {
+    Tensor h = Tensor::empty({n}, F32);
+    gpu->copy(h, *dev);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(h.data<float>()[i], ref->data<float>()[i], 1e-5 * std::abs(ref->data<float>()[i]) + 1e-12) << i;
+  }
+}
+
+TEST(CudaBackend, RefusesF64AndWrongDtypesWithAClearError) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_backend(0);
+  Tensor x = gpu->empty({4, 8}, DType::F64), y = gpu->empty({4, 8}, DType::F64);
+  try {
+    gpu->gelu_forward(y, x);
+    FAIL() << "f64 accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("f32, bf16 or f16, not f64"), std::string::npos) << e.what();
+  }
+  // bf16 compute: the weight gradient must be f32
+  Tensor xb = gpu->empty({4, 8}, DType::BF16), wb = gpu->empty({3, 8}, DType::BF16), dy = gpu->empty({4, 3}, DType::BF16);
+  Tensor dw_wrong = gpu->empty({3, 8}, DType::BF16);
+  try {
+    gpu->linear_backward(nullptr, false, dw_wrong, nullptr, dy, xb, wb);
+    FAIL() << "a bf16 weight gradient accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("linear weight grad is bf16, expected f32"), std::string::npos) << e.what();
+  }
+  Tensor host = Tensor::empty({4, 8}, DType::BF16);
+  Tensor yb = gpu->empty({4, 8}, DType::BF16);
+  EXPECT_THROW(gpu->gelu_forward(yb, host), RuntimeError);
+}
+
+TEST(CudaBackend, EachBackendHasItsOwnStream) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto a = make_cuda_backend(0), b = make_cuda_backend(0);
+  EXPECT_NE(cuda_stream(*a), cuda_stream(*b));
+  EXPECT_NE(cuda_stream(*a), nullptr);
+  EXPECT_EQ(cuda_device(*a), 0);
+  auto cpu = make_cpu_backend();
+  EXPECT_THROW(cuda_stream(*cpu), RuntimeError);
+}
+
+// Thread ranks sharing one GPU, each with its own backend and stream, reusing cached memory.
+TEST(CudaBackend, BackendsOnSeveralThreadsComputeTheSameResult) {
+  PTDP_SKIP_WITHOUT_GPU();
+  const int64_t n = 129, in = 256, out = 384;
+  Tensor x = uniform({n, in}, 50), w = uniform({out, in}, 51);
+  auto cpu = make_cpu_backend();
+  Tensor ref = Tensor::empty({n, out}, F32);
+  cpu->linear_forward(ref, x, w, nullptr);
+  constexpr int kThreads = 4;
+  std::vector<double> err(kThreads, -1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto gpu = make_cuda_backend(0);
+      double worst = 0;
+      for (int it = 0; it < 20; ++it) {
+        Tensor gx = gpu->empty({n, in}, F32), gw = gpu->empty({out, in}, F32), y = gpu->empty({n, out}, F32);
+        gpu->copy(gx, x);
+        gpu->copy(gw, w);
+        gpu->fill(y, kNaN);
+        gpu->linear_forward(y, gx, gw, nullptr);
+        Tensor h = Tensor::empty({n, out}, F32);
+        gpu->copy(h, y);
+        for (int64_t i = 0; i < h.numel(); ++i) {
+          const double d = std::abs(double(h.data<float>()[i]) - ref.data<float>()[i]);
+          worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+        }
+      }
+      err[t] = worst;
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_LT(err[t], 1e-4) << "thread " << t;
+}
+
+TEST(CudaGemm, CachesOnePlanPerShapeAndHandlesEmptyProducts) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_backend(0);
+  cuda::GemmRunner gemm(0, cuda_stream(*gpu));
+  Tensor a = gpu->empty({64, 32}, F32), b = gpu->empty({64, 16}, F32), c = gpu->empty({32, 16}, F32);
+  gpu->fill(a, 1.0);
+  gpu->fill(b, 2.0);
+  // c[32 x 16] = a^T b: column-major a is 32 x 64 (ld 32), b 64 x 16 (ld 64)
+  const cuda::GemmShape h{.trans_a = false, .trans_b = false, .m = 32, .n = 16, .k = 64, .lda = 32, .ldb = 64,
+                          .ldc = 32};
+  gemm.run(h, 1.0f, a.raw(), b.raw(), 0.0f, c.raw());
+  gemm.run(h, 1.0f, a.raw(), b.raw(), 0.0f, c.raw());
+  EXPECT_EQ(gemm.cached_plans(), 1u);
+  Tensor host = Tensor::empty({32, 16}, F32);
+  gpu->copy(host, c);
+  for (int64_t i = 0; i < host.numel(); ++i) ASSERT_EQ(host.data<float>()[i], 128.0f);
+  const cuda::GemmShape k0{.m = 32, .n = 16, .k = 0, .lda = 32, .ldb = 1, .ldc = 32};
+  gemm.run(k0, 1.0f, a.raw(), b.raw(), 0.0f, c.raw());  // D = 0
+  gpu->copy(host, c);
+  for (int64_t i = 0; i < host.numel(); ++i) ASSERT_EQ(host.data<float>()[i], 0.0f);
+  EXPECT_EQ(gemm.fallbacks(), 0u);
+}
+
+// ---- checks that need no device ----
+
+TEST(CudaBackendWithoutGpu, MakingOneThrowsWithTheReason) {
+  std::string reason;
+  if (cuda::device_count(&reason) > 0) GTEST_SKIP() << "a GPU is present";
+  try {
+    make_cuda_backend(0);
+    FAIL() << "no exception";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaErrors, AFailedCudaCallThrowsNamingTheCallAndTheError) {
+  try {
+    PTDP_CUDA_CHECK(cudaSetDevice(1 << 20));
+    FAIL() << "no exception";
+  } catch (const RuntimeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cudaSetDevice(1 << 20) failed"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda_backend_test.cpp"), std::string::npos) << what;
+  }
+  // With a working driver the (non-sticky) error does not linger; without one every call fails.
+  if (cuda::device_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaErrors, AFailedCublasCallThrowsNamingTheCallAndTheStatus) {
+  const auto refuse = [] { return CUBLAS_STATUS_NOT_SUPPORTED; };
+  try {
+    PTDP_CUBLAS_CHECK(refuse());
+    FAIL() << "no exception";
+  } catch (const RuntimeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("refuse() failed"), std::string::npos) << what;
+    EXPECT_NE(what.find("cublas status"), std::string::npos) << what;
+  }
+}
+
+TEST(CudaTensor, DeviceTensorsRefuseHostOperations) {
+  Tensor t = Tensor::wrap(reinterpret_cast<void*>(uintptr_t(4096)), {4}, F32, Device::CUDA);
+  Tensor h = Tensor::empty({4}, F32);
+  EXPECT_THROW(t.zero_(), RuntimeError);
+  EXPECT_THROW(t.clone(), RuntimeError);
+  EXPECT_THROW(t.copy_from(h), RuntimeError);
+  EXPECT_THROW(h.copy_from(t), RuntimeError);
+}
+
+}  // namespace
+}  // namespace ptdp
+#endif

@@ -1,0 +1,65 @@
+// Caching device allocator, one per GPU, shared by every backend on it. Freed blocks are
+// kept by rounded size. A block remembers the stream it was allocated for: it goes back to
+// that stream at once (stream order keeps it safe), and to another stream only after an
+// event recorded at its free has completed, so work still queued on the first stream can
+// never see its memory reused. Thread-safe.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor/allocator.h"
+
+namespace ptdp::cuda {
+
+class DeviceAllocator final : public Allocator {
+ public:
+  // The allocator of `device`; it lives until the process exits.
+  static DeviceAllocator& for_device(int device);
+
+  // Memory for work on `stream`, freed (by a Storage) when the last tensor over it goes.
+  void* allocate(size_t bytes, cudaStream_t stream);
+  // Without a stream: only blocks known idle are handed out, and the caller orders its own
+  // use of the memory (nothing is recorded at its free).
+  void* allocate(size_t bytes) override { return allocate(bytes, nullptr); }
+  void deallocate(void* p, size_t bytes) override;
+
+  // Called by a backend that has synchronized `stream` and is about to destroy it: its
+  // blocks become idle blocks of no stream.
+  void forget_stream(cudaStream_t stream);
+  // Waits for and frees every cached block (cudaFree).
+  void release_cached();
+
+  size_t bytes_in_use() const;       // handed out and not yet freed (rounded sizes)
+  size_t peak_bytes_in_use() const;  // high-water mark of bytes_in_use since reset_peak
+  size_t bytes_cached() const;       // freed and kept for reuse
+  void reset_peak();
+  int device() const { return device_; }
+
+  static size_t round_up(size_t bytes);  // 512-byte multiples, then within 1/32 of the size
+
+ private:
+  explicit DeviceAllocator(int device) : device_(device) {}
+  struct Block {
+    void* ptr = nullptr;
+    size_t size = 0;             // rounded
+    cudaStream_t stream = nullptr;
+    cudaEvent_t freed = nullptr;  // recorded on `stream` at the free; null: idle
+  };
+  bool idle(const Block& b);          // the free-time event has completed (mu_ held)
+  void recycle_event(cudaEvent_t e);  // (mu_ held)
+  void free_cached_locked();
+
+  const int device_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<Block>> free_;
+  std::unordered_map<void*, Block> live_;
+  std::vector<cudaEvent_t> events_;  // recorded-and-done events for reuse
+  size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+};
+
+}  // namespace ptdp::cuda

@@ -1,0 +1,169 @@
+// Element-wise kernels: fill, dtype conversion, add, scale, f64 sums, AdamW, bias broadcast.
+#include <cmath>
+
+#include "core/backend/cuda/device_types.cuh"
+#include "core/backend/cuda/kernels.h"
+
+namespace ptdp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T> __global__ void fill_kernel(T* x, int64_t n, T v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = v;
+}
+
+template <class D, class S> __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = from_f32<D>(to_f32(src[i]));
+}
+
+template <class T> __global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+template <class T> __global__ void add_inplace_kernel(T* y, const T* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(x[i]));
+}
+
+template <class T> __global__ void scale_kernel(T* y, float alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(y[i]) * alpha);
+}
+
+template <class T, bool kSquares> __global__ void sum_partial_kernel(double* partials, const T* x, int64_t n) {
+  double acc = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const double v = to_f32(x[i]);
+    acc += kSquares ? v * v : v;
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void sum_finish_kernel(double* out, const double* partials, int count) {
+  double acc = 0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) *out = acc;
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
+                             float eps, float decay, float c1, float c2) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi * c1, vhat = vi * c2;
+    p[i] = p[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
+  }
+}
+
+template <class T> __global__ void bias_broadcast_kernel(T* y, const T* bias, int64_t m, int64_t n, int64_t ld) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < m * n; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = k / m, i = k % m;
+    y[j * ld + i] = bias[i];
+  }
+}
+
+}  // namespace
+
+void fill(void* x, DType dt, int64_t n, double value, cudaStream_t st) {
+  if (n == 0) return;
+  if (value == 0 && !std::signbit(value)) {
+    PTDP_CUDA_CHECK(cudaMemsetAsync(x, 0, size_t(n) * dtype_size(dt), st));
+    return;
+  }
+  if (dt == DType::I32) {
+    fill_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<int32_t*>(x), n, static_cast<int32_t>(value));
+    PTDP_CUDA_CHECK_LAUNCH("fill_kernel<i32>");
+    return;
+  }
+  dispatch_float(dt, "fill", [&](auto z) {
+    using T = decltype(z);
+    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(x), n,
+                                                               from_f32<T>(static_cast<float>(value)));
+    PTDP_CUDA_CHECK_LAUNCH("fill_kernel");
+  });
+}
+
+void convert(void* dst, DType dst_dt, const void* src, DType src_dt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dst_dt, "copy", [&](auto zd) {
+    dispatch_float(src_dt, "copy", [&](auto zs) {
+      using D = decltype(zd);
+      using S = decltype(zs);
+      convert_kernel<D, S><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<D*>(dst),
+                                                                       static_cast<const S*>(src), n);
+      PTDP_CUDA_CHECK_LAUNCH("convert_kernel");
+    });
+  });
+}
+
+void add(void* y, const void* a, const void* b, DType dt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "add", [&](auto z) {
+    using T = decltype(z);
+    add_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(a),
+                                                              static_cast<const T*>(b), n);
+    PTDP_CUDA_CHECK_LAUNCH("add_kernel");
+  });
+}
+
+void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "add_", [&](auto z) {
+    using T = decltype(z);
+    add_inplace_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(x), n);
+    PTDP_CUDA_CHECK_LAUNCH("add_inplace_kernel");
+  });
+}
+
+void scale_inplace(void* y, DType dt, double alpha, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "scale_", [&](auto z) {
+    using T = decltype(z);
+    scale_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<float>(alpha), n);
+    PTDP_CUDA_CHECK_LAUNCH("scale_kernel");
+  });
+}
+
+void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* partials, cudaStream_t st) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > kSumPartials) blocks = kSumPartials;
+  dispatch_float(dt, "sum", [&](auto z) {
+    using T = decltype(z);
+    if (squares)
+      sum_partial_kernel<T, true><<<unsigned(blocks), kThreads, 0, st>>>(partials, static_cast<const T*>(x), n);
+    else
+      sum_partial_kernel<T, false><<<unsigned(blocks), kThreads, 0, st>>>(partials, static_cast<const T*>(x), n);
+    PTDP_CUDA_CHECK_LAUNCH("sum_partial_kernel");
+  });
+  sum_finish_kernel<<<1, 1024, 0, st>>>(out, partials, int(blocks));
+  PTDP_CUDA_CHECK_LAUNCH("sum_finish_kernel");
+}
+
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+           float decay, float c1, float c2, cudaStream_t st) {
+  if (n == 0) return;
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(p, g, m, v, n, lr, beta1, beta2, eps, decay, c1, c2);
+  PTDP_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+void bias_broadcast(void* y, const void* bias, DType dt, int64_t m, int64_t n, int64_t ld, cudaStream_t st) {
+  if (m == 0 || n == 0) return;
+  dispatch_float(dt, "linear bias", [&](auto z) {
+    using T = decltype(z);
+    bias_broadcast_kernel<T><<<grid_for(m * n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y),
+                                                                             static_cast<const T*>(bias), m, n, ld);
+    PTDP_CUDA_CHECK_LAUNCH("bias_broadcast_kernel");
+  });
+}
+
+}  // namespace ptdp::cuda

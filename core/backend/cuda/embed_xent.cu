@@ -1,0 +1,156 @@
+// Embedding lookup (f32 atomic scatter-add for its gradients) and the vocab-shardable pieces
+// of cross-entropy, one block per row of logits.
+#include "core/backend/cuda/device_types.cuh"
+#include "core/backend/cuda/kernels.h"
+
+namespace ptdp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T>
+__global__ void embedding_forward_kernel(T* x, const int32_t* tok, const T* wte, int64_t wte_rows,
+                                         int64_t vocab_start, const T* wpe, int64_t n, int64_t h, int s) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * h; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = k / h, i = k % h;
+    const int64_t id = int64_t(tok[r]) - vocab_start;
+    float v = (id >= 0 && id < wte_rows) ? to_f32(wte[id * h + i]) : 0.0f;
+    if (wpe) v += to_f32(wpe[(r % s) * h + i]);
+    x[k] = from_f32<T>(v);
+  }
+}
+
+template <class T>
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dx, const int32_t* tok, int64_t wte_rows,
+                                          int64_t vocab_start, int64_t n, int64_t h, int s) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * h; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = k / h, i = k % h;
+    const float d = to_f32(dx[k]);
+    const int64_t id = int64_t(tok[r]) - vocab_start;
+    if (id >= 0 && id < wte_rows) atomicAdd(dwte + id * h + i, d);
+    if (dwpe) atomicAdd(dwpe + (r % s) * h + i, d);
+  }
+}
+
+template <class T> __global__ void row_max_kernel(float* max, const T* logits, int64_t v, int64_t v_valid) {
+  const T* l = logits + blockIdx.x * v;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < v_valid; j += blockDim.x) m = fmaxf(m, to_f32(l[j]));
+  m = block_max(m);
+  if (threadIdx.x == 0) max[blockIdx.x] = m;
+}
+
+template <class T>
+__global__ void sum_exp_kernel(float* se, const T* logits, const float* max, int64_t v, int64_t v_valid) {
+  const T* l = logits + blockIdx.x * v;
+  const float m = max[blockIdx.x];
+  float tot = 0.0f;
+  for (int64_t j = threadIdx.x; j < v_valid; j += blockDim.x) tot += expf(to_f32(l[j]) - m);
+  tot = block_sum(tot);
+  if (threadIdx.x == 0) se[blockIdx.x] = tot;
+}
+
+template <class T>
+__global__ void target_logit_kernel(float* tgt, const T* logits, const int32_t* targets, int64_t n, int64_t v,
+                                    int64_t vocab_start, int64_t v_valid) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < n; r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = int64_t(targets[r]) - vocab_start;
+    tgt[r] = (t >= 0 && t < v_valid) ? to_f32(logits[r * v + t]) : 0.0f;
+  }
+}
+
+__global__ void loss_kernel(float* loss, const float* max, const float* se, const float* tgt, int64_t n) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < n; r += int64_t(gridDim.x) * blockDim.x)
+    loss[r] = logf(se[r]) + max[r] - tgt[r];
+}
+
+template <class T>
+__global__ void xent_backward_kernel(T* dlogits, const T* logits, const float* max, const float* se,
+                                     const int32_t* targets, int64_t v, int64_t vocab_start, int64_t v_valid,
+                                     float scale) {
+  const int64_t r = blockIdx.x;
+  const T* l = logits + r * v;
+  T* d = dlogits + r * v;
+  const float m = max[r], inv = 1.0f / se[r];
+  const int64_t t = int64_t(targets[r]) - vocab_start;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+    float g = 0.0f;
+    if (j < v_valid) g = scale * expf(to_f32(l[j]) - m) * inv - (j == t ? scale : 0.0f);
+    d[j] = from_f32<T>(g);
+  }
+}
+
+}  // namespace
+
+void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte_rows, int64_t vocab_start,
+                       const void* wpe, DType dt, int64_t n, int64_t h, int s, cudaStream_t st) {
+  if (n * h == 0) return;
+  dispatch_float(dt, "embedding_forward", [&](auto z) {
+    using T = decltype(z);
+    embedding_forward_kernel<T><<<grid_for(n * h, kThreads), kThreads, 0, st>>>(
+        static_cast<T*>(x), tok, static_cast<const T*>(wte), wte_rows, vocab_start, static_cast<const T*>(wpe), n, h,
+        s);
+    PTDP_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
+  });
+}
+
+void embedding_backward(float* dwte, float* dwpe, const void* dx, DType dt, const int32_t* tok, int64_t wte_rows,
+                        int64_t vocab_start, int64_t n, int64_t h, int s, cudaStream_t st) {
+  if (n * h == 0) return;
+  dispatch_float(dt, "embedding_backward", [&](auto z) {
+    using T = decltype(z);
+    embedding_backward_kernel<T><<<grid_for(n * h, kThreads), kThreads, 0, st>>>(
+        dwte, dwpe, static_cast<const T*>(dx), tok, wte_rows, vocab_start, n, h, s);
+    PTDP_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
+  });
+}
+
+void xent_row_max(float* max, const void* logits, DType dt, int64_t n, int64_t v, int64_t v_valid, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "xent_row_max", [&](auto z) {
+    using T = decltype(z);
+    row_max_kernel<T><<<unsigned(n), kThreads, 0, st>>>(max, static_cast<const T*>(logits), v, v_valid);
+    PTDP_CUDA_CHECK_LAUNCH("row_max_kernel");
+  });
+}
+
+void xent_sum_exp(float* se, const void* logits, const float* max, DType dt, int64_t n, int64_t v, int64_t v_valid,
+                  cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "xent_sum_exp", [&](auto z) {
+    using T = decltype(z);
+    sum_exp_kernel<T><<<unsigned(n), kThreads, 0, st>>>(se, static_cast<const T*>(logits), max, v, v_valid);
+    PTDP_CUDA_CHECK_LAUNCH("sum_exp_kernel");
+  });
+}
+
+void xent_target_logit(float* tgt, const void* logits, DType dt, const int32_t* targets, int64_t n, int64_t v,
+                       int64_t vocab_start, int64_t v_valid, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "xent_target_logit", [&](auto z) {
+    using T = decltype(z);
+    target_logit_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(tgt, static_cast<const T*>(logits), targets,
+                                                                       n, v, vocab_start, v_valid);
+    PTDP_CUDA_CHECK_LAUNCH("target_logit_kernel");
+  });
+}
+
+void xent_loss(float* loss, const float* max, const float* se, const float* tgt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  loss_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(loss, max, se, tgt, n);
+  PTDP_CUDA_CHECK_LAUNCH("loss_kernel");
+}
+
+void xent_backward(void* dlogits, const void* logits, const float* max, const float* se, DType dt,
+                   const int32_t* targets, int64_t n, int64_t v, int64_t vocab_start, int64_t v_valid, float scale,
+                   cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "xent_backward", [&](auto z) {
+    using T = decltype(z);
+    xent_backward_kernel<T><<<unsigned(n), kThreads, 0, st>>>(static_cast<T*>(dlogits), static_cast<const T*>(logits),
+                                                              max, se, targets, v, vocab_start, v_valid, scale);
+    PTDP_CUDA_CHECK_LAUNCH("xent_backward_kernel");
+  });
+}
+
+}  // namespace ptdp::cuda

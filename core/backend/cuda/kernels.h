@@ -1,0 +1,64 @@
+// The CUDA backend's kernels, as host launchers on a stream. Raw device pointers; `dt` is the
+// compute dtype (f32, bf16 or f16) of the pointers typed void*; statistics and parameter
+// gradients are float*. Shapes are checked by the backend that calls them. Arithmetic is f32.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor/dtype.h"
+
+namespace ptdp::cuda {
+
+// ---- elementwise.cu ----
+void fill(void* x, DType dt, int64_t n, double value, cudaStream_t st);  // also i32
+void convert(void* dst, DType dst_dt, const void* src, DType src_dt, int64_t n, cudaStream_t st);
+void add(void* y, const void* a, const void* b, DType dt, int64_t n, cudaStream_t st);
+void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st);
+void scale_inplace(void* y, DType dt, double alpha, int64_t n, cudaStream_t st);
+// *out = sum of x (or of x^2) in f64; `partials` holds kSumPartials doubles.
+constexpr int kSumPartials = 1024;
+void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* partials, cudaStream_t st);
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+           float decay, float c1, float c2, cudaStream_t st);
+// y[j * ld + i] = bias[i] for i < m, j < n (a bias broadcast over the columns of column-major y)
+void bias_broadcast(void* y, const void* bias, DType dt, int64_t m, int64_t n, int64_t ld, cudaStream_t st);
+
+// ---- column sums (column_sum.cu): out[c] += sum over rows of x[r, c], in a fixed order ----
+// `partials` holds column_sum_chunks(rows) * cols floats.
+int64_t column_sum_chunks(int64_t rows);
+void column_sum_accumulate(float* out, const void* x, DType dt, int64_t rows, int64_t cols, float* partials,
+                           cudaStream_t st);
+
+// ---- norm_act.cu ----
+void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* g, const void* b, DType dt,
+                       int64_t n, int64_t c, float eps, cudaStream_t st);
+// dx += d/dx (per row); dg += sum dy * xhat, db += sum dy (partials: 2 * column_sum_chunks(n) * c floats)
+void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
+                        const float* mean, const float* rstd, DType dt, int64_t n, int64_t c, float* partials,
+                        cudaStream_t st);
+void gelu_forward(void* y, const void* x, DType dt, int64_t n, cudaStream_t st);
+void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, cudaStream_t st);
+
+// ---- softmax.cu: rows of length s, row r holding query position r % s ----
+// In place: scores -> causal softmax (zero above the diagonal).
+void causal_softmax_forward(void* p, DType dt, int64_t rows, int s, cudaStream_t st);
+// In place: dp -> ds = p * (dp - sum_j p dp) * scale on and below the diagonal, zero above.
+void causal_softmax_backward(void* dp, const void* p, DType dt, int64_t rows, int s, float scale, cudaStream_t st);
+
+// ---- embed_xent.cu ----
+void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte_rows, int64_t vocab_start,
+                       const void* wpe, DType dt, int64_t n, int64_t h, int s, cudaStream_t st);
+void embedding_backward(float* dwte, float* dwpe, const void* dx, DType dt, const int32_t* tok, int64_t wte_rows,
+                        int64_t vocab_start, int64_t n, int64_t h, int s, cudaStream_t st);
+void xent_row_max(float* max, const void* logits, DType dt, int64_t n, int64_t v, int64_t v_valid, cudaStream_t st);
+void xent_sum_exp(float* se, const void* logits, const float* max, DType dt, int64_t n, int64_t v, int64_t v_valid,
+                  cudaStream_t st);
+void xent_target_logit(float* tgt, const void* logits, DType dt, const int32_t* targets, int64_t n, int64_t v,
+                       int64_t vocab_start, int64_t v_valid, cudaStream_t st);
+void xent_loss(float* loss, const float* max, const float* se, const float* tgt, int64_t n, cudaStream_t st);
+void xent_backward(void* dlogits, const void* logits, const float* max, const float* se, DType dt,
+                   const int32_t* targets, int64_t n, int64_t v, int64_t vocab_start, int64_t v_valid, float scale,
+                   cudaStream_t st);
+
+}  // namespace ptdp::cuda

@@ -1,0 +1,144 @@
+// LayerNorm (one row per warp, f32 statistics) and GeLU (tanh form), forward and backward.
+#include "core/backend/cuda/column_reduce.cuh"
+
+namespace ptdp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / 32;
+
+template <class T>
+__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* g, const T* b,
+                                         int64_t n, int64_t c, float eps) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;  // whole warps leave together
+  const T* xr = x + row * c;
+  float s = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) s += to_f32(xr[i]);
+  const float m = warp_sum(s) / float(c);
+  float v = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) {
+    const float d = to_f32(xr[i]) - m;
+    v += d * d;
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(v) / float(c) + eps);
+  T* yr = y + row * c;
+  for (int64_t i = lane; i < c; i += 32) yr[i] = from_f32<T>((to_f32(xr[i]) - m) * rs * to_f32(g[i]) + to_f32(b[i]));
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+template <class T>
+__global__ void layernorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const T* g, const float* mean,
+                                             const float* rstd, int64_t n, int64_t c) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* xr = x + row * c;
+  const T* dyr = dy + row * c;
+  const float m = mean[row], rs = rstd[row];
+  float dmean = 0.0f, dnorm_mean = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) {
+    const float norm = (to_f32(xr[i]) - m) * rs;
+    const float dnorm = to_f32(dyr[i]) * to_f32(g[i]);
+    dmean += dnorm;
+    dnorm_mean += dnorm * norm;
+  }
+  dmean = warp_sum(dmean) / float(c);
+  dnorm_mean = warp_sum(dnorm_mean) / float(c);
+  T* dxr = dx + row * c;
+  for (int64_t i = lane; i < c; i += 32) {
+    const float norm = (to_f32(xr[i]) - m) * rs;
+    const float dnorm = to_f32(dyr[i]) * to_f32(g[i]);
+    dxr[i] = from_f32<T>(to_f32(dxr[i]) + (dnorm - dmean - norm * dnorm_mean) * rs);
+  }
+}
+
+// dg += dy * xhat, db += dy, per column.
+template <class T> struct LayerNormParamGrads {
+  const T* dy;
+  const T* x;
+  const float* mean;
+  const float* rstd;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t c, float* acc) const {
+    const float d = to_f32(dy[r * cols + c]);
+    acc[0] += d * (to_f32(x[r * cols + c]) - mean[r]) * rstd[r];
+    acc[1] += d;
+  }
+};
+
+constexpr float kGeluC = 0.79788456080286535588f;  // sqrt(2/pi)
+
+template <class T> __global__ void gelu_forward_kernel(T* y, const T* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[i]);
+    const float u = kGeluC * (v + 0.044715f * v * v * v);
+    y[i] = from_f32<T>(0.5f * v * (1.0f + tanhf(u)));
+  }
+}
+
+template <class T> __global__ void gelu_backward_kernel(T* dx, const T* x, const T* dy, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[i]);
+    const float u = kGeluC * (v + 0.044715f * v * v * v);
+    const float th = tanhf(u);
+    const float du = kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = from_f32<T>(to_f32(dy[i]) * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du));
+  }
+}
+
+unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* g, const void* b, DType dt,
+                       int64_t n, int64_t c, float eps, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "layernorm_forward", [&](auto z) {
+    using T = decltype(z);
+    layernorm_forward_kernel<T><<<row_blocks(n), kThreads, 0, st>>>(
+        static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(g), static_cast<const T*>(b),
+        n, c, eps);
+    PTDP_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+  });
+}
+
+void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
+                        const float* mean, const float* rstd, DType dt, int64_t n, int64_t c, float* partials,
+                        cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "layernorm_backward", [&](auto z) {
+    using T = decltype(z);
+    layernorm_backward_dx_kernel<T><<<row_blocks(n), kThreads, 0, st>>>(
+        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean,
+        rstd, n, c);
+    PTDP_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
+    column_reduce<2>(LayerNormParamGrads<T>{static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, c}, n,
+                     c, dg, db, partials, st);
+  });
+}
+
+void gelu_forward(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "gelu_forward", [&](auto z) {
+    using T = decltype(z);
+    gelu_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(x), n);
+    PTDP_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
+  });
+}
+
+void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "gelu_backward", [&](auto z) {
+    using T = decltype(z);
+    gelu_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(
+        static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n);
+    PTDP_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
+  });
+}
+
+}  // namespace ptdp::cuda

@@ -1,0 +1,80 @@
+// Shared by the CUDA suites: one CUDA backend for the process (or the reason there is none),
+// CUDA-event timing of one call after an L2 flush, and random device data.
+#pragma once
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/device_allocator.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/event_timer.h"
+#include "core/common/rng.h"
+
+namespace ptdp::bench {
+
+// The CUDA backend on device 0, made once and kept to the end of the process; null without
+// a GPU, with `reason` set.
+inline Backend* cuda_backend(std::string* reason) {
+  static std::string why;
+  static Backend* be = [] {
+    std::string r;
+    if (cuda::device_count(&r) == 0) {
+      why = "no CUDA device: " + r;
+      return static_cast<Backend*>(nullptr);
+    }
+    return make_cuda_backend(0).release();  // never destroyed: the CUDA runtime may be gone at exit
+  }();
+  if (!be && reason) *reason = why;
+  return be;
+}
+
+// Times calls on the backend's stream with CUDA events; before each, a memset of twice the L2
+// size evicts the operands from the cache.
+class CudaTiming {
+ public:
+  explicit CudaTiming(Backend& be) : be_(be), timer_(cuda_stream(be)) {
+    int l2 = 0;
+    PTDP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cuda_device(be)));
+    flush_ = be.empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
+  }
+  template <class F>
+  double seconds(F&& f) {
+    PTDP_CUDA_CHECK(cudaMemsetAsync(flush_.raw(), 0, flush_.nbytes(), cuda_stream(be_)));
+    timer_.start();
+    f();
+    timer_.stop();
+    return timer_.elapsed_ms() / 1e3;
+  }
+
+ private:
+  Backend& be_;
+  cuda::EventTimer timer_;
+  Tensor flush_;
+};
+
+// Uniform values in [lo, hi) in t's dtype: a block of up to 1 Mi random elements, repeated.
+inline void fill_random(Backend& be, Tensor& t, uint64_t seed, double lo = -1, double hi = 1) {
+  const int64_t block = std::min<int64_t>(t.numel(), int64_t(1) << 20);
+  if (block == 0) return;
+  Tensor host = Tensor::empty({block}, DType::F32);
+  for (int64_t i = 0; i < block; ++i)
+    host.data<float>()[i] = float(lo + (hi - lo) * uniform01(seed, 0, uint64_t(i)));
+  Tensor first = t.view(0, {block});
+  be.copy(first, host);  // host -> device, converted to t's dtype
+  for (int64_t off = block; off < t.numel(); off += block) {
+    Tensor part = t.view(off, {std::min(block, t.numel() - off)});
+    be.copy(part, first.view(0, {part.numel()}));  // device -> device
+  }
+}
+
+// Gives the suite's cached device memory back, so that later shapes do not run out.
+inline void release_device_cache(Backend& be) {
+  be.synchronize();
+  cuda::DeviceAllocator::for_device(cuda_device(be)).release_cached();
+}
+
+}  // namespace ptdp::bench
