@@ -1,5 +1,6 @@
 #include "core/model/layer.h"
 
+#include "core/backend/nvtx.h"
 #include "core/common/error.h"
 
 namespace ptdp {
@@ -31,7 +32,9 @@ LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, i
 }
 
 void tp_all_reduce(const LayerDims& d, Tensor& x) {
-  if (d.tp) d.tp->all_reduce(x, ReduceOp::Sum);
+  if (!d.tp) return;
+  NvtxRange r("tp all-reduce");
+  d.tp->all_reduce(x, ReduceOp::Sum);
 }
 
 int64_t LayerCache::bytes() const {
@@ -91,9 +94,11 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   const int64_t n = d.rows();
   const DType dt = dy.dtype();
   if (mode == Recompute::Full) {  // rerun the forward pass from the kept input
+    NvtxRange r("recompute");
     Tensor y = be.empty({n, d.h}, dt);
     forward_all(be, d, w, c.x, y, c);
   } else if (mode == Recompute::Selective) {  // recompute the attention probabilities only
+    NvtxRange r("recompute");
     c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
     Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
     be.attention_forward(scratch, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);

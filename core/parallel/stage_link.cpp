@@ -4,8 +4,12 @@
 
 namespace ptdp {
 
-StageLink::StageLink(Communicator* pp, Communicator* tp, bool scatter_gather)
-    : pp_(pp), tp_(tp), scatter_gather_(scatter_gather) {}
+StageLink::StageLink(Communicator* pp, Communicator* tp, bool scatter_gather, Backend* be)
+    : pp_(pp), tp_(tp), scatter_gather_(scatter_gather), be_(be) {}
+
+Tensor StageLink::alloc(const Shape& shape, DType dtype) const {
+  return be_ ? be_->empty(shape, dtype) : Tensor::empty(shape, dtype);
+}
 
 void StageLink::send(const Tensor& x, int stage, int tag) {
   Tensor part = x;
@@ -19,10 +23,10 @@ void StageLink::send(const Tensor& x, int stage, int tag) {
 
 Tensor StageLink::recv(const Shape& shape, DType dtype, int stage, int tag) {
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor full = Tensor::empty(shape, dtype);
+  Tensor full = alloc(shape, dtype);
   if (sliced()) {
     ChunkRange c = chunk_range(full.numel(), tp_->size(), tp_->rank());
-    Tensor part = Tensor::empty({c.size()}, dtype);
+    Tensor part = alloc({c.size()}, dtype);
     pp_->recv(part, stage, tag);
     Tensor flat = full.reshape({full.numel()});
     tp_->all_gather(part, flat);

@@ -5,14 +5,16 @@
 #pragma once
 #include <vector>
 
+#include "core/backend/backend.h"
 #include "core/comm/communicator.h"
 
 namespace ptdp {
 
 class StageLink {
  public:
-  // pp: this pipeline's group (rank = stage); tp: the tensor-parallel group (may be null).
-  StageLink(Communicator* pp, Communicator* tp, bool scatter_gather);
+  // pp: this pipeline's group (rank = stage); tp: the tensor-parallel group (may be null);
+  // be: where received tensors are allocated (null: host memory).
+  StageLink(Communicator* pp, Communicator* tp, bool scatter_gather, Backend* be = nullptr);
   // Posts the send of x to `stage`; x (or the slice sent) stays referenced until wait_sends().
   void send(const Tensor& x, int stage, int tag);
   // Receives a tensor of `shape` from `stage` (blocking, then all-gathers with scatter/gather).
@@ -25,9 +27,11 @@ class StageLink {
 
  private:
   bool sliced() const { return scatter_gather_ && tp_ && tp_->size() > 1; }
+  Tensor alloc(const Shape& shape, DType dtype) const;
   Communicator* pp_;
   Communicator* tp_;
   bool scatter_gather_;
+  Backend* be_;
   std::vector<std::pair<Tensor, CommHandle>> pending_;
   int64_t bytes_sent_ = 0;
   double wait_ms_ = 0;

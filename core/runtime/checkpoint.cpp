@@ -42,6 +42,14 @@ uint64_t fnv(const std::string& bytes) {
   return h;
 }
 
+// t itself when in host memory, else a host copy.
+Tensor on_host(Backend& be, const Tensor& t) {
+  if (t.device() == Device::CPU) return t;
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  be.copy(h, t);
+  return h;
+}
+
 void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
@@ -92,9 +100,11 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
     const int64_t step = opts[j]->steps_taken();
     put(out, n);
     put(out, step);
-    put(out, opts[j]->master().raw(), opts[j]->master().nbytes());
-    put(out, opts[j]->exp_avg().raw(), opts[j]->exp_avg().nbytes());
-    put(out, opts[j]->exp_avg_sq().raw(), opts[j]->exp_avg_sq().nbytes());
+    Backend& be = chunks[j]->backend();
+    for (Tensor* t : {&opts[j]->master(), &opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
+      const Tensor h = on_host(be, *t);
+      put(out, h.raw(), h.nbytes());
+    }
   }
   put(out, fnv(out));
   const std::string d = shard_dir(dir, state.iteration, l.tp_rank, l.pp_rank, l.pp);
@@ -159,9 +169,12 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
     take(&step, sizeof step);
     if (n != chunks[j]->params().numel())
       usage_error("--load {}: {} chunk {} has {} parameters, the model {}", dir, path, j, n, chunks[j]->params().numel());
-    take(opts[j]->master().raw(), opts[j]->master().nbytes());
-    take(opts[j]->exp_avg().raw(), opts[j]->exp_avg().nbytes());
-    take(opts[j]->exp_avg_sq().raw(), opts[j]->exp_avg_sq().nbytes());
+    Backend& be = chunks[j]->backend();
+    for (Tensor* t : {&opts[j]->master(), &opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
+      Tensor h = t->device() == Device::CPU ? *t : Tensor::empty(t->shape(), t->dtype());
+      take(h.raw(), h.nbytes());
+      if (h.raw() != t->raw()) be.copy(*t, h);
+    }
     opts[j]->set_steps_taken(step);
     opts[j]->refresh_params();
   }

@@ -4,7 +4,12 @@
 #include <mutex>
 
 #include "core/backend/cpu/threads.h"
+#include "core/comm/device_comm.h"
 #include "core/comm/local/local_comm.h"
+#include "core/testing/host_device_backend.h"
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/cuda_backend.h"
+#endif
 #include "core/parallel/topology.h"
 #include "core/train/stage_model.h"
 
@@ -13,15 +18,27 @@ namespace ptdp::testing {
 std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
-         (scatter_gather ? "_sg" : "_nosg") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype)));
+         (scatter_gather ? "_sg" : "_nosg") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
+         (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend);
+}
+
+std::unique_ptr<Backend> make_test_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "host-device") return make_host_device_backend();
+#ifdef PTDP_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend(0);
+#endif
+  throw RuntimeError("no test backend named " + name);
 }
 
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
                          int iters, uint64_t seed) {
   const Topology topo(layout.tp, layout.pp, layout.dp);
-  ParallelGroups g = ParallelGroups::create(world, topo);
   if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads or processes already
-  auto be = make_cpu_backend();
+  auto be = make_test_backend(layout.backend);
+  std::unique_ptr<Communicator> staged;  // device tensors go through the host communicator
+  if (be->device() != Device::CPU) staged = make_device_comm(world, *be, Device::CPU);
+  ParallelGroups g = ParallelGroups::create(staged ? *staged : world, topo);
   StageModel stage =
       build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed, layout.dtype);
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
@@ -38,10 +55,16 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   // Assemble the logical weights on every rank: each element is contributed once, by the
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
   // replicated tensors), from the first stage for the tied embedding.
+  std::vector<Tensor> masters;  // host copies of the f32 master weights
+  for (size_t j = 0; j < stage.chunks.size(); ++j) {
+    const Tensor& m = trainer.optimizer(int(j)).master();
+    masters.push_back(Tensor::empty(m.shape(), m.dtype()));
+    be->copy(masters.back(), m);
+  }
   std::map<std::string, std::pair<const ParamEntry*, const float*>> mine;  // entry, master weights
   for (size_t j = 0; j < stage.chunks.size(); ++j)
     for (const auto& e : stage.chunks[j]->layout().entries())
-      if (!e.shared_copy) mine[e.name] = {&e, trainer.optimizer(int(j)).master().data<float>()};
+      if (!e.shared_copy) mine[e.name] = {&e, masters[j].data<float>()};
   ParamLayout full_layout(c, ShardSpec{});
   for (const auto& fe : full_layout.entries()) {
     const int64_t n = fe.name == "wte" ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);

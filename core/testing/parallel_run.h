@@ -24,6 +24,9 @@ struct Layout {
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
   DType dtype = DType::F32;  // bf16/f16: mixed precision (the weights compared are the f32 masters)
+  // cpu | host-device (device plumbing on the CPU, testing/host_device_backend.h) | cuda (every
+  // rank a thread on GPU 0). Not cpu: communicators stage device tensors through host memory.
+  std::string backend = "cpu";
   std::string name() const;
 };
 
@@ -37,6 +40,9 @@ RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layo
 // every rank returns the losses and the assembled logical weights.
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
                          int iters, uint64_t seed);
+
+// The backend named as in Layout::backend.
+std::unique_ptr<Backend> make_test_backend(const std::string& name);
 
 // Largest norm-wise relative difference over all tensors, and the same over the whole model.
 struct WeightDiff {

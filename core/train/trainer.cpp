@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "core/backend/nvtx.h"
 
 namespace ptdp {
 
@@ -18,6 +21,14 @@ double ms_since(Clock::time_point t0) {
 
 // p2p tags: the receiver's (micro-batch, chunk) and the direction.
 int tag_of(int microbatch, int chunk, int v, bool backward) { return ((microbatch * v + chunk) << 1) | int(backward); }
+
+// A host tensor where the backend computes (itself on the CPU).
+Tensor to_device(Backend& be, const Tensor& host) {
+  if (be.device() == Device::CPU) return host;
+  Tensor d = be.empty(host.shape(), host.dtype());
+  be.copy(d, host);
+  return d;
+}
 
 void sum_scalar(Communicator* c, double& x) {
   if (!c || c->size() == 1) return;
@@ -58,7 +69,7 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
     opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
     sync_.push_back(std::make_unique<GradSync>(c->grads(), groups.dp, cfg.grad_bucket_elems, cfg.overlap_grad_reduce));
   }
-  link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather);
+  link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather, &chunk(0).backend());
 }
 
 void Trainer::run_schedule(IterStats& st, double& loss_sum) {
@@ -80,21 +91,29 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
     Gpt& g = chunk(a.chunk);
     switch (a.op) {
       case Op::RecvForward: {
+        NvtxRange r("p2p recv forward");
         Peer from = backward_peer(p, stage(), a.chunk);
         inputs[key] = link_->recv(act_shape, act_dtype, from.stage, tag_of(a.microbatch, a.chunk, v, false));
         break;
       }
       case Op::Forward: {
         Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
-        if (g.shard().pre || g.shard().post)
+        if (g.shard().pre || g.shard().post) {
           load_microbatch(data_, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
+          tokens = to_device(g.backend(), tokens);
+          targets = to_device(g.backend(), targets);
+        }
         const Tensor input = g.shard().pre ? tokens : inputs.at(key);
         inputs.erase(key);
         auto t0 = Clock::now();
         Tensor out;
         double loss = 0;
-        caches[key] = g.forward(b, input, g.shard().post ? &targets : nullptr, cfg_.recompute,
-                                g.shard().post ? nullptr : &out, &loss);
+        {
+          NvtxRange r("forward");
+          caches[key] = g.forward(b, input, g.shard().post ? &targets : nullptr, cfg_.recompute,
+                                  g.shard().post ? nullptr : &out, &loss);
+          g.backend().synchronize();  // device time, not the time to queue it
+        }
         st.fwd_ms += ms_since(t0);
         if (g.shard().post) loss_sum += loss;
         else outputs[key] = out;
@@ -103,12 +122,14 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         break;
       }
       case Op::SendForward: {
+        NvtxRange r("p2p send forward");
         Peer to = forward_peer(p, stage(), a.chunk);
         link_->send(outputs.at(key), to.stage, tag_of(a.microbatch, to.chunk, v, false));
         outputs.erase(key);
         break;
       }
       case Op::RecvBackward: {
+        NvtxRange r("p2p recv backward");
         Peer from = forward_peer(p, stage(), a.chunk);
         grads_in[key] = link_->recv(act_shape, act_dtype, from.stage, tag_of(a.microbatch, a.chunk, v, true));
         break;
@@ -122,8 +143,12 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         Tensor dx;
         auto t0 = Clock::now();
         const Tensor* dy = g.shard().post ? nullptr : &grads_in.at(key);
-        g.backward(*cache, loss_scale, dy, g.shard().pre ? nullptr : &dx,
-                   last ? [&sync](int64_t off) { sync.ready_from(off); } : std::function<void(int64_t)>());
+        {
+          NvtxRange r("backward");
+          g.backward(*cache, loss_scale, dy, g.shard().pre ? nullptr : &dx,
+                     last ? [&sync](int64_t off) { sync.ready_from(off); } : std::function<void(int64_t)>());
+          g.backend().synchronize();
+        }
         st.bwd_ms += ms_since(t0);
         caches.erase(key);
         grads_in.erase(key);
@@ -131,6 +156,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         break;
       }
       case Op::SendBackward: {
+        NvtxRange r("p2p send backward");
         Peer to = backward_peer(p, stage(), a.chunk);
         link_->send(outputs.at(key), to.stage, tag_of(a.microbatch, to.chunk, v, true));
         outputs.erase(key);
@@ -150,6 +176,7 @@ std::vector<AdamW*> Trainer::optimizers() const {
 
 void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   auto t0 = Clock::now();
+  auto dp_range = std::make_unique<NvtxRange>("dp all-reduce");
   for (auto& s : sync_) s->finish();
   // The word embedding is tied: its copies on the first and last stage get the sum of both
   // gradients (after the data-parallel sum: the order of two sums changes nothing).
@@ -159,6 +186,8 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     groups_.embedding->all_reduce(gw, ReduceOp::Sum);
   }
   st.dp_ms = ms_since(t0);
+  dp_range.reset();
+  NvtxRange opt_range("optimizer");
   auto t1 = Clock::now();
   st.loss_scale = scaler_.scale();
   if (scaler_.scale() != 1.0)
@@ -197,6 +226,7 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     st.grad_norm = info.grad_norm;
     st.lr = info.lr;
   }
+  for (Gpt* c : chunks_) c->backend().synchronize();
   st.opt_ms = ms_since(t1);
 }
 
