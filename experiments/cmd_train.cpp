@@ -1,6 +1,7 @@
 // `ptdp train`: trains with the training core and writes one result row.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 #include "experiments/commands.h"
+#include "experiments/rank_device.h"
 #include "experiments/result_row.h"
 
 namespace ptdp {
@@ -61,16 +63,38 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
 
 namespace {
 
+// --loss-log FILE: its directory must exist and FILE must not be a directory.
+void check_loss_log(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path), dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) usage_error("--loss-log {}: directory {} does not exist", path, dir.string());
+  if (fs::is_directory(p, ec)) usage_error("--loss-log {}: is a directory", path);
+}
+
+// iteration,loss,grad_norm,lr,loss_scale,skipped: one line per iteration run, values printed
+// to round-trip (skipped: 1 when the update was skipped).
+std::string loss_log_csv(const std::vector<std::pair<int, IterStats>>& iters) {
+  std::string out = "iteration,loss,grad_norm,lr,loss_scale,skipped\n";
+  for (const auto& [it, st] : iters)
+    out += fmt::format("{},{},{},{},{},{}\n", it, st.loss, st.grad_norm, st.lr, st.loss_scale, st.skipped ? 1 : 0);
+  return out;
+}
+
 // Refuses, before any work, what cannot succeed: an unwritable result file, a model too big.
 void preflight(const RunConfig& c) {
   if (!c.csv.empty()) check_result_csv(c.csv);
+  if (!c.loss_log.empty()) check_loss_log(c.loss_log);
+  if (!c.save_init_dir.empty() && !c.load_dir.empty())
+    usage_error("--save-init {} writes the initial weights; it cannot be combined with --load {}", c.save_init_dir,
+                c.load_dir);
   const ModelConfig& m = c.model;
   const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
   // Ranks of this process: every data-parallel replica holds a whole model, split t ways.
   const int64_t local_ranks = c.comm == "local" ? c.ranks : 1;
   const int64_t need = (one.state_bytes / c.par.tp + one.activation_bytes) * local_ranks;
-  const int64_t have = physical_memory_bytes();
-  if (have > 0 && need > have)
+  const int64_t have = physical_memory_bytes();  // (the CUDA backend's allocator names an out-of-memory GPU)
+  if (c.backend == "cpu" && have > 0 && need > have)
     usage_error("--model {} (l={} h={} s={}) with --micro-batch {} on {} rank(s) here needs about {:.1f} GB "
                 "({:.1f} GB of weights, gradients and Adam state and {:.1f} GB of activations per model), more than "
                 "the {:.1f} GB of memory here",
@@ -79,7 +103,9 @@ void preflight(const RunConfig& c) {
 }
 
 // One rank's training run; world rank 0 prints progress and writes the result row.
-std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, bool verbose) {
+std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_world, bool verbose) {
+  RankDevice dev(c, given_world);
+  Communicator& world = dev.world();
   const ModelConfig& m = c.model;
   const bool report = world.rank() == 0 && verbose;
   const bool rank0 = world.rank() == 0;
@@ -97,10 +123,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
     samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
   }
 
-  auto backend = make_cpu_backend();
-  if (rank0) CachingHostAllocator::instance().reset_peak();
+  Backend* backend = &dev.backend();
+  if (rank0) dev.reset_peak();
   world.barrier();
-  StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed);
+  StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed,
+                                       precision_dtype(c.precision));
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;
@@ -111,6 +138,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   tc.schedule = parse_schedule(c.par.schedule);
   tc.scatter_gather = c.par.scatter_gather;
   tc.skip_nonfinite = c.skip_nonfinite;
+  tc.loss_scale = loss_scale_config(c);
   Trainer trainer(model.pointers(), *samples, tc,
                   TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
   CheckpointLayout ckpt{c.par.tp, c.par.pp, c.par.vpp, g.me.tp, g.me.pp, m.layers, m.hidden, m.heads, m.seq_length,
@@ -119,31 +147,43 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   if (!c.load_dir.empty()) {
     const int64_t it = read_latest(c.load_dir);
     if (it >= c.iters) usage_error("--load {}: the checkpoint is at iteration {}, not before --iters {}", c.load_dir, it, c.iters);
-    load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+    const CheckpointState st = load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+    if (trainer.loss_scaler().dynamic())
+      trainer.loss_scaler().restore({st.loss_scale, st.scale_growth, st.scale_hysteresis});
     trainer.set_iteration(it);
     start = static_cast<int>(it);
     if (report) fmt::print("loaded the checkpoint of iteration {} from {}\n", it, c.load_dir);
   }
   auto save = [&](int it) {  // data-parallel rank 0 writes its (tp, pp) shard; rank 0 the marker, last
-    if (g.me.dp == 0) save_shard(c.save_dir, ckpt, CheckpointState{it, 1.0}, model.pointers(), trainer.optimizers());
+    const LossScaler::State ls = trainer.loss_scaler().state();
+    const CheckpointState st{it, ls.scale, int32_t(ls.growth), int32_t(ls.hysteresis)};
+    if (g.me.dp == 0) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
     world.barrier();
     if (world.rank() == 0) write_latest(c.save_dir, it);
     world.barrier();
     if (report) fmt::print("saved the checkpoint of iteration {} to {}\n", it, c.save_dir);
   };
+  if (!c.save_init_dir.empty()) {  // the initial weights and zero optimizer state, as iteration 0
+    if (g.me.dp == 0) save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0}, model.pointers(), trainer.optimizers());
+    world.barrier();
+    if (world.rank() == 0) write_latest(c.save_init_dir, 0);
+    world.barrier();
+    if (report) fmt::print("saved the initial weights (iteration 0) to {}\n", c.save_init_dir);
+  }
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}, backend {}, {} iterations ({} untimed), "
+               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}, backend {} {}, {} iterations ({} untimed), "
                "data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
-               c.par.scatter_gather ? "on" : "off", c.backend, c.iters, c.warmup, c.data);
+               c.par.scatter_gather ? "on" : "off", c.backend, c.precision, c.iters, c.warmup, c.data);
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
   std::vector<IterStats> timed;
   std::vector<double> bubbles;
+  std::vector<std::pair<int, IterStats>> loss_log;  // every iteration, for --loss-log
   double loss = 0;
   Tensor worst = Tensor::empty({3}, DType::F64);
   for (int it = start + 1; it <= c.iters; ++it) {
@@ -161,7 +201,14 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
       bubbles.push_back(bubble);
     }
     loss = st.loss;
-    if (report && st.skipped) fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
+    if (!c.loss_log.empty()) loss_log.emplace_back(it, st);
+    if (report && st.skipped) {
+      if (trainer.loss_scaler().dynamic())
+        fmt::print(" iteration {}: gradients overflowed at loss scale {:g}, update skipped; loss scale now {:g}\n", it,
+                   st.loss_scale, trainer.loss_scaler().scale());
+      else
+        fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
+    }
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
       fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
                  "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}\n",
@@ -174,6 +221,10 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   }
   world.barrier();
   if (!rank0) return std::nullopt;
+  if (!c.loss_log.empty()) {
+    write_file_atomic(c.loss_log, loss_log_csv(loss_log));
+    if (report) fmt::print("wrote the loss of {} iteration(s) to {}\n", loss_log.size(), c.loss_log);
+  }
   Breakdown bd;
   auto med = [&](auto field) {
     std::vector<double> v;
@@ -191,7 +242,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& world, boo
   bd.activation_gb = double(timed.back().peak_activation_bytes) / 1e9;
   // Host memory of this process; with local ranks the mean per rank.
   const int local_ranks = c.comm == "local" ? c.ranks : 1;
-  const double peak_gb = double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9 / local_ranks;
+  const double peak_gb = dev.peak_gb(local_ranks);
   if (report)
     fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
                "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
@@ -206,8 +257,8 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
   require_supported(c);
   preflight(c);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
-  if (c.comm == "mpi") {
-    PTDP_CHECK(mpi_world != nullptr, "--comm mpi without an MPI world");
+  if (c.comm == "mpi" || c.comm == "nccl") {  // nccl: one process per GPU, bootstrapped over MPI
+    PTDP_CHECK(mpi_world != nullptr, "--comm {} without an MPI world", c.comm);
     if (mpi_world->size() != c.ranks)
       usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),
                   c.par.tp, c.par.pp, c.par.dp, c.ranks);

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ pkg-config git
           libopenmpi-dev openmpi-bin libopenblas-openmp-dev
           libgtest-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libfccp-dev libfmt-dev
-          python3 python3-matplotlib)
+          python3 python3-matplotlib
+          python3-torch)  # CPU PyTorch for scripts/compare_pytorch.py's loss check (docs/PYTORCH.md)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

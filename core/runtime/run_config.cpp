@@ -114,8 +114,17 @@ void validate_run(RunConfig& c) {
 }
 
 void require_supported(const RunConfig& c) {
-  if (c.backend != "cpu") usage_error("--backend {}: only the CPU backend is implemented yet", c.backend);
-  if (c.comm != "local" && c.comm != "mpi") usage_error("--comm {}: only local and mpi are implemented yet", c.comm);
+#ifndef PTDP_HAVE_CUDA
+  if (c.backend == "cuda")
+    usage_error("--backend cuda: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)");
+#endif
+#ifndef PTDP_HAVE_NCCL
+  if (c.comm == "nccl") usage_error("--comm nccl: this build has no NCCL communicator");
+#endif
+#ifndef PTDP_HAVE_MPI
+  if (c.comm == "nccl") usage_error("--comm nccl: this build has no MPI to start the ranks (one process per GPU)");
+#endif
+  (void)c;
 }
 
 LossScaleConfig loss_scale_config(const RunConfig& c) {

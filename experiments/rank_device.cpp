@@ -1,0 +1,88 @@
+#include "experiments/rank_device.h"
+
+#include <cstdlib>
+
+#include "core/comm/device_comm.h"
+#include "core/common/error.h"
+#include "core/tensor/allocator.h"
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/device_allocator.h"
+#include "core/backend/cuda/device_info.h"
+#endif
+#ifdef PTDP_HAVE_NCCL
+#include "core/comm/nccl/nccl_comm.h"
+#endif
+
+namespace ptdp {
+
+namespace {
+
+// This process's index among those on its node, from the launcher (mpirun, srun), or -1.
+int local_rank_from_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return -1;
+}
+
+}  // namespace
+
+RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) {
+  if (c.backend == "cpu") {
+    backend_ = make_cpu_backend();
+    return;
+  }
+#ifdef PTDP_HAVE_CUDA
+  std::string why;
+  const int gpus = cuda::device_count(&why);
+  if (gpus == 0) usage_error("--backend cuda: no GPU here ({})", why);
+  // Thread ranks share the GPUs round-robin (one GPU: all of them, each on its own stream);
+  // processes take the GPU of their index on the node.
+  const int local = c.comm == "local" ? world.rank() : local_rank_from_launcher();
+  device_ = (local >= 0 ? local : world.rank()) % gpus;
+  backend_ = make_cuda_backend(device_);
+  if (c.comm == "nccl") {
+#ifdef PTDP_HAVE_NCCL
+    nccl_ = make_nccl_world(world, device_, world.timeout());
+    wrapped_ = make_device_comm(*nccl_, *backend_, Device::CUDA);
+#else
+    usage_error("--comm nccl: this build has no NCCL");
+#endif
+  } else {
+    wrapped_ = make_device_comm(world, *backend_, Device::CPU);
+  }
+#else
+  usage_error("--backend {}: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)",
+              c.backend);
+#endif
+}
+
+RankDevice::~RankDevice() {
+  wrapped_.reset();
+  nccl_.reset();
+}
+
+std::string RankDevice::device_name() const {
+#ifdef PTDP_HAVE_CUDA
+  if (device_ >= 0) return cuda::device_name(device_) + " (GPU " + std::to_string(device_) + ")";
+#endif
+  return "cpu";
+}
+
+void RankDevice::reset_peak() {
+#ifdef PTDP_HAVE_CUDA
+  if (device_ >= 0) return cuda::DeviceAllocator::for_device(device_).reset_peak();
+#endif
+  CachingHostAllocator::instance().reset_peak();
+}
+
+double RankDevice::peak_gb(int local_ranks) const {
+  double bytes = 0;
+#ifdef PTDP_HAVE_CUDA
+  if (device_ >= 0) bytes = double(cuda::DeviceAllocator::for_device(device_).peak_bytes_in_use());
+#endif
+  if (device_ < 0) bytes = double(CachingHostAllocator::instance().peak_bytes_in_use());
+  return bytes / 1e9 / std::max(1, local_ranks);
+}
+
+}  // namespace ptdp

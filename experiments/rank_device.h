@@ -1,0 +1,35 @@
+// The backend and communicator of one training rank. --backend cpu: the CPU backend and the
+// world as given. --backend cuda: the CUDA backend on this rank's GPU, and the world wrapped so
+// that device tensors reach the communicator: through host memory for --comm local and mpi,
+// as they are for --comm nccl (NCCL bootstrapped over the given MPI world).
+#pragma once
+#include <memory>
+
+#include "core/backend/backend.h"
+#include "core/comm/communicator.h"
+#include "core/runtime/run_config.h"
+
+namespace ptdp {
+
+class RankDevice {
+ public:
+  // UsageError naming --backend/--comm when this build or machine cannot run them.
+  RankDevice(const RunConfig& c, Communicator& world);
+  ~RankDevice();
+  Backend& backend() { return *backend_; }
+  Communicator& world() { return wrapped_ ? *wrapped_ : given_; }
+  // "cpu" or the GPU's name and index.
+  std::string device_name() const;
+  void reset_peak();
+  // Peak bytes allocated for tensors by the ranks of this process, over their number.
+  double peak_gb(int local_ranks) const;
+
+ private:
+  Communicator& given_;
+  int device_ = -1;  // the GPU, -1 on the CPU backend
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> nccl_;
+  std::unique_ptr<Communicator> wrapped_;
+};
+
+}  // namespace ptdp

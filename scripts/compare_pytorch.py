@@ -1,0 +1,651 @@
+#!/usr/bin/env python3
+"""Compares ptdp with the same GPT written in PyTorch (docs/PYTORCH.md).
+
+  compare_pytorch.py loss        ptdp's per-iteration losses against PyTorch's, from ptdp's own
+                                 initial weights on the same batches, with the same AdamW,
+                                 gradient clipping and learning-rate schedule
+  compare_pytorch.py throughput  TFLOP/s per GPU (the paper's Eq. 3) of ptdp, PyTorch eager and
+                                 torch.compile on the same device, for given model shapes;
+                                 writes results/gpu/compare_pytorch.csv atomically
+
+Exit codes: 0 agreement / measured, 1 disagreement or a failed measurement, 2 refused (one
+line: no PyTorch, no ptdp binary, --device cuda without a GPU, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import importlib
+import io
+import math
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import NoReturn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import ptdp_checkpoint as ckpt  # noqa: E402
+import ptdp_data as pdata  # noqa: E402
+
+PROG = "compare_pytorch.py"
+# Loss agreement, the largest |loss_ptdp - loss_torch| / |loss_ptdp| allowed over the run.
+# f32: both sides compute in f32 and differ only in summation order (measured on the CPU,
+# tiny model, 10 steps: see docs/PYTORCH.md). bf16: 8-bit mantissas, rounding in different
+# places on each side.
+LOSS_RTOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 2e-2}
+DEFAULT_SHAPES = ["h=2048,a=16,l=4,s=2048,b=4,V=51200", "h=4096,a=32,l=4,s=2048,b=2,V=51200"]
+CSV_COLUMNS = ["implementation", "status", "device", "precision", "recompute", "layers", "hidden", "heads",
+               "seq_length", "vocab_size", "micro_batch", "global_batch", "iters", "warmup", "iter_time_ms",
+               "tflops_per_gpu", "tokens_per_s", "peak_mem_gb", "note", "git_sha", "host", "torch_version",
+               "timestamp", "command"]
+
+
+def refuse(msg: str) -> NoReturn:
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment checks
+
+
+def import_torch():
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError as e:
+        hint = " (Debian's python3-torch is installed for /usr/bin/python3)" if os.path.exists(
+            "/usr/lib/python3/dist-packages/torch") and sys.executable != "/usr/bin/python3" else ""
+        refuse(f"PyTorch is not installed for {sys.executable}: {e}{hint}")
+    return torch
+
+
+def check_ptdp(path: str) -> str:
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        refuse(f"--ptdp {path}: no ptdp executable there (build it: cmake --build build --target ptdp)")
+    return os.path.abspath(path)
+
+
+def check_device(torch, device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        refuse(f"--device cuda: PyTorch sees no GPU (torch {torch.__version__}, CUDA build "
+               f"{torch.version.cuda or 'none'}, torch.cuda.is_available() is false)")
+
+
+def git_sha() -> str:
+    try:
+        sha = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_name(torch, device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# The model: ptdp's GPT (core/model) in PyTorch, parameters named and shaped as ptdp's
+
+
+def flops_eq3(layers: int, hidden: int, seq: int, vocab: int, global_batch: int) -> float:
+    """The paper's Eq. (3), as core/runtime/flops.cpp: 96 B s l h^2 (1 + s/(6h) + V/(16 l h))."""
+    l, h, s, V = float(layers), float(hidden), float(seq), float(vocab)
+    return 96.0 * global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+
+
+def lr_at(step: int, max_lr: float, min_lr: float, warmup: int, decay: int) -> float:
+    """core/optim/lr_schedule.cpp: linear warm-up from 0, then cosine decay to min_lr."""
+    if warmup > 0 and step <= warmup:
+        return max_lr * step / warmup
+    if decay <= warmup:
+        return max_lr
+    if step >= decay:
+        return min_lr
+    ratio = (step - warmup) / (decay - warmup)
+    return min_lr + 0.5 * (math.cos(math.pi * ratio) + 1.0) * (max_lr - min_lr)
+
+
+def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, device, recompute="none",
+                attention="auto", eps=1e-5):
+    nn, F = torch.nn, torch.nn.functional
+    entries = ckpt.param_layout(layers, hidden, seq_length, vocab_size)
+    hd = hidden // heads
+    use_sdpa = attention == "sdpa" or (attention == "auto" and hasattr(F, "scaled_dot_product_attention"))
+
+    def param(shape):
+        return nn.Parameter(torch.zeros(shape, dtype=dtype, device=device))
+
+    class Layer(nn.Module):
+        def __init__(self, prefix):
+            super().__init__()
+            self.prefix = prefix
+            for e in entries:
+                if e.name.startswith(prefix):
+                    setattr(self, e.name[len(prefix):].replace(".", "_"), param(e.shape))
+
+        def forward(self, x):
+            b, s, h = x.shape
+            a = F.layer_norm(x, (h,), self.ln1_weight, self.ln1_bias, eps)
+            qkv = F.linear(a, self.qkv_weight, self.qkv_bias)  # per head: q | k | v
+            qkv = qkv.view(b, s, heads, 3, hd).permute(3, 0, 2, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]  # [b, heads, s, hd]
+            if use_sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+                mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+                scores = scores.masked_fill(mask, float("-inf"))
+                y = torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
+            y = y.transpose(1, 2).reshape(b, s, h)
+            x = x + F.linear(y, self.proj_weight, self.proj_bias)
+            m = F.layer_norm(x, (h,), self.ln2_weight, self.ln2_bias, eps)
+            m = F.gelu(F.linear(m, self.fc_weight, self.fc_bias), approximate="tanh")
+            return x + F.linear(m, self.fc2_weight, self.fc2_bias)
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.entries = entries
+            self.wte = param(entries[0].shape)  # [padded V, h], tied with the output layer
+            self.wpe = param(entries[1].shape)
+            self.layers = nn.ModuleList([Layer(f"layers.{i}.") for i in range(layers)])
+            self.lnf_weight = param((hidden,))
+            self.lnf_bias = param((hidden,))
+
+        def ptdp_params(self):
+            """(ptdp name, parameter) in ptdp's flat-buffer order."""
+            out = []
+            for e in entries:
+                if e.name.startswith("layers."):
+                    i, rest = e.name[len("layers."):].split(".", 1)
+                    out.append((e.name, getattr(self.layers[int(i)], rest.replace(".", "_"))))
+                else:
+                    out.append((e.name, getattr(self, e.name.replace(".", "_"))))
+            return out
+
+        def forward(self, tokens, targets):
+            """Sum over tokens of the cross-entropy; the padded vocabulary never enters the softmax."""
+            s = tokens.shape[1]
+            x = F.embedding(tokens, self.wte) + self.wpe[:s]
+            for layer in self.layers:
+                if recompute == "full" and torch.is_grad_enabled():
+                    x = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False)
+                else:
+                    x = layer(x)
+            x = F.layer_norm(x, (hidden,), self.lnf_weight, self.lnf_bias, eps)
+            logits = F.linear(x, self.wte)[..., :vocab_size]
+            return F.cross_entropy(logits.float().reshape(-1, vocab_size), targets.reshape(-1), reduction="sum")
+
+    if recompute == "full":
+        import torch.utils.checkpoint  # noqa: F401
+    return Gpt()
+
+
+class Trainer:
+    """One ptdp iteration in PyTorch: micro-batches accumulate d(mean loss), f32 master weights
+    (a copy when the model is bf16/f16), global-norm clipping as AdamW::step_with_norm, AdamW
+    with decay on matrices only, the learning rate set from the schedule each step."""
+
+    def __init__(self, torch, model, opt_args, fused=False, master_init=None):
+        """master_init: ptdp's flat f32 master weights (its checkpoint), when the model is 16-bit."""
+        self.torch, self.model, self.a = torch, model, opt_args
+        named = model.ptdp_params()
+        self.params = [p for _, p in named]
+        self.copy_master = self.params[0].dtype != torch.float32
+        if not self.copy_master:
+            self.master = self.params
+        elif master_init is not None and master_init.dtype == torch.float32:
+            self.master = [torch.nn.Parameter(master_init[e.offset:e.offset + e.numel].view(e.shape).to(p.device).clone())
+                           for e, p in zip(model.entries, self.params)]
+        else:
+            self.master = [torch.nn.Parameter(p.detach().float().clone()) for p in self.params]
+        decay = {e.name for e in model.entries if e.decay}
+        groups = [{"params": [m for (n, _), m in zip(named, self.master) if n in decay],
+                   "weight_decay": opt_args.weight_decay},
+                  {"params": [m for (n, _), m in zip(named, self.master) if n not in decay], "weight_decay": 0.0}]
+        kwargs = {"fused": True} if fused else {}
+        self.opt = torch.optim.AdamW(groups, lr=opt_args.lr, betas=(opt_args.adam_beta1, opt_args.adam_beta2),
+                                     eps=opt_args.adam_eps, **kwargs)
+        self.step_no = 0
+
+    def step(self, microbatches, global_batch: int, seq: int):
+        """microbatches: [(tokens, targets)]; returns (loss tensor, grad norm tensor, lr)."""
+        torch, a = self.torch, self.a
+        for p in self.params:
+            p.grad = None
+        loss_sum = None
+        for tok, tgt in microbatches:
+            loss = self.model(tok, tgt)
+            (loss / (global_batch * seq)).backward()
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+        if self.copy_master:
+            for m, p in zip(self.master, self.params):
+                m.grad = p.grad.float()
+        grads = [m.grad for m in self.master]
+        norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(g, 2, dtype=torch.float64) for g in grads]), 2)
+        if a.clip_grad > 0:  # scale by clip / (norm + 1e-6) when that is below 1 (no host sync)
+            coeff = torch.clamp(a.clip_grad / (norm + 1e-6), max=1.0).to(torch.float32)
+            for g in grads:
+                g.mul_(coeff)
+        self.step_no += 1
+        lr = lr_at(self.step_no, a.lr, a.min_lr, a.lr_warmup_iters, a.lr_decay_iters)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.step()
+        if self.copy_master:
+            with torch.no_grad():
+                for m, p in zip(self.master, self.params):
+                    p.copy_(m)
+        return loss_sum / (global_batch * seq), norm, lr
+
+
+# ---------------------------------------------------------------------------------------------
+# loss: agreement with ptdp
+
+
+def torch_dtype(torch, precision: str):
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[precision]
+
+
+def model_flags(a) -> list:
+    return ["--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads), "--seq-length",
+            str(a.seq_length), "--vocab-size", str(a.vocab_size)]
+
+
+def optimizer_flags(a) -> list:
+    return ["--lr", repr(a.lr), "--min-lr", repr(a.min_lr), "--lr-warmup-iters", str(a.lr_warmup_iters),
+            "--lr-decay-iters", str(a.lr_decay_iters), "--weight-decay", repr(a.weight_decay), "--clip-grad",
+            repr(a.clip_grad), "--adam-beta1", repr(a.adam_beta1), "--adam-beta2", repr(a.adam_beta2),
+            "--adam-eps", repr(a.adam_eps)]
+
+
+def run_ptdp(cmd: list, what: str) -> subprocess.CompletedProcess:
+    print(f"$ {shlex.join(cmd)}", flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
+        print(f"{PROG}: {what}: ptdp exited with {r.returncode}: {last}", file=sys.stderr)
+    return r
+
+
+def load_flat(torch, model, chunk: ckpt.Chunk, precision: str):
+    """Copies a shard chunk's flat parameters into the model, by ptdp's layout."""
+    n = ckpt.layout_numel(model.entries)
+    if chunk.numel != n:
+        raise ckpt.CheckpointError(f"the checkpoint holds {chunk.numel} parameters, the layout {n}")
+    if chunk.param_bytes == 4:
+        flat = torch.frombuffer(chunk.params, dtype=torch.float32)
+    else:
+        flat = torch.frombuffer(chunk.params, dtype=torch.float16 if precision == "f16" else torch.bfloat16)
+    with torch.no_grad():
+        for (_, p), e in zip(model.ptdp_params(), model.entries):
+            p.copy_(flat[e.offset:e.offset + e.numel].view(e.shape))
+    return flat
+
+
+def read_loss_log(path: str) -> list:
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def cmd_loss(a) -> int:
+    torch = import_torch()
+    check_device(torch, a.device)
+    if a.device == "cuda":  # f32 means f32: no TF32 GEMMs
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    backend = a.ptdp_backend or a.device
+    rtol = a.rtol if a.rtol is not None else LOSS_RTOL[a.precision]
+    B, b, s, n = a.global_batch, a.micro_batch, a.seq_length, a.iters
+    work = a.workdir or tempfile.mkdtemp(prefix="ptdp_compare_")
+    os.makedirs(work, exist_ok=True)
+    prefix = os.path.join(work, "data")
+    if a.data == "dataset":
+        # Fewer windows than the run reads, so that it crosses into a second epoch (a new permutation).
+        tokens_needed = max(4 * s + 1, (3 * n * B * s) // 4 + 1)
+        pdata.write_dataset(prefix, pdata.phrase_documents(a.vocab_size, tokens_needed, a.seed), a.vocab_size)
+    init_dir, final_dir = os.path.join(work, "init"), os.path.join(work, "final")
+    loss_log = os.path.join(work, "ptdp_loss.csv")
+    cmd = [a.ptdp, "train", *model_flags(a), "--backend", backend, "--precision", a.precision, "--data",
+           prefix if a.data == "dataset" else "synthetic", "--micro-batch", str(b), "--global-batch", str(B),
+           "--iters", str(n), "--warmup", "0", "--seed", str(a.seed), *optimizer_flags(a), "--save-init", init_dir,
+           "--save", final_dir, "--loss-log", loss_log, "--log-interval", str(n)]
+    r = run_ptdp(cmd, "loss")
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-2000:], sep="\n", file=sys.stderr)
+        print(f"{PROG}: the dataset is kept in {work}", file=sys.stderr)
+        return 1
+    ptdp_log = read_loss_log(loss_log)
+
+    dtype = torch_dtype(torch, a.precision)
+    torch.manual_seed(a.seed)
+    model = build_model(torch, a.layers, a.hidden, a.heads, s, a.vocab_size, dtype, a.device, "none", a.attention)
+    init = ckpt.read_checkpoint(init_dir, 0)
+    flat = load_flat(torch, model, init.chunks[0], a.precision)
+    trainer = Trainer(torch, model, a, master_init=flat)
+    samples = (pdata.DatasetSamples(pdata.read_dataset_tokens(prefix), s, a.seed) if a.data == "dataset"
+               else pdata.SyntheticSamples(a.vocab_size, s, a.seed))
+    rows = []
+    for it in range(1, n + 1):
+        mbs = []
+        for first in range((it - 1) * B, it * B, b):
+            seqs = [samples.get(i) for i in range(first, first + b)]
+            t = torch.tensor(seqs, dtype=torch.long, device=a.device)
+            mbs.append((t[:, :-1].contiguous(), t[:, 1:].contiguous()))
+        loss, norm, lr = trainer.step(mbs, B, s)
+        rows.append((it, float(loss), float(norm), lr))
+
+    final = ckpt.read_checkpoint(final_dir, n)
+    ref = torch.frombuffer(final.chunks[0].params, dtype=torch.float32 if final.chunks[0].param_bytes == 4
+                           else dtype).float()
+    mine = torch.cat([m.detach().float().reshape(-1).cpu() for m in trainer.master])
+    weight_diff = float((ref - mine).abs().max())
+
+    print(f"\n{'iter':>4} {'ptdp loss':>14} {'torch loss':>14} {'rel diff':>10} {'ptdp |g|':>11} {'torch |g|':>11}"
+          f" {'lr':>10}")
+    worst_loss = worst_norm = worst_lr = 0.0
+    if len(ptdp_log) != n:
+        print(f"{PROG}: ptdp's loss log {loss_log} has {len(ptdp_log)} iteration(s), expected {n}", file=sys.stderr)
+        return 1
+    for (it, loss, norm, lr), p in zip(rows, ptdp_log):
+        rel = abs(loss - p["loss"]) / max(abs(p["loss"]), 1e-30)
+        worst_loss = max(worst_loss, rel)
+        worst_norm = max(worst_norm, abs(norm - p["grad_norm"]) / max(abs(p["grad_norm"]), 1e-30))
+        worst_lr = max(worst_lr, abs(lr - p["lr"]) / max(abs(p["lr"]), 1e-30))
+        print(f"{it:>4} {p['loss']:>14.8f} {loss:>14.8f} {rel:>10.2e} {p['grad_norm']:>11.6f} {norm:>11.6f}"
+              f" {lr:>10.3e}")
+    ok = worst_loss <= rtol and worst_lr <= 1e-9
+    print(f"\nmax relative loss difference {worst_loss:.3e} (tolerance {rtol:.1e}, {a.precision}); "
+          f"max relative grad-norm difference {worst_norm:.3e}; learning rates agree to {worst_lr:.1e}; "
+          f"max |weight difference| after {n} steps {weight_diff:.3e}")
+    if ok:
+        print(f"PASS: ptdp ({backend}, {a.precision}) and PyTorch {torch.__version__} ({a.device}) agree on the loss "
+              f"of {n} iterations")
+    else:
+        print(f"FAIL: ptdp and PyTorch disagree (max relative loss difference {worst_loss:.3e}, tolerance {rtol:.1e}; "
+              f"learning rates {worst_lr:.1e})")
+    if not a.workdir and ok:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+    elif not ok:
+        print(f"the dataset, checkpoints and ptdp's loss log are kept in {work}")
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# throughput
+
+
+def parse_shape(text: str) -> dict:
+    keys = {"h": "hidden", "a": "heads", "l": "layers", "s": "seq_length", "b": "micro_batch", "V": "vocab_size",
+            "B": "global_batch"}
+    out = {}
+    for part in text.split(","):
+        k, _, v = part.strip().partition("=")
+        if k not in keys or not v.strip().isdigit() or int(v) <= 0:
+            raise argparse.ArgumentTypeError(f"shape '{text}': '{part}' is not one of h=, a=, l=, s=, b=, V=, B= "
+                                             "with a positive integer")
+        out[keys[k]] = int(v)
+    missing = [k for k in ("h", "a", "l", "s", "b", "V") if keys[k] not in out]
+    if missing:
+        raise argparse.ArgumentTypeError(f"shape '{text}' lacks {', '.join(m + '=' for m in missing)}")
+    if out["hidden"] % out["heads"]:
+        raise argparse.ArgumentTypeError(f"shape '{text}': a={out['heads']} must divide h={out['hidden']}")
+    out.setdefault("global_batch", out["micro_batch"])
+    if out["global_batch"] % out["micro_batch"]:
+        raise argparse.ArgumentTypeError(f"shape '{text}': b={out['micro_batch']} must divide B={out['global_batch']}")
+    return out
+
+
+def time_pytorch(torch, a, shape: dict, compiled: bool) -> dict:
+    """Median iteration time of PyTorch eager or torch.compile on random tokens."""
+    dev, dtype = a.device, torch_dtype(torch, a.precision)
+    L, h, heads, s, V = shape["layers"], shape["hidden"], shape["heads"], shape["seq_length"], shape["vocab_size"]
+    b, B = shape["micro_batch"], shape["global_batch"]
+    torch.manual_seed(a.seed)
+    model = build_model(torch, L, h, heads, s, V, dtype, dev, a.recompute, a.attention)
+    with torch.no_grad():
+        for e, (_, p) in zip(model.entries, model.ptdp_params()):
+            if e.decay:
+                p.normal_(0.0, 0.02)
+            elif e.name.endswith("weight"):
+                p.fill_(1.0)
+    fused = dev == "cuda" and "fused" in torch.optim.AdamW.__init__.__code__.co_varnames
+    opt_args = argparse.Namespace(lr=1e-4, min_lr=1e-5, lr_warmup_iters=0, lr_decay_iters=0, weight_decay=0.01,
+                                  clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8)
+    note = ["fused AdamW" if fused else "AdamW"]
+    if compiled:
+        model_run = torch.compile(model)
+        note.append("torch.compile default mode")
+    else:
+        model_run = model
+    trainer = Trainer(torch, model, opt_args, fused=fused)
+    trainer.model = model_run
+    gen = torch.Generator(device="cpu").manual_seed(a.seed)
+    mbs = []
+    for _ in range(B // b):
+        t = torch.randint(0, V, (b, s + 1), generator=gen).to(dev)
+        mbs.append((t[:, :-1].contiguous(), t[:, 1:].contiguous()))
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    times = []
+    for it in range(a.iters):
+        sync()
+        t0 = time.perf_counter()
+        loss, _, _ = trainer.step(mbs, B, s)
+        float(loss)  # waits for the step
+        sync()
+        if it >= a.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    peak = torch.cuda.max_memory_allocated() / 1e9 if dev == "cuda" else float("nan")
+    del trainer, model, model_run
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+    return {"iter_time_ms": statistics.median(times), "peak_mem_gb": peak, "note": "; ".join(note)}
+
+
+def time_ptdp(a, shape: dict, backend: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="ptdp_compare_") as d:
+        out = os.path.join(d, "ptdp.csv")
+        cmd = [a.ptdp, "train", "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads",
+               str(shape["heads"]), "--seq-length", str(shape["seq_length"]), "--vocab-size", str(shape["vocab_size"]),
+               "--micro-batch", str(shape["micro_batch"]), "--global-batch", str(shape["global_batch"]),
+               "--backend", backend, "--precision", a.precision, "--recompute", a.recompute, "--iters", str(a.iters),
+               "--warmup", str(a.warmup), "--seed", str(a.seed), "--data", "synthetic", "--experiment",
+               "compare-pytorch", "--log-interval", str(a.iters), "--csv", out]
+        r = run_ptdp(cmd, "throughput")
+        if r.returncode != 0:
+            last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
+            return {"status": "failed", "note": f"ptdp exited with {r.returncode}: {last}", "command": shlex.join(cmd)}
+        with open(out, newline="") as f:
+            row = next(csv.DictReader(f))
+        return {"iter_time_ms": float(row["iter_time_ms"]), "peak_mem_gb": float(row["peak_mem_gb"] or "nan"),
+                "note": f"ptdp's own row: {row.get('tflops_per_gpu', '')} TFLOP/s per GPU on {row.get('device', '')}",
+                "command": shlex.join(cmd)}
+
+
+def write_csv_atomic(path: str, rows: list) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    def cell(v):
+        if isinstance(v, float):
+            return "" if math.isnan(v) else f"{v:.6g}"
+        return v
+
+    for r in rows:
+        w.writerow({k: cell(r.get(k, "")) for k in CSV_COLUMNS})
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def cmd_throughput(a) -> int:
+    torch = import_torch()
+    check_device(torch, a.device)
+    shapes = a.shape or [parse_shape(t) for t in DEFAULT_SHAPES]
+    backend = a.ptdp_backend or a.device
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "f32" and a.tf32
+    base = {"device": device_name(torch, a.device), "precision": a.precision, "recompute": a.recompute,
+            "iters": a.iters, "warmup": a.warmup, "git_sha": git_sha(), "host": socket.gethostname(),
+            "torch_version": torch.__version__,
+            "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    script_cmd = shlex.join([sys.executable, *sys.argv])
+    rows, failed = [], False
+    for shape in shapes:
+        flops = flops_eq3(shape["layers"], shape["hidden"], shape["seq_length"], shape["vocab_size"],
+                          shape["global_batch"])
+        tokens = shape["global_batch"] * shape["seq_length"]
+        for impl in a.implementations:
+            row = {**base, **shape, "implementation": impl, "status": "ok", "command": script_cmd}
+            try:
+                if impl == "ptdp":
+                    row.update(time_ptdp(a, shape, backend))
+                elif impl == "pytorch-compile" and not hasattr(torch, "compile"):
+                    row.update(status="skipped", note=f"torch.compile is not available in torch {torch.__version__}")
+                else:
+                    row.update(time_pytorch(torch, a, shape, impl == "pytorch-compile"))
+            except Exception as e:  # noqa: BLE001 (out of memory, compile errors: recorded, not fatal)
+                row.update(status="failed", note=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+                if a.device == "cuda":
+                    torch.cuda.empty_cache()
+            if row["status"] == "ok":
+                ms = row["iter_time_ms"]
+                row["tflops_per_gpu"] = flops / (ms / 1e3) / 1e12
+                row["tokens_per_s"] = tokens / (ms / 1e3)
+            failed = failed or row["status"] == "failed"
+            label = (f"{row['tflops_per_gpu']:8.2f} TFLOP/s/GPU  {row['iter_time_ms']:10.2f} ms"
+                     if row["status"] == "ok" else row["status"])
+            print(f"h={shape['hidden']} a={shape['heads']} l={shape['layers']} s={shape['seq_length']} "
+                  f"b={shape['micro_batch']} B={shape['global_batch']} V={shape['vocab_size']}  {impl:<16} {label}"
+                  f"  {row.get('note', '')}", flush=True)
+            rows.append(row)
+    write_csv_atomic(a.out, rows)
+    print(f"wrote {len(rows)} row(s) to {a.out}")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad arguments: one line and exit code 2, like ptdp itself."""
+
+    def error(self, message):
+        refuse(message)
+
+
+def main(argv=None) -> int:
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    common = Parser(add_help=False)
+    common.add_argument("--ptdp", default=os.path.join(REPO, "build", "ptdp"), help="the ptdp binary")
+    common.add_argument("--device", choices=["cpu", "cuda"], default="cuda", help="where PyTorch runs")
+    common.add_argument("--ptdp-backend", choices=["cpu", "cuda"], help="ptdp's --backend (default: --device)")
+    common.add_argument("--precision", choices=["f32", "bf16", "f16"],
+                        help="default: bf16 for throughput on cuda, else f32")
+    common.add_argument("--attention", choices=["auto", "sdpa", "math"], default="auto",
+                        help="PyTorch attention: scaled_dot_product_attention (auto when available) or matmuls")
+    common.add_argument("--seed", type=int, default=1234)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    lo = sub.add_parser("loss", parents=[common], help="per-iteration loss agreement with ptdp")
+    lo.add_argument("--model", default="tiny", choices=["tiny", "small", "custom"],
+                    help="tiny: l=4 h=64 a=4 s=32 V=256; small: l=4 h=256 a=8 s=256 V=256; custom: the flags below")
+    for flag in ("--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"):
+        lo.add_argument(flag, type=int)
+    lo.add_argument("--micro-batch", type=int, default=2)
+    lo.add_argument("--global-batch", type=int, default=8)
+    lo.add_argument("--iters", type=int, default=10)
+    lo.add_argument("--data", choices=["dataset", "synthetic"], default="dataset",
+                    help="dataset: an MMIDIDX dataset written here, in ptdp's sample order; synthetic: ptdp's "
+                         "synthetic tokens")
+    lo.add_argument("--lr", type=float, default=1e-3)
+    lo.add_argument("--min-lr", type=float, default=1e-4)
+    lo.add_argument("--lr-warmup-iters", type=int, default=3)
+    lo.add_argument("--lr-decay-iters", type=int, default=10)
+    lo.add_argument("--weight-decay", type=float, default=0.01)
+    lo.add_argument("--clip-grad", type=float, default=1.0)
+    lo.add_argument("--adam-beta1", type=float, default=0.9)
+    lo.add_argument("--adam-beta2", type=float, default=0.999)
+    lo.add_argument("--adam-eps", type=float, default=1e-8)
+    lo.add_argument("--rtol", type=float, help="largest relative loss difference allowed (default by precision: "
+                    + ", ".join(f"{k} {v:g}" for k, v in LOSS_RTOL.items()) + ")")
+    lo.add_argument("--workdir", help="keep the dataset, checkpoints and ptdp's loss log here")
+
+    th = sub.add_parser("throughput", parents=[common], help="TFLOP/s per GPU of ptdp, PyTorch eager, torch.compile")
+    th.add_argument("--shape", type=parse_shape, action="append",
+                    help="h=,a=,l=,s=,b=,V=[,B=] (repeatable; default: " + " and ".join(DEFAULT_SHAPES) + ")")
+    th.add_argument("--iters", type=int, default=10)
+    th.add_argument("--warmup", type=int, default=3, help="first iterations left out of the timing")
+    th.add_argument("--recompute", choices=["none", "full"], default="full",
+                    help="activation recomputation on both sides (Eq. 3 counts full recomputation)")
+    th.add_argument("--implementations", nargs="+", default=["ptdp", "pytorch-eager", "pytorch-compile"],
+                    choices=["ptdp", "pytorch-eager", "pytorch-compile"])
+    th.add_argument("--tf32", action="store_true", help="allow TF32 GEMMs with --precision f32")
+    th.add_argument("--out", default=os.path.join(REPO, "results", "gpu", "compare_pytorch.csv"))
+
+    a = p.parse_args(argv)
+    if a.precision is None:
+        a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
+    if a.command == "loss":
+        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256)}
+        given = [a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size]
+        if a.model == "custom":
+            if any(v is None for v in given):
+                p.error("--model custom needs --layers --hidden --heads --seq-length --vocab-size")
+        else:
+            base = presets[a.model]
+            a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size = (
+                g if g is not None else d for g, d in zip(given, base))
+        for name in ("layers", "hidden", "heads", "seq_length", "vocab_size", "micro_batch", "global_batch", "iters"):
+            if getattr(a, name) <= 0:
+                p.error(f"--{name.replace('_', '-')} {getattr(a, name)} must be positive")
+        if a.hidden % a.heads:
+            p.error(f"--heads {a.heads} must divide --hidden {a.hidden}")
+        if a.global_batch % a.micro_batch:
+            p.error(f"--micro-batch {a.micro_batch} must divide --global-batch {a.global_batch}")
+    else:
+        if a.iters <= a.warmup or a.warmup < 0:
+            p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
+    if a.command == "loss" or "ptdp" in a.implementations:
+        a.ptdp = check_ptdp(a.ptdp)
+    return cmd_loss(a) if a.command == "loss" else cmd_throughput(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

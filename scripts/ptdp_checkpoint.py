@@ -1,0 +1,206 @@
+"""Reader of ptdp checkpoint shards and the parameter layout of a whole-model shard.
+
+Standard library only (no numpy, no torch). The shard format is documented in
+docs/PYTORCH.md ("Checkpoint shard format") and written by core/runtime/checkpoint.cpp;
+the parameter order by core/model/params.cpp (ParamLayout).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+MAGIC = b"PTDPCKPT"
+VERSIONS = (1, 2)
+SHARD_FILE = "model_optim_rng.bin"
+LATEST_FILE = "latest_checkpointed_iteration.txt"
+
+# struct Header of checkpoint.cpp, little-endian with the C++ struct's natural alignment:
+# magic[8] u32 version | i32 tp pp vpp tp_rank pp_rank layers hidden heads seq_length |
+# i64 vocab_size | u64 seed | i64 global_batch | i64 iteration | f64 loss_scale | i32 chunks |
+# version 2 only: i32 scale_growth, scale_hysteresis (the loss scaler's trackers) | padding to 8
+_HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x")}
+assert _HEADERS[1].size == 96 and _HEADERS[2].size == 104
+
+
+class CheckpointError(Exception):
+    """A shard that is missing, malformed, corrupt or not what the caller expected."""
+
+
+@dataclass
+class Chunk:
+    """One model chunk of a shard: its flat parameters and AdamW state, as memoryviews."""
+
+    numel: int
+    step: int  # AdamW steps taken
+    params: memoryview  # format 'f' (f32) or 'H' (16-bit raw values, bf16/f16 builds)
+    exp_avg: memoryview
+    exp_avg_sq: memoryview
+    param_bytes: int = 4  # bytes per stored parameter
+
+
+@dataclass
+class Shard:
+    path: str
+    tp: int
+    pp: int
+    vpp: int
+    tp_rank: int
+    pp_rank: int
+    layers: int
+    hidden: int
+    heads: int
+    seq_length: int
+    vocab_size: int
+    seed: int
+    global_batch: int
+    iteration: int
+    loss_scale: float
+    version: int = 2
+    scale_growth: int = 0
+    scale_hysteresis: int = 0
+    chunks: list = field(default_factory=list)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def shard_dir(directory: str, iteration: int, tp_rank: int = 0, pp_rank: int = 0, pp: int = 1) -> str:
+    rank = f"mp_rank_{tp_rank:02d}_{pp_rank:03d}" if pp > 1 else f"mp_rank_{tp_rank:02d}"
+    return os.path.join(directory, f"iter_{iteration:07d}", rank)
+
+
+def read_latest(directory: str) -> int:
+    path = os.path.join(directory, LATEST_FILE)
+    try:
+        with open(path) as f:
+            text = f.readline().strip()
+    except OSError as e:
+        raise CheckpointError(f"{directory}: no checkpoint there ({path}: {e.strerror})") from None
+    if not text.isdigit():
+        raise CheckpointError(f"{path} does not hold an iteration number ({text!r})")
+    return int(text)
+
+
+def read_shard(path: str, verify: bool = True) -> Shard:
+    """Reads one shard file. verify: check the FNV-1a checksum (pure Python: about 1 s per 5 MB)."""
+    try:
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+    if len(data) < 12 or bytes(data[:8]) != MAGIC:
+        raise CheckpointError(f"{path} is not a ptdp checkpoint (magic {bytes(data[:8])!r})")
+    (version,) = struct.unpack_from("<I", data, 8)
+    if version not in _HEADERS:
+        raise CheckpointError(f"{path} has version {version}, this reader knows {', '.join(map(str, VERSIONS))}")
+    header = _HEADERS[version]
+    if len(data) < header.size + 8:
+        raise CheckpointError(f"{path} is truncated ({len(data)} bytes)")
+    fields = header.unpack_from(data, 0)
+    (_, _, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed, global_batch,
+     iteration, loss_scale, nchunks) = fields[:17]
+    body_end = len(data) - 8
+    if verify:
+        (stored,) = struct.unpack_from("<Q", data, body_end)
+        if fnv1a64(bytes(data[:body_end])) != stored:
+            raise CheckpointError(f"{path} is corrupt or truncated (checksum mismatch)")
+    shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
+                  global_batch, iteration, loss_scale, version, *fields[17:])
+    view = memoryview(data)
+    pos = header.size
+    for j in range(nchunks):
+        if pos + 16 > body_end:
+            raise CheckpointError(f"{path} is truncated in chunk {j}")
+        numel, step = struct.unpack_from("<qq", data, pos)
+        pos += 16
+        # Version 2 stores the f32 master weights; version 1 the model's own (f32 on the CPU,
+        # 2 bytes in bf16/f16 runs; with one chunk the size tells which). Adam moments: f32.
+        remaining = body_end - pos
+        pbytes = 4 if (version >= 2 or nchunks > 1 or remaining == 12 * numel) else (
+            2 if remaining == 10 * numel else 4)
+        need = numel * (pbytes + 8)
+        if need > remaining:
+            raise CheckpointError(f"{path}: chunk {j} needs {need} bytes, {remaining} left (truncated?)")
+        p = view[pos:pos + numel * pbytes].cast("f" if pbytes == 4 else "H")
+        pos += numel * pbytes
+        m = view[pos:pos + 4 * numel].cast("f")
+        pos += 4 * numel
+        v = view[pos:pos + 4 * numel].cast("f")
+        pos += 4 * numel
+        shard.chunks.append(Chunk(numel, step, p, m, v, pbytes))
+    if pos != body_end:
+        raise CheckpointError(f"{path} has {body_end - pos} trailing bytes")
+    return shard
+
+
+def read_checkpoint(directory: str, iteration: int | None = None, verify: bool = True) -> Shard:
+    """The single shard of a t=1, p=1 checkpoint (the latest iteration unless given)."""
+    it = read_latest(directory) if iteration is None else iteration
+    shard = read_shard(os.path.join(shard_dir(directory, it), SHARD_FILE), verify)
+    if shard.tp != 1 or shard.pp != 1 or len(shard.chunks) != 1:
+        raise CheckpointError(f"{shard.path}: saved with t={shard.tp} p={shard.pp} and {len(shard.chunks)} chunk(s); "
+                              "only whole-model shards (t=1, p=1) are supported here")
+    return shard
+
+
+def padded_vocab(vocab_size: int, tp: int = 1, divisible_by: int = 128) -> int:
+    multiple = divisible_by * tp
+    return (vocab_size + multiple - 1) // multiple * multiple
+
+
+@dataclass
+class ParamEntry:
+    name: str
+    shape: tuple
+    offset: int
+    decay: bool  # AdamW weight decay applies (matrices)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, divisible_by: int = 128) -> list:
+    """ParamLayout of a whole model (t=1, one stage): names, shapes ([out, in] for matrices),
+    offsets in the flat buffer and the weight-decay flag, in ptdp's order."""
+    h, ffn, vp = hidden, 4 * hidden, padded_vocab(vocab_size, 1, divisible_by)
+    entries, offset = [], 0
+
+    def add(name, shape, decay):
+        nonlocal offset
+        e = ParamEntry(name, tuple(shape), offset, decay)
+        entries.append(e)
+        offset += e.numel
+
+    add("wte", (vp, h), True)
+    add("wpe", (seq_length, h), True)
+    for i in range(layers):
+        p = f"layers.{i}."
+        add(p + "ln1.weight", (h,), False)
+        add(p + "ln1.bias", (h,), False)
+        add(p + "qkv.weight", (3 * h, h), True)  # rows: per head q | k | v, head_dim each
+        add(p + "qkv.bias", (3 * h,), False)
+        add(p + "proj.weight", (h, h), True)
+        add(p + "proj.bias", (h,), False)
+        add(p + "ln2.weight", (h,), False)
+        add(p + "ln2.bias", (h,), False)
+        add(p + "fc.weight", (ffn, h), True)
+        add(p + "fc.bias", (ffn,), False)
+        add(p + "fc2.weight", (h, ffn), True)
+        add(p + "fc2.bias", (h,), False)
+    add("lnf.weight", (h,), False)
+    add("lnf.bias", (h,), False)
+    return entries
+
+
+def layout_numel(entries: list) -> int:
+    return entries[-1].offset + entries[-1].numel if entries else 0
