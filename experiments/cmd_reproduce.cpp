@@ -31,6 +31,7 @@
 #include "core/sim/hardware.h"
 #include "core/sim/simulator.h"
 #include "experiments/commands.h"
+#include "experiments/rank_device.h"
 #include "experiments/result_row.h"
 #include "experiments/sweep.h"
 #ifdef PTDP_HAVE_MPI
@@ -188,9 +189,9 @@ RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
     c.backend = "cpu";
     c.precision = "f32";
     c.comm = ctx.world ? "mpi" : "local";
-  } else {  // a cluster: one GPU per rank
+  } else {  // one GPU per rank: NCCL under a launcher, or the one GPU of a one-rank layout here
     c.backend = "cuda";
-    c.comm = "nccl";
+    c.comm = ctx.world ? "nccl" : "local";
   }
   c.ranks = 0;
   c.csv.clear();
@@ -510,13 +511,14 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     return false;
 #endif
   }();
-  if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched) {
-    int lo = 1 << 30, hi = 0;
-    for (const auto& j : jobs)
-      for (const auto& pt : j.points) {
-        lo = std::min(lo, pt.cfg.ranks);
-        hi = std::max(hi, pt.cfg.ranks);
-      }
+  int lo = 1 << 30, hi = 0;  // ranks the selected configurations need
+  for (const auto& j : jobs)
+    for (const auto& pt : j.points) {
+      lo = std::min(lo, pt.cfg.ranks);
+      hi = std::max(hi, pt.cfg.ranks);
+    }
+  // One-GPU figures (Figure 7) run here on the CUDA backend; the others need a launcher.
+  if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched && hi > 1) {
     usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one A100 each), the CUDA "
                 "backend and NCCL; launch it on a cluster under mpirun or srun (scripts/launch/README.md), or use "
                 "--scale small (CPU ranks here) or --mode simulate",
@@ -527,7 +529,10 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     for (const auto& pt : j.points) {
       try {
         const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
-        if (f.mode == "run" && j.spec.kind == SweepKind::Train) require_supported(c);
+        if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
+          require_supported(c);
+          require_backend_here(c);
+        }
         if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) require_supported(eq1_measurement(c));
       } catch (const UsageError& e) {
         usage_error("{}: series '{}', x '{}': {}", j.spec.path, pt.series, pt.x, e.what());

@@ -83,6 +83,7 @@ std::string loss_log_csv(const std::vector<std::pair<int, IterStats>>& iters) {
 
 // Refuses, before any work, what cannot succeed: an unwritable result file, a model too big.
 void preflight(const RunConfig& c) {
+  require_backend_here(c);
   if (!c.csv.empty()) check_result_csv(c.csv);
   if (!c.loss_log.empty()) check_loss_log(c.loss_log);
   if (!c.save_init_dir.empty() && !c.load_dir.empty())

@@ -27,15 +27,25 @@ int local_rank_from_launcher() {
 
 }  // namespace
 
+void require_backend_here(const RunConfig& c) {
+  if (c.backend == "cpu") return;
+#ifdef PTDP_HAVE_CUDA
+  std::string why;
+  if (cuda::device_count(&why) == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
+#else
+  usage_error("--backend {}: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)",
+              c.backend);
+#endif
+}
+
 RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) {
+  require_backend_here(c);
   if (c.backend == "cpu") {
     backend_ = make_cpu_backend();
     return;
   }
 #ifdef PTDP_HAVE_CUDA
-  std::string why;
-  const int gpus = cuda::device_count(&why);
-  if (gpus == 0) usage_error("--backend cuda: no GPU here ({})", why);
+  const int gpus = cuda::device_count();
   // Thread ranks share the GPUs round-robin (one GPU: all of them, each on its own stream);
   // processes take the GPU of their index on the node.
   const int local = c.comm == "local" ? world.rank() : local_rank_from_launcher();
@@ -51,9 +61,6 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
   } else {
     wrapped_ = make_device_comm(world, *backend_, Device::CPU);
   }
-#else
-  usage_error("--backend {}: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)",
-              c.backend);
 #endif
 }
 

@@ -11,6 +11,10 @@
 
 namespace ptdp {
 
+// UsageError naming --backend when this build or machine cannot run c.backend (a CUDA
+// backend and at least one GPU for cuda), before any work.
+void require_backend_here(const RunConfig& c);
+
 class RankDevice {
  public:
   // UsageError naming --backend/--comm when this build or machine cannot run them.
