@@ -212,10 +212,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     }
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
       fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
-                 "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}\n",
+                 "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
                  it, c.iters, st.loss, st.time_ms, flops / (st.time_ms / 1e3) / c.ranks / 1e12,
                  tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms, st.bwd_ms, st.p2p_wait_ms, st.dp_ms,
-                 st.opt_ms, bubble);
+                 st.opt_ms, bubble,
+                 trainer.loss_scaler().dynamic() ? fmt::format(" | loss scale {:g}", trainer.loss_scaler().scale()) : "");
       std::fflush(stdout);
     }
     if (!c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters)) save(it);
