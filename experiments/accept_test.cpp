@@ -188,12 +188,14 @@ TEST(CliAccept, ThresholdWithoutSourceIsRefused) {
                            {"'accept.gemm.min_gflops' has no source"}));
 }
 
-TEST(CliAccept, GpuProfileNeedsTheCudaBackend) {
+// A GPU profile has fields of its own (node.gpus, min_tflops, ...): the CPU profile marked
+// kind = "gpu" is refused naming the first one missing (accept_gpu_test.cpp tests the GPU profiles).
+TEST(CliAccept, CpuProfileMarkedGpuMissesTheGpuFields) {
   TempDir dir;
   std::string text = text_of(source_file("hardware/cpu-accept.toml"));
   text = std::regex_replace(text, std::regex(R"(kind = "cpu")"), "kind = \"gpu\"");
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", write_text(dir, "gpu.toml", text)}),
-                           {"needs the CUDA backend"}));
+                           {"field 'node.gpus' is missing"}));
 }
 
 TEST(CliAccept, MalformedGoldenFileNamesFileAndLine) {

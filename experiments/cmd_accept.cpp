@@ -2,8 +2,10 @@
 // the GEMM rate, the memory bandwidth (STREAM triad), the all-reduce bus bandwidth and the p2p
 // bandwidth inside a node (the local communicator with the node's ranks), and trains `tiny` for
 // 20 iterations against golden losses; each figure is compared with a threshold of the
-// acceptance profile (hardware/NAME-accept.toml). Prints a PASS/FAIL table, writes a JSON and
-// a CSV report (atomically); exit code 0 when every check passes, 1 otherwise, 2 on bad input.
+// acceptance profile (hardware/NAME-accept.toml). A profile of kind = "gpu" runs the GPU
+// checks of accept_gpu.h instead, and trains on the CUDA backend. Prints a PASS/FAIL/SKIP
+// table, writes a JSON and a CSV report (atomically); exit code 0 when every check that ran
+// passes, 1 otherwise, 2 on bad input.
 #include <omp.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -38,6 +41,8 @@
 #include "core/runtime/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/train/trainer.h"
+#include "experiments/accept_check.h"
+#include "experiments/accept_gpu.h"
 
 namespace ptdp {
 
@@ -55,28 +60,6 @@ fs::path source_root() {
 }
 
 // ---------------------------------------------------------------- the acceptance profile
-
-struct Threshold {
-  double value = 0;
-  std::string source;
-};
-
-struct AcceptProfile {
-  std::string path, name, device, kind;
-  int ranks = 2;                       // ranks of one node for the communication checks
-  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
-  std::string gemm_what;
-  Threshold min_gemm_gflops;
-  int64_t triad_mib = 0;
-  Threshold min_triad_gbs;
-  int64_t allreduce_mib = 0;
-  Threshold min_allreduce_busbw_gbs;
-  int64_t p2p_mib = 0;
-  Threshold min_p2p_gbs;
-  std::string golden;                  // as written in the profile
-  std::string golden_path;             // resolved
-  Threshold max_loss_rel_error;
-};
 
 struct ProfileReader {
   const toml::table& root;
@@ -162,11 +145,9 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   a.device = r.text("device");
   a.kind = r.text("kind");
   if (a.kind != "cpu" && a.kind != "gpu") usage_error("{}: field 'kind' must be cpu or gpu (got '{}')", a.path, a.kind);
-  if (a.kind == "gpu")
-    usage_error("--hardware {}: a GPU acceptance run needs the CUDA backend (GEMMs, NCCL), which ptdp has not yet; "
-                "only kind = \"cpu\" profiles can run",
-                a.path);
-  a.ranks = int(r.integer("node.ranks", 2));
+  const bool gpu = a.kind == "gpu";
+  if (gpu) a.node_gpus = int(r.integer("node.gpus", 1));
+  else a.ranks = int(r.integer("node.ranks", 2));
   const auto* shape = root.at_path("accept.gemm.shape").as_array();
   if (!shape || shape->size() != 3 || !shape->is_homogeneous(toml::node_type::integer))
     usage_error("{}: field 'accept.gemm.shape' must be [m, n, k] (three integers)", a.path);
@@ -176,9 +157,11 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   if (a.gemm_m < 1 || a.gemm_n < 1 || a.gemm_k < 1)
     usage_error("{}: field 'accept.gemm.shape' must hold positive sizes", a.path);
   a.gemm_what = root.at_path("accept.gemm.what").value_or(std::string());
-  a.min_gemm_gflops = r.threshold("accept.gemm.min_gflops");
+  if (gpu) a.min_gemm_tflops = r.threshold("accept.gemm.min_tflops");
+  else a.min_gemm_gflops = r.threshold("accept.gemm.min_gflops");
   a.triad_mib = r.integer("accept.memory.array_mib", 1);
-  a.min_triad_gbs = r.threshold("accept.memory.min_triad_gbs");
+  if (gpu) a.min_memory_gbs = r.threshold("accept.memory.min_add_gbs");
+  else a.min_triad_gbs = r.threshold("accept.memory.min_triad_gbs");
   a.allreduce_mib = r.integer("accept.allreduce.mib", 1);
   a.min_allreduce_busbw_gbs = r.threshold("accept.allreduce.min_busbw_gbs");
   a.p2p_mib = r.integer("accept.p2p.mib", 1);
@@ -186,21 +169,15 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   a.golden = r.text("accept.train.golden");
   a.golden_path = resolve_data_path(a.golden);
   a.max_loss_rel_error = r.threshold("accept.train.max_rel_error");
+  if (gpu) {  // until the CUDA golden file exists: the CPU one, with a looser tolerance
+    a.cpu_golden = r.text("accept.train.cpu_golden");
+    a.cpu_golden_path = resolve_data_path(a.cpu_golden);
+    a.max_loss_rel_error_vs_cpu = r.threshold("accept.train.max_rel_error_vs_cpu");
+  }
   return a;
 }
 
 // ---------------------------------------------------------------- measurements
-
-struct Samples {
-  std::vector<double> rates;  // one per repetition
-  double best() const { return *std::max_element(rates.begin(), rates.end()); }
-  double median() const {
-    std::vector<double> v = rates;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  }
-};
 
 // sgemm y = x w^T at [m, k] x [n, k]^T, in GFLOP/s; one untimed call first.
 Samples measure_gemm(int64_t m, int64_t n, int64_t k, int reps) {
@@ -351,11 +328,12 @@ GoldenRun read_golden(const std::string& path) {
 }
 
 // Trains `g.model` in this process as `ptdp train --model M --micro-batch b --global-batch B
-// --seed S --lr X --iters N` does (one rank, synthetic data) and returns the losses.
-std::vector<double> train_losses(const GoldenRun& g, int iters) {
+// --seed S --lr X --iters N` does (one rank, synthetic data, f32) and returns the losses; on the
+// CUDA backend (GPU 0) with `on_gpu`, as `--backend cuda` does.
+std::vector<double> train_losses(const GoldenRun& g, int iters, bool on_gpu) {
   set_cpu_threads(g.omp_threads);
   const ModelConfig c = preset_config(g.model);
-  auto be = make_cpu_backend();
+  const std::unique_ptr<Backend> be = on_gpu ? make_gpu_train_backend() : make_cpu_backend();
   Gpt model(c, ShardSpec{}, *be, DType::F32);
   model.init(g.seed);
   SyntheticSamples data(c.vocab_size, c.seq_length, g.seed);
@@ -380,13 +358,6 @@ void write_golden(const std::string& path, const GoldenRun& g) {
 }
 
 // ---------------------------------------------------------------- the report
-
-struct Check {
-  std::string name, metric, unit, op;  // op: ">=" (at least) or "<=" (at most)
-  double value = 0, threshold = 0;
-  bool pass = false;
-  std::string detail, source;
-};
 
 std::string json_escape(const std::string& s) {
   std::string r;
@@ -432,7 +403,7 @@ std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks
         "    {{\"check\": \"{}\", \"metric\": \"{}\", \"value\": {}, \"unit\": \"{}\", \"op\": \"{}\", "
         "\"threshold\": {}, \"status\": \"{}\", \"detail\": \"{}\", \"threshold_source\": \"{}\"}}{}\n",
         json_escape(c.name), json_escape(c.metric), json_number(c.value), json_escape(c.unit), c.op,
-        json_number(c.threshold), c.pass ? "PASS" : "FAIL", json_escape(c.detail), json_escape(c.source),
+        json_number(c.threshold), c.status(), json_escape(c.detail), json_escape(c.source),
         i + 1 < checks.size() ? "," : "");
   }
   j += "  ]\n}\n";
@@ -443,8 +414,9 @@ std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks,
   std::string s =
       "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp\n";
   for (const Check& c : checks) {
-    const std::vector<std::string> f = {c.name,      c.metric, fmt::format("{:.6g}", c.value), c.unit, c.op,
-                                        fmt::format("{:.6g}", c.threshold), c.pass ? "PASS" : "FAIL", c.detail,
+    const std::string value = c.skipped ? "" : fmt::format("{:.6g}", c.value);  // SKIP: nothing measured
+    const std::vector<std::string> f = {c.name,      c.metric, value,      c.unit,  c.op,
+                                        fmt::format("{:.6g}", c.threshold), c.status(), c.detail,
                                         c.source,    p.name,   pv.git_sha, pv.host, pv.device, pv.timestamp};
     for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
     s += "\n";
@@ -498,23 +470,38 @@ int accept(const AcceptFlags& f) {
   auto wanted = [&](const std::string& c) {
     return f.checks.empty() || std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
   };
+  const bool gpu = p.kind == "gpu";
+  // The golden losses and their tolerance; a GPU profile uses the CPU file until its own exists.
+  auto golden_source = [&p, gpu] {
+    const std::string own = resolve_data_path(p.golden);
+    if (!gpu || fs::exists(own)) return std::make_tuple(own, p.golden, p.max_loss_rel_error);
+    return std::make_tuple(p.cpu_golden_path, p.cpu_golden, p.max_loss_rel_error_vs_cpu);
+  };
   std::optional<GoldenRun> golden;
-  if (wanted("train") && f.write_golden.empty()) golden = read_golden(p.golden_path);  // bad file: exit 2 first
+  if (wanted("train") && f.write_golden.empty())
+    golden = read_golden(std::get<0>(golden_source()));  // bad file: exit 2 first
+  if (gpu) require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
 
   const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
   const int reps = f.quick ? 3 : 10;
-  const Provenance pv;
-  fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
-             p.name, p.path, pv.device, pv.host, threads, reps, f.quick ? ", --quick" : "");
+  Provenance pv;
+  if (gpu) pv.device = gpu_description();
+  if (gpu)
+    fmt::print("ptdp accept: profile {} ({}), {} on {}, {} repetitions per measurement (best counts){}\n", p.name,
+               p.path, gpu_summary(p), pv.host, reps, f.quick ? ", --quick" : "");
+  else
+    fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
+               p.name, p.path, pv.device, pv.host, threads, reps, f.quick ? ", --quick" : "");
   std::fflush(stdout);
 
   std::vector<Check> checks;
+  if (gpu) checks = gpu_checks(p, wanted, reps);
   auto at_least = [](Check c) {
     c.op = ">=";
     c.pass = c.value >= c.threshold;
     return c;
   };
-  if (wanted("gemm")) {
+  if (!gpu && wanted("gemm")) {
     set_cpu_threads(threads);
     const Samples s = measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, reps);
     checks.push_back(at_least({"gemm", "sgemm_gflops", "GFLOP/s", "", s.best(), p.min_gemm_gflops.value, false,
@@ -524,7 +511,7 @@ int accept(const AcceptFlags& f) {
                                            s.median()),
                                p.min_gemm_gflops.source}));
   }
-  if (wanted("memory")) {
+  if (!gpu && wanted("memory")) {
     set_cpu_threads(threads);
     const Samples s = measure_triad(p.triad_mib, reps);
     checks.push_back(at_least({"memory", "stream_triad_gbs", "GB/s", "", s.best(), p.min_triad_gbs.value, false,
@@ -532,7 +519,7 @@ int accept(const AcceptFlags& f) {
                                            p.triad_mib, threads, reps, s.median()),
                                p.min_triad_gbs.source}));
   }
-  if (wanted("allreduce")) {
+  if (!gpu && wanted("allreduce")) {
     const CommResult r = measure_allreduce(p.ranks, p.allreduce_mib, reps);
     Check c = at_least({"allreduce", "allreduce_busbw_gbs", "GB/s", "", r.s.best(), p.min_allreduce_busbw_gbs.value,
                         false,
@@ -543,7 +530,7 @@ int accept(const AcceptFlags& f) {
     c.pass = c.pass && r.wrong == 0;
     checks.push_back(c);
   }
-  if (wanted("p2p")) {
+  if (!gpu && wanted("p2p")) {
     const CommResult r = measure_p2p(p.ranks, p.p2p_mib, reps);
     Check c = at_least({"p2p", "p2p_gbs", "GB/s", "", r.s.best(), p.min_p2p_gbs.value, false,
                         fmt::format("local comm, rank 0 -> rank 1, {} MiB, best of {} (median {:.2f}), {} wrong "
@@ -555,15 +542,19 @@ int accept(const AcceptFlags& f) {
   }
   if (!f.write_golden.empty()) {
     GoldenRun g;  // the fixed flags of docs/ACCEPTANCE.md
-    g.losses = train_losses(g, 20);
+    g.losses = train_losses(g, 20, gpu);
     write_golden(f.write_golden, g);
-    fmt::print("wrote {} ({} iterations of {}, b={} B={} seed {} lr {} on {} thread(s))\n", f.write_golden,
-               g.losses.size(), g.model, g.micro_batch, g.global_batch, g.seed, g.lr, g.omp_threads);
-    if (wanted("train")) golden = read_golden(p.golden_path);
+    fmt::print("wrote {} ({} iterations of {}, b={} B={} seed {} lr {} on {})\n", f.write_golden, g.losses.size(),
+               g.model, g.micro_batch, g.global_batch, g.seed, g.lr,
+               gpu ? "the CUDA backend, GPU 0" : fmt::format("{} thread(s)", g.omp_threads));
+    if (wanted("train")) golden = read_golden(std::get<0>(golden_source()));
   }
   if (wanted("train")) {
     const GoldenRun& g = *golden;
-    const std::vector<double> got = train_losses(g, int(g.losses.size()));
+    const auto source = golden_source();
+    const std::string& golden_name = std::get<1>(source);
+    const Threshold& tolerance = std::get<2>(source);
+    const std::vector<double> got = train_losses(g, int(g.losses.size()), gpu);
     double worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -574,37 +565,51 @@ int accept(const AcceptFlags& f) {
         at = i;
       }
     }
-    Check c{"train", "loss_max_rel_error", "", "<=", worst, p.max_loss_rel_error.value, false,
-            fmt::format("{} {} iterations (b={} B={} seed {} lr {}, {} thread(s)) against {}; worst at iteration {}: "
+    const std::string where =
+        gpu ? "f32 on the CUDA backend, GPU 0" : fmt::format("{} thread(s)", g.omp_threads);
+    const std::string against =
+        golden_name == p.golden ? golden_name
+                                : fmt::format("{} ({} does not exist yet: record it with --write-golden)", golden_name,
+                                              p.golden);
+    Check c{"train", "loss_max_rel_error", "", "<=", worst, tolerance.value, false,
+            fmt::format("{} {} iterations (b={} B={} seed {} lr {}, {}) against {}; worst at iteration {}: "
                         "loss {:.7f}, golden {:.7f}",
-                        g.model, got.size(), g.micro_batch, g.global_batch, g.seed, g.lr, g.omp_threads, p.golden,
-                        at + 1, got[at], g.losses[at]),
-            p.max_loss_rel_error.source};
+                        g.model, got.size(), g.micro_batch, g.global_batch, g.seed, g.lr, where, against, at + 1,
+                        got[at], g.losses[at]),
+            tolerance.source};
     c.pass = worst <= c.threshold;
     checks.push_back(c);
   }
 
-  bool passed = true;
-  std::string failed;
+  bool passed = true;  // every check that ran passed (SKIP neither passes nor fails)
+  std::string failed, skipped;
+  size_t ran = 0, n_failed = 0;
   fmt::print("{:<10} {:<20} {:>12} {:<8} {:>2} {:>10}  {:<6} {}\n", "check", "metric", "measured", "unit", "",
              "threshold", "result", "detail");
   for (const Check& c : checks) {
-    fmt::print("{:<10} {:<20} {:>12.4g} {:<8} {:>2} {:>10.4g}  {:<6} {}\n", c.name, c.metric, c.value, c.unit, c.op,
-               c.threshold, c.pass ? "PASS" : "FAIL", c.detail);
+    const std::string measured = c.skipped ? "-" : fmt::format("{:.4g}", c.value);
+    fmt::print("{:<10} {:<20} {:>12} {:<8} {:>2} {:>10.4g}  {:<6} {}\n", c.name, c.metric, measured, c.unit, c.op,
+               c.threshold, c.status(), c.detail);
+    if (c.skipped) {
+      skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", c.name);
+      continue;
+    }
+    ++ran;
     if (!c.pass) {
       passed = false;
+      ++n_failed;
       failed += fmt::format("{}{}", failed.empty() ? "" : ", ", c.name);
     }
   }
+  const size_t n_skipped = checks.size() - ran;
+  const std::string skip_note = n_skipped ? fmt::format("; {} skipped: {}", n_skipped, skipped) : "";
   if (!out.first.empty()) {
     write_file_atomic(out.first, report_json(p, checks, pv, threads, f.quick, passed));
     write_file_atomic(out.second, report_csv(p, checks, pv));
     fmt::print("reports: {} and {}\n", out.first, out.second);
   }
-  if (passed) fmt::print("ACCEPT: PASS ({} of {} checks)\n", checks.size(), checks.size());
-  else fmt::print("ACCEPT: FAIL ({} failed: {})\n", std::count_if(checks.begin(), checks.end(), [](const Check& c) {
-                    return !c.pass;
-                  }), failed);
+  if (passed) fmt::print("ACCEPT: PASS ({} of {} checks{})\n", ran, ran, skip_note);
+  else fmt::print("ACCEPT: FAIL ({} failed: {}{})\n", n_failed, failed, skip_note);
   return passed ? 0 : 1;
 }
 
@@ -625,7 +630,8 @@ std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
   cmd->add_option("--checks", f->checks, "run only these checks: gemm, memory, allreduce, p2p, train")
       ->delimiter(',');
   cmd->add_option("--write-golden", f->write_golden,
-                  "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv)");
+                  "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv); "
+                  "on the CUDA backend (GPU 0) for a GPU profile");
   return {cmd, [f] { return accept(*f); }};
 }
 

@@ -1,0 +1,70 @@
+// What `ptdp accept` shares between its CPU checks (cmd_accept.cpp) and its GPU checks
+// (accept_gpu.cpp): the acceptance profile as read from hardware/NAME-accept.toml, the rates of
+// repeated measurements, and one check's result (PASS, FAIL or SKIP) as the report shows it.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ptdp {
+
+struct Threshold {
+  double value = 0;
+  std::string source;
+};
+
+struct AcceptProfile {
+  std::string path, name, device, kind;  // kind: "cpu" or "gpu"
+  int ranks = 2;                         // cpu: ranks of one node for the communication checks
+  int node_gpus = 0;                     // gpu: GPUs of one node (informational: every visible GPU is used)
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  std::string gemm_what;
+  Threshold min_gemm_gflops;             // cpu: OpenBLAS sgemm, GFLOP/s
+  Threshold min_gemm_tflops;             // gpu: bf16 GEMM, TFLOP/s
+  int64_t triad_mib = 0;                 // size of each array of the memory check
+  Threshold min_triad_gbs;               // cpu: STREAM triad
+  Threshold min_memory_gbs;              // gpu: STREAM add kernel in device memory
+  int64_t allreduce_mib = 0;
+  Threshold min_allreduce_busbw_gbs;
+  int64_t p2p_mib = 0;
+  Threshold min_p2p_gbs;
+  std::string golden;                    // as written in the profile
+  std::string golden_path;               // resolved
+  Threshold max_loss_rel_error;
+  std::string cpu_golden, cpu_golden_path;  // gpu: the CPU golden file, used while `golden` does not exist
+  Threshold max_loss_rel_error_vs_cpu;
+};
+
+struct Samples {
+  std::vector<double> rates;  // one per repetition
+  double best() const { return *std::max_element(rates.begin(), rates.end()); }
+  double median() const {
+    std::vector<double> v = rates;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+};
+
+struct Check {
+  std::string name, metric, unit, op;  // op: ">=" (at least) or "<=" (at most)
+  double value = 0, threshold = 0;
+  bool pass = false;
+  std::string detail, source;
+  bool skipped = false;  // not measurable on this machine (the detail says why); neither passes nor fails
+
+  const char* status() const { return skipped ? "SKIP" : pass ? "PASS" : "FAIL"; }
+};
+
+// A check that cannot run here: value NaN, status SKIP, `why` as its detail.
+inline Check skipped_check(std::string name, std::string metric, std::string unit, const Threshold& t,
+                           std::string why) {
+  Check c{std::move(name), std::move(metric), std::move(unit), ">=", std::numeric_limits<double>::quiet_NaN(),
+          t.value, false, std::move(why), t.source};
+  c.skipped = true;
+  return c;
+}
+
+}  // namespace ptdp

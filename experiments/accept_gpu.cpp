@@ -1,0 +1,561 @@
+#include "experiments/accept_gpu.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/common/error.h"
+
+#ifdef PTDP_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/device_allocator.h"
+#include "core/backend/cuda/device_guard.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/event_timer.h"
+#include "core/common/rng.h"
+#include "core/tensor/dtype.h"
+#endif
+#ifdef PTDP_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace ptdp {
+
+#ifndef PTDP_HAVE_CUDA
+
+int visible_gpus(std::string* why) {
+  if (why) *why = "this build has no CUDA backend: configure with -DPTDP_CUDA=ON where nvcc is installed";
+  return 0;
+}
+std::string gpu_description() { return "no GPU"; }
+std::string gpu_summary(const AcceptProfile&) { return "no GPU"; }
+std::vector<Check> gpu_checks(const AcceptProfile&, const std::function<bool(const std::string&)>&, int) {
+  throw RuntimeError("ptdp accept: the GPU checks need the CUDA backend, which this build lacks");
+}
+std::unique_ptr<Backend> make_gpu_train_backend() {
+  throw RuntimeError("ptdp accept: the GPU training check needs the CUDA backend, which this build lacks");
+}
+
+#else  // PTDP_HAVE_CUDA
+
+namespace {
+
+constexpr int kWarmup = 3;                  // untimed calls before the timed ones (clocks, plans, caches)
+constexpr int64_t kBlock = int64_t(1) << 20;  // random values repeated through the GEMM operands
+
+// ---------------------------------------------------------------- data and timing
+
+// Uniform bf16 values in [-1, 1), and the same values as floats for the host reference.
+struct RandomBlock {
+  std::vector<bf16> bits;
+  std::vector<float> values;
+  RandomBlock(uint64_t seed, int64_t n) : bits(n), values(n) {
+    for (int64_t i = 0; i < n; ++i) {
+      bits[i] = float_to_bf16(float(2.0 * uniform01(seed, 0, uint64_t(i)) - 1.0));
+      values[i] = bf16_to_float(bits[i]);
+    }
+  }
+  float at(int64_t i) const { return values[size_t(i % int64_t(values.size()))]; }
+};
+
+// t (bf16, on the device) holds r's values repeated from its first element on.
+void fill_repeating(Backend& be, Tensor& t, const RandomBlock& r) {
+  const int64_t block = std::min<int64_t>(t.numel(), int64_t(r.bits.size()));
+  if (block == 0) return;
+  const Tensor host = Tensor::wrap(const_cast<bf16*>(r.bits.data()), {block}, DType::BF16);
+  Tensor first = t.view(0, {block});
+  be.copy(first, host);  // host -> device, synchronous
+  for (int64_t off = block; off < t.numel(); off += block) {
+    Tensor part = t.view(off, {std::min(block, t.numel() - off)});
+    be.copy(part, first.view(0, {part.numel()}));  // device -> device
+  }
+}
+
+// GPU time of work queued on the backend's stream, after a memset of twice the L2 size that
+// evicts the operands from the cache (outside the timed interval).
+class GpuTiming {
+ public:
+  GpuTiming(Backend& be, int device) : be_(be), timer_(cuda_stream(be)) {
+    int l2 = 0;
+    PTDP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    flush_ = be.empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
+  }
+  template <class F>
+  double seconds(F&& f) {
+    PTDP_CUDA_CHECK(cudaMemsetAsync(flush_.raw(), 0, flush_.nbytes(), cuda_stream(be_)));
+    timer_.start();
+    f();
+    timer_.stop();
+    return double(timer_.elapsed_ms()) / 1e3;
+  }
+
+ private:
+  Backend& be_;
+  cuda::EventTimer timer_;
+  Tensor flush_;
+};
+
+// ---------------------------------------------------------------- GEMM and memory, per GPU
+
+struct GpuRates {
+  Samples s;
+  Samples copy;             // memory: cudaMemcpy device to device, for the detail
+  int64_t checked = 0, wrong = 0;
+};
+
+// y = x w^T in bf16 (f32 accumulation) at [m, k] x [n, k]^T, TFLOP/s; sampled entries of y
+// are checked against a host reference computed from the same bf16 inputs.
+GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
+  cuda::DeviceGuard guard(device);
+  GpuRates r;
+  {
+    const std::unique_ptr<Backend> be = make_cuda_backend(device);
+    Tensor x = be->empty({m, k}, DType::BF16), w = be->empty({n, k}, DType::BF16), y = be->empty({m, n}, DType::BF16);
+    const RandomBlock rx(11, kBlock), rw(12, kBlock);
+    fill_repeating(*be, x, rx);
+    fill_repeating(*be, w, rw);
+    GpuTiming timing(*be, device);
+    for (int i = 0; i < kWarmup; ++i) be->linear_forward(y, x, w, nullptr);
+    for (int i = 0; i < reps; ++i)
+      r.s.rates.push_back(2.0 * double(m) * double(n) * double(k) /
+                          timing.seconds([&] { be->linear_forward(y, x, w, nullptr); }) / 1e12);
+    Tensor row = Tensor::empty({n}, DType::BF16);
+    for (const int64_t i : {int64_t(0), m / 3, m - 1}) {
+      be->copy(row, y.view(i * n, {n}));  // device -> host, synchronous
+      for (const int64_t j : {int64_t(0), n / 2, (7919 % n), n - 1}) {
+        double want = 0, sum_abs = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          const double p = double(rx.at(i * k + l)) * double(rw.at(j * k + l));
+          want += p;
+          sum_abs += std::fabs(p);
+        }
+        const double got = bf16_to_float(row.data<bf16>()[j]);
+        ++r.checked;
+        // bf16 output rounding (2^-8 relative) and f32 accumulation in another order.
+        if (!(std::fabs(got - want) <= 8e-3 * std::fabs(want) + 1e-3 * sum_abs)) ++r.wrong;
+      }
+    }
+    be->synchronize();
+  }
+  cuda::DeviceAllocator::for_device(device).release_cached();
+  return r;
+}
+
+// STREAM add c = a + b over three f32 arrays of `mib` MiB through the backend's add kernel, GB/s
+// counting 3 arrays moved per pass; and cudaMemcpy device to device, counting read + write.
+// Every element of c is checked after the last pass.
+GpuRates memory_on(int device, int64_t mib, int reps) {
+  cuda::DeviceGuard guard(device);
+  GpuRates r;
+  {
+    const std::unique_ptr<Backend> be = make_cuda_backend(device);
+    const int64_t n = mib * (int64_t(1) << 20) / int64_t(sizeof(float));
+    const double bytes = double(n) * sizeof(float);
+    Tensor a = be->empty({n}, DType::F32), b = be->empty({n}, DType::F32), c = be->empty({n}, DType::F32);
+    be->fill(a, 1.0);
+    be->fill(b, 2.0);
+    be->fill(c, 0.0);
+    const cudaStream_t st = cuda_stream(*be);
+    auto copy = [&] {
+      PTDP_CUDA_CHECK(cudaMemcpyAsync(c.raw(), a.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, st));
+    };
+    GpuTiming timing(*be, device);
+    for (int i = 0; i < kWarmup; ++i) copy();
+    for (int i = 0; i < reps; ++i) r.copy.rates.push_back(2.0 * bytes / timing.seconds(copy) / 1e9);
+    for (int i = 0; i < kWarmup; ++i) be->add(c, a, b);
+    for (int i = 0; i < reps; ++i)
+      r.s.rates.push_back(3.0 * bytes / timing.seconds([&] { be->add(c, a, b); }) / 1e9);
+    Tensor host = Tensor::empty({n}, DType::F32);
+    be->copy(host, c);  // device -> host, synchronous
+    const float* h = host.data<float>();
+    r.checked = n;
+    for (int64_t i = 0; i < n; ++i) r.wrong += h[i] != 3.0f;
+    be->synchronize();
+  }
+  cuda::DeviceAllocator::for_device(device).release_cached();
+  return r;
+}
+
+// The measurement on every GPU; the slowest GPU's best counts.
+template <class F>
+Check per_gpu_check(int gpus, Check c, F&& measure, std::string* per_gpu, std::string* copies, int* slowest,
+                    GpuRates* worst) {
+  double low = std::numeric_limits<double>::infinity();
+  int64_t checked = 0, wrong = 0;
+  for (int d = 0; d < gpus; ++d) {
+    const GpuRates r = measure(d);
+    *per_gpu += fmt::format("{}{:.1f}", d ? ", " : "", r.s.best());
+    if (!r.copy.rates.empty()) *copies += fmt::format("{}{:.1f}", d ? ", " : "", r.copy.best());
+    checked += r.checked;
+    wrong += r.wrong;
+    if (r.s.best() < low) {
+      low = r.s.best();
+      *slowest = d;
+      *worst = r;
+    }
+  }
+  worst->checked = checked;
+  worst->wrong = wrong;
+  c.op = ">=";
+  c.value = low;
+  c.pass = low >= c.threshold && wrong == 0;
+  return c;
+}
+
+// ---------------------------------------------------------------- NCCL inside the node
+
+#ifdef PTDP_HAVE_NCCL
+
+#define PTDP_ACCEPT_NCCL_CHECK(call)                                                                       \
+  do {                                                                                                     \
+    const ncclResult_t ptdp_r_ = (call);                                                                   \
+    if (ptdp_r_ != ncclSuccess)                                                                            \
+      throw RuntimeError(fmt::format("{} failed: {} ({}) at {}:{}", #call, ncclGetErrorString(ptdp_r_),   \
+                                     ncclGetLastError(nullptr), __FILE__, __LINE__));                      \
+  } while (0)
+
+constexpr auto kNcclTimeout = std::chrono::seconds(300);
+
+std::string nccl_version() {
+  int v = 0;
+  PTDP_ACCEPT_NCCL_CHECK(ncclGetVersion(&v));
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
+// One NCCL communicator per GPU of `devices`, made together in this thread (ncclCommInitAll),
+// each with its own stream, a device buffer of `bytes` and two timing events.
+class NcclNode {
+ public:
+  NcclNode(std::vector<int> devices, size_t bytes) : devices_(std::move(devices)) {
+    const int n = int(devices_.size());
+    comms_.assign(n, nullptr);
+    PTDP_ACCEPT_NCCL_CHECK(ncclCommInitAll(comms_.data(), n, devices_.data()));
+    comms_live_ = true;
+    streams_.assign(n, nullptr);
+    bufs_.assign(n, nullptr);
+    start_.assign(n, nullptr);
+    stop_.assign(n, nullptr);
+    try {
+      for (int i = 0; i < n; ++i) {
+        cuda::DeviceGuard g(devices_[i]);
+        PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+        PTDP_CUDA_CHECK(cudaMalloc(&bufs_[i], bytes));
+        PTDP_CUDA_CHECK(cudaEventCreate(&start_[i]));
+        PTDP_CUDA_CHECK(cudaEventCreate(&stop_[i]));
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~NcclNode() { release(); }
+  NcclNode(const NcclNode&) = delete;
+  NcclNode& operator=(const NcclNode&) = delete;
+
+  int size() const { return int(devices_.size()); }
+  int device(int i) const { return devices_[i]; }
+  float* buf(int i) const { return static_cast<float*>(bufs_[i]); }
+  ncclComm_t comm(int i) const { return comms_[i]; }
+  cudaStream_t stream(int i) const { return streams_[i]; }
+
+  // Queues launch(i) for every GPU inside one NCCL group, between two events on each GPU's
+  // stream; waits; returns the longest of the GPUs' times in seconds.
+  template <class F>
+  double timed(const char* what, F&& launch) {
+    for (int i = 0; i < size(); ++i) {
+      cuda::DeviceGuard g(devices_[i]);
+      PTDP_CUDA_CHECK(cudaEventRecord(start_[i], streams_[i]));
+    }
+    PTDP_ACCEPT_NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < size(); ++i) launch(i);
+    PTDP_ACCEPT_NCCL_CHECK(ncclGroupEnd());
+    for (int i = 0; i < size(); ++i) {
+      cuda::DeviceGuard g(devices_[i]);
+      PTDP_CUDA_CHECK(cudaEventRecord(stop_[i], streams_[i]));
+    }
+    wait(what);
+    double longest = 0;
+    for (int i = 0; i < size(); ++i) {
+      float ms = 0;
+      PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[i], stop_[i]));
+      longest = std::max(longest, double(ms) / 1e3);
+    }
+    return longest;
+  }
+
+ private:
+  void release() {  // unchecked: also runs while an error propagates
+    int previous = 0;
+    cudaGetDevice(&previous);
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      cudaSetDevice(devices_[i]);
+      if (streams_[i]) cudaStreamSynchronize(streams_[i]);
+      if (start_[i]) cudaEventDestroy(start_[i]);
+      if (stop_[i]) cudaEventDestroy(stop_[i]);
+      if (bufs_[i]) cudaFree(bufs_[i]);
+      if (streams_[i]) cudaStreamDestroy(streams_[i]);
+      streams_[i] = nullptr;
+      start_[i] = stop_[i] = nullptr;
+      bufs_[i] = nullptr;
+    }
+    cudaSetDevice(previous);
+    if (comms_live_)
+      for (ncclComm_t c : comms_) ncclCommDestroy(c);
+    comms_live_ = false;
+  }
+
+  // Polls every stream and every communicator's asynchronous error; aborts the communicators
+  // and throws after kNcclTimeout instead of hanging.
+  void wait(const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + kNcclTimeout;
+    for (;;) {
+      bool done = true;
+      for (int i = 0; i < size(); ++i) {
+        const cudaError_t e = cudaStreamQuery(streams_[i]);
+        if (e == cudaErrorNotReady) done = false;
+        else if (e != cudaSuccess) cuda::throw_cuda_error("cudaStreamQuery(stream of GPU)", e, __FILE__, __LINE__);
+      }
+      for (int i = 0; i < size(); ++i) {
+        ncclResult_t async = ncclSuccess;
+        PTDP_ACCEPT_NCCL_CHECK(ncclCommGetAsyncError(comms_[i], &async));
+        if (async != ncclSuccess && async != ncclInProgress) {
+          abort_all();
+          throw RuntimeError(fmt::format("NCCL {} on GPU {}: asynchronous error {} ({})", what, devices_[i],
+                                         ncclGetErrorString(async), ncclGetLastError(nullptr)));
+        }
+      }
+      if (done) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort_all();
+        throw RuntimeError(fmt::format("NCCL {} on {} GPUs did not finish within {} s; the communicators were aborted",
+                                       what, size(), kNcclTimeout.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    const cudaError_t last = cudaGetLastError();  // a polled "not ready" is no error
+    if (last != cudaSuccess && last != cudaErrorNotReady)
+      cuda::throw_cuda_error("cudaGetLastError after NCCL work", last, __FILE__, __LINE__);
+  }
+  void abort_all() {
+    if (!comms_live_) return;
+    for (ncclComm_t c : comms_) ncclCommAbort(c);
+    comms_live_ = false;
+  }
+
+  std::vector<int> devices_;
+  std::vector<ncclComm_t> comms_;
+  bool comms_live_ = false;
+  std::vector<cudaStream_t> streams_;
+  std::vector<void*> bufs_;
+  std::vector<cudaEvent_t> start_, stop_;
+};
+
+struct CommRates {
+  Samples s;
+  int64_t wrong = 0;
+};
+
+void to_device(int device, float* dst, const std::vector<float>& src) {
+  cuda::DeviceGuard g(device);
+  PTDP_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+void to_host(int device, std::vector<float>& dst, const float* src) {
+  cuda::DeviceGuard g(device);
+  PTDP_CUDA_CHECK(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+// In-place sum all-reduce of `mib` MiB of f32 over GPUs 0..gpus-1; busbw in GB/s (nccl-tests:
+// size / time * 2 (n - 1) / n). The first call's result is checked on every GPU.
+CommRates allreduce_node(int gpus, int64_t mib, int reps) {
+  const int64_t n = mib * (int64_t(1) << 20) / int64_t(sizeof(float));
+  std::vector<int> devices(gpus);
+  std::iota(devices.begin(), devices.end(), 0);
+  NcclNode node(devices, size_t(n) * sizeof(float));
+  std::vector<float> host(n);
+  for (int i = 0; i < gpus; ++i) {
+    std::fill(host.begin(), host.end(), float(i + 1));
+    to_device(i, node.buf(i), host);
+  }
+  auto launch = [&](int i) {
+    PTDP_ACCEPT_NCCL_CHECK(ncclAllReduce(node.buf(i), node.buf(i), size_t(n), ncclFloat32, ncclSum, node.comm(i),
+                                         node.stream(i)));
+  };
+  CommRates r;
+  node.timed("all-reduce", launch);
+  const float want = float(gpus * (gpus + 1) / 2);
+  for (int i = 0; i < gpus; ++i) {
+    to_host(i, host, node.buf(i));
+    for (int64_t e = 0; e < n; ++e) r.wrong += host[e] != want;
+  }
+  for (int i = 1; i < kWarmup; ++i) node.timed("all-reduce", launch);
+  for (int i = 0; i < reps; ++i) {  // values grow by x gpus per call: at most 8^14 x 36 for 8 GPUs, finite
+    const double t = node.timed("all-reduce", launch);
+    r.s.rates.push_back(double(n) * sizeof(float) / t / 1e9 * 2.0 * (gpus - 1) / gpus);
+  }
+  return r;
+}
+
+// GPU 0 sends `mib` MiB to GPU 1 (ncclSend / ncclRecv in one group); bytes over the longer of
+// the two GPUs' times, GB/s. The first transfer's data is checked.
+CommRates p2p_pair(int64_t mib, int reps) {
+  const int64_t n = mib * (int64_t(1) << 20) / int64_t(sizeof(float));
+  NcclNode node({0, 1}, size_t(n) * sizeof(float));
+  std::vector<float> host(n);
+  for (int64_t e = 0; e < n; ++e) host[e] = float(e % 1024);
+  to_device(0, node.buf(0), host);
+  {
+    cuda::DeviceGuard g(1);
+    PTDP_CUDA_CHECK(cudaMemset(node.buf(1), 0xFF, size_t(n) * sizeof(float)));  // NaN until received
+  }
+  auto launch = [&](int i) {
+    if (i == 0) PTDP_ACCEPT_NCCL_CHECK(ncclSend(node.buf(0), size_t(n), ncclFloat32, 1, node.comm(0), node.stream(0)));
+    else PTDP_ACCEPT_NCCL_CHECK(ncclRecv(node.buf(1), size_t(n), ncclFloat32, 0, node.comm(1), node.stream(1)));
+  };
+  CommRates r;
+  node.timed("send/recv", launch);
+  to_host(1, host, node.buf(1));
+  for (int64_t e = 0; e < n; ++e) r.wrong += host[e] != float(e % 1024);
+  for (int i = 1; i < kWarmup; ++i) node.timed("send/recv", launch);
+  for (int i = 0; i < reps; ++i) r.s.rates.push_back(double(n) * sizeof(float) / node.timed("send/recv", launch) / 1e9);
+  return r;
+}
+
+#endif  // PTDP_HAVE_NCCL
+
+}  // namespace
+
+int visible_gpus(std::string* why) { return cuda::device_count(why); }
+
+std::string gpu_description() {
+  const int n = cuda::device_count();
+  if (n == 0) return "no GPU";
+  std::string out;
+  int run = 0;
+  std::string name;
+  for (int d = 0; d <= n; ++d) {
+    const std::string next = d < n ? cuda::device_name(d) : std::string();
+    if (d > 0 && next != name) {
+      out += fmt::format("{}{} x {}", out.empty() ? "" : ", ", run, name);
+      run = 0;
+    }
+    name = next;
+    ++run;
+  }
+  return out;
+}
+
+std::string gpu_summary(const AcceptProfile& p) {
+  const int n = cuda::device_count();
+  std::string s = fmt::format("{} ({} GPU(s) visible, the profile's node has {}), CUDA {}", gpu_description(), n,
+                              p.node_gpus, cuda::versions());
+#ifdef PTDP_HAVE_NCCL
+  s += ", NCCL " + nccl_version();
+#endif
+  return s;
+}
+
+std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,
+                              int reps) {
+  const int gpus = cuda::device_count();
+  std::vector<Check> checks;
+  if (wanted("gemm")) {
+    std::string per, unused;
+    int slowest = 0;
+    GpuRates w;
+    Check c{"gemm", "gemm_bf16_tflops", "TFLOP/s", ">=", 0, p.min_gemm_tflops.value, false, "",
+            p.min_gemm_tflops.source};
+    c = per_gpu_check(gpus, c, [&](int d) { return gemm_on(d, p.gemm_m, p.gemm_n, p.gemm_k, reps); }, &per, &unused,
+                      &slowest, &w);
+    c.detail = fmt::format(
+        "bf16 y = x w^T {}x{}x{}{} through the CUDA backend (cuBLASLt, f32 accumulation), best of {} after {} warm-up "
+        "calls, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: {}; {} of {} sampled entries "
+        "wrong",
+        p.gemm_m, p.gemm_n, p.gemm_k, p.gemm_what.empty() ? "" : " (" + p.gemm_what + ")", reps, kWarmup, slowest,
+        w.s.best(), w.s.median(), per, w.wrong, w.checked);
+    checks.push_back(c);
+  }
+  if (wanted("memory")) {
+    std::string per, copies;
+    int slowest = 0;
+    GpuRates w;
+    Check c{"memory", "device_add_gbs", "GB/s", ">=", 0, p.min_memory_gbs.value, false, "", p.min_memory_gbs.source};
+    c = per_gpu_check(gpus, c, [&](int d) { return memory_on(d, p.triad_mib, reps); }, &per, &copies, &slowest, &w);
+    c.detail = fmt::format(
+        "STREAM add c = a + b (the CUDA backend's add kernel), 3 f32 arrays of {} MiB, 3 arrays counted per pass, "
+        "best of {} after {} warm-up passes, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: "
+        "{}; cudaMemcpy device to device (read + write counted) per GPU: {}; {} wrong elements",
+        p.triad_mib, reps, kWarmup, slowest, w.s.best(), w.s.median(), per, copies, w.wrong);
+    checks.push_back(c);
+  }
+  const std::string one_gpu = fmt::format("{} GPU visible", gpus);
+  if (wanted("allreduce")) {
+    if (gpus < 2) {
+      checks.push_back(skipped_check("allreduce", "allreduce_busbw_gbs", "GB/s", p.min_allreduce_busbw_gbs,
+                                     one_gpu + ": nothing to reduce over"));
+    } else {
+#ifdef PTDP_HAVE_NCCL
+      const CommRates r = allreduce_node(gpus, p.allreduce_mib, reps);
+      Check c{"allreduce", "allreduce_busbw_gbs", "GB/s", ">=", r.s.best(), p.min_allreduce_busbw_gbs.value, false,
+              fmt::format("NCCL {} ncclAllReduce in place, {} GPUs in one process (ncclCommInitAll), {} MiB f32, "
+                          "busbw = algbw x 2(n-1)/n, longest GPU's event time, best of {} after {} warm-up calls "
+                          "(median {:.1f}), {} wrong elements",
+                          nccl_version(), gpus, p.allreduce_mib, reps, kWarmup, r.s.median(), r.wrong),
+              p.min_allreduce_busbw_gbs.source};
+      c.pass = c.value >= c.threshold && r.wrong == 0;
+      checks.push_back(c);
+#endif
+    }
+  }
+  if (wanted("p2p")) {
+    if (gpus < 2) {
+      checks.push_back(
+          skipped_check("p2p", "p2p_gbs", "GB/s", p.min_p2p_gbs, one_gpu + ": no second GPU to send to"));
+    } else {
+#ifdef PTDP_HAVE_NCCL
+      int peer = 0;
+      PTDP_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, 0, 1));
+      const CommRates r = p2p_pair(p.p2p_mib, reps);
+      Check c{"p2p", "p2p_gbs", "GB/s", ">=", r.s.best(), p.min_p2p_gbs.value, false,
+              fmt::format("NCCL {} ncclSend/ncclRecv GPU 0 -> GPU 1 (peer access {}), {} MiB, longest GPU's event "
+                          "time, best of {} after {} warm-up transfers (median {:.1f}), {} wrong elements",
+                          nccl_version(), peer ? "yes" : "no", p.p2p_mib, reps, kWarmup, r.s.median(), r.wrong),
+              p.min_p2p_gbs.source};
+      c.pass = c.value >= c.threshold && r.wrong == 0;
+      checks.push_back(c);
+#endif
+    }
+  }
+  return checks;
+}
+
+std::unique_ptr<Backend> make_gpu_train_backend() { return make_cuda_backend(0); }
+
+#endif  // PTDP_HAVE_CUDA
+
+int require_gpus(const std::string& hardware_flag, const AcceptProfile& p, bool wants_nccl) {
+  std::string why;
+  const int gpus = visible_gpus(&why);
+  if (gpus == 0)
+    usage_error("--hardware {}: a GPU acceptance profile ({}), and there is no GPU here ({})", hardware_flag, p.device,
+                why);
+#ifndef PTDP_HAVE_NCCL
+  if (wants_nccl && gpus > 1)
+    usage_error("--hardware {}: the allreduce and p2p checks need NCCL, which this build lacks (leave them out with "
+                "--checks gemm,memory,train)",
+                hardware_flag);
+#else
+  (void)wants_nccl;
+#endif
+  return gpus;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,39 @@
+// The GPU checks of `ptdp accept` (a profile of kind = "gpu"): a bf16 GEMM through the CUDA
+// backend (cuBLASLt) and the STREAM add kernel in device memory on every visible GPU, the
+// slowest GPU counting; NCCL all-reduce bus bandwidth over every visible GPU and NCCL
+// send/recv bandwidth GPU 0 -> GPU 1, all in one process (ncclCommInitAll). Timed with CUDA
+// events after warm-up calls, the GEMM and memory checks after an L2 flush. With one GPU the
+// communication checks are SKIP. Compiled in every build; without CUDA there are no GPUs.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "experiments/accept_check.h"
+
+namespace ptdp {
+
+// The GPUs visible to this process; 0 with `why` set when there are none (no driver, no
+// device, or a build without the CUDA backend).
+int visible_gpus(std::string* why);
+
+// Refuses (UsageError, exit code 2) a GPU profile on a machine without a GPU, or the
+// communication checks in a build without NCCL: "--hardware FLAG: ... no GPU here (why)".
+// Returns the number of visible GPUs.
+int require_gpus(const std::string& hardware_flag, const AcceptProfile& p, bool wants_nccl);
+
+// What the report's `device` says, e.g. "8 x NVIDIA H100 80GB HBM3".
+std::string gpu_description();
+// One line for the header: the GPUs, the node's count from the profile, CUDA and NCCL versions.
+std::string gpu_summary(const AcceptProfile& p);
+
+// The gemm, memory, allreduce and p2p checks that `wanted` names, in that order.
+std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,
+                              int reps);
+
+// The backend the training check runs on: the CUDA backend on GPU 0.
+std::unique_ptr<Backend> make_gpu_train_backend();
+
+}  // namespace ptdp
