@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/measure.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_guard.h"
@@ -69,40 +70,9 @@ struct RandomBlock {
 
 // t (bf16, on the device) holds r's values repeated from its first element on.
 void fill_repeating(Backend& be, Tensor& t, const RandomBlock& r) {
-  const int64_t block = std::min<int64_t>(t.numel(), int64_t(r.bits.size()));
-  if (block == 0) return;
-  const Tensor host = Tensor::wrap(const_cast<bf16*>(r.bits.data()), {block}, DType::BF16);
-  Tensor first = t.view(0, {block});
-  be.copy(first, host);  // host -> device, synchronous
-  for (int64_t off = block; off < t.numel(); off += block) {
-    Tensor part = t.view(off, {std::min(block, t.numel() - off)});
-    be.copy(part, first.view(0, {part.numel()}));  // device -> device
-  }
+  const Tensor host = Tensor::wrap(const_cast<bf16*>(r.bits.data()), {int64_t(r.bits.size())}, DType::BF16);
+  cuda::fill_repeating(be, t, host);
 }
-
-// GPU time of work queued on the backend's stream, after a memset of twice the L2 size that
-// evicts the operands from the cache (outside the timed interval).
-class GpuTiming {
- public:
-  GpuTiming(Backend& be, int device) : be_(be), timer_(cuda_stream(be)) {
-    int l2 = 0;
-    PTDP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    flush_ = be.empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
-  }
-  template <class F>
-  double seconds(F&& f) {
-    PTDP_CUDA_CHECK(cudaMemsetAsync(flush_.raw(), 0, flush_.nbytes(), cuda_stream(be_)));
-    timer_.start();
-    f();
-    timer_.stop();
-    return double(timer_.elapsed_ms()) / 1e3;
-  }
-
- private:
-  Backend& be_;
-  cuda::EventTimer timer_;
-  Tensor flush_;
-};
 
 // ---------------------------------------------------------------- GEMM and memory, per GPU
 
@@ -123,7 +93,7 @@ GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
     const RandomBlock rx(11, kBlock), rw(12, kBlock);
     fill_repeating(*be, x, rx);
     fill_repeating(*be, w, rw);
-    GpuTiming timing(*be, device);
+    cuda::FlushedTiming timing(*be);
     for (int i = 0; i < kWarmup; ++i) be->linear_forward(y, x, w, nullptr);
     for (int i = 0; i < reps; ++i)
       r.s.rates.push_back(2.0 * double(m) * double(n) * double(k) /
@@ -168,7 +138,7 @@ GpuRates memory_on(int device, int64_t mib, int reps) {
     auto copy = [&] {
       PTDP_CUDA_CHECK(cudaMemcpyAsync(c.raw(), a.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, st));
     };
-    GpuTiming timing(*be, device);
+    cuda::FlushedTiming timing(*be);
     for (int i = 0; i < kWarmup; ++i) copy();
     for (int i = 0; i < reps; ++i) r.copy.rates.push_back(2.0 * bytes / timing.seconds(copy) / 1e9);
     for (int i = 0; i < kWarmup; ++i) be->add(c, a, b);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/measure.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
@@ -32,29 +33,7 @@ inline Backend* cuda_backend(std::string* reason) {
   return be;
 }
 
-// Times calls on the backend's stream with CUDA events; before each, a memset of twice the L2
-// size evicts the operands from the cache.
-class CudaTiming {
- public:
-  explicit CudaTiming(Backend& be) : be_(be), timer_(cuda_stream(be)) {
-    int l2 = 0;
-    PTDP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cuda_device(be)));
-    flush_ = be.empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
-  }
-  template <class F>
-  double seconds(F&& f) {
-    PTDP_CUDA_CHECK(cudaMemsetAsync(flush_.raw(), 0, flush_.nbytes(), cuda_stream(be_)));
-    timer_.start();
-    f();
-    timer_.stop();
-    return timer_.elapsed_ms() / 1e3;
-  }
-
- private:
-  Backend& be_;
-  cuda::EventTimer timer_;
-  Tensor flush_;
-};
+using CudaTiming = cuda::FlushedTiming;
 
 // Uniform values in [lo, hi) in t's dtype: a block of up to 1 Mi random elements, repeated.
 inline void fill_random(Backend& be, Tensor& t, uint64_t seed, double lo = -1, double hi = 1) {
@@ -63,12 +42,7 @@ inline void fill_random(Backend& be, Tensor& t, uint64_t seed, double lo = -1, d
   Tensor host = Tensor::empty({block}, DType::F32);
   for (int64_t i = 0; i < block; ++i)
     host.data<float>()[i] = float(lo + (hi - lo) * uniform01(seed, 0, uint64_t(i)));
-  Tensor first = t.view(0, {block});
-  be.copy(first, host);  // host -> device, converted to t's dtype
-  for (int64_t off = block; off < t.numel(); off += block) {
-    Tensor part = t.view(off, {std::min(block, t.numel() - off)});
-    be.copy(part, first.view(0, {part.numel()}));  // device -> device
-  }
+  cuda::fill_repeating(be, t, host);
 }
 
 // Gives the suite's cached device memory back, so that later shapes do not run out.

@@ -501,17 +501,7 @@ def write_csv_atomic(path: str, rows: list) -> None:
 
     for r in rows:
         w.writerow({k: cell(r.get(k, "")) for k in CSV_COLUMNS})
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    pdata.write_atomic(path, buf.getvalue().encode())
 
 
 def cmd_throughput(a) -> int:

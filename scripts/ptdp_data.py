@@ -93,7 +93,7 @@ def dtype_code_for_vocab(vocab_size: int) -> int:
     return 8 if vocab_size < 65500 else 4
 
 
-def _write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes) -> None:
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".tmp")
     try:
@@ -124,8 +124,8 @@ def write_dataset(prefix: str, documents, vocab_size: int) -> None:
             a.byteswap()
     idx = MAGIC + struct.pack("<QBQQ", 1, code, len(lengths), len(docs))
     idx += lengths.tobytes() + pointers.tobytes() + docs.tobytes()
-    _write_atomic(prefix + ".bin", bin_data.tobytes())
-    _write_atomic(prefix + ".idx", idx)
+    write_atomic(prefix + ".bin", bin_data.tobytes())
+    write_atomic(prefix + ".idx", idx)
 
 
 def read_dataset_tokens(prefix: str) -> array.array:

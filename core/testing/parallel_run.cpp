@@ -22,6 +22,14 @@ std::string Layout::name() const {
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend);
 }
 
+TrainConfig equivalence_train_config(int micro_batch, int global_batch) {
+  TrainConfig tc;
+  tc.micro_batch = micro_batch;
+  tc.global_batch = global_batch;
+  tc.optimizer.lr.max_lr = 1e-3;
+  return tc;
+}
+
 std::unique_ptr<Backend> make_test_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();
   if (name == "host-device") return make_host_device_backend();

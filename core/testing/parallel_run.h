@@ -41,6 +41,9 @@ RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layo
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
                          int iters, uint64_t seed);
 
+// The training settings of the equivalence tests: micro-batch b, global batch B, peak lr 1e-3.
+TrainConfig equivalence_train_config(int micro_batch, int global_batch = 8);
+
 // The backend named as in Layout::backend.
 std::unique_ptr<Backend> make_test_backend(const std::string& name);
 

@@ -18,13 +18,7 @@ namespace {
 using testing::Layout;
 using testing::RunResult;
 
-TrainConfig tiny_train() {
-  TrainConfig tc;
-  tc.micro_batch = 2;
-  tc.global_batch = 8;
-  tc.optimizer.lr.max_lr = 1e-3;
-  return tc;
-}
+TrainConfig tiny_train() { return testing::equivalence_train_config(2); }
 
 // Norm-wise relative difference of two f32 buffers.
 double rel_diff(const float* a, const float* b, int64_t n) {

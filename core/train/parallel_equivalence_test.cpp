@@ -18,13 +18,7 @@ namespace {
 using testing::Layout;
 using testing::RunResult;
 
-TrainConfig tiny_train() {
-  TrainConfig tc;
-  tc.micro_batch = 2;
-  tc.global_batch = 8;
-  tc.optimizer.lr.max_lr = 1e-3;
-  return tc;
-}
+TrainConfig tiny_train() { return testing::equivalence_train_config(2); }
 
 const RunResult& reference() {
   static const RunResult ref = testing::train_parallel(preset_config("tiny"), tiny_train(), Layout{}, 3, 21);

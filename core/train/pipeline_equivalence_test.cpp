@@ -24,13 +24,7 @@ ModelConfig model8() {  // tiny with 8 layers, so that p*v = 8 places one layer 
   return c;
 }
 
-TrainConfig train_cfg() {
-  TrainConfig tc;
-  tc.micro_batch = 1;
-  tc.global_batch = 8;
-  tc.optimizer.lr.max_lr = 1e-3;
-  return tc;
-}
+TrainConfig train_cfg() { return testing::equivalence_train_config(1); }
 
 const RunResult& reference() {
   static const RunResult ref = testing::train_parallel(model8(), train_cfg(), Layout{}, 3, 33);
