@@ -1,8 +1,21 @@
 #include "experiments/cli_flags.h"
 
+#include <charconv>
+#include <cstdint>
+
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 
 namespace ptdp {
+
+uint64_t parse_seed(const std::string& text) {
+  uint64_t v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
+    throw CLI::ValidationError(
+        fmt::format("--seed {} must be a whole number from 0 to {}", one_line(text), UINT64_MAX));
+  return v;
+}
 
 void add_model_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--model", f.model, "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ...)");
@@ -39,9 +52,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--precision", r.precision, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--iters", r.iters, "training iterations in all")->capture_default_str();
   app.add_option("--warmup", r.warmup, "first iterations left out of the timing")->capture_default_str();
-  app.add_option("--seed", r.seed, "seed of initialisation and data order")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--seed", [&r](const std::string& v) { r.seed = parse_seed(v); }, "seed of initialisation and data order")
+      ->default_str(std::to_string(r.seed));
   app.add_option("--lr", o.lr.max_lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.lr.min_lr, "learning rate at the end of the decay")->capture_default_str();
   app.add_option("--lr-warmup-iters", o.lr.warmup_iters, "linear warm-up iterations")->capture_default_str();
@@ -67,8 +80,20 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_option("--load", r.load_dir, "resume from the latest checkpoint in this directory");
   app.add_flag("--skip-nonfinite", r.skip_nonfinite, "skip steps whose loss or gradients are not finite");
+  app.add_option("--loss-scale", r.loss_scale, "f16: a constant loss scale (0: dynamic)")->capture_default_str();
+  app.add_option("--initial-loss-scale", r.initial_loss_scale, "f16: the dynamic loss scale to start from")
+      ->capture_default_str();
+  app.add_option("--min-loss-scale", r.min_loss_scale, "f16: the dynamic loss scale's floor")->capture_default_str();
+  app.add_option("--loss-scale-window", r.loss_scale_window, "f16: clean steps before the scale doubles")
+      ->capture_default_str();
+  app.add_option("--hysteresis", r.hysteresis, "f16: overflows tolerated before the scale halves")
+      ->capture_default_str();
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
+  app.add_option("--loss-log", r.loss_log,
+                 "write iteration,loss,grad_norm,lr of every iteration to this CSV at the end (atomically)");
+  app.add_option("--save-init", r.save_init_dir,
+                 "before training, write the initial weights to DIR as the checkpoint of iteration 0");
 }
 
 RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {

@@ -1,5 +1,6 @@
 // The flag groups of the CLI contract (MODEL, PARALLEL, RUN) bound to a RunConfig.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,9 @@ struct RunFlags {
   bool scatter_gather = true;
   RunConfig run;
 };
+
+// --seed: a whole number in uint64 range; CLI::ValidationError "--seed TEXT must be ..." otherwise.
+uint64_t parse_seed(const std::string& text);
 
 void add_model_flags(CLI::App& app, RunFlags& f);
 void add_parallel_flags(CLI::App& app, RunFlags& f);

@@ -2,14 +2,13 @@
 // argument list after `ptdp train`; it goes through CLI11 with the flags of
 // experiments/cli_flags.h (as experiments/main.cpp declares them), resolve_run_config, then
 // what `ptdp train` computes from a valid configuration before it trains (require_supported,
-// the preflight memory estimate, the FLOP and parameter counts).
-// Expected: CLI::ParseError (main prints it and exits 2) or ptdp::UsageError naming a flag;
+// the preflight memory estimate, the FLOP and parameter counts, the communicators' timeout).
+// Expected: CLI::ParseError (main prints it and exits 2) or ptdp::UsageError, one line naming a flag;
 // anything else (a crash, a sanitizer report such as a signed overflow, another exception)
 // is a finding. Nothing here writes files or trains.
 // Build and run: scripts/fuzz.sh (docs/ROBUSTNESS.md); seeds in fuzz/cli_fuzz/.
+#include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -18,18 +17,13 @@
 #include <CLI/CLI.hpp>
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 #include "core/runtime/flops.h"
 #include "core/runtime/memory_estimate.h"
 #include "experiments/cli_flags.h"
+#include "fuzz/fuzz_util.h"
 
-namespace {
-
-[[noreturn]] void finding(const char* what, const std::string& msg) {
-  std::fprintf(stderr, "FINDING: %s: %s\n", what, msg.c_str());
-  std::abort();
-}
-
-}  // namespace
+using ptdp::fuzz::finding;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -69,9 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)ptdp::flops_eq3(c.model, c.par.global_batch);
     (void)c.model.padded_vocab(c.par.tp);
     (void)c.par.num_microbatches();
+    // The communicators' timeout (cmd_train) and a deadline from it (local_group.cpp, mpi_comm.cpp).
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
+    (void)(std::chrono::steady_clock::now() + timeout);
   } catch (const ptdp::UsageError& e) {
-    if (std::string_view(e.what()).find("--") == std::string_view::npos)
-      finding("UsageError that names no flag", e.what());
+    // As main prints it: through one_line (flag values are quoted as given, line breaks included).
+    ptdp::fuzz::check_usage_message(ptdp::one_line(e.what()), "--");
   } catch (const std::exception& e) {
     finding("unexpected exception", e.what());
   }

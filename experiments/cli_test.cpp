@@ -3,6 +3,11 @@
 // good runs append one well-formed row.
 #include <gtest/gtest.h>
 
+#include <set>
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/device_info.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -82,6 +87,29 @@ INSTANTIATE_TEST_SUITE_P(Cli, NonPositiveSize,
                            return name + "_" + (v[0] == '-' ? "minus" + v.substr(1) : v);
                          });
 
+TEST(CliModelFlags, SizesAboveTheirBoundsAreRefused) {
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {{"--layers", "65537"}, "--layers 65537 must be at most 65536"},
+      {{"--hidden", "1000000000", "--heads", "1"}, "--hidden 1000000000 must be at most 1048576"},
+      {{"--heads", "65537"}, "--heads 65537 must be at most 65536"},
+      {{"--seq-length", "1048577"}, "--seq-length 1048577 must be at most 1048576"},
+      {{"--make-vocab-size-divisible-by", "65537"}, "--make-vocab-size-divisible-by 65537 must be at most 65536"},
+  };
+  for (const auto& [flags, needle] : cases) {
+    Args args = {"--model", "tiny"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    expect_refused(args, needle);
+  }
+}
+
+TEST(CliModelFlags, TheLargestSizesAreRefusedByTheMemoryEstimateWithoutOverflow) {
+  expect_refused({"--model", "tiny", "--layers", "65536", "--hidden", "1048576", "--heads", "65536", "--seq-length",
+                  "1048576"},
+                 "--model tiny-custom (l=65536 h=1048576 s=1048576) with --micro-batch 1 needs about ");
+  expect_refused({"--model", "tiny", "--hidden", "1048576", "--heads", "1"},
+                 "GB for one model replica in f32, more than the 4398 GB one replica may use");
+}
+
 TEST(CliModelFlags, UnknownPresetIsRefused) {
   expect_refused({"--model", "nope"}, "--model 'nope' is not a preset");
 }
@@ -147,8 +175,22 @@ TEST(CliParallelFlags, UnknownRecomputeIsRefused) {
 
 // ---- run flags ----
 
-TEST(CliRunFlags, Bf16NeedsTheCudaBackend) {
-  expect_refused({"--model", "tiny", "--precision", "bf16"}, "--precision bf16 needs --backend cuda");
+TEST(CliRunFlags, CudaWithoutAGpuIsRefusedNamingTheReason) {
+#ifdef PTDP_HAVE_CUDA
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  expect_refused({"--model", "tiny", "--backend", "cuda"}, "--backend cuda: no GPU here (");
+#else
+  expect_refused({"--model", "tiny", "--backend", "cuda"}, "--backend cuda: this build has no CUDA backend");
+#endif
+}
+
+TEST(CliRunFlags, LossScaleFlagsAreChecked) {
+  expect_refused({"--model", "tiny", "--loss-scale", "128"}, "--loss-scale 128 applies to --precision f16 only (not f32)");
+  expect_refused({"--model", "tiny", "--precision", "f16", "--loss-scale", "-1"},
+                 "--loss-scale -1 must be 0 (dynamic) or a positive finite scale");
+  expect_refused({"--model", "tiny", "--precision", "f16", "--min-loss-scale", "0"},
+                 "--min-loss-scale 0 must be positive and at most --initial-loss-scale");
+  expect_refused({"--model", "tiny", "--precision", "f16", "--hysteresis", "0"}, "--hysteresis 0 must be at least 1");
 }
 
 TEST(CliRunFlags, UnknownPrecisionIsRefused) {
@@ -198,12 +240,28 @@ TEST(CliRunFlags, NonFiniteLearningRateIsRefused) {
   expect_refused({"--model", "tiny", "--lr", "inf"}, "--lr inf must be a finite number");
 }
 
-TEST(CliRunFlags, NegativeSeedIsRefused) {
-  expect_refused({"--model", "tiny", "--seed", "-1"}, "--seed");
+TEST(CliRunFlags, SeedMustBeAWholeNumberInUint64Range) {
+  for (const char* seed : {"-1", "abc", "1.5", "18446744073709551616", ""})
+    expect_refused({"--model", "tiny", "--seed", seed},
+                   "--seed " + std::string(seed) + " must be a whole number from 0 to 18446744073709551615");
+  TempDir dir;
+  const TrainRun r = train(dir, {"--model", "tiny", "--iters", "1", "--warmup", "0", "--seed", "18446744073709551615"});
+  EXPECT_EQ(r.result.exit_code, 0) << r.result.err;
+}
+
+TEST(CliRunFlags, CommTimeoutMustBeFinitePositiveAndAtMostAMillionSeconds) {
+  expect_refused({"--model", "tiny", "--tp", "2", "--comm-timeout", "1e10"},
+                 "--comm-timeout 10000000000 must be at most 1000000 seconds");
+  expect_refused({"--model", "tiny", "--tp", "2", "--comm-timeout", "1e300"},
+                 "--comm-timeout 1e+300 must be at most 1000000 seconds");
+  expect_refused({"--model", "tiny", "--comm-timeout", "inf"}, "--comm-timeout inf must be a finite number of seconds");
+  expect_refused({"--model", "tiny", "--comm-timeout", "nan"}, "--comm-timeout nan must be a finite number of seconds");
+  expect_refused({"--model", "tiny", "--comm-timeout", "-5"}, "--comm-timeout -5 must be a positive number of seconds");
 }
 
 TEST(CliRunFlags, ModelTooBigForThisMachineIsRefusedAtOnce) {
-  expect_refused({"--model", "tiny", "--layers", "99999999"}, "more than the");
+  // 52 billion parameters: 830 GB of state, within the sizes' bounds and the estimate's limit.
+  expect_refused({"--model", "tiny", "--layers", "65536", "--hidden", "256"}, "GB of memory here");
 }
 
 // ---- parse errors (CLI11) ----
@@ -211,6 +269,21 @@ TEST(CliRunFlags, ModelTooBigForThisMachineIsRefusedAtOnce) {
 TEST(CliParse, UnknownFlagIsRefused) { expect_refused({"--model", "tiny", "--foo"}, "--foo"); }
 
 TEST(CliParse, NonNumericValueIsRefused) { expect_refused({"--model", "tiny", "--layers", "abc"}, "--layers"); }
+
+TEST(CliParse, SimulateWithATpTimesPpBeyondIntIsRefusedNotDividedByZero) {
+  TempDir dir;
+  const Args args = {"simulate", "--model", "tiny", "--tp", "65536", "--pp", "65536", "--gpus", "1", "--hardware", "cpu"};
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, args), {"--gpus 1 must be a multiple of --tp 65536 x --pp 65536"}));
+}
+
+TEST(CliParse, UnknownCommandIsNamedWithTheKnownOnes) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"frobnicate", "--model", "tiny"}),
+                           {"ptdp: error: unknown command 'frobnicate' (commands: train, preprocess, simulate, plan, "
+                            "accept, compare, reproduce)"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"tra\nin"}), {"unknown command 'tra\\nin'"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {}), {"A subcommand is required"}));
+}
 
 TEST(CliParse, HelpExitsZero) {
   TempDir dir;
@@ -444,6 +517,96 @@ TEST(CliCsv, LossOfAnUntrainedTinyModelIsNearLog256) {
   ASSERT_NO_THROW(loss = std::stod(field, &used)) << "loss field '" << field << "'";
   EXPECT_EQ(used, field.size()) << "loss field '" << field << "'";
   EXPECT_NEAR(loss, std::log(256.0), 0.3);
+}
+
+
+// ---- --loss-log and --save-init (scripts/compare_pytorch.py reads both) ----
+
+TEST(CliLossLog, WritesEveryIterationAndTheLastLossMatchesTheRow) {
+  TempDir dir;
+  Args args = good_train_args();
+  args.insert(args.end(), {"--loss-log", dir.file("loss.csv")});
+  const TrainRun r = train(dir, args);
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  const std::vector<std::string> log = lines_of(testing::text_of(dir.file("loss.csv")));
+  ASSERT_EQ(log.size(), 4u);  // header + 3 iterations
+  EXPECT_EQ(log[0], "iteration,loss,grad_norm,lr,loss_scale,skipped");
+  for (size_t i = 1; i < log.size(); ++i) {
+    const std::vector<std::string> f = split_csv_line(log[i]);
+    ASSERT_EQ(f.size(), 6u) << log[i];
+    EXPECT_EQ(f[0], std::to_string(i));
+    EXPECT_TRUE(std::isfinite(std::stod(f[1]))) << log[i];
+    EXPECT_GT(std::stod(f[2]), 0.0) << log[i];
+  }
+  const std::vector<std::string> rows = lines_of(testing::text_of(r.csv));
+  ASSERT_EQ(rows.size(), 2u);
+  const std::vector<std::string> cols = split_csv_line(rows[0]), row = split_csv_line(rows[1]);
+  const size_t at = static_cast<size_t>(std::find(cols.begin(), cols.end(), "loss") - cols.begin());
+  ASSERT_LT(at, row.size());
+  EXPECT_NEAR(std::stod(split_csv_line(log.back())[1]), std::stod(row[at]), 1e-5);
+}
+
+TEST(CliLossLog, MissingDirectoryIsRefusedBeforeTraining) {
+  TempDir dir;
+  Args args = good_train_args();
+  args.insert(args.end(), {"--loss-log", dir.file("no/such/loss.csv")});
+  const TrainRun r = train(dir, args);
+  EXPECT_TRUE(IsUsageError(r.result, {"--loss-log", "does not exist"}));
+  EXPECT_FALSE(fs::exists(r.csv));
+}
+
+TEST(CliSaveInit, InitialWeightsAreCheckpointZeroAndResumingFromThemRepeatsTheRun) {
+  TempDir dir;
+  Args first = good_train_args();
+  first.insert(first.end(), {"--save-init", dir.file("init"), "--loss-log", dir.file("first.csv")});
+  const TrainRun a = train(dir, first);
+  ASSERT_EQ(a.result.exit_code, 0) << a.result.err;
+  EXPECT_EQ(testing::text_of(dir.file("init/latest_checkpointed_iteration.txt")), "0\n");
+  EXPECT_TRUE(fs::exists(dir.file("init/iter_0000000/mp_rank_00/model_optim_rng.bin")));
+  Args again = good_train_args();
+  again.insert(again.end(), {"--load", dir.file("init"), "--loss-log", dir.file("again.csv")});
+  const TrainRun b = train(dir, again);
+  ASSERT_EQ(b.result.exit_code, 0) << b.result.err;
+  EXPECT_EQ(testing::text_of(dir.file("again.csv")), testing::text_of(dir.file("first.csv")));
+}
+
+TEST(CliSaveInit, CannotBeCombinedWithLoad) {
+  TempDir dir;
+  Args args = good_train_args();
+  args.insert(args.end(), {"--save-init", dir.file("init"), "--load", dir.file("ckpt")});
+  const TrainRun r = train(dir, args);
+  EXPECT_TRUE(IsUsageError(r.result, {"--save-init", "--load"}));
+  EXPECT_FALSE(fs::exists(dir.file("init")));
+}
+
+// f16 with dynamic loss scaling: a run resumed from a checkpoint repeats the rest of the
+// uninterrupted run exactly, loss scale included (the scaler's state is in the checkpoint).
+TEST(CliMixedPrecision, F16ResumeRepeatsTheRunWithTheLossScalerState) {
+  TempDir dir;
+  const Args f16 = {"--model", "tiny", "--precision", "f16", "--initial-loss-scale", "1e9", "--loss-scale-window", "2",
+                    "--global-batch", "4", "--micro-batch", "2", "--warmup", "0"};
+  Args whole = f16;
+  whole.insert(whole.end(), {"--iters", "12", "--save", dir.file("ck"), "--save-interval", "6", "--loss-log",
+                             dir.file("whole.csv")});
+  const TrainRun a = train(dir, whole);
+  ASSERT_EQ(a.result.exit_code, 0) << a.result.err;
+  Args rest = f16;
+  rest.insert(rest.end(), {"--iters", "12", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")});
+  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'6', '\n'});  // resume at 6
+  const TrainRun b = train(dir, rest);
+  ASSERT_EQ(b.result.exit_code, 0) << b.result.err;
+  const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
+  const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
+  ASSERT_EQ(w.size(), 13u);
+  ASSERT_EQ(r.size(), 7u);
+  for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 6]);
+  std::set<std::string> scales, skipped;  // the run did skip steps and change its scale
+  for (size_t i = 1; i < w.size(); ++i) {
+    scales.insert(split_csv_line(w[i])[4]);
+    skipped.insert(split_csv_line(w[i])[5]);
+  }
+  EXPECT_GE(scales.size(), 3u);
+  EXPECT_EQ(skipped.size(), 2u);
 }
 
 }  // namespace

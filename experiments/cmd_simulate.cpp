@@ -43,9 +43,10 @@ void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::Ha
   const ParallelConfig& p = r.par;
   if (f.gpus <= 0) usage_error("--gpus {} must be positive", f.gpus);
   if (app.count("--ranks") && r.ranks != f.gpus) usage_error("--gpus {} and --ranks {} must agree", f.gpus, r.ranks);
-  if (p.tp > 0 && p.pp > 0 && p.dp > 0 && p.tp * p.pp * p.dp != f.gpus)
-    usage_error("--gpus {} must equal --tp {} x --pp {} x --dp {} = {}", f.gpus, p.tp, p.pp, p.dp, p.tp * p.pp * p.dp);
-  if (p.tp > 0 && p.pp > 0 && f.gpus % (p.tp * p.pp) != 0)
+  const int64_t tp_pp = int64_t(p.tp) * p.pp;  // in int64: 65536 x 65536 must not wrap to 0
+  if (p.tp > 0 && p.pp > 0 && p.dp > 0 && tp_pp * p.dp != f.gpus)
+    usage_error("--gpus {} must equal --tp {} x --pp {} x --dp {} = {}", f.gpus, p.tp, p.pp, p.dp, tp_pp * p.dp);
+  if (p.tp > 0 && p.pp > 0 && f.gpus % tp_pp != 0)
     usage_error("--gpus {} must be a multiple of --tp {} x --pp {}", f.gpus, p.tp, p.pp);
   r.ranks = f.gpus;
 }

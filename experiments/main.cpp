@@ -1,12 +1,14 @@
 // ptdp: the command line of the PTD-P training and reproduction suite.
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 #ifdef PTDP_HAVE_MPI
 #include "core/comm/mpi/mpi_comm.h"
 #endif
@@ -45,11 +47,25 @@ int main(int argc, char** argv) {
   auto [compare, run_compare] = add_compare_command(app);
   auto [reproduce, run_reproduce] = add_reproduce_command(app);
 
+  // CLI11 says only "A subcommand is required" for a word that is none.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->check_name(argv[1]);
+    }
+    if (!known) {
+      std::fprintf(stderr, "ptdp: error: unknown command '%s' (commands: %s)\n", one_line(argv[1]).c_str(),
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "ptdp: error: %s\n", e.what());
+    std::fprintf(stderr, "ptdp: error: %s\n", one_line(e.what()).c_str());
     return 2;
   }
   // Under mpirun (--comm mpi) every process runs this; only world rank 0 reports bad input.
@@ -61,14 +77,15 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> mpi_world;
 #endif
   try {
-    if (*train && train_flags.run.comm == "mpi") {
+    if (*train && (train_flags.run.comm == "mpi" || train_flags.run.comm == "nccl")) {  // nccl bootstraps over MPI
 #ifdef PTDP_HAVE_MPI
       mpi = std::make_unique<MpiSession>(&argc, &argv);
       mpi_world = mpi->world();
       quiet = mpi_world->rank() != 0;
       if (train->count("--ranks") == 0) train_flags.run.ranks = mpi_world->size();
 #else
-      usage_error("--comm mpi: this build has no MPI (install libopenmpi-dev and configure with -DPTDP_MPI=ON)");
+      usage_error("--comm {}: this build has no MPI (install libopenmpi-dev and configure with -DPTDP_MPI=ON)",
+                  train_flags.run.comm);
 #endif
     }
     if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
@@ -79,10 +96,10 @@ int main(int argc, char** argv) {
     if (*compare) return run_compare();
     if (*reproduce) return run_reproduce();
   } catch (const UsageError& e) {
-    if (!quiet) std::fprintf(stderr, "ptdp: error: %s\n", e.what());
+    if (!quiet) std::fprintf(stderr, "ptdp: error: %s\n", one_line(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ptdp: failed: %s\n", e.what());
+    std::fprintf(stderr, "ptdp: failed: %s\n", one_line(e.what()).c_str());
     if (mpi_world && mpi_world->size() > 1) mpi_world->abort(e.what());  // the other ranks must not wait
     return 1;
   }

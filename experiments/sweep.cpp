@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 #include "core/model/config.h"
 #include "core/runtime/csv_reader.h"
 
@@ -75,7 +76,7 @@ SpecValue value_of(const toml::node& n, const std::string& where, const std::str
   if (auto v = n.value_exact<double>()) return *v;
   if (auto v = n.value_exact<bool>()) return *v;
   if (auto v = n.value_exact<std::string>()) return *v;
-  usage_error("{}: key '{}' must be an integer, a number, a boolean or a string", where, key);
+  usage_error("{}: key '{}' must be an integer, a number, a boolean or a string", where, one_line(key));
 }
 
 // Reads the settings of `t`; keys in `extra` are the caller's (name, x, only, small) and skipped.
@@ -86,7 +87,7 @@ SpecSettings read_settings(const toml::table& t, const std::string& where, const
     const std::string key(k.str());
     if (std::find(extra.begin(), extra.end(), key) != extra.end()) continue;
     if (!is_setting(key))
-      usage_error("{}: unknown key '{}' (settings: {})", where, key, joined(setting_keys()));
+      usage_error("{}: unknown key '{}' (settings: {})", where, one_line(key), joined(setting_keys()));
     s.values.emplace_back(key, value_of(node, where, key));
   }
   // The preset first: the other keys override its sizes.
@@ -149,7 +150,7 @@ void apply(Assembly& a, const SpecSettings& s) {
         c.model = preset_config(as_text(v, w, key));
         if (a.name_given) c.model.name = name;
       } catch (const UsageError& e) {
-        usage_error("{}: {}", w, e.what());
+        usage_error("{}: {}", w, one_line(e.what()));
       }
     } else if (key == "model_name") {
       c.model.name = as_text(v, w, key);
@@ -173,7 +174,7 @@ void apply(Assembly& a, const SpecSettings& s) {
       try {
         c.par.recompute = parse_recompute(as_text(v, w, key));
       } catch (const UsageError& e) {
-        usage_error("{}: {}", w, e.what());
+        usage_error("{}: {}", w, one_line(e.what()));
       }
     } else if (key == "scatter_gather") c.par.scatter_gather = as_bool(v, w, key);
     else if (key == "precision") c.precision = as_text(v, w, key);
@@ -202,13 +203,13 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
+    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, one_line(e.description()));
   }
   static const std::vector<std::string> top = {"name",  "title", "kind",   "metric", "paper",
                                                "small_note", "base", "small", "series", "points"};
   for (const auto& [k, node] : root)
     if (std::find(top.begin(), top.end(), std::string(k.str())) == top.end())
-      usage_error("{}: unknown key '{}' (keys: {})", path, k.str(), joined(top));
+      usage_error("{}: unknown key '{}' (keys: {})", path, one_line(k.str()), joined(top));
   SweepSpec s;
   s.path = path;
   s.name = text_field(root, "name", path, true);
@@ -220,11 +221,11 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   if (kind.empty() || kind == "train") s.kind = SweepKind::Train;
   else if (kind == "bubble") s.kind = SweepKind::Bubble;
   else if (kind == "eq1") s.kind = SweepKind::Eq1;
-  else usage_error("{}: kind '{}' must be train, bubble or eq1", path, kind);
+  else usage_error("{}: kind '{}' must be train, bubble or eq1", path, one_line(kind));
   static const std::vector<std::string> metrics = {"tflops_per_gpu", "seq_per_s", "bubble_fraction",
                                                    "normalized_throughput"};
   if (std::find(metrics.begin(), metrics.end(), s.metric) == metrics.end())
-    usage_error("{}: metric '{}' must be one of {}", path, s.metric, joined(metrics));
+    usage_error("{}: metric '{}' must be one of {}", path, one_line(s.metric), joined(metrics));
 
   for (const char* t : {"base", "small"}) {
     const toml::node* n = root.get(t);
@@ -255,7 +256,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
     p.settings = read_settings(*pts[i], where, {"x", "small"});
     p.small = read_sub_settings(*pts[i], "small", where);
     for (const auto& q : s.points)
-      if (q.x == p.x) usage_error("{}: x '{}' appears twice", where, p.x);
+      if (q.x == p.x) usage_error("{}: x '{}' appears twice", where, one_line(p.x));
     s.points.push_back(std::move(p));
   }
   const auto sers = tables_of("series");
@@ -274,12 +275,12 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
         else if (auto iv = e.value_exact<int64_t>()) x = std::to_string(*iv);
         else usage_error("{}: 'only' must be an array of x labels", where);
         if (std::none_of(s.points.begin(), s.points.end(), [&](const SpecPoint& p) { return p.x == x; }))
-          usage_error("{}: 'only' names x '{}', which no [[points]] has", where, x);
+          usage_error("{}: 'only' names x '{}', which no [[points]] has", where, one_line(x));
         se.only.push_back(x);
       }
     }
     for (const auto& q : s.series)
-      if (q.name == se.name) usage_error("{}: series '{}' appears twice", where, se.name);
+      if (q.name == se.name) usage_error("{}: series '{}' appears twice", where, one_line(se.name));
     s.series.push_back(std::move(se));
   }
   return s;
@@ -300,7 +301,7 @@ SweepSpec load_sweep_spec(const std::string& name_or_path) {
       }
     }
     if (path.empty())
-      usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", name_or_path,
+      usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", one_line(name_or_path),
                   joined(sweep_names()));
   }
   std::ifstream f(path);
@@ -309,7 +310,7 @@ SweepSpec load_sweep_spec(const std::string& name_or_path) {
   ss << f.rdbuf();
   SweepSpec s = parse_sweep_spec(ss.str(), path);
   if (!is_path && s.name != name_or_path)
-    usage_error("{}: name '{}' must equal the file's name '{}'", path, s.name, name_or_path);
+    usage_error("{}: name '{}' must equal the file's name '{}'", path, one_line(s.name), one_line(name_or_path));
   return s;
 }
 
@@ -341,7 +342,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
         // A small copy is another model: its rows must not be taken for the paper-scale ones.
         if (!a.name_given) a.cfg.model.name = paper_name + "-small";
       }
-      const std::string where = fmt::format("{}: series '{}', x '{}'", spec.path, se.name, pt.x);
+      const std::string where = fmt::format("{}: series '{}', x '{}'", spec.path, one_line(se.name), one_line(pt.x));
       RunConfig& c = a.cfg;
       ParallelConfig& p = c.par;
       if (a.gpus > 0) {
@@ -380,7 +381,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
           validate_run(c);
         }
       } catch (const UsageError& e) {
-        usage_error("{}: {}", where, e.what());
+        usage_error("{}: {}", where, one_line(e.what()));
       }
       if (!a.iters_given) {  // run-mode defaults: a few iterations at small scale, more on a cluster
         c.iters = scale == SweepScale::Small ? 3 : 30;

@@ -372,5 +372,22 @@ TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
   }
 }
 
+TEST(SweepSpecs, TextQuotedFromASpecStaysOnOneLine) {
+  TempDir dir;
+  const std::string good = kGoodSpec;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kind = \"a\\nb\"\n" + good, "kind 'a\\nb' must be train, bubble or eq1"},
+      {"\"x\\ny\" = 1\n" + good, "unknown key 'x\\ny'"},
+      {good + "[[series]]\nname = \"s\"\nmodel = \"ti\\r\\nny\"\n", "--model 'ti\\r\\nny' is not a preset"},
+      {good + "[[series]]\nname = \"s\\tt\"\nschedule = \"x\\ny\"\n",
+       "series 's\\tt', x '1': --schedule 'x\\ny' must be gpipe, 1f1b or interleaved"},
+      {"name = f\n", "bad.toml:1:"},
+  };
+  for (const auto& [text, needle] : cases) {
+    const std::string path = write(dir, "bad.toml", text);
+    EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", path, "--dry-run"}), {needle})) << text;
+  }
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -47,9 +47,16 @@ for label, a in [
   ("--warmup 5 --iters 5", ["--model","tiny","--warmup","5","--iters","5"]), ("--lr -1", ["--model","tiny","--lr","-1"]),
   ("--lr inf", ["--model","tiny","--lr","inf"]), ("--lr nan", ["--model","tiny","--lr","nan"]),
   ("--adam-beta1 1.5", ["--model","tiny","--adam-beta1","1.5"]), ("--seed -1", ["--model","tiny","--seed","-1"]),
+  ("--seed abc", ["--model","tiny","--seed","abc"]), ("--seed 2^64", ["--model","tiny","--seed","18446744073709551616"]),
   ("--comm-timeout 0", ["--model","tiny","--comm-timeout","0"]), ("--grad-bucket-size 0", ["--model","tiny","--grad-bucket-size","0"]),
   ("--data '' (empty)", ["--model","tiny","--data",""]),
-  ("--layers 99999999 (too big)", ["--model","tiny","--layers","99999999"]),
+  ("--layers 99999999", ["--model","tiny","--layers","99999999"]),
+  ("--seq-length 1048577", ["--model","tiny","--seq-length","1048577"]),
+  ("--heads 65537", ["--model","tiny","--heads","65537"]),
+  ("--make-vocab-size-divisible-by 65537", ["--model","tiny","--make-vocab-size-divisible-by","65537"]),
+  ("--layers 65536 --hidden 256 (too big for this machine)", ["--model","tiny","--layers","65536","--hidden","256"]),
+  ("--hidden 1048576 --heads 1 (above the estimate's limit)", ["--model","tiny","--hidden","1048576","--heads","1"]),
+  ("--comm-timeout inf", ["--model","tiny","--comm-timeout","inf"]),
   ("--foo", ["--model","tiny","--foo"]), ("--layers abc", ["--model","tiny","--layers","abc"]),
   ("--tp 99999999999 (not an int)", ["--model","tiny","--tp","99999999999"]),
   ("--csv in a missing directory", ["--model","tiny","--iters","2","--warmup","1","--csv",f"{T}/missing/out.csv"]),
@@ -101,6 +108,12 @@ for label, text in [
   ("kind = tpu", sel.replace('kind = "gpu"', 'kind = "tpu"')),
   ("gpus = 1e300", re.sub(r"\ngpus = \{ value = 8", "\ngpus = { value = 1e300", sel)),
   ("gpus = nan", re.sub(r"\ngpus = \{ value = 8", "\ngpus = { value = nan", sel)),
+  ("gpus = -3", re.sub(r"\ngpus = \{ value = 8", "\ngpus = { value = -3", sel)),
+  ("gpus = 2.5", re.sub(r"\ngpus = \{ value = 8", "\ngpus = { value = 2.5", sel)),
+  ("nics_per_node = 8.5", sel.replace("nics_per_node = { value = 8", "nics_per_node = { value = 8.5")),
+  ("gemm point n = 1.0241e304", open(f"{src}/hardware/cpu.toml").read().replace("n = 256, k = 256", "n = 10241e300, k = 256", 1)),
+  ('kind = "a\\nb" (a line break)', sel.replace('kind = "gpu"', 'kind = "a\\nb"')),
+  ("name = f, then a line break (parse error)", "name = f\n"),
   ("empty file", ""), ("binary garbage", "\x00\xff\xfe"),
 ]:
     case("simulate --hardware: " + label, sim + [w(re.sub(r"\W", "_", label) + ".toml", text)])
@@ -123,6 +136,7 @@ for label, text in [
   ("unclosed quote", lines[0] + "\n\"x,2\n"),
   ("tflops 'fast'", lines[0] + "\n" + re.sub(r"^((?:[^,]*,){25})[^,]*", r"\1fast", lines[1]) + "\n"),
   ("duplicated column", "experiment,experiment\n1,2\n"),
+  ("tflops '+-1'", lines[0] + "\n" + re.sub(r"^((?:[^,]*,){25})[^,]*", r"\1+-1", lines[1]) + "\n"),
 ]:
     case("compare: current " + label, ["compare", good, w("c_" + re.sub(r"\W", "_", label) + ".csv", text)])
 case("compare: missing file", ["compare", good, f"{T}/nope.csv"])
@@ -136,6 +150,7 @@ case("accept --out in a missing directory", ["accept", "--hardware", "cpu", "--o
 # top level
 case("no subcommand", [])
 case("unknown subcommand", ["fly"])
+case("unknown subcommand with a line break", ["fl\ny"])
 
 env = dict(os.environ, OMP_NUM_THREADS="1")
 print("| input | exit | message (first line of stderr) |")
@@ -147,6 +162,7 @@ for label, args in cases:
         code = r.returncode
         errl = [l for l in r.stderr.splitlines() if l.strip()]
         msg = errl[0] if errl else "(nothing on stderr)"
+        if len(errl) > 1: msg += f" ({len(errl)} lines)"
         if any("Sanitizer" in l or "runtime error" in l for l in errl): msg = "SANITIZER: " + next(l for l in errl if "Sanitizer" in l or "runtime error" in l); bad += 1
     except subprocess.TimeoutExpired:
         code, msg = "timeout", "(no answer in 120 s)"

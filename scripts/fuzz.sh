@@ -8,8 +8,9 @@
 #   scripts/fuzz.sh findings              # replay fuzz/findings/<target>/* (known bugs): each
 #                                         # must pass once its bug is fixed (docs/ROBUSTNESS.md)
 # Targets: indexed_dataset_fuzz (core/data), csv_reader_fuzz (core/runtime),
-# hardware_fuzz (core/sim), cli_fuzz (experiments). Findings (crash-*, timeout-*, oom-*, leak-*)
-# go to build-fuzz/artifacts/<target>/; reproduce one with build-fuzz/fuzz/<target> FILE.
+# hardware_fuzz (core/sim), cli_fuzz (experiments); they share fuzz/fuzz_util.h. Findings
+# (crash-*, timeout-*, oom-*, leak-*) go to build-fuzz/artifacts/<target>/; reproduce one with
+# build-fuzz/fuzz/<target> FILE.
 # The exit code is 1 when any target left a finding. See docs/ROBUSTNESS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,14 +2,10 @@
 // every accessor, check_vocab and DatasetSamples on what opened. Input layout:
 //   u32 little-endian n | n bytes of PREFIX.idx | the rest: PREFIX.bin
 // (n is taken modulo the bytes that follow, so every input splits somewhere). Expected:
-// ptdp::UsageError for a malformed pair; anything else (a crash, a sanitizer report,
-// another exception, an opened dataset whose accessors fail) is a finding.
+// ptdp::UsageError, one line naming the files, for a malformed pair; anything else (a crash, a
+// sanitizer report, another exception, an opened dataset whose accessors fail) is a finding.
 // Build and run: scripts/fuzz.sh (docs/ROBUSTNESS.md); seeds in fuzz/indexed_dataset_fuzz/.
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -18,39 +14,9 @@
 #include "core/common/error.h"
 #include "core/data/indexed_dataset.h"
 #include "core/data/samples.h"
+#include "fuzz/fuzz_util.h"
 
-namespace {
-
-// A private folder per process (libFuzzer may run several jobs), removed at exit. Kept in a
-// static buffer: an atexit handler runs after the destructors of later function statics.
-char g_dir[64];
-
-const char* work_dir() {
-  if (g_dir[0] == '\0') {
-    std::strcpy(g_dir, "/tmp/ptdp_idx_fuzz.XXXXXX");
-    if (!::mkdtemp(g_dir)) std::abort();
-    std::atexit([] {
-      ::unlink((std::string(g_dir) + "/ds.idx").c_str());
-      ::unlink((std::string(g_dir) + "/ds.bin").c_str());
-      ::rmdir(g_dir);
-    });
-  }
-  return g_dir;
-}
-
-void write_file(const std::string& path, const uint8_t* p, size_t n) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) std::abort();
-  if (n && std::fwrite(p, 1, n, f) != n) std::abort();
-  std::fclose(f);
-}
-
-[[noreturn]] void finding(const char* what, const std::exception& e) {
-  std::fprintf(stderr, "FINDING: %s: %s\n", what, e.what());
-  std::abort();
-}
-
-}  // namespace
+using ptdp::fuzz::finding;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t n = 0;
@@ -63,9 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     n = size;
   }
-  const std::string prefix = std::string(work_dir()) + "/ds";
-  write_file(prefix + ".idx", data, n);
-  write_file(prefix + ".bin", data + n, size - n);
+  const std::string prefix = ptdp::fuzz::scratch_path("ds");
+  ptdp::fuzz::write_scratch(prefix + ".idx", data, n);
+  ptdp::fuzz::write_scratch(prefix + ".bin", data + n, size - n);
 
   ptdp::IndexedDataset* opened = nullptr;
   try {
@@ -102,9 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   } catch (const ptdp::UsageError& e) {
     // The expected outcome of a malformed pair; an opened dataset throws none above but int64 tokens.
-    if (opened) finding("UsageError after open() succeeded", e);
+    if (opened) finding("UsageError after open() succeeded", e.what());
+    ptdp::fuzz::check_usage_message(e.what(), prefix);
   } catch (const std::exception& e) {
-    finding("unexpected exception", e);
+    finding("unexpected exception", e.what());
   }
   return 0;
 }

@@ -62,11 +62,18 @@ void validate_model(const ModelConfig& c) {
   if (c.heads <= 0) usage_error("--heads {} must be positive", c.heads);
   if (c.seq_length <= 0) usage_error("--seq-length {} must be positive", c.seq_length);
   if (c.vocab_size <= 0) usage_error("--vocab-size {} must be positive", c.vocab_size);
-  if (c.vocab_size > INT32_MAX) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
+  if (c.layers > kMaxLayers) usage_error("--layers {} must be at most {}", c.layers, kMaxLayers);
+  if (c.hidden > kMaxHidden) usage_error("--hidden {} must be at most {}", c.hidden, kMaxHidden);
+  if (c.heads > kMaxHeads) usage_error("--heads {} must be at most {}", c.heads, kMaxHeads);
+  if (c.seq_length > kMaxSeqLength) usage_error("--seq-length {} must be at most {}", c.seq_length, kMaxSeqLength);
+  if (c.vocab_size > kMaxVocabSize) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
   if (c.hidden % c.heads != 0)
     usage_error("--heads {} must divide --hidden {}", c.heads, c.hidden);
   if (c.make_vocab_size_divisible_by <= 0)
     usage_error("--make-vocab-size-divisible-by {} must be positive", c.make_vocab_size_divisible_by);
+  if (c.make_vocab_size_divisible_by > kMaxVocabDivisibleBy)
+    usage_error("--make-vocab-size-divisible-by {} must be at most {}", c.make_vocab_size_divisible_by,
+                kMaxVocabDivisibleBy);
 }
 
 }  // namespace ptdp

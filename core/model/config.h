@@ -19,7 +19,7 @@ struct ModelConfig {
   double init_std = 0.02;
 
   int head_dim() const { return hidden / heads; }
-  int ffn_hidden() const { return 4 * hidden; }
+  int ffn_hidden() const { return 4 * hidden; }  // fits in int: validate_model bounds hidden
   // Megatron's padding: the smallest multiple of divisible_by * tp that is >= vocab_size.
   int64_t padded_vocab(int tp) const;
 };
@@ -34,7 +34,18 @@ struct ModelPreset {
 const std::vector<ModelPreset>& model_presets();
 // The preset's config; throws UsageError naming --model for an unknown name.
 ModelConfig preset_config(const std::string& name);
-// Checks sizes (positive, heads divide hidden, ...); throws UsageError naming the flag.
+// Upper bounds of the sizes: far beyond any model trained or simulated, and low enough that size
+// arithmetic cannot overflow (4 * hidden in int; parameter counts and padded vocabulary x hidden
+// in int64).
+inline constexpr int kMaxLayers = 1 << 16;
+inline constexpr int kMaxHidden = 1 << 20;
+inline constexpr int kMaxHeads = 1 << 16;
+inline constexpr int kMaxSeqLength = 1 << 20;
+inline constexpr int64_t kMaxVocabSize = INT32_MAX;  // token ids are int32
+inline constexpr int kMaxVocabDivisibleBy = 1 << 16;
+
+// Checks sizes (positive, at most the bounds above, heads divide hidden, ...); throws UsageError
+// naming the flag.
 void validate_model(const ModelConfig& c);
 
 }  // namespace ptdp

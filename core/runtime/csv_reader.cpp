@@ -16,6 +16,7 @@
 #pragma GCC diagnostic pop
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 
 namespace ptdp {
 
@@ -62,7 +63,7 @@ int header_line_number(const std::string& path) {
   if (const auto* m = dynamic_cast<const io::error::missing_column_in_header*>(&e))
     usage_error("{}:{}: no column '{}' in the header", path, line, m->column_name);
   if (const auto* d = dynamic_cast<const io::error::duplicated_column_in_header*>(&e))
-    usage_error("{}:{}: column '{}' appears twice in the header", path, line, d->column_name);
+    usage_error("{}:{}: column '{}' appears twice in the header", path, line, one_line(d->column_name));
   if (dynamic_cast<const io::error::too_few_columns*>(&e) || dynamic_cast<const io::error::too_many_columns*>(&e)) {
     const size_t got = count_fields(line_of(path, line));
     const size_t want = count_fields(line_of(path, header_line_number(path)));
@@ -72,7 +73,7 @@ int header_line_number(const std::string& path) {
     usage_error("{}:{}: a quoted field is not closed", path, line);
   if (dynamic_cast<const io::error::line_length_limit_exceeded*>(&e))
     usage_error("{}:{}: the line is too long", path, line);
-  usage_error("{}:{}: {}", path, line, e.what());
+  usage_error("{}:{}: {}", path, line, one_line(e.what()));
 }
 
 }  // namespace
@@ -146,7 +147,10 @@ std::optional<double> parse_number(const std::string& text) {
   const size_t e = text.find_last_not_of(" \t") + 1;
   const char* first = text.data() + b;
   const char* last = text.data() + e;
-  if (*first == '+') ++first;  // from_chars takes no leading '+'
+  if (*first == '+') {  // from_chars takes no leading '+'; nor may another sign follow it ("+-1")
+    ++first;
+    if (first == last || *first == '-' || *first == '+') return std::nullopt;
+  }
   double v = 0;
   const auto r = std::from_chars(first, last, v);
   if (r.ec != std::errc() || r.ptr != last || !std::isfinite(v)) return std::nullopt;
@@ -157,7 +161,7 @@ std::optional<double> CsvTable::number_or_empty(size_t row, const std::string& c
   const std::string& s = text(row, column);
   if (s.empty()) return std::nullopt;
   const std::optional<double> v = parse_number(s);
-  if (!v) usage_error("{}:{}: column '{}': '{}' is not a number", path_, line(row), column, s);
+  if (!v) usage_error("{}:{}: column '{}': '{}' is not a number", path_, line(row), column, one_line(s));
   return v;
 }
 
@@ -172,7 +176,7 @@ long long CsvTable::integer(size_t row, const std::string& column) const {
   long long v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    usage_error("{}:{}: column '{}': '{}' is not an integer", path_, line(row), column, s);
+    usage_error("{}:{}: column '{}': '{}' is not an integer", path_, line(row), column, one_line(s));
   return v;
 }
 

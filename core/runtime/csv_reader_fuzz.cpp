@@ -5,13 +5,8 @@
 // Expected: ptdp::UsageError, one line "FILE:LINE: rule"; anything else (a crash, a sanitizer report,
 // another exception, a message without the file name) is a finding.
 // Build and run: scripts/fuzz.sh (docs/ROBUSTNESS.md); seeds in fuzz/csv_reader_fuzz/.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -19,39 +14,10 @@
 
 #include "core/common/error.h"
 #include "core/runtime/csv_reader.h"
+#include "fuzz/fuzz_util.h"
 
-namespace {
-
-// One file in a private folder per process, removed at exit. Kept in static buffers: an atexit
-// handler runs after the destructors of later function statics.
-char g_dir[64], g_path[96];
-
-std::string csv_path() {
-  if (g_dir[0] == '\0') {
-    std::strcpy(g_dir, "/tmp/ptdp_csv_fuzz.XXXXXX");
-    if (!::mkdtemp(g_dir)) std::abort();
-    std::snprintf(g_path, sizeof g_path, "%s/results.csv", g_dir);
-    std::atexit([] {
-      ::unlink(g_path);
-      ::rmdir(g_dir);
-    });
-  }
-  return g_path;
-}
-
-[[noreturn]] void finding(const char* what, const std::string& msg) {
-  std::fprintf(stderr, "FINDING: %s: %s\n", what, msg.c_str());
-  std::abort();
-}
-
-// Every UsageError is one line naming the file.
-void check_message(const ptdp::UsageError& e) {
-  const std::string_view msg(e.what());
-  if (msg.find(csv_path()) == std::string_view::npos) finding("UsageError without the file name", e.what());
-  if (msg.find('\n') != std::string_view::npos) finding("UsageError of more than one line", e.what());
-}
-
-}  // namespace
+using ptdp::fuzz::check_usage_message;  // every UsageError is one line naming the file
+using ptdp::fuzz::finding;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -69,13 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (columns.empty()) columns.push_back("a");
 
-  FILE* f = std::fopen(csv_path().c_str(), "wb");
-  if (!f) std::abort();
-  if (!body.empty() && std::fwrite(body.data(), 1, body.size(), f) != body.size()) std::abort();
-  std::fclose(f);
+  const std::string path = ptdp::fuzz::scratch_path("results.csv");
+  ptdp::fuzz::write_scratch(path, reinterpret_cast<const uint8_t*>(body.data()), body.size());
 
   try {
-    const ptdp::CsvTable t = ptdp::CsvTable::read(csv_path(), columns);
+    const ptdp::CsvTable t = ptdp::CsvTable::read(path, columns);
     if (t.columns() != columns) finding("columns", "not the ones asked for");
     int last_line = 1;
     for (size_t r = 0; r < t.size(); ++r) {
@@ -83,26 +47,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       last_line = t.line(r);
       for (const std::string& c : columns) {
         (void)t.text(r, c);
-        (void)ptdp::parse_number(t.text(r, c));
+        // What parse_number accepts is a plain decimal: blanks, at most one sign, then a digit or '.'.
+        if (ptdp::parse_number(t.text(r, c))) {
+          std::string_view v = t.text(r, c);
+          v.remove_prefix(std::min(v.size(), v.find_first_not_of(" \t")));
+          if (!v.empty() && (v[0] == '+' || v[0] == '-')) v.remove_prefix(1);
+          if (v.empty() || !((v[0] >= '0' && v[0] <= '9') || v[0] == '.'))
+            finding("parse_number accepted", t.text(r, c));
+        }
         try {
           (void)t.number_or_empty(r, c);
         } catch (const ptdp::UsageError& e) {
-          check_message(e);
+          check_usage_message(e.what(), path);
         }
         try {
           (void)t.number(r, c);
         } catch (const ptdp::UsageError& e) {
-          check_message(e);
+          check_usage_message(e.what(), path);
         }
         try {
           (void)t.integer(r, c);
         } catch (const ptdp::UsageError& e) {
-          check_message(e);
+          check_usage_message(e.what(), path);
         }
       }
     }
   } catch (const ptdp::UsageError& e) {
-    check_message(e);
+    check_usage_message(e.what(), path);
   } catch (const std::exception& e) {
     finding("unexpected exception", e.what());
   }

@@ -126,5 +126,25 @@ TEST(CsvReader, NumbersAreStrict) {
   EXPECT_FALSE(parse_number("1,5"));
 }
 
+TEST(CsvReader, ASignAfterPlusAndOtherPartialNumbersAreRefused) {
+  for (const char* text : {"+-1", "++1", "+", "-", "--1", "-+1", "+ 1", "1 2", "0x10", "1e", ".", "1e400", "+inf"})
+    EXPECT_FALSE(parse_number(text)) << text;
+  EXPECT_EQ(parse_number("+1"), 1.0);
+  EXPECT_EQ(parse_number("-1"), -1.0);
+  TempDir dir;
+  const auto path = write_text(dir, "sign.csv", "a\n2\n+-1\n");
+  const CsvTable t = CsvTable::read(path, {"a"});
+  EXPECT_EQ(t.number(0, "a"), 2.0);
+  EXPECT_EQ(usage_message([&] { t.number(1, "a"); }), path + ":3: column 'a': '+-1' is not a number");
+}
+
+TEST(CsvReader, AFieldWithControlCharactersIsQuotedOnOneLine) {
+  TempDir dir;
+  const auto path = write_text(dir, "ctl.csv", "a\n1\t2\x01\n");
+  const CsvTable t = CsvTable::read(path, {"a"});
+  EXPECT_EQ(usage_message([&] { t.number(0, "a"); }), path + ":2: column 'a': '1\\t2\\x01' is not a number");
+  EXPECT_EQ(usage_message([&] { t.integer(0, "a"); }), path + ":2: column 'a': '1\\t2\\x01' is not an integer");
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -2,22 +2,30 @@
 
 #include <unistd.h>
 
+#include "core/common/error.h"
+
 namespace ptdp {
 
 MemoryEstimate estimate_single_rank_f32(const ModelConfig& c, int micro_batch, Recompute mode) {
-  const int64_t h = c.hidden, s = c.seq_length, a = c.heads, l = c.layers, vp = c.padded_vocab(1);
-  const int64_t tokens = int64_t(micro_batch) * s;
-  const int64_t params = l * (12 * h * h + 13 * h) + (vp + s) * h + 2 * h;
+  // In double: the products of large sizes leave int64 (12 h^2 l x 16 bytes, b s (a s) l, ...);
+  // below kMaxEstimateBytes every term is an integer under 2^53, so the result is exact.
+  const double h = c.hidden, s = c.seq_length, a = c.heads, l = c.layers, vp = double(c.padded_vocab(1));
+  const double tokens = double(micro_batch) * s;
+  const double params = l * (12 * h * h + 13 * h) + (vp + s) * h + 2 * h;
   // Kept per token and layer: input, ln1, qkv (3h), attention output, x2, ln2, fc and GeLU
   // (4h each): 16h values; plus the attention probabilities, a*s per token.
-  int64_t per_layer = 16 * h + a * s;
+  double per_layer = 16 * h + a * s;
   if (mode == Recompute::Full) per_layer = h;
   if (mode == Recompute::Selective) per_layer = 16 * h;
-  MemoryEstimate e;
-  e.state_bytes = 16 * params;
+  const double state = 16 * params;
   // Layers, plus logits and their gradient, plus one layer's working set during backward.
-  e.activation_bytes = 4 * tokens * (l * per_layer + 2 * vp + 16 * h + a * s);
-  return e;
+  const double activations = 4 * tokens * (l * per_layer + 2 * vp + 16 * h + a * s);
+  if (!(state + activations <= double(kMaxEstimateBytes)))
+    usage_error("--model {} (l={} h={} s={}) with --micro-batch {} needs about {:.4g} GB for one model replica "
+                "in f32, more than the {:.0f} GB one replica may use",
+                c.name, c.layers, c.hidden, c.seq_length, micro_batch, (state + activations) / 1e9,
+                double(kMaxEstimateBytes) / 1e9);
+  return {static_cast<int64_t>(state), static_cast<int64_t>(activations)};
 }
 
 int64_t physical_memory_bytes() {

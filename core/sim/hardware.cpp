@@ -1,6 +1,7 @@
 #include "core/sim/hardware.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 
 namespace ptdp::sim {
 
@@ -25,7 +27,7 @@ int HardwareProfile::element_bytes(const std::string& precision) { return precis
 
 namespace {
 
-enum class Range { Positive, NonNegative, Fraction, AtLeastOne };
+enum class Range { Any, Positive, NonNegative, Fraction, AtLeastOne };
 
 struct Reader {
   const toml::table& root;
@@ -45,6 +47,8 @@ struct Reader {
     const double x = *v;
     if (!std::isfinite(x)) usage_error("{}: field '{}' must be a finite number", path, field);
     switch (range) {
+      case Range::Any:
+        break;
       case Range::Positive:
         if (!(x > 0)) usage_error("{}: field '{}' must be positive (got {})", path, field, x);
         break;
@@ -61,6 +65,14 @@ struct Reader {
     hw.sources[field] = *src;
     return x;
   }
+
+  // A count: a whole number from 1 to `max` (node.gpus, network.nics_per_node, GEMM dimensions).
+  int64_t count(const std::string& field, double x, int64_t max) {
+    if (!(x >= 1 && x <= double(max) && x == std::floor(x)))
+      usage_error("{}: field '{}' must be a whole number from 1 to {} (got {})", path, field, max, x);
+    return static_cast<int64_t>(x);
+  }
+  int64_t count(const std::string& field, int64_t max) { return count(field, number(field, Range::Any), max); }
 
   std::string text(const std::string& field) {
     const std::optional<std::string> s = root.at_path(field).value<std::string>();
@@ -82,9 +94,10 @@ struct Reader {
         if (!v || !(*v > 0)) usage_error("{}: field 'gemm.points[{}].{}' must be a positive number", path, i, key);
         return *v;
       };
-      g.m = int64_t(get("m"));
-      g.n = int64_t(get("n"));
-      g.k = int64_t(get("k"));
+      const std::string at = fmt::format("gemm.points[{}].", i);
+      g.m = count(at + "m", get("m"), kMaxGemmDim);
+      g.n = count(at + "n", get("n"), kMaxGemmDim);
+      g.k = count(at + "k", get("k"), kMaxGemmDim);
       g.tflops = get("tflops");
       hw.gemm_points.push_back(g);
     }
@@ -98,7 +111,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
+    usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, one_line(e.description()));
   }
   HardwareProfile hw;
   hw.path = path;
@@ -106,13 +119,15 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.name = r.text("name");
   hw.device = r.text("device");
   hw.kind = r.text("kind");
-  if (hw.kind != "gpu" && hw.kind != "cpu") usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, hw.kind);
+  if (hw.kind != "gpu" && hw.kind != "cpu")
+    usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, one_line(hw.kind));
   hw.default_precision = r.text("default_precision");
   if (hw.default_precision != "f16" && hw.default_precision != "bf16" && hw.default_precision != "f32")
-    usage_error("{}: field 'default_precision' must be f16, bf16 or f32", path);
+    usage_error("{}: field 'default_precision' must be f16, bf16 or f32 (got '{}')", path,
+                one_line(hw.default_precision));
 
   constexpr double G = 1e9, T = 1e12, us = 1e-6;
-  hw.gpus_per_node = int(r.number("node.gpus", Range::AtLeastOne));
+  hw.gpus_per_node = static_cast<int>(r.count("node.gpus", kMaxPerNode));
   hw.peak_f16 = r.number("compute.peak_tflops_f16", Range::NonNegative) * T;
   hw.peak_bf16 = r.number("compute.peak_tflops_bf16", Range::NonNegative) * T;
   hw.peak_f32 = r.number("compute.peak_tflops_f32", Range::NonNegative) * T;
@@ -135,7 +150,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.nvlink_busbw = r.number("nvlink.allreduce_busbw_gbs", Range::Positive) * G;
   hw.nvlink_latency_s = r.number("nvlink.latency_us", Range::NonNegative) * us;
   hw.nic_bw = r.number("network.nic_bandwidth_gbs", Range::Positive) * G;
-  hw.nics_per_node = int(r.number("network.nics_per_node", Range::AtLeastOne));
+  hw.nics_per_node = static_cast<int>(r.count("network.nics_per_node", kMaxPerNode));
   hw.network_efficiency = r.number("network.efficiency", Range::Fraction);
   hw.network_latency_s = r.number("network.latency_us", Range::NonNegative) * us;
   return hw;

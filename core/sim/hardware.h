@@ -62,9 +62,14 @@ struct HardwareProfile {
   static int element_bytes(const std::string& precision);
 };
 
+// Counts of a profile are whole numbers from 1 to these.
+inline constexpr int64_t kMaxPerNode = 1 << 20;           // node.gpus, network.nics_per_node
+inline constexpr int64_t kMaxGemmDim = int64_t(1) << 53;  // gemm.points[].m, n, k: exact in a double
+
 // Reads a profile: `name_or_path` is a file (contains '/' or ends in .toml) or a name looked up
 // in the hardware folders (hardware_dirs()). UsageError naming the file and the field for a
-// missing, non-numeric or out-of-range value (numbers must be positive), or an unknown name.
+// missing, non-numeric or out-of-range value (numbers must be positive, counts whole numbers),
+// or an unknown name; text quoted from the file has its control characters escaped (one line).
 HardwareProfile load_profile(const std::string& name_or_path);
 // Parses profile text; `path` only names the file in errors.
 HardwareProfile parse_profile(const std::string& text, const std::string& path);

@@ -4,53 +4,21 @@
 // Expected: ptdp::UsageError, one line naming the file; anything else (a crash, a sanitizer report,
 // another exception, a loaded profile that breaks its documented ranges) is a finding.
 // Build and run: scripts/fuzz.sh (docs/ROBUSTNESS.md); seeds in fuzz/hardware_fuzz/.
-#include <unistd.h>
-
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
-#include <string_view>
 
 #include "core/common/error.h"
 #include "core/sim/hardware.h"
+#include "fuzz/fuzz_util.h"
 
-namespace {
-
-// One file in a private folder per process, removed at exit. Kept in static buffers: an atexit
-// handler runs after the destructors of later function statics.
-char g_dir[64], g_path[96];
-
-std::string toml_path() {
-  if (g_dir[0] == '\0') {
-    std::strcpy(g_dir, "/tmp/ptdp_hw_fuzz.XXXXXX");
-    if (!::mkdtemp(g_dir)) std::abort();
-    std::snprintf(g_path, sizeof g_path, "%s/fuzz.toml", g_dir);
-    std::atexit([] {
-      ::unlink(g_path);
-      ::rmdir(g_dir);
-    });
-  }
-  return g_path;
-}
-
-[[noreturn]] void finding(const char* what, const std::string& msg) {
-  std::fprintf(stderr, "FINDING: %s: %s\n", what, msg.c_str());
-  std::abort();
-}
-
-}  // namespace
+using ptdp::fuzz::finding;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  FILE* f = std::fopen(toml_path().c_str(), "wb");
-  if (!f) std::abort();
-  if (size && std::fwrite(data, 1, size, f) != size) std::abort();
-  std::fclose(f);
+  const std::string path = ptdp::fuzz::scratch_path("fuzz.toml");
+  ptdp::fuzz::write_scratch(path, data, size);
   try {
-    const ptdp::sim::HardwareProfile hw = ptdp::sim::load_profile(toml_path());
+    const ptdp::sim::HardwareProfile hw = ptdp::sim::load_profile(path);
     // The documented ranges of what loaded.
     if (hw.gpus_per_node < 1 || hw.nics_per_node < 1) finding("range", "gpus or nics per node below 1");
     if (!(hw.peak(hw.default_precision) > 0)) finding("range", "default precision without a peak");
@@ -63,9 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!(e >= 0 && e <= 1)) finding("range", "GEMM efficiency outside [0, 1]");
     }
   } catch (const ptdp::UsageError& e) {
-    const std::string_view msg(e.what());
-    if (msg.find(toml_path()) == std::string_view::npos) finding("UsageError without the file name", e.what());
-    if (msg.find('\n') != std::string_view::npos) finding("UsageError of more than one line", e.what());
+    ptdp::fuzz::check_usage_message(e.what(), path);
   } catch (const std::exception& e) {
     finding("unexpected exception", e.what());
   }

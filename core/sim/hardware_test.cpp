@@ -89,6 +89,42 @@ TEST(SimHardware, SyntaxErrorNamesTheFileAndLine) {
   expect_refused("name = \"x\"\n[node\ngpus = 1\n", {"bad.toml:2:"});
 }
 
+std::string with_gpus(const std::string& value) {
+  return std::regex_replace(selene_text(), std::regex("\ngpus = \\{ value = 8,"), "\ngpus = { value = " + value + ",");
+}
+
+TEST(SimHardware, CountsMustBeWholeNumbersInRange) {
+  for (const auto& [value, got] : std::vector<std::pair<std::string, std::string>>{
+           {"1e300", "1e+300"}, {"-3", "-3"}, {"0", "0"}, {"2.5", "2.5"}, {"1048577", "1048577"}})
+    expect_refused(with_gpus(value),
+                   {"bad.toml: field 'node.gpus' must be a whole number from 1 to 1048576 (got " + got + ")"});
+  EXPECT_EQ(parse_profile(with_gpus("16"), "ok.toml").gpus_per_node, 16);
+  EXPECT_EQ(parse_profile(with_gpus("1048576"), "ok.toml").gpus_per_node, 1 << 20);
+  const std::string nics = std::regex_replace(selene_text(), std::regex("nics_per_node = \\{ value = 8"),
+                                              "nics_per_node = { value = 8.5");
+  expect_refused(nics, {"bad.toml: field 'network.nics_per_node' must be a whole number from 1 to 1048576 (got 8.5)"});
+}
+
+TEST(SimHardware, GemmPointDimensionsMustBeWholeNumbersInRange) {
+  const std::string cpu = read_text(testing::source_path("hardware/cpu.toml"));
+  const std::string huge = std::regex_replace(cpu, std::regex("n = 256, k = 256"), "n = 10241e300, k = 256",
+                                              std::regex_constants::format_first_only);
+  expect_refused(huge, {"bad.toml: field 'gemm.points[1].n' must be a whole number from 1 to 9007199254740992 "
+                        "(got 1.0241e+304)"});
+  const std::string half = std::regex_replace(cpu, std::regex("k = 256"), "k = 0.5",
+                                              std::regex_constants::format_first_only);
+  expect_refused(half, {"bad.toml: field 'gemm.points[0].k' must be a whole number", "(got 0.5)"});
+}
+
+TEST(SimHardware, TextQuotedFromTheFileStaysOnOneLine) {
+  expect_refused("name = \"x\"\ndevice = \"d\"\nkind = \"a\\nb\\tc\"\n",
+                 {"bad.toml: field 'kind' must be gpu or cpu (got 'a\\nb\\tc')"});
+  expect_refused("name = \"x\"\ndevice = \"d\"\nkind = \"gpu\"\ndefault_precision = \"f\\r8\"\n",
+                 {"bad.toml: field 'default_precision' must be f16, bf16 or f32 (got 'f\\r8')"});
+  // toml++ quotes the character it stopped at: here the line break after `f`.
+  expect_refused("name = f\n", {"bad.toml:1:", "\\n"});
+}
+
 TEST(SimHardware, UnknownNameListsTheKnownProfiles) {
   try {
     load_profile("no-such-gpu");

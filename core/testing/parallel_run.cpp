@@ -22,6 +22,8 @@ std::string Layout::name() const {
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend);
 }
 
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
+
 TrainConfig equivalence_train_config(int micro_batch, int global_batch) {
   TrainConfig tc;
   tc.micro_batch = micro_batch;

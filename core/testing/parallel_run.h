@@ -2,6 +2,7 @@
 // collect the losses and the full logical weights, to compare with one rank.
 #pragma once
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct Layout {
   std::string backend = "cpu";
   std::string name() const;
 };
+// How gtest prints a Layout (its name, not its bytes).
+void PrintTo(const Layout& l, std::ostream* os);
 
 // Trains `iters` steps of the model on synthetic data (seeded) with the given layout on
 // t*p*d local ranks (threads), and gathers the final weights from every shard. Layout fields
