@@ -94,13 +94,17 @@ class LocalComm final : public Communicator {
       std::vector<char>& scratch = g_->slot(rank_).scratch;
       if (scratch.size() < mine.size() * es) scratch.resize(mine.size() * es);
       g_->slot(rank_).in = x.raw();
-      sync("all_reduce");
-      reduce_chunk(*g_, x.dtype(), scratch.data(), mine.begin, mine.end, op);
-      sync("all_reduce");
-      for (int q = 0; q < size(); ++q) {
-        ChunkRange c = chunk_range(n, size(), q);
-        if (c.size() > 0)  // an empty chunk's buffer may be empty
-          std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch.data(), c.size() * es);
+      {
+        ReadPhase r = sync_then_read("all_reduce");
+        reduce_chunk(*g_, x.dtype(), scratch.data(), mine.begin, mine.end, op);
+      }
+      {
+        ReadPhase r = sync_then_read("all_reduce");
+        for (int q = 0; q < size(); ++q) {
+          ChunkRange c = chunk_range(n, size(), q);
+          if (c.size() > 0)  // an empty chunk's buffer may be empty
+            std::memcpy(static_cast<char*>(x.raw()) + c.begin * es, g_->slot(q).scratch.data(), c.size() * es);
+        }
       }
       sync("all_reduce");
     });
@@ -113,10 +117,12 @@ class LocalComm final : public Communicator {
     enqueue("all_gather", [this, in, out]() mutable {
       const size_t es = dtype_size(in.dtype());
       g_->slot(rank_).in = in.raw();
-      sync("all_gather");
-      for (int q = 0; q < size(); ++q) {
-        ChunkRange c = chunk_range(out.numel(), size(), q);
-        if (c.size() > 0) std::memcpy(static_cast<char*>(out.raw()) + c.begin * es, g_->slot(q).in, c.size() * es);
+      {
+        ReadPhase r = sync_then_read("all_gather");
+        for (int q = 0; q < size(); ++q) {
+          ChunkRange c = chunk_range(out.numel(), size(), q);
+          if (c.size() > 0) std::memcpy(static_cast<char*>(out.raw()) + c.begin * es, g_->slot(q).in, c.size() * es);
+        }
       }
       sync("all_gather");
     }).wait();
@@ -127,8 +133,10 @@ class LocalComm final : public Communicator {
     check_collective_args("reduce_scatter", in, &out, mine.size());
     enqueue("reduce_scatter", [this, in, out, op, mine]() mutable {
       g_->slot(rank_).in = in.raw();
-      sync("reduce_scatter");
-      reduce_chunk(*g_, in.dtype(), out.raw(), mine.begin, mine.end, op);
+      {
+        ReadPhase r = sync_then_read("reduce_scatter");
+        reduce_chunk(*g_, in.dtype(), out.raw(), mine.begin, mine.end, op);
+      }
       sync("reduce_scatter");
     }).wait();
   }
@@ -137,8 +145,10 @@ class LocalComm final : public Communicator {
     PTDP_CHECK(root >= 0 && root < size(), "broadcast: root {} outside the group of {}", root, size());
     enqueue("broadcast", [this, x, root]() mutable {
       g_->slot(rank_).in = x.raw();
-      sync("broadcast");
-      if (rank_ != root && x.nbytes() > 0) std::memcpy(x.raw(), g_->slot(root).in, x.nbytes());
+      {
+        ReadPhase r = sync_then_read("broadcast");
+        if (rank_ != root && x.nbytes() > 0) std::memcpy(x.raw(), g_->slot(root).in, x.nbytes());
+      }
       sync("broadcast");
     }).wait();
   }
@@ -203,6 +213,22 @@ class LocalComm final : public Communicator {
   }
 
   void sync(const char* call) { g_->barrier(rank_, call, seq_, timeout_); }
+
+  // A barrier after which this rank reads its peers' memory; the phase ends with this object.
+  class ReadPhase {
+   public:
+    explicit ReadPhase(Group* g) : g_(g) {}
+    ReadPhase(const ReadPhase&) = delete;
+    ReadPhase& operator=(const ReadPhase&) = delete;
+    ~ReadPhase() { g_->end_read(); }
+
+   private:
+    Group* g_;
+  };
+  ReadPhase sync_then_read(const char* call) {
+    g_->barrier(rank_, call, seq_, timeout_, /*reads_follow=*/true);
+    return ReadPhase(g_.get());
+  }
 
   // Runs collectives one at a time, in call order, on this rank's worker thread.
   CommHandle enqueue(const char* call, std::function<void()> fn) {

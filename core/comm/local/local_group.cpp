@@ -63,7 +63,13 @@ void Group::fail(const std::string& why) {
   cv_.notify_all();
 }
 
-void Group::barrier(int rank, const char* call, uint64_t seq, std::chrono::milliseconds timeout) {
+void Group::end_read() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --readers_;
+  cv_.notify_all();
+}
+
+void Group::barrier(int rank, const char* call, uint64_t seq, std::chrono::milliseconds timeout, bool reads_follow) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t gen = generation_;
   here_[rank] = true;
@@ -71,13 +77,22 @@ void Group::barrier(int rank, const char* call, uint64_t seq, std::chrono::milli
     arrived_ = 0;
     std::fill(here_.begin(), here_.end(), false);
     ++generation_;
+    if (reads_follow) readers_ += size();  // counted before anyone leaves: no window
     cv_.notify_all();
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Leaving with an error: peers that passed the previous barrier may still be reading this
+  // rank's memory; wait for them (they do not block) before the caller frees anything.
+  auto drain = [&] { cv_.wait_for(lock, timeout, [&] { return readers_ <= 0; }); };
   while (generation_ == gen) {
     std::string failed = world_->failure();
-    if (!failed.empty()) throw CommError(failed);
+    if (!failed.empty()) {
+      here_[rank] = false;
+      --arrived_;
+      drain();
+      throw CommError(failed);
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string missing;
       for (int r = 0; r < size(); ++r)
@@ -85,6 +100,10 @@ void Group::barrier(int rank, const char* call, uint64_t seq, std::chrono::milli
       std::string why = fmt::format("local comm: rank {} did not arrive at {} (call #{}) within {:.1f} s",
                                     missing, call, seq, timeout.count() / 1e3);
       world_->fail(why);
+      cv_.notify_all();
+      here_[rank] = false;
+      --arrived_;
+      drain();
       throw CommError(why);
     }
     cv_.wait_for(lock, kPoll);

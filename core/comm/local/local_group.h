@@ -51,7 +51,12 @@ class Group {
 
   // Waits until every rank of the group has called it with the same count; CommError naming
   // the ranks that did not arrive at `call` within the timeout, or when the group failed.
-  void barrier(int rank, const char* call, uint64_t seq, std::chrono::milliseconds timeout);
+  // reads_follow: every rank reads its peers' slots after this barrier and calls end_read()
+  // when done; a rank leaving a later barrier because of a failure first waits for those
+  // readers, so that no memory a peer is reading goes away under it.
+  void barrier(int rank, const char* call, uint64_t seq, std::chrono::milliseconds timeout,
+               bool reads_follow = false);
+  void end_read();
   void fail(const std::string& why);
 
   // For split: the group that ranks of `color` join in split number `seq`.
@@ -66,6 +71,7 @@ class Group {
   std::condition_variable cv_;
   uint64_t generation_ = 0;
   int arrived_ = 0;
+  int readers_ = 0;  // ranks still reading peers' slots after a barrier with reads_follow
   std::vector<bool> here_;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> children_;
 };
