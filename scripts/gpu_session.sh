@@ -75,6 +75,12 @@ do_accept() {
     *H100*) profile=h100-dgx ;;
     *) log "accept: no acceptance profile for '$name'"; return 0 ;;
   esac
+  # The first GPU run records the CUDA golden losses (results/golden/tiny_cuda.csv); later runs
+  # are checked against them.
+  if [[ ! -f results/golden/tiny_cuda.csv ]]; then
+    run_stage golden_cuda "$build/ptdp" accept --hardware "$profile" --checks train \
+      --write-golden results/golden/tiny_cuda.csv --out "$out/golden_$profile.json"
+  fi
   run_stage accept "$build/ptdp" accept --hardware "$profile" --out "$out/accept_$profile.json"
 }
 
