@@ -16,6 +16,7 @@
 
 namespace ptdp {
 
+#ifdef PTDP_HAVE_CUDA
 namespace {
 
 // This process's index among those on its node, from the launcher (mpirun, srun), or -1.
@@ -26,6 +27,7 @@ int local_rank_from_launcher() {
 }
 
 }  // namespace
+#endif
 
 void require_backend_here(const RunConfig& c) {
   if (c.backend == "cpu") return;
