@@ -77,7 +77,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> mpi_world;
 #endif
   try {
-    if (*train && (train_flags.run.comm == "mpi" || train_flags.run.comm == "nccl")) {  // nccl bootstraps over MPI
+    // nccl bootstraps over MPI (with --backend cuda; otherwise validation refuses it before MPI starts)
+    const bool nccl = train_flags.run.comm == "nccl" && train_flags.run.backend == "cuda";
+    if (*train && (train_flags.run.comm == "mpi" || nccl)) {
 #ifdef PTDP_HAVE_MPI
       mpi = std::make_unique<MpiSession>(&argc, &argv);
       mpi_world = mpi->world();
