@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_session.sh build     # CUDA build in build-gpu/ (sm_80;sm_90), no tests
 #   scripts/gpu_session.sh test      # CUDA kernel tests against the CPU backend, the PTD-P grid on one GPU
-#   scripts/gpu_session.sh bench     # cuBLASLt GEMMs (bf16/f16) and fused kernels: Google Benchmark JSON -> CSV
+#   scripts/gpu_session.sh bench     # GEMMs, fused kernels, copies, NCCL, one layer: Google Benchmark JSON -> CSV
+#   scripts/gpu_session.sh bench bench_nccl bench_layer_cuda   # only these suites (one 10-minute call each)
 #   scripts/gpu_session.sh pytorch   # compare_pytorch.py: losses (f32, bf16) and throughput vs eager/compile
 #   scripts/gpu_session.sh fig7      # the paper's Figure 7 (b = 1..16 on one GPU), ptdp reproduce --mode run
 #   scripts/gpu_session.sh accept    # ptdp accept on the matching GPU profile (h100-dgx or h200)
@@ -49,10 +50,16 @@ do_test() {
   run_stage test_all ctest --test-dir "$build" --output-on-failure -j 4 -E 'Mpi|CliMpi'
 }
 
-do_bench() {
-  for suite in bench_gemm_cuda bench_kernels_cuda; do
-    run_stage "$suite" "$build/$suite" --benchmark_out="$out/$suite.json" --benchmark_out_format=json
-    python3 scripts/gbench_to_csv.py "$out/$suite.json"
+do_bench() {  # [SUITE...]: default every CUDA suite
+  local suites=("$@")
+  ((${#suites[@]})) || suites=(bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_nccl bench_layer_cuda)
+  for suite in "${suites[@]}"; do
+    if [[ ! -x "$build/$suite" ]]; then  # bench_nccl is built only where NCCL was found
+      log "$suite: not built in $build, skipped"
+      continue
+    fi
+    run_stage "$suite" "$build/$suite" --benchmark_out="$out/$suite.json" --benchmark_out_format=json &&
+      python3 scripts/gbench_to_csv.py "$out/$suite.json"
   done
 }
 
@@ -87,7 +94,7 @@ do_accept() {
 case "$stage" in
   build) do_build ;;
   test) do_test ;;
-  bench) do_bench ;;
+  bench) do_bench "${@:2}" ;;
   pytorch) do_pytorch ;;
   fig7) do_fig7 ;;
   accept) do_accept ;;
