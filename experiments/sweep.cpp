@@ -121,6 +121,15 @@ struct Assembly {
   bool pp_given = false, name_given = false, iters_given = false;
 };
 
+// t*p*d of a layout the analytic sweeps take without validate_run: at most 2^20 ranks (as
+// validate_run allows), computed without overflow.
+int ranks_of(const ParallelConfig& p) {
+  const int64_t r = int64_t(p.tp) * p.pp * p.dp;
+  if (r > (int64_t(1) << 20))
+    usage_error("tp {} x pp {} x dp {} = {} ranks, more than 2^20", p.tp, p.pp, p.dp, r);
+  return int(r);
+}
+
 long long as_int(const SpecValue& v, const std::string& where, const std::string& key) {
   if (const auto* i = std::get_if<long long>(&v)) return *i;
   usage_error("{}: key '{}' must be an integer", where, key);
@@ -347,11 +356,11 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
       ParallelConfig& p = c.par;
       if (a.gpus > 0) {
         if (p.dp == 0) usage_error("{}: 'gpus' needs 'dp'", where);
-        if (!a.pp_given) {
-          if (a.gpus % (p.tp * p.dp) != 0)
+        if (!a.pp_given) {  // products in 64 bits: spec counts go up to 2^30
+          if (a.gpus % (int64_t(p.tp) * p.dp) != 0)
             usage_error("{}: gpus {} must be a multiple of tp {} x dp {}", where, a.gpus, p.tp, p.dp);
-          p.pp = a.gpus / (p.tp * p.dp);
-        } else if (p.tp * p.pp * p.dp != a.gpus) {
+          p.pp = int(a.gpus / (int64_t(p.tp) * p.dp));
+        } else if (int64_t(p.tp) * p.pp * p.dp != a.gpus) {
           usage_error("{}: gpus {} must equal tp {} x pp {} x dp {}", where, a.gpus, p.tp, p.pp, p.dp);
         }
       }
@@ -362,10 +371,10 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
         if (spec.kind == SweepKind::Bubble) {
           c.model.name = "analytic";
           if (p.global_batch <= 0) usage_error("'global_batch' (b') must be given");
-          if (p.global_batch % (p.micro_batch * p.dp) != 0)
+          if (p.global_batch % (int64_t(p.micro_batch) * p.dp) != 0)
             usage_error("global_batch {} must be a multiple of micro_batch {} x dp {}", p.global_batch,
                         p.micro_batch, p.dp);
-          c.ranks = p.tp * p.pp * p.dp;
+          c.ranks = ranks_of(p);
         } else if (spec.kind == SweepKind::Eq1) {
           // Eq. (1) needs per-layer times only: p need not divide the layers.
           RunConfig one = c;
@@ -373,8 +382,8 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
           one.par.vpp = 1;
           one.par.schedule = "1f1b";
           validate_run(one);
-          c.ranks = p.tp * p.pp * p.dp;
-          if (p.global_batch % (p.micro_batch * p.dp) != 0)
+          c.ranks = ranks_of(p);
+          if (p.global_batch % (int64_t(p.micro_batch) * p.dp) != 0)
             usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {}", p.global_batch,
                         p.micro_batch, p.dp);
         } else {

@@ -389,5 +389,24 @@ TEST(SweepSpecs, TextQuotedFromASpecStaysOnOneLine) {
   }
 }
 
+// Counts up to 2^30 are accepted by the spec reader; their products must not wrap.
+TEST(SweepSpecs, LayoutProductsBeyondIntAreRefusedNotWrapped) {
+  TempDir dir;
+  const std::string head = "name = \"b\"\ntitle = \"t\"\nkind = \"bubble\"\nmetric = \"bubble_fraction\"\n"
+                           "paper = \"none\"\n[base]\ntp = 1\nmicro_batch = 1\nschedule = \"1f1b\"\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {head + "[[series]]\nname = \"s\"\ngpus = 65536\nglobal_batch = 64\n[[points]]\nx = \"1\"\n"
+              "tp = 65536\ndp = 65536\n",
+       "gpus 65536 must be a multiple of tp 65536 x dp 65536"},
+      {head + "[[series]]\nname = \"s\"\nglobal_batch = 1073741824\n[[points]]\nx = \"1\"\n"
+              "tp = 65536\npp = 65536\ndp = 1\n",
+       "tp 65536 x pp 65536 x dp 1 = 4294967296 ranks, more than 2^20"},
+  };
+  for (const auto& [text, needle] : cases) {
+    const std::string path = write(dir, "big.toml", text);
+    EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", path, "--dry-run"}), {needle})) << text;
+  }
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -174,7 +174,9 @@ double CsvTable::number(size_t row, const std::string& column) const {
 long long CsvTable::integer(size_t row, const std::string& column) const {
   const std::string& s = text(row, column);
   long long v = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  // A leading '+' is taken, as number() takes it (from_chars does not); no second sign.
+  const char* first = s.data() + (s.size() > 1 && s[0] == '+' && s[1] != '-' && s[1] != '+' ? 1 : 0);
+  const auto r = std::from_chars(first, s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
     usage_error("{}:{}: column '{}': '{}' is not an integer", path_, line(row), column, one_line(s));
   return v;

@@ -138,6 +138,15 @@ TEST(CsvReader, ASignAfterPlusAndOtherPartialNumbersAreRefused) {
   EXPECT_EQ(usage_message([&] { t.number(1, "a"); }), path + ":3: column 'a': '+-1' is not a number");
 }
 
+TEST(CsvReader, IntegersTakeALeadingPlusAsNumbersDoButNoSecondSign) {
+  TempDir dir;
+  const auto path = write_text(dir, "i.csv", "a\n+5\n-7\n+-1\n");
+  const CsvTable t = CsvTable::read(path, {"a"});
+  EXPECT_EQ(t.integer(0, "a"), 5);
+  EXPECT_EQ(t.integer(1, "a"), -7);
+  EXPECT_EQ(usage_message([&] { t.integer(2, "a"); }), path + ":4: column 'a': '+-1' is not an integer");
+}
+
 TEST(CsvReader, AFieldWithControlCharactersIsQuotedOnOneLine) {
   TempDir dir;
   const auto path = write_text(dir, "ctl.csv", "a\n1\t2\x01\n");
