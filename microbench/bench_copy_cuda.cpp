@@ -69,12 +69,8 @@ std::vector<uint8_t> download(const void* src, size_t bytes, cudaStream_t st) {
 }
 
 void BM_CopyCuda(benchmark::State& state, Dir dir, HostMem mem, int64_t bytes) {
-  std::string reason;
-  Backend* be = bench::cuda_backend(&reason);
-  if (!be) {
-    state.SkipWithError(reason.c_str());
-    return;
-  }
+  Backend* be = bench::backend_or_skip(state);
+  if (!be) return;
   try {
     const size_t n = size_t(bytes);
     const cudaStream_t st = cuda_stream(*be);
@@ -164,13 +160,7 @@ void register_copies() {
 
 int main(int argc, char** argv) {
   ptdp::register_copies();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string reason;
-  const int n = ptdp::cuda::device_count(&reason);
-  ptdp::bench::add_context("bench_copy_cuda", n > 0 ? ptdp::cuda::device_name(0) : "no CUDA device (" + reason + ")",
-                           "cuda");
-  benchmark::AddCustomContext("cuda", ptdp::cuda::versions());
+  if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_copy_cuda") < 0) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

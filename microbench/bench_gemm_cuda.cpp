@@ -113,12 +113,8 @@ enum class Pass { Forward, Backward, WeightGrad };
 
 // One linear layer y[rows, n] = x[rows, k] w[n, k]^T through the CUDA backend.
 void BM_LinearCuda(benchmark::State& state, Pass pass, int64_t rows, int64_t n, int64_t k, int t, DType dt) {
-  std::string reason;
-  Backend* be = bench::cuda_backend(&reason);
-  if (!be) {
-    state.SkipWithError(reason.c_str());
-    return;
-  }
+  Backend* be = bench::backend_or_skip(state);
+  if (!be) return;
   try {
     Tensor x = be->empty({rows, k}, dt), w = be->empty({n, k}, dt), y = be->empty({rows, n}, dt);
     bench::fill_random(*be, x, 1);
@@ -193,13 +189,7 @@ void register_gemms() {
 
 int main(int argc, char** argv) {
   ptdp::register_gemms();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string reason;
-  const int n = ptdp::cuda::device_count(&reason);
-  ptdp::bench::add_context("bench_gemm_cuda", n > 0 ? ptdp::cuda::device_name(0) : "no CUDA device (" + reason + ")",
-                           "cuda");
-  benchmark::AddCustomContext("cuda", ptdp::cuda::versions());
+  if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_gemm_cuda") < 0) return 1;
   benchmark::AddCustomContext("rows", std::to_string(ptdp::kRows));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

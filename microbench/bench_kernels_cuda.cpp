@@ -28,12 +28,8 @@ struct Case {
 using Setup = std::function<Case(Backend&, DType)>;
 
 void BM_KernelCuda(benchmark::State& state, Setup setup, DType dt) {
-  std::string reason;
-  Backend* be = bench::cuda_backend(&reason);
-  if (!be) {
-    state.SkipWithError(reason.c_str());
-    return;
-  }
+  Backend* be = bench::backend_or_skip(state);
+  if (!be) return;
   try {
     Case c = setup(*be, dt);
     for (int i = 0; i < 3; ++i) c.call();
@@ -227,13 +223,7 @@ void register_kernels() {
 
 int main(int argc, char** argv) {
   ptdp::register_kernels();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string reason;
-  const int n = ptdp::cuda::device_count(&reason);
-  ptdp::bench::add_context("bench_kernels_cuda",
-                           n > 0 ? ptdp::cuda::device_name(0) : "no CUDA device (" + reason + ")", "cuda");
-  benchmark::AddCustomContext("cuda", ptdp::cuda::versions());
+  if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_kernels_cuda") < 0) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -74,12 +74,8 @@ struct CudaLayer {
 enum class Pass { Forward, Backward };
 
 void BM_LayerCuda(benchmark::State& state, Pass pass, int h, int t, int b, DType dt) {
-  std::string reason;
-  Backend* be = bench::cuda_backend(&reason);
-  if (!be) {
-    state.SkipWithError(reason.c_str());
-    return;
-  }
+  Backend* be = bench::backend_or_skip(state);
+  if (!be) return;
   try {
     CudaLayer l(*be, h, t, b, dt);
     LayerCache cache;
@@ -137,13 +133,7 @@ void register_layers() {
 
 int main(int argc, char** argv) {
   ptdp::register_layers();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string reason;
-  const int n = ptdp::cuda::device_count(&reason);
-  ptdp::bench::add_context("bench_layer_cuda",
-                           n > 0 ? ptdp::cuda::device_name(0) : "no CUDA device (" + reason + ")", "cuda");
-  benchmark::AddCustomContext("cuda", ptdp::cuda::versions());
+  if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_layer_cuda") < 0) return 1;
   benchmark::AddCustomContext("layer", "a = h/128, s = 2048, recompute none, no TP communication");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

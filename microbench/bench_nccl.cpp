@@ -358,12 +358,8 @@ std::string nccl_version() {
 
 int main(int argc, char** argv) {
   ptdp::register_colls();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string reason;
-  const int n = ptdp::cuda::device_count(&reason);
-  ptdp::bench::add_context("bench_nccl", n > 0 ? ptdp::gpu_names(n) : "no CUDA device (" + reason + ")", "cuda");
-  benchmark::AddCustomContext("cuda", ptdp::cuda::versions());
+  const int n = ptdp::bench::start_cuda_suite(&argc, argv, "bench_nccl", [](int gpus) { return ptdp::gpu_names(gpus); });
+  if (n < 0) return 1;
   benchmark::AddCustomContext("nccl", ptdp::nccl_version());
   benchmark::AddCustomContext("gpus", std::to_string(n));
   benchmark::AddCustomContext("calls_per_iteration", std::to_string(ptdp::kCallsPerIteration));

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "core/backend/cuda/cuda_backend.h"
@@ -34,6 +35,30 @@ inline Backend* cuda_backend(std::string* reason) {
 }
 
 using CudaTiming = cuda::FlushedTiming;
+
+// The start of a CUDA suite's main: parses the flags and records the context (the device, or
+// why there is none, and the CUDA versions). Returns the number of GPUs, -1 on unknown flags.
+// `devices` names the device context from the GPU count (default: GPU 0's name).
+inline int start_cuda_suite(int* argc, char** argv, const char* suite,
+                            const std::function<std::string(int)>& devices = nullptr) {
+  benchmark::Initialize(argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(*argc, argv)) return -1;
+  std::string reason;
+  const int n = cuda::device_count(&reason);
+  const std::string device =
+      n == 0 ? "no CUDA device (" + reason + ")" : devices ? devices(n) : cuda::device_name(0);
+  add_context(suite, device, "cuda");
+  benchmark::AddCustomContext("cuda", cuda::versions());
+  return n;
+}
+
+// The CUDA backend for one benchmark; null (the benchmark skipped with the reason) without a GPU.
+inline Backend* backend_or_skip(benchmark::State& state) {
+  std::string reason;
+  Backend* be = cuda_backend(&reason);
+  if (!be) state.SkipWithError(reason.c_str());
+  return be;
+}
 
 // Uniform values in [lo, hi) in t's dtype: a block of up to 1 Mi random elements, repeated.
 inline void fill_random(Backend& be, Tensor& t, uint64_t seed, double lo = -1, double hi = 1) {
