@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
@@ -59,6 +60,8 @@ TEST(MixedPrecision, Bf16AndF16GradientsOfTheWholeModelFollowF32) {
     ASSERT_EQ(got.grads.dtype(), DType::F32) << "gradients accumulate in f32";
     EXPECT_NEAR(got.loss, ref.loss, 1e-2 * ref.loss) << dtype_name(dt);
     const double d = rel_diff(ref.grads.data<float>(), got.grads.data<float>(), ref.grads.numel());
+    std::printf("%s: loss %.6f (f32 %.6f), gradients %.3g from f32 (norm-wise)\n", dtype_name(dt).data(), got.loss,
+                ref.loss, d);
     EXPECT_LT(d, dt == DType::BF16 ? 3e-2 : 5e-3) << dtype_name(dt);
     EXPECT_GT(d, 0) << dtype_name(dt) << " is not rounding at all";
   }
