@@ -37,6 +37,13 @@ class Backend {
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
   // Waits until the work queued on this backend is done (the CPU backend: a no-op).
   virtual void synchronize() {}
+  // Timing of queued work without waiting for it: mark() records a point of this backend's
+  // queue; elapsed_ms(a, b) is the time between two marks once the work before b is done
+  // (device time on a GPU: CUDA events). release_marks() forgets every mark. The CPU backend
+  // runs each call at once: its marks are host clock readings.
+  virtual int64_t mark();
+  virtual double elapsed_ms(int64_t from, int64_t to);
+  virtual void release_marks() {}
 
   // y[n,o] = x[n,i] w[o,i]^T + b[o] (b may be null)
   virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) = 0;

@@ -86,6 +86,12 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   std::map<Key, std::unique_ptr<Gpt::Cache>> caches;
   int64_t live_bytes = 0;
   const Shape act_shape{n, h};
+  struct Mark {
+    Backend* be;
+    int64_t from, to;
+    bool backward;
+  };
+  std::vector<Mark> marks;  // around every forward and backward pass
   for (const Action& a : actions_) {
     const Key key{a.microbatch, a.chunk};
     Gpt& g = chunk(a.chunk);
@@ -105,16 +111,15 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         }
         const Tensor input = g.shard().pre ? tokens : inputs.at(key);
         inputs.erase(key);
-        auto t0 = Clock::now();
         Tensor out;
         double loss = 0;
         {
           NvtxRange r("forward");
+          const int64_t m0 = g.backend().mark();
           caches[key] = g.forward(b, input, g.shard().post ? &targets : nullptr, cfg_.recompute,
                                   g.shard().post ? nullptr : &out, &loss);
-          g.backend().synchronize();  // device time, not the time to queue it
+          marks.push_back({&g.backend(), m0, g.backend().mark(), false});
         }
-        st.fwd_ms += ms_since(t0);
         if (g.shard().post) loss_sum += loss;
         else outputs[key] = out;
         live_bytes += caches[key]->bytes();
@@ -141,15 +146,14 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         GradSync& sync = *sync_[a.chunk];
         if (last) sync.begin();
         Tensor dx;
-        auto t0 = Clock::now();
         const Tensor* dy = g.shard().post ? nullptr : &grads_in.at(key);
         {
           NvtxRange r("backward");
+          const int64_t m0 = g.backend().mark();
           g.backward(*cache, loss_scale, dy, g.shard().pre ? nullptr : &dx,
                      last ? [&sync](int64_t off) { sync.ready_from(off); } : std::function<void(int64_t)>());
-          g.backend().synchronize();
+          marks.push_back({&g.backend(), m0, g.backend().mark(), true});
         }
-        st.bwd_ms += ms_since(t0);
         caches.erase(key);
         grads_in.erase(key);
         if (!g.shard().pre) outputs[key] = dx;
@@ -166,6 +170,9 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   }
   link_->wait_sends();
   PTDP_CHECK(caches.empty() && inputs.empty() && grads_in.empty(), "the schedule left work undone");
+  // Compute times from the backend's marks (device time on a GPU, read once the work is done).
+  for (const Mark& k : marks) (k.backward ? st.bwd_ms : st.fwd_ms) += k.be->elapsed_ms(k.from, k.to);
+  for (Gpt* c : chunks_) c->backend().release_marks();
 }
 
 std::vector<AdamW*> Trainer::optimizers() const {

@@ -3,6 +3,7 @@
 #include "core/backend/cuda/cuda_backend.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
@@ -57,6 +58,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     sum_scratch_ = Tensor();
     cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     gemm_.reset();
     alloc_.forget_stream(stream_);
     cudaStreamDestroy(stream_);
@@ -122,6 +124,27 @@ class CudaBackend final : public Backend {
     PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
     dst.copy_from(tmp);
   }
+
+  int64_t mark() override {
+    on_device();
+    if (next_mark_ == marks_.size()) {
+      cudaEvent_t e = nullptr;
+      PTDP_CUDA_CHECK(cudaEventCreate(&e));
+      marks_.push_back(e);
+    }
+    PTDP_CUDA_CHECK(cudaEventRecord(marks_[next_mark_], stream_));
+    return int64_t(next_mark_++);
+  }
+  double elapsed_ms(int64_t from, int64_t to) override {
+    PTDP_CHECK(from >= 0 && to >= 0 && size_t(from) < next_mark_ && size_t(to) < next_mark_,
+               "elapsed_ms: marks {} and {} are not current (the backend holds {})", from, to, next_mark_);
+    on_device();
+    PTDP_CUDA_CHECK(cudaEventSynchronize(marks_[to]));
+    float ms = 0;
+    PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[from], marks_[to]));
+    return ms;
+  }
+  void release_marks() override { next_mark_ = 0; }  // the events are reused
 
   void synchronize() override {
     on_device();
@@ -468,6 +491,8 @@ class CudaBackend final : public Backend {
   double* host_scalar_ = nullptr;  // pinned
   std::unique_ptr<cuda::GemmRunner> gemm_;
   Tensor sum_scratch_;  // the f64 result and the partial sums
+  std::vector<cudaEvent_t> marks_;  // mark(): events, reused after release_marks()
+  size_t next_mark_ = 0;
 };
 
 CudaBackend& as_cuda(Backend& backend, const char* what) {
