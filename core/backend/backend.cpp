@@ -11,4 +11,18 @@ int64_t Backend::mark() {
 
 double Backend::elapsed_ms(int64_t from, int64_t to) { return double(to - from) / 1e6; }
 
+Tensor to_backend(Backend& be, const Tensor& t) {
+  if (t.device() == be.device()) return t;
+  Tensor d = be.empty(t.shape(), t.dtype());
+  be.copy(d, t);
+  return d;
+}
+
+Tensor to_host(Backend& be, const Tensor& t) {
+  if (t.device() == Device::CPU) return t;
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  be.copy(h, t);
+  return h;
+}
+
 }  // namespace ptdp

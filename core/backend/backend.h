@@ -110,4 +110,8 @@ class Backend {
 
 std::unique_ptr<Backend> make_cpu_backend();
 
+// `t` itself when it already lives where `be` computes (resp. in host memory), else a copy there.
+Tensor to_backend(Backend& be, const Tensor& t);
+Tensor to_host(Backend& be, const Tensor& t);
+
 }  // namespace ptdp

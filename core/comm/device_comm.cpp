@@ -75,12 +75,7 @@ class DeviceComm final : public Communicator {
 
  private:
   // x where the inner communicator needs it: x itself, or a copy.
-  Tensor there(const Tensor& x) {
-    if (x.device() == place_) return x;
-    Tensor t = room_for(x);
-    be_.copy(t, x);
-    return t;
-  }
+  Tensor there(const Tensor& x) { return place_ == Device::CPU ? to_host(be_, x) : to_backend(be_, x); }
   // A buffer for x's values where the inner communicator needs it (x itself when there).
   Tensor room_for(const Tensor& x) {
     if (x.device() == place_) return x;

@@ -42,14 +42,6 @@ uint64_t fnv(const std::string& bytes) {
   return h;
 }
 
-// t itself when in host memory, else a host copy.
-Tensor on_host(Backend& be, const Tensor& t) {
-  if (t.device() == Device::CPU) return t;
-  Tensor h = Tensor::empty(t.shape(), t.dtype());
-  be.copy(h, t);
-  return h;
-}
-
 void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
@@ -102,7 +94,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
     put(out, step);
     Backend& be = chunks[j]->backend();
     for (Tensor* t : {&opts[j]->master(), &opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
-      const Tensor h = on_host(be, *t);
+      const Tensor h = to_host(be, *t);
       put(out, h.raw(), h.nbytes());
     }
   }

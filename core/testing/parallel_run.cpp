@@ -66,11 +66,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
   // replicated tensors), from the first stage for the tied embedding.
   std::vector<Tensor> masters;  // host copies of the f32 master weights
-  for (size_t j = 0; j < stage.chunks.size(); ++j) {
-    const Tensor& m = trainer.optimizer(int(j)).master();
-    masters.push_back(Tensor::empty(m.shape(), m.dtype()));
-    be->copy(masters.back(), m);
-  }
+  for (size_t j = 0; j < stage.chunks.size(); ++j) masters.push_back(to_host(*be, trainer.optimizer(int(j)).master()));
   std::map<std::string, std::pair<const ParamEntry*, const float*>> mine;  // entry, master weights
   for (size_t j = 0; j < stage.chunks.size(); ++j)
     for (const auto& e : stage.chunks[j]->layout().entries())

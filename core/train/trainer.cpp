@@ -22,14 +22,6 @@ double ms_since(Clock::time_point t0) {
 // p2p tags: the receiver's (micro-batch, chunk) and the direction.
 int tag_of(int microbatch, int chunk, int v, bool backward) { return ((microbatch * v + chunk) << 1) | int(backward); }
 
-// A host tensor where the backend computes (itself on the CPU).
-Tensor to_device(Backend& be, const Tensor& host) {
-  if (be.device() == Device::CPU) return host;
-  Tensor d = be.empty(host.shape(), host.dtype());
-  be.copy(d, host);
-  return d;
-}
-
 void sum_scalar(Communicator* c, double& x) {
   if (!c || c->size() == 1) return;
   Tensor t = Tensor::empty({1}, DType::F64);
@@ -106,8 +98,8 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
         if (g.shard().pre || g.shard().post) {
           load_microbatch(data_, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
-          tokens = to_device(g.backend(), tokens);
-          targets = to_device(g.backend(), targets);
+          tokens = to_backend(g.backend(), tokens);
+          targets = to_backend(g.backend(), targets);
         }
         const Tensor input = g.shard().pre ? tokens : inputs.at(key);
         inputs.erase(key);

@@ -38,6 +38,21 @@ void expect_2d(const Tensor& t, const char* what) {
   PTDP_CHECK(t.defined() && t.ndim() == 2, "{} must be 2-d, got {}", what, shape_str(t.shape()));
 }
 
+// The compute dtype and sizes of a linear layer, x [n, in] and w [out, in] checked.
+struct LinearDims {
+  DType dt;
+  int64_t n, in, out;
+};
+LinearDims linear_dims(const Tensor& x, const Tensor& w, const char* op) {
+  const DType dt = compute_dtype(x, op);
+  expect_2d(x, "linear input");
+  expect_2d(w, "linear weight");
+  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  expect(x, "linear input", {n, in}, dt);
+  expect(w, "linear weight", {out, in}, dt);
+  return {dt, n, in, out};
+}
+
 char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
 
 class CudaBackend final : public Backend {
@@ -154,12 +169,7 @@ class CudaBackend final : public Backend {
   void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
     on_device();
     NvtxRange r("linear_forward");
-    const DType dt = compute_dtype(x, "linear_forward");
-    expect_2d(x, "linear input");
-    expect_2d(w, "linear weight");
-    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-    expect(x, "linear input", {n, in}, dt);
-    expect(w, "linear weight", {out, in}, dt);
+    const auto [dt, n, in, out] = linear_dims(x, w, "linear_forward");
     expect(y, "linear output", {n, out}, dt);
     if (b) expect(*b, "linear bias", {out}, dt);
     const GemmShape g{.trans_a = true, .trans_b = false, .m = out, .n = n, .k = in, .lda = in, .ldb = in,
@@ -171,12 +181,7 @@ class CudaBackend final : public Backend {
                        const Tensor& w) override {
     on_device();
     NvtxRange r("linear_backward");
-    const DType dt = compute_dtype(x, "linear_backward");
-    expect_2d(x, "linear input");
-    expect_2d(w, "linear weight");
-    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-    expect(x, "linear input", {n, in}, dt);
-    expect(w, "linear weight", {out, in}, dt);
+    const auto [dt, n, in, out] = linear_dims(x, w, "linear_backward");
     expect(dy, "linear output grad", {n, out}, dt);
     expect(dw, "linear weight grad", {out, in}, acc_dtype(dt));
     if (dx) expect(*dx, "linear input grad", {n, in}, dt);
