@@ -49,9 +49,9 @@ void column_reduce(F f, int64_t rows, int64_t cols, float* out0, float* out1, fl
   const int64_t chunks = column_sum_chunks(rows);
   const int64_t per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
-  column_partial_kernel<N, F><<<grid, dim3(32, 8), 0, st>>>(f, rows, cols, per_chunk, partials);
+  PTDP_LAUNCH(grid, dim3(32, 8), 0, st, column_partial_kernel<N, F>)(f, rows, cols, per_chunk, partials);
   PTDP_CUDA_CHECK_LAUNCH("column_partial_kernel");
-  column_finish_kernel<N><<<grid_for(cols, 256), 256, 0, st>>>(out0, out1, partials, chunks, cols);
+  PTDP_LAUNCH(grid_for(cols, 256), 256, 0, st, column_finish_kernel<N>)(out0, out1, partials, chunks, cols);
   PTDP_CUDA_CHECK_LAUNCH("column_finish_kernel");
 }
 

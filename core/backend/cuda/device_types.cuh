@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/launch.cuh"
 #include "core/common/error.h"
 #include "core/tensor/dtype.h"
 

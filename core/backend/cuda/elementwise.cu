@@ -80,14 +80,15 @@ void fill(void* x, DType dt, int64_t n, double value, cudaStream_t st) {
     return;
   }
   if (dt == DType::I32) {
-    fill_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<int32_t*>(x), n, static_cast<int32_t>(value));
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, fill_kernel<int32_t>)
+    (static_cast<int32_t*>(x), n, static_cast<int32_t>(value));
     PTDP_CUDA_CHECK_LAUNCH("fill_kernel<i32>");
     return;
   }
   dispatch_float(dt, "fill", [&](auto z) {
     using T = decltype(z);
-    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(x), n,
-                                                               from_f32<T>(static_cast<float>(value)));
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, fill_kernel<T>)
+    (static_cast<T*>(x), n, from_f32<T>(static_cast<float>(value)));
     PTDP_CUDA_CHECK_LAUNCH("fill_kernel");
   });
 }
@@ -98,8 +99,8 @@ void convert(void* dst, DType dst_dt, const void* src, DType src_dt, int64_t n, 
     dispatch_float(src_dt, "copy", [&](auto zs) {
       using D = decltype(zd);
       using S = decltype(zs);
-      convert_kernel<D, S><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<D*>(dst),
-                                                                       static_cast<const S*>(src), n);
+      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, convert_kernel<D, S>)
+      (static_cast<D*>(dst), static_cast<const S*>(src), n);
       PTDP_CUDA_CHECK_LAUNCH("convert_kernel");
     });
   });
@@ -109,8 +110,8 @@ void add(void* y, const void* a, const void* b, DType dt, int64_t n, cudaStream_
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto z) {
     using T = decltype(z);
-    add_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(a),
-                                                              static_cast<const T*>(b), n);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n);
     PTDP_CUDA_CHECK_LAUNCH("add_kernel");
   });
 }
@@ -119,7 +120,8 @@ void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "add_", [&](auto z) {
     using T = decltype(z);
-    add_inplace_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(x), n);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_inplace_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(x), n);
     PTDP_CUDA_CHECK_LAUNCH("add_inplace_kernel");
   });
 }
@@ -128,7 +130,8 @@ void scale_inplace(void* y, DType dt, double alpha, int64_t n, cudaStream_t st) 
   if (n == 0) return;
   dispatch_float(dt, "scale_", [&](auto z) {
     using T = decltype(z);
-    scale_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<float>(alpha), n);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, scale_kernel<T>)
+    (static_cast<T*>(y), static_cast<float>(alpha), n);
     PTDP_CUDA_CHECK_LAUNCH("scale_kernel");
   });
 }
@@ -140,19 +143,20 @@ void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* 
   dispatch_float(dt, "sum", [&](auto z) {
     using T = decltype(z);
     if (squares)
-      sum_partial_kernel<T, true><<<unsigned(blocks), kThreads, 0, st>>>(partials, static_cast<const T*>(x), n);
+      PTDP_LAUNCH(unsigned(blocks), kThreads, 0, st, sum_partial_kernel<T, true>)(partials, static_cast<const T*>(x), n);
     else
-      sum_partial_kernel<T, false><<<unsigned(blocks), kThreads, 0, st>>>(partials, static_cast<const T*>(x), n);
+      PTDP_LAUNCH(unsigned(blocks), kThreads, 0, st, sum_partial_kernel<T, false>)(partials, static_cast<const T*>(x), n);
     PTDP_CUDA_CHECK_LAUNCH("sum_partial_kernel");
   });
-  sum_finish_kernel<<<1, 1024, 0, st>>>(out, partials, int(blocks));
+  PTDP_LAUNCH(1, 1024, 0, st, sum_finish_kernel)(out, partials, int(blocks));
   PTDP_CUDA_CHECK_LAUNCH("sum_finish_kernel");
 }
 
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
            float decay, float c1, float c2, cudaStream_t st) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(p, g, m, v, n, lr, beta1, beta2, eps, decay, c1, c2);
+  PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, adamw_kernel)
+  (p, g, m, v, n, lr, beta1, beta2, eps, decay, c1, c2);
   PTDP_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
@@ -160,8 +164,8 @@ void bias_broadcast(void* y, const void* bias, DType dt, int64_t m, int64_t n, i
   if (m == 0 || n == 0) return;
   dispatch_float(dt, "linear bias", [&](auto z) {
     using T = decltype(z);
-    bias_broadcast_kernel<T><<<grid_for(m * n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y),
-                                                                             static_cast<const T*>(bias), m, n, ld);
+    PTDP_LAUNCH(grid_for(m * n, kThreads), kThreads, 0, st, bias_broadcast_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(bias), m, n, ld);
     PTDP_CUDA_CHECK_LAUNCH("bias_broadcast_kernel");
   });
 }

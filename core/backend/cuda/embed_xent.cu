@@ -87,9 +87,8 @@ void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte
   if (n * h == 0) return;
   dispatch_float(dt, "embedding_forward", [&](auto z) {
     using T = decltype(z);
-    embedding_forward_kernel<T><<<grid_for(n * h, kThreads), kThreads, 0, st>>>(
-        static_cast<T*>(x), tok, static_cast<const T*>(wte), wte_rows, vocab_start, static_cast<const T*>(wpe), n, h,
-        s);
+    PTDP_LAUNCH(grid_for(n * h, kThreads), kThreads, 0, st, embedding_forward_kernel<T>)
+    (static_cast<T*>(x), tok, static_cast<const T*>(wte), wte_rows, vocab_start, static_cast<const T*>(wpe), n, h, s);
     PTDP_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
   });
 }
@@ -99,8 +98,8 @@ void embedding_backward(float* dwte, float* dwpe, const void* dx, DType dt, cons
   if (n * h == 0) return;
   dispatch_float(dt, "embedding_backward", [&](auto z) {
     using T = decltype(z);
-    embedding_backward_kernel<T><<<grid_for(n * h, kThreads), kThreads, 0, st>>>(
-        dwte, dwpe, static_cast<const T*>(dx), tok, wte_rows, vocab_start, n, h, s);
+    PTDP_LAUNCH(grid_for(n * h, kThreads), kThreads, 0, st, embedding_backward_kernel<T>)
+    (dwte, dwpe, static_cast<const T*>(dx), tok, wte_rows, vocab_start, n, h, s);
     PTDP_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
 }
@@ -109,7 +108,7 @@ void xent_row_max(float* max, const void* logits, DType dt, int64_t n, int64_t v
   if (n == 0) return;
   dispatch_float(dt, "xent_row_max", [&](auto z) {
     using T = decltype(z);
-    row_max_kernel<T><<<unsigned(n), kThreads, 0, st>>>(max, static_cast<const T*>(logits), v, v_valid);
+    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, row_max_kernel<T>)(max, static_cast<const T*>(logits), v, v_valid);
     PTDP_CUDA_CHECK_LAUNCH("row_max_kernel");
   });
 }
@@ -119,7 +118,7 @@ void xent_sum_exp(float* se, const void* logits, const float* max, DType dt, int
   if (n == 0) return;
   dispatch_float(dt, "xent_sum_exp", [&](auto z) {
     using T = decltype(z);
-    sum_exp_kernel<T><<<unsigned(n), kThreads, 0, st>>>(se, static_cast<const T*>(logits), max, v, v_valid);
+    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, sum_exp_kernel<T>)(se, static_cast<const T*>(logits), max, v, v_valid);
     PTDP_CUDA_CHECK_LAUNCH("sum_exp_kernel");
   });
 }
@@ -129,15 +128,15 @@ void xent_target_logit(float* tgt, const void* logits, DType dt, const int32_t* 
   if (n == 0) return;
   dispatch_float(dt, "xent_target_logit", [&](auto z) {
     using T = decltype(z);
-    target_logit_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(tgt, static_cast<const T*>(logits), targets,
-                                                                       n, v, vocab_start, v_valid);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, target_logit_kernel<T>)
+    (tgt, static_cast<const T*>(logits), targets, n, v, vocab_start, v_valid);
     PTDP_CUDA_CHECK_LAUNCH("target_logit_kernel");
   });
 }
 
 void xent_loss(float* loss, const float* max, const float* se, const float* tgt, int64_t n, cudaStream_t st) {
   if (n == 0) return;
-  loss_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(loss, max, se, tgt, n);
+  PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, loss_kernel)(loss, max, se, tgt, n);
   PTDP_CUDA_CHECK_LAUNCH("loss_kernel");
 }
 
@@ -147,8 +146,8 @@ void xent_backward(void* dlogits, const void* logits, const float* max, const fl
   if (n == 0) return;
   dispatch_float(dt, "xent_backward", [&](auto z) {
     using T = decltype(z);
-    xent_backward_kernel<T><<<unsigned(n), kThreads, 0, st>>>(static_cast<T*>(dlogits), static_cast<const T*>(logits),
-                                                              max, se, targets, v, vocab_start, v_valid, scale);
+    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, xent_backward_kernel<T>)
+    (static_cast<T*>(dlogits), static_cast<const T*>(logits), max, se, targets, v, vocab_start, v_valid, scale);
     PTDP_CUDA_CHECK_LAUNCH("xent_backward_kernel");
   });
 }

@@ -100,9 +100,9 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const v
   if (n == 0) return;
   dispatch_float(dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
-    layernorm_forward_kernel<T><<<row_blocks(n), kThreads, 0, st>>>(
-        static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(g), static_cast<const T*>(b),
-        n, c, eps);
+    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T>)
+    (static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(g), static_cast<const T*>(b), n, c,
+     eps);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
   });
 }
@@ -113,9 +113,9 @@ void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const vo
   if (n == 0) return;
   dispatch_float(dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
-    layernorm_backward_dx_kernel<T><<<row_blocks(n), kThreads, 0, st>>>(
-        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean,
-        rstd, n, c);
+    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_backward_dx_kernel<T>)
+    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd, n,
+     c);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
     column_reduce<2>(LayerNormParamGrads<T>{static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, c}, n,
                      c, dg, db, partials, st);
@@ -126,7 +126,8 @@ void gelu_forward(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) 
   if (n == 0) return;
   dispatch_float(dt, "gelu_forward", [&](auto z) {
     using T = decltype(z);
-    gelu_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<T*>(y), static_cast<const T*>(x), n);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, gelu_forward_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(x), n);
     PTDP_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
   });
 }
@@ -135,8 +136,8 @@ void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n,
   if (n == 0) return;
   dispatch_float(dt, "gelu_backward", [&](auto z) {
     using T = decltype(z);
-    gelu_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, st>>>(
-        static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, gelu_backward_kernel<T>)
+    (static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n);
     PTDP_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
   });
 }
