@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The CUDA path on the virtual GPU (vgpu/, docs/CUDA.md): builds ptdp with -DPTDP_VGPU=ON in
+# build-vgpu/ (the CUDA sources as host C++ against vgpu's CUDA runtime, cuBLASLt and NCCL, with
+# race, bounds and barrier checks) and runs every CUDA, NCCL and GPU-accept test and the vgpu's
+# own tests there. None may be skipped: a skip fails this script. The tests of "no GPU here"
+# behaviour run once more with VGPU_DEVICES=0 (a machine without GPUs).
+#   scripts/test_vgpu.sh               # after scripts/setup.sh (scripts/test.sh calls it)
+#   scripts/test_vgpu.sh -R NcclComm   # extra arguments go to both ctest runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+# shellcheck disable=SC2086
+cmake -S . -B build-vgpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_VGPU=ON -DPTDP_BUILD_MICROBENCH=OFF \
+  ${PTDP_CMAKE_ARGS:-} >/dev/null
+cmake --build build-vgpu -j "$jobs"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+
+without_gpu='WithoutA?Gpu|NoGpu'
+gpu_tests='Cuda|Nccl|Gpu|vgpu|Vgpu'
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+run() { ctest --test-dir build-vgpu --output-on-failure --timeout 600 "$@" | tee -a "$log" || status=$?; }
+run -L vgpu "$@"                                     # the harness's own tests
+run -R "$gpu_tests" -E "$without_gpu" -LE vgpu "$@"  # ptdp's CUDA, NCCL and GPU-accept tests
+VGPU_DEVICES=0 run -R "$without_gpu" "$@"            # a machine without GPUs
+if grep -q '\*\*\*Skipped\|Not Run' "$log"; then
+  echo "test_vgpu: tests were skipped in the vgpu build (every CUDA and NCCL test must run there):" >&2
+  grep '\*\*\*Skipped\|Not Run' "$log" >&2
+  status=1
+fi
+exit "$status"

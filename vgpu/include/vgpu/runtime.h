@@ -1,0 +1,108 @@
+// The virtual GPU's internal services: what the CUDA runtime subset (src/runtime) offers to the
+// kernel executor (src/kernel), the cuBLASLt subset (src/cublas) and the NCCL subset (src/nccl).
+// Product code never includes this header; tests of the harness may.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vgpu {
+
+// ---- Violations: misuse the vgpu detects (out-of-bounds, race, barrier divergence, mismatched
+// collectives, use after abort...). By default one block is printed to stderr, beginning
+// "vgpu: <kind>:", and the process aborts, so no test can pass through one. Harness tests
+// capture them instead (CaptureViolations); then report_violation returns and the caller goes on
+// as the real library would (an error code, a sticky error, a stopped kernel).
+void report_violation(const std::string& kind, const std::string& message);
+
+class CaptureViolations {  // while one exists (process-wide), violations are collected, not fatal
+ public:
+  CaptureViolations();
+  ~CaptureViolations();
+  CaptureViolations(const CaptureViolations&) = delete;
+  CaptureViolations& operator=(const CaptureViolations&) = delete;
+  std::vector<std::string> messages() const;  // "kind: message", in order
+};
+
+// ---- Where a call came from: an API name plus file:line where known (kernel launches through
+// PTDP_LAUNCH), else a backtrace of the host thread taken at the call and symbolised only when
+// a report needs it.
+struct Site {
+  std::string what;          // "kernel layernorm_forward_kernel<T>", "cudaMemcpyAsync", "ncclAllReduce"
+  const char* file = nullptr;
+  int line = 0;
+  std::vector<void*> frames;  // filled by capture_site()
+  std::string describe() const;  // one or more lines for a report
+};
+Site capture_site(std::string what, const char* file = nullptr, int line = 0);
+
+// ---- Device memory registry. cudaMalloc'd memory is host memory with guard zones before and
+// after (a fill pattern checked after every operation that touched the allocation, at free and
+// at synchronisation); cudaMallocHost memory is registered as pinned host memory.
+struct AllocInfo {
+  char* base = nullptr;   // first user byte
+  size_t bytes = 0;       // user size
+  int device = -1;        // -1: pinned host memory
+  uint64_t id = 0;        // unique per allocation, never reused
+};
+std::optional<AllocInfo> find_allocation(const void* p);  // the allocation containing p (device or pinned)
+// Reports a violation unless [p, p + bytes) lies inside one device allocation (pinned host
+// memory too when allow_pinned). `what` names the operand ("cublasLtMatmul A", "ncclSend buffer").
+bool check_range(const void* p, size_t bytes, const std::string& what, bool allow_pinned = false);
+// Guard-zone check of the allocation containing p (no-op for unknown pointers); reports overruns.
+void check_guards(const void* p, const std::string& after_what);
+// Initialisation shadow: bytes written by a copy, memset, kernel, GEMM or collective are
+// initialised; a copy, GEMM or collective reading uninitialised device memory is reported.
+void mark_initialized(const void* p, size_t bytes);
+void check_initialized(const void* p, size_t bytes, const std::string& what);
+
+// ---- Streams and ordering. Each stream has one worker thread that runs its work in order.
+// A null stream means the legacy default stream of the current device.
+cudaStream_t resolve_stream(cudaStream_t s);
+int current_device();
+int stream_device(cudaStream_t s);
+
+enum class Access { Read, Write };
+struct Range {
+  const void* ptr;
+  size_t bytes;
+  Access access;
+};
+
+// Queues `work` on stream s. The race checker records `ranges` at this point, in the host's
+// program order: a range used on another stream (or by the host) without an ordering event or
+// synchronisation between the two is reported with both sites. `work` runs on the stream's
+// worker; a non-success return becomes the stream's error (sticky for cudaErrorIllegalAddress,
+// as on a GPU), reported by the next synchronisation or query. After it runs, the guard zones
+// of the allocations in `ranges` are checked.
+void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work);
+
+// Marks that the host thread now observes everything queued on s so far (as cudaStreamSynchronize
+// does), for the race checker; used by libraries that wait for a stream themselves.
+void host_observes_stream(cudaStream_t s);
+
+// The error that the most recent runtime call of this host thread returns and that
+// cudaGetLastError then clears; libraries built on the runtime set it for launch failures.
+void set_last_error(cudaError_t e);
+
+// Number of virtual devices: VGPU_DEVICES (default 8; 0 behaves as a machine without a GPU).
+int device_count();
+
+// ---- Additions by the runtime part (not in the original contract) ----
+// Events created and not yet destroyed (cudaEventCreate* minus cudaEventDestroy), process-wide:
+// tests check that code under test does not leak events.
+size_t live_events();
+// Test-only: overrides VGPU_DEVICES (n >= 0), or re-reads it (n < 0). Only between tests, with
+// no stream work pending.
+void set_device_count_for_testing(int n);
+// Test-only: waits for the device's streams, then clears its sticky error and the streams'
+// pending errors, so harness tests can plant a fault (cudaErrorIllegalAddress...) and go on. A
+// real process must terminate to recover from a sticky error.
+void reset_device_for_testing(int device);
+
+}  // namespace vgpu

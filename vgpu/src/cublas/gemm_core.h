@@ -1,0 +1,39 @@
+// The GEMM arithmetic behind cublasLtMatmul and cublasGemm*Ex, with no checks and no streams:
+// column-major D = alpha op(A) op(B) + beta C (+ bias per row of D), per batch, computed in f32
+// over OpenBLAS (16-bit operands widened, one rounding into D's type at the end).
+#pragma once
+#include <library_types.h>
+
+#include <cstdint>
+
+namespace vgpu::blas {
+
+// A matrix as stored: rows x cols column-major with leading dimension ld (elements), batch i at
+// ptr + i * stride elements.
+struct Matrix {
+  const void* ptr = nullptr;
+  cudaDataType type = CUDA_R_32F;
+  int64_t rows = 0, cols = 0, ld = 0, stride = 0;
+};
+
+// op(A) is m x k, op(B) is k x n, C and D are m x n. C is not read when beta == 0 (as in BLAS);
+// C and D may be the same memory with the same layout. bias (m values of bias_type, batch i at
+// bias + i * bias_stride elements) is added to every column of D when not null.
+struct GemmProblem {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  float alpha = 1.0f, beta = 0.0f;
+  Matrix a, b, c, d;
+  const void* bias = nullptr;
+  cudaDataType bias_type = CUDA_R_32F;
+  int64_t bias_stride = 0;
+};
+
+// Runs the products; safe to call from several threads at once (scratch is per thread).
+void compute_gemm(const GemmProblem& p);
+
+// Stream workers call this before their first product: OpenBLAS (OpenMP build) then runs this
+// thread's products on this thread alone (see gemm_core.cpp for why).
+void use_one_blas_thread_here();
+
+}  // namespace vgpu::blas

@@ -1,0 +1,107 @@
+// Kernel launches (vgpu/launch.h): the checks made at the launch, on the host thread, and the
+// queueing of the grid on the stream's worker through vgpu::enqueue.
+#include <vgpu/launch.h>
+#include <vgpu/runtime.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernel/executor.h"
+
+namespace vgpu::detail {
+namespace {
+
+std::string dims(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+// Launch limits of every device of compute capability 5.0 and later (CUDA C++ Programming Guide,
+// Compute Capabilities, Table "Technical Specifications"): at most 1024 threads per block,
+// block dimensions x, y <= 1024 and z <= 64, grid dimensions x <= 2^31-1 and y, z <= 65535, and
+// 48 KiB of shared memory per block without an opt-in attribute. Violating them fails the launch
+// with cudaErrorInvalidConfiguration ("a kernel launch is requesting resources that can never be
+// satisfied by the current device", CUDA Runtime API, cudaError).
+const char* invalid_configuration(const KernelSpec& s) {
+  const dim3 b = s.block, g = s.grid;
+  if (b.x == 0 || b.y == 0 || b.z == 0) return "a block dimension is 0";
+  if (g.x == 0 || g.y == 0 || g.z == 0) return "a grid dimension is 0";
+  if (b.x > 1024 || b.y > 1024 || b.z > 64) return "a block dimension exceeds (1024, 1024, 64)";
+  if (uint64_t(b.x) * b.y * b.z > 1024) return "the block has more than 1024 threads";
+  if (g.x > 2147483647u || g.y > 65535 || g.z > 65535) return "a grid dimension exceeds (2^31-1, 65535, 65535)";
+  if (s.shmem > 48 * 1024) return "the dynamic shared memory exceeds 48 KiB";
+  return nullptr;
+}
+
+std::string operand(const KernelSpec& spec, const PointerArg& p) {
+  std::string s = "argument #" + std::to_string(p.arg);
+  if (p.field) s += " (field #" + std::to_string(p.field) + ")";
+  return s;
+}
+
+}  // namespace
+
+void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vector<PointerArg>& pointers,
+                   std::shared_ptr<const void> closure, ThreadBody body) {
+  if (invalid_configuration(spec)) {
+    set_last_error(cudaErrorInvalidConfiguration);  // nothing is queued, as on a GPU
+    return;
+  }
+  // Each pointer argument: the rest of its allocation, read through a pointer to const, else
+  // written. Kernels can dereference device memory and (mapped) pinned host memory only.
+  int device = -2;  // looked up once a device pointer needs it
+  std::vector<Range> ranges;
+  bool ok = true;
+  for (const PointerArg& p : pointers) {
+    if (!p.ptr) continue;
+    const std::optional<AllocInfo> a = find_allocation(p.ptr);
+    if (!a) {
+      // One past the end of an allocation is a valid pointer (an end marker, or the data of an
+      // empty tensor): only dereferencing it would fault, and the guard zones catch that.
+      const std::optional<AllocInfo> before = find_allocation(static_cast<const char*>(p.ptr) - 1);
+      if (before && before->base + before->bytes == static_cast<const char*>(p.ptr)) continue;
+      report_violation("invalid kernel argument",
+                       kernel::describe_kernel(spec) + " " + operand(spec, p) +
+                           " is not device memory (a host pointer, or freed): a kernel can only access memory "
+                           "from cudaMalloc or cudaMallocHost (CUDA C++ Programming Guide, Device Memory).");
+      ok = false;
+      continue;
+    }
+    if (a->device >= 0 && device == -2) device = stream_device(stream);
+    if (a->device >= 0 && device >= 0 && a->device != device) {
+      report_violation("invalid kernel argument",
+                       kernel::describe_kernel(spec) + " " + operand(spec, p) + " is memory of device " +
+                           std::to_string(a->device) + ", but the kernel runs on device " + std::to_string(device) +
+                           " and peer access is not enabled (CUDA C++ Programming Guide, Peer-to-Peer Memory "
+                           "Access).");
+      ok = false;
+      continue;
+    }
+    const size_t rest = static_cast<size_t>(a->base + a->bytes - static_cast<const char*>(p.ptr));
+    ranges.push_back(Range{p.ptr, rest, p.read_only ? Access::Read : Access::Write});
+  }
+  // Written memory counts as initialised once the kernel has run (as the runtime's copies mark theirs).
+  std::vector<Range> written;
+  for (const Range& r : ranges)
+    if (r.access == Access::Write) written.push_back(r);
+  // For the race checker a kernel argument is the byte it points at: where a kernel's accesses
+  // end is unknown (a grid-stride loop over n elements, a view into a larger buffer such as the
+  // flat gradient buffer whose other buckets NCCL reduces meanwhile), but a kernel that uses its
+  // buffer touches where the pointer points. Races on later bytes only are missed (docs/CUDA.md);
+  // the guard zones of the whole allocation are still checked after the kernel.
+  for (Range& r : ranges) r.bytes = 1;
+
+  Site site = capture_site(std::string("kernel ") + spec.name + " <<<" + dims(spec.grid) + ", " + dims(spec.block) +
+                               ">>>",
+                           spec.file, spec.line);
+  enqueue(stream, std::move(site), std::move(ranges),
+          [spec, closure = std::move(closure), body, ok, written = std::move(written)]() -> cudaError_t {
+            if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
+            const cudaError_t e = kernel::run_grid(spec, body, closure.get());
+            if (e == cudaSuccess)
+              for (const Range& r : written) mark_initialized(r.ptr, r.bytes);
+            return e;
+          });
+}
+
+}  // namespace vgpu::detail

@@ -1,0 +1,145 @@
+// Device memory: alignment, poison, guard zones, use after free, invalid frees, the registry
+// and the initialisation shadow.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "runtime/test_util.h"
+
+namespace {
+using vgpu_test::any_contains;
+
+TEST(RuntimeMemory, AllocationsAreAlignedPoisonedAndRegistered) {
+  unsigned char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 1000), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 256, 0u);
+  EXPECT_EQ(d[0], 0xFF);  // host-visible here: cudaMalloc does not initialise, the vgpu poisons
+  EXPECT_EQ(d[999], 0xFF);
+  auto info = vgpu::find_allocation(d + 500);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->base, reinterpret_cast<char*>(d));
+  EXPECT_EQ(info->bytes, 1000u);
+  EXPECT_EQ(info->device, 0);
+  EXPECT_FALSE(vgpu::find_allocation(d + 1000).has_value());
+  void* h;
+  ASSERT_EQ(cudaMallocHost(&h, 100), cudaSuccess);
+  auto hinfo = vgpu::find_allocation(h);
+  ASSERT_TRUE(hinfo.has_value());
+  EXPECT_EQ(hinfo->device, -1);
+  EXPECT_NE(hinfo->id, info->id);
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(nullptr), cudaSuccess);
+}
+
+TEST(RuntimeMemory, CheckRangeAcceptsInsideAndReportsOutside) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 128), cudaSuccess);
+  void* h;
+  ASSERT_EQ(cudaMallocHost(&h, 64), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  EXPECT_TRUE(vgpu::check_range(d, 128, "test operand"));
+  EXPECT_TRUE(vgpu::check_range(d + 100, 28, "test operand"));
+  EXPECT_FALSE(vgpu::check_range(d + 100, 29, "test operand"));
+  EXPECT_FALSE(vgpu::check_range(d + 130, 4, "test operand"));
+  EXPECT_FALSE(vgpu::check_range(h, 4, "test operand"));  // pinned memory is not device memory
+  EXPECT_TRUE(vgpu::check_range(h, 4, "test operand", /*allow_pinned=*/true));
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_TRUE(any_contains(m, "overrunning its end by 1 byte(s)"));
+  EXPECT_TRUE(any_contains(m, "starts 2 byte(s) past the end of allocation"));
+  EXPECT_TRUE(any_contains(m, "needs device memory but got pinned host memory"));
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST(RuntimeMemory, HostWritePastTheEndIsCaughtAtFree) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 100), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  d[100] = 1;  // one byte past the end, through the pointer on the host
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  ASSERT_EQ(cap.messages().size(), 1u);
+  EXPECT_TRUE(any_contains(cap.messages(), "out of bounds: memory past the end of allocation"));
+  EXPECT_TRUE(any_contains(cap.messages(), "bytes 0 to 0 after its last byte"));
+}
+
+TEST(RuntimeMemory, WriteBeforeTheStartIsCaughtAtSynchronize) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  d[-3] = 0;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cap.messages().size(), 1u);
+  EXPECT_TRUE(any_contains(cap.messages(), "memory before the start of allocation"));
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cap.messages().size(), 1u);  // repaired once reported
+}
+
+TEST(RuntimeMemory, UseAfterFreeIsReportedWithTheFreeSite) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 64), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  char host[64];
+  vgpu::CaptureViolations cap;
+  EXPECT_EQ(cudaMemcpy(host, d, 64, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_FALSE(vgpu::check_range(d + 8, 8, "kernel argument"));
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(any_contains(m, "use after free: cudaMemcpy source uses 64 bytes at offset 0"));
+  EXPECT_TRUE(any_contains(m, "freed by: cudaFree"));
+  cudaGetLastError();
+}
+
+TEST(RuntimeMemory, InvalidAndDoubleFreesAreInvalidValue) {
+  int local = 0;
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
+  void* h;
+  ASSERT_EQ(cudaMallocHost(&h, 64), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  EXPECT_EQ(cudaFree(&local), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(d + 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(h), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(d), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_TRUE(any_contains(m, "got a pointer that no cudaMalloc returned"));
+  EXPECT_TRUE(any_contains(m, "1 bytes inside allocation"));
+  EXPECT_TRUE(any_contains(m, "pinned host memory is freed with cudaFreeHost"));
+  EXPECT_TRUE(any_contains(m, "device memory is freed with cudaFree"));
+  EXPECT_TRUE(any_contains(m, "(double free)"));
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+}
+
+TEST(RuntimeMemory, InitialisationShadowIsPerByte) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 300), cudaSuccess);
+  vgpu::mark_initialized(d + 1, 130);
+  vgpu::CaptureViolations cap;
+  vgpu::check_initialized(d + 1, 130, "test read");
+  EXPECT_TRUE(cap.messages().empty());
+  vgpu::check_initialized(d, 2, "test read");
+  vgpu::check_initialized(d + 100, 32, "test read");
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(any_contains(m, "1 of them (the first at offset 0)"));
+  EXPECT_TRUE(any_contains(m, "1 of them (the first at offset 131)"));
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST(RuntimeMemory, ZeroBytesAllocatesNothing) {
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(cudaMalloc(&p, 0), cudaSuccess);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(cudaMalloc(nullptr, 4), cudaErrorInvalidValue);
+  cudaGetLastError();
+}
+
+}  // namespace

@@ -1,0 +1,141 @@
+// Cross-stream race checker: vector clocks over agents (the host, each stream), advanced in the
+// host's program order at enqueue time; every allocation keeps its recent accesses, and a new
+// access that conflicts with an unordered access of another agent is reported with both sites.
+//
+// Ordering edges (CUDA's rules): host program order precedes work it queues; work in one stream
+// is ordered; cudaEventRecord + cudaStreamWaitEvent; host synchronisation (stream/event/device
+// synchronize, a successful query, synchronous copies, cudaFree); the legacy default stream
+// against blocking streams. All host threads form one agent: the checker follows the real order
+// of their runtime calls (mutexes and thread starts between host threads are invisible to it).
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "runtime/registry.h"
+
+namespace vgpu {
+namespace rt {
+namespace {
+
+constexpr size_t kMaxAccessesPerAllocation = 64;  // oldest dropped beyond this (bounded memory)
+
+struct Agents {
+  uint32_t next = 1;                 // slot 0 is the host
+  std::vector<uint32_t> free;        // slots of destroyed streams
+  std::vector<uint64_t> last_epoch;  // per slot: the last epoch used (reused slots continue it)
+};
+Agents& agents() {
+  static Agents* a = new Agents;
+  return *a;
+}
+
+void report_race(const AllocRecord& a, const AccessRec& old, const AccessRec& now) {
+  std::ostringstream m;
+  m << (now.site ? now.site->what : std::string("?")) << " on " << stream_name(now.stream) << " "
+    << (now.write ? "writes" : "reads") << " bytes [" << now.lo << ", " << now.hi << ") of " << describe_record(a)
+    << ", which " << (old.site ? old.site->what : std::string("?")) << " on " << stream_name(old.stream) << " "
+    << (old.write ? "wrote" : "read") << " (bytes [" << old.lo << ", " << old.hi
+    << ")) with nothing ordering the two: no cudaEventRecord after the first that the second stream waited for "
+       "(cudaStreamWaitEvent), and no host synchronisation with the first stream before the second was queued. "
+       "CUDA runs work of different streams concurrently unless events, synchronisation or the legacy default "
+       "stream order it."
+    << "\n  first:  " << (old.site ? old.site->describe() : std::string("?"))
+    << "\n  second: " << (now.site ? now.site->describe() : std::string("?"))
+    << site_lines(a);
+  report_violation("race", m.str());
+}
+
+void check_and_record(AllocRecord& a, AccessRec&& now, const VClock& clock) {
+  auto& acc = a.accesses;
+  for (size_t i = 0; i < acc.size();) {
+    AccessRec& o = acc[i];
+    if (o.hi <= now.lo || o.lo >= now.hi) {
+      ++i;
+      continue;
+    }
+    const bool ordered = o.agent == now.agent || o.epoch <= clock.get(o.agent);
+    if (!ordered && (o.write || now.write) && !o.reported) {
+      o.reported = true;  // one report per earlier access
+      report_race(a, o, now);
+    }
+    // An earlier access covered by this one and ordered before it can go: any later access
+    // that races with it races with this one too, except when it was a write and this a read.
+    if (ordered && o.lo >= now.lo && o.hi <= now.hi && !(o.write && !now.write)) {
+      acc.erase(acc.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+  acc.push_back(std::move(now));
+  if (acc.size() > kMaxAccessesPerAllocation) acc.erase(acc.begin());
+}
+
+}  // namespace
+
+bool racecheck_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VGPU_RACECHECK");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+std::mutex& race_mutex() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+
+VClock& host_clock() {
+  static VClock* c = new VClock;
+  return *c;
+}
+
+void race_attach_agent(StreamImpl* s) {
+  Agents& ag = agents();
+  uint32_t slot;
+  if (!ag.free.empty()) {
+    slot = ag.free.back();
+    ag.free.pop_back();
+  } else {
+    slot = ag.next++;
+    ag.last_epoch.resize(slot + 1, 0);
+  }
+  s->agent = slot;
+  s->clock.v.clear();
+  s->clock.set(slot, ag.last_epoch[slot]);
+}
+
+void race_retire_agent(StreamImpl* s) {
+  Agents& ag = agents();
+  ag.last_epoch[s->agent] = s->clock.get(s->agent);
+  ag.free.push_back(s->agent);
+}
+
+void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site) {
+  VClock& host = host_clock();
+  s->clock.join(host);                // what the host did before queuing precedes the item
+  host.set(0, host.get(0) + 1);       // and what it does next does not
+  const uint64_t epoch = s->clock.get(s->agent) + 1;
+  s->clock.set(s->agent, epoch);
+  for (const Range& r : ranges) {
+    if (r.bytes == 0 || !r.ptr) continue;
+    AllocRecord* a;
+    {
+      std::shared_lock<std::shared_mutex> lock(registry().mu);
+      a = find_locked(r.ptr);
+    }
+    // Records are deleted only under race_mutex() (held here), so `a` stays valid.
+    if (!a || a->freed) continue;
+    const size_t lo = static_cast<size_t>(static_cast<const char*>(r.ptr) - a->base);
+    const size_t hi = std::min(a->bytes, lo + r.bytes);
+    check_and_record(*a, AccessRec{lo, hi, s->agent, epoch, r.access == Access::Write, false, s, site}, s->clock);
+  }
+}
+
+void race_forget(AllocRecord* a) {
+  a->accesses.clear();
+  a->accesses.shrink_to_fit();
+}
+
+}  // namespace rt
+}  // namespace vgpu
