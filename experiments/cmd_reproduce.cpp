@@ -531,7 +531,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
         const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
         if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
           require_supported(c);
-          require_backend_here(c);
+          require_backend_here(c, true);  // ranks run as threads here
         }
         if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) require_supported(eq1_measurement(c));
       } catch (const UsageError& e) {

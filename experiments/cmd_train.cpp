@@ -82,8 +82,8 @@ std::string loss_log_csv(const std::vector<std::pair<int, IterStats>>& iters) {
 }
 
 // Refuses, before any work, what cannot succeed: an unwritable result file, a model too big.
-void preflight(const RunConfig& c) {
-  require_backend_here(c);
+void preflight(const RunConfig& c, bool thread_ranks) {
+  require_backend_here(c, thread_ranks);
   if (!c.csv.empty()) check_result_csv(c.csv);
   if (!c.loss_log.empty()) check_loss_log(c.loss_log);
   if (!c.save_init_dir.empty() && !c.load_dir.empty())
@@ -257,9 +257,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
 std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
   require_supported(c);
-  preflight(c);
+  // --comm nccl: one process per GPU under mpirun/srun (bootstrapped over MPI), else thread ranks.
+  const bool processes = c.comm == "mpi" || (c.comm == "nccl" && mpi_world);
+  preflight(c, !processes);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
-  if (c.comm == "mpi" || c.comm == "nccl") {  // nccl: one process per GPU, bootstrapped over MPI
+  if (processes) {
     PTDP_CHECK(mpi_world != nullptr, "--comm {} without an MPI world", c.comm);
     if (mpi_world->size() != c.ranks)
       usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),

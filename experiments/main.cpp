@@ -14,6 +14,7 @@
 #endif
 #include "experiments/cli_flags.h"
 #include "experiments/commands.h"
+#include "experiments/rank_device.h"
 
 namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp
 std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app);
@@ -77,8 +78,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> mpi_world;
 #endif
   try {
-    // nccl bootstraps over MPI (with --backend cuda; otherwise validation refuses it before MPI starts)
-    const bool nccl = train_flags.run.comm == "nccl" && train_flags.run.backend == "cuda";
+    // nccl bootstraps over MPI when a launcher started the processes (with --backend cuda;
+    // otherwise validation refuses it before MPI starts); without one its ranks are threads.
+    const bool nccl = train_flags.run.comm == "nccl" && train_flags.run.backend == "cuda" && started_by_launcher();
     if (*train && (train_flags.run.comm == "mpi" || nccl)) {
 #ifdef PTDP_HAVE_MPI
       mpi = std::make_unique<MpiSession>(&argc, &argv);

@@ -16,6 +16,12 @@
 
 namespace ptdp {
 
+bool started_by_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
 #ifdef PTDP_HAVE_CUDA
 namespace {
 
@@ -29,11 +35,16 @@ int local_rank_from_launcher() {
 }  // namespace
 #endif
 
-void require_backend_here(const RunConfig& c) {
+void require_backend_here(const RunConfig& c, bool thread_ranks) {
   if (c.backend == "cpu") return;
 #ifdef PTDP_HAVE_CUDA
   std::string why;
-  if (cuda::device_count(&why) == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
+  const int gpus = cuda::device_count(&why);
+  if (gpus == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
+  // NCCL refuses two ranks of one communicator on one GPU.
+  if (c.comm == "nccl" && thread_ranks && c.ranks > gpus)
+    usage_error("--comm nccl runs one rank per GPU: {} ranks but {} GPU(s) here (--comm local lets ranks share a GPU)",
+                c.ranks, gpus);
 #else
   usage_error("--backend {}: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)",
               c.backend);
@@ -41,7 +52,8 @@ void require_backend_here(const RunConfig& c) {
 }
 
 RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) {
-  require_backend_here(c);
+  const bool threads = world.backend() == "local";
+  require_backend_here(c, threads);
   if (c.backend == "cpu") {
     backend_ = make_cpu_backend();
     return;
@@ -50,12 +62,16 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
   const int gpus = cuda::device_count();
   // Thread ranks share the GPUs round-robin (one GPU: all of them, each on its own stream);
   // processes take the GPU of their index on the node.
-  const int local = c.comm == "local" ? world.rank() : local_rank_from_launcher();
+  const int local = threads ? world.rank() : local_rank_from_launcher();
+  if (c.comm == "nccl" && local >= gpus)
+    usage_error("--comm nccl runs one rank per GPU: local rank {} has none of its own ({} GPU(s) on this node; start "
+                "at most {} processes per node)",
+                local, gpus, gpus);
   device_ = (local >= 0 ? local : world.rank()) % gpus;
   backend_ = make_cuda_backend(device_);
   if (c.comm == "nccl") {
 #ifdef PTDP_HAVE_NCCL
-    nccl_ = make_nccl_world(world, device_, world.timeout());
+    nccl_ = make_nccl_world(world, device_, world.timeout(), backend_.get());
     wrapped_ = make_device_comm(*nccl_, *backend_, Device::CUDA);
 #else
     usage_error("--comm nccl: this build has no NCCL");

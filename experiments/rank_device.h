@@ -1,7 +1,8 @@
 // The backend and communicator of one training rank. --backend cpu: the CPU backend and the
 // world as given. --backend cuda: the CUDA backend on this rank's GPU, and the world wrapped so
 // that device tensors reach the communicator: through host memory for --comm local and mpi,
-// as they are for --comm nccl (NCCL bootstrapped over the given MPI world).
+// as they are for --comm nccl (NCCL bootstrapped over the given world: MPI processes, or thread
+// ranks with one GPU each).
 #pragma once
 #include <memory>
 
@@ -12,8 +13,13 @@
 namespace ptdp {
 
 // UsageError naming --backend when this build or machine cannot run c.backend (a CUDA
-// backend and at least one GPU for cuda), before any work.
-void require_backend_here(const RunConfig& c);
+// backend and at least one GPU for cuda; for --comm nccl on thread ranks, a GPU per rank),
+// before any work.
+void require_backend_here(const RunConfig& c, bool thread_ranks);
+
+// Whether mpirun/mpiexec (Open MPI, MPICH/PMI, PMIx) or srun started this process as one of
+// several: --comm nccl then runs one process per GPU over MPI, otherwise thread ranks.
+bool started_by_launcher();
 
 class RankDevice {
  public:

@@ -17,19 +17,19 @@ class DeviceComm final : public Communicator {
 
   void all_reduce(Tensor& x, ReduceOp op) override { all_reduce_async(x, op).wait(); }
   void all_gather(const Tensor& in, Tensor& out) override {
-    be_.synchronize();
+    settle();
     Tensor i = there(in), o = room_for(out);
     inner_->all_gather(i, o);
     back(o, out);
   }
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    be_.synchronize();
+    settle();
     Tensor i = there(in), o = room_for(out);
     inner_->reduce_scatter(i, o, op);
     back(o, out);
   }
   void broadcast(Tensor& x, int root) override {
-    be_.synchronize();
+    settle();
     Tensor t = there(x);
     inner_->broadcast(t, root);
     back(t, x);
@@ -37,12 +37,12 @@ class DeviceComm final : public Communicator {
   void send(const Tensor& x, int peer, int tag) override { isend(x, peer, tag).wait(); }
   void recv(Tensor& x, int peer, int tag) override { irecv(x, peer, tag).wait(); }
   void barrier() override {
-    be_.synchronize();
+    settle();
     inner_->barrier();
   }
 
   CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
-    be_.synchronize();
+    settle();
     Tensor t = there(x);
     CommHandle h = inner_->all_reduce_async(t, op);
     if (t.raw() == x.raw()) return h;
@@ -52,7 +52,7 @@ class DeviceComm final : public Communicator {
     });
   }
   CommHandle isend(const Tensor& x, int peer, int tag) override {
-    be_.synchronize();
+    settle();
     Tensor t = there(x);
     CommHandle h = inner_->isend(t, peer, tag);
     return CommHandle([h, t]() mutable { h.wait(); });  // keeps the temporary until sent
@@ -68,12 +68,17 @@ class DeviceComm final : public Communicator {
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
-    be_.synchronize();
+    settle();
     return std::make_unique<DeviceComm>(std::shared_ptr<Communicator>(inner_->split(color, key)), be_, place_);
   }
   void abort(const std::string& why) override { inner_->abort(why); }
 
  private:
+  // A host communicator reads finished data: the rank's queued compute is waited for. A device
+  // one (nccl) orders itself after the compute stream, without the host waiting.
+  void settle() {
+    if (place_ == Device::CPU) be_.synchronize();
+  }
   // x where the inner communicator needs it: x itself, or a copy.
   Tensor there(const Tensor& x) { return place_ == Device::CPU ? to_host(be_, x) : to_backend(be_, x); }
   // A buffer for x's values where the inner communicator needs it (x itself when there).

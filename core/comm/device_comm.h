@@ -1,8 +1,10 @@
 // A communicator for ranks whose tensors live on a GPU, around one that needs its buffers in
-// a given place: host memory (local, mpi) or device memory (nccl). Every call first waits for
-// the rank's queued compute (Backend::synchronize), so the communicator reads finished data;
-// a tensor in the other place is copied through a temporary buffer, there and back. Splits
-// are wrapped the same way. With the CPU backend it only forwards.
+// a given place: host memory (local, mpi) or device memory (nccl). For host memory every call
+// first waits for the rank's queued compute (Backend::synchronize), so the communicator reads
+// finished data; a device communicator orders itself after the compute stream instead (no host
+// wait, so collectives overlap the compute queued after them). A tensor in the other place is
+// copied through a temporary buffer, there and back. Splits are wrapped the same way. With the
+// CPU backend it only forwards.
 #pragma once
 #include <memory>
 

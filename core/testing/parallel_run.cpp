@@ -10,6 +10,9 @@
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/cuda_backend.h"
 #endif
+#ifdef PTDP_HAVE_NCCL
+#include "core/comm/nccl/nccl_comm.h"
+#endif
 #include "core/parallel/topology.h"
 #include "core/train/stage_model.h"
 
@@ -19,7 +22,8 @@ std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
          (scatter_gather ? "_sg" : "_nosg") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
-         (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend);
+         (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend) +
+         (comm == "local" ? "" : "_" + comm);
 }
 
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
@@ -45,9 +49,21 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
                          int iters, uint64_t seed) {
   const Topology topo(layout.tp, layout.pp, layout.dp);
   if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads or processes already
-  auto be = make_test_backend(layout.backend);
-  std::unique_ptr<Communicator> staged;  // device tensors go through the host communicator
-  if (be->device() != Device::CPU) staged = make_device_comm(world, *be, Device::CPU);
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Communicator> nccl, staged;  // device tensors go through the host communicator, or NCCL
+  if (layout.comm == "nccl") {
+#ifdef PTDP_HAVE_NCCL
+    PTDP_CHECK(layout.backend == "cuda", "layout {}: nccl needs the cuda backend", layout.name());
+    be = make_cuda_backend(world.rank());
+    nccl = make_nccl_world(world, world.rank(), world.timeout(), be.get());
+    staged = make_device_comm(*nccl, *be, Device::CUDA);
+#else
+    throw RuntimeError("layout " + layout.name() + ": this build has no NCCL");
+#endif
+  } else {
+    be = make_test_backend(layout.backend);
+    if (be->device() != Device::CPU) staged = make_device_comm(world, *be, Device::CPU);
+  }
   ParallelGroups g = ParallelGroups::create(staged ? *staged : world, topo);
   StageModel stage =
       build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed, layout.dtype);

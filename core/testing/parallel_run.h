@@ -28,6 +28,9 @@ struct Layout {
   // cpu | host-device (device plumbing on the CPU, testing/host_device_backend.h) | cuda (every
   // rank a thread on GPU 0). Not cpu: communicators stage device tensors through host memory.
   std::string backend = "cpu";
+  // local: the threads' communicator (device tensors staged through host memory); nccl (with
+  // backend cuda): NCCL over one GPU per rank, rank r on GPU r.
+  std::string comm = "local";
   std::string name() const;
 };
 // How gtest prints a Layout (its name, not its bytes).

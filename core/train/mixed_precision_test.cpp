@@ -12,6 +12,9 @@
 #include "core/testing/parallel_run.h"
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/device_info.h"
+#endif
 
 namespace ptdp {
 namespace {
@@ -94,6 +97,27 @@ TEST(MixedPrecision, Bf16ParallelLayoutsMatchOneRank) {
     EXPECT_LT(testing::compare_weights(ref, got).whole, 5e-3) << l.name();
   }
 }
+
+#ifdef PTDP_HAVE_CUDA
+// The CUDA backend in bf16 and f16 (t=2, p=2, every rank a thread on GPU 0) against the CPU
+// backend in the same precision: the same rounding points, sums in other orders.
+TEST(MixedPrecision, CudaBf16AndF16FollowTheCpuBackend) {
+  std::string why;
+  if (cuda::device_count(&why) == 0) GTEST_SKIP() << "no GPU here: " << why;
+  const ModelConfig c = preset_config("tiny");
+  for (DType dt : {DType::BF16, DType::F16}) {
+    Layout cpu;
+    cpu.tp = 2, cpu.pp = 2, cpu.dtype = dt;
+    Layout gpu = cpu;
+    gpu.backend = "cuda";
+    const RunResult ref = testing::train_parallel(c, tiny_train(), cpu, 3, 5);
+    const RunResult got = testing::train_parallel(c, tiny_train(), gpu, 3, 5);
+    for (size_t i = 0; i < ref.losses.size(); ++i)
+      EXPECT_NEAR(got.losses[i], ref.losses[i], 5e-3 * ref.losses[i]) << gpu.name() << " iteration " << i + 1;
+    EXPECT_LT(testing::compare_weights(ref, got).whole, 5e-3) << gpu.name();
+  }
+}
+#endif
 
 // Runs `iters` steps of tiny in f16 on one rank; `hook(iteration, model)` runs before each.
 std::vector<IterStats> train_f16(const LossScaleConfig& ls, int iters,

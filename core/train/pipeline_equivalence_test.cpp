@@ -92,15 +92,17 @@ std::vector<Layout> host_device_layouts() {
 INSTANTIATE_TEST_SUITE_P(HostDevice, Ptdp, ::testing::ValuesIn(host_device_layouts()), layout_name);
 
 #ifdef PTDP_HAVE_CUDA
-// The whole grid with every rank a thread on GPU 0 (the CUDA backend, f32), against the CPU
-// reference. cuBLAS sums in another order than OpenBLAS, so the bounds are those of two
+// The whole grid with every rank a thread on GPU 0 (the CUDA backend, f32, communicators
+// staging through host memory), against the CPU reference. cuBLAS sums in another order than OpenBLAS, so the bounds are those of two
 // correct f32 computations rather than of the same one.
 class CudaPtdp : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
   std::string reason;
-  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  const int gpus = cuda::device_count(&reason);
+  if (gpus == 0) GTEST_SKIP() << "no GPU here: " << reason;
   Layout l = GetParam();
+  if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
   l.backend = "cuda";
   RunResult got = testing::train_parallel(model8(), train_cfg(), l, 3, 33);
   const RunResult& ref = reference();
@@ -110,6 +112,32 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, CudaPtdp, ::testing::ValuesIn(grid()), layout_name);
+
+#ifdef PTDP_HAVE_NCCL
+// The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather
+// setting and the overlapped data-parallel all-reduce appear at least once.
+std::vector<Layout> nccl_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool sg, bool overlap) {
+    Layout l;
+    l.tp = t, l.pp = p, l.dp = d, l.vpp = k == ScheduleKind::Interleaved ? 2 : 1, l.schedule = k;
+    l.recompute = r, l.scatter_gather = sg, l.overlap = overlap, l.bucket_elems = 20000;
+    l.comm = "nccl";
+    out.push_back(l);
+  };
+  add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Full, true, true);
+  add(1, 2, 1, ScheduleKind::OneFOneB, Recompute::None, true, false);
+  add(1, 4, 2, ScheduleKind::OneFOneB, Recompute::Selective, true, true);
+  add(2, 1, 2, ScheduleKind::GPipe, Recompute::None, true, true);
+  add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::Selective, false, false);
+  add(1, 4, 1, ScheduleKind::Interleaved, Recompute::None, true, false);
+  add(2, 4, 1, ScheduleKind::GPipe, Recompute::Full, true, false);
+  add(1, 2, 4, ScheduleKind::OneFOneB, Recompute::None, true, true);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, CudaPtdp, ::testing::ValuesIn(nccl_layouts()), layout_name);
+#endif
 #endif
 
 }  // namespace

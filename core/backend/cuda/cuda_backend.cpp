@@ -256,6 +256,8 @@ class CudaBackend final : public Backend {
     cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
   }
 
+  // The heads of the whole micro-batch at once: q, k, v permuted to one [s, 3 hd] block per
+  // (sequence, head), so that each product is a single strided batch of b * a GEMMs.
   void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
     on_device();
     NvtxRange r("attention_forward");
@@ -265,22 +267,22 @@ class CudaBackend final : public Backend {
     expect(qkv, "attention qkv", {n, ld}, dt);
     expect(y, "attention output", {n, hl}, dt);
     expect(probs, "attention probs", {b, a, s, s}, dt);
+    if (b == 0) return;
     const size_t e = dtype_size(dt);
+    const int64_t heads = int64_t(b) * a, w = 3 * int64_t(hd);
     const float scale = 1.0f / std::sqrt(float(hd));
-    // scores = q k^T / sqrt(hd), for all heads of one sequence at a time (strided batch)
-    const GemmShape qk{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = ld, .ldb = ld, .ldc = s,
-                       .batch = a, .stride_a = 3 * hd, .stride_b = 3 * hd, .stride_c = ss, .ab = dt, .c = dt};
-    const GemmShape pv{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = hl,
-                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = hd, .ab = dt, .c = dt};
-    for (int bi = 0; bi < b; ++bi) {
-      const char* q = bytes(qkv) + bi * s * ld * e;
-      gemm_->run(qk, scale, q + hd * e, q, 0.0f, bytes(probs) + bi * a * ss * e);
-    }
-    cuda::causal_softmax_forward(probs.raw(), dt, int64_t(b) * a * s, s, stream_);
-    for (int bi = 0; bi < b; ++bi) {
-      const char* q = bytes(qkv) + bi * s * ld * e;
-      gemm_->run(pv, 1.0f, q + 2 * hd * e, bytes(probs) + bi * a * ss * e, 0.0f, bytes(y) + bi * s * hl * e);
-    }
+    Tensor qh = empty({heads * s * w}, dt), yh = empty({heads * s * hd}, dt);
+    cuda::permute_heads(qh.raw(), qkv.raw(), dt, b, s, a, w, true, stream_);
+    // scores = q k^T / sqrt(hd)
+    const GemmShape qk{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = w, .ldb = w, .ldc = s,
+                       .batch = heads, .stride_a = s * w, .stride_b = s * w, .stride_c = ss, .ab = dt, .c = dt};
+    gemm_->run(qk, scale, bytes(qh) + hd * e, qh.raw(), 0.0f, probs.raw());
+    cuda::causal_softmax_forward(probs.raw(), dt, heads * s, s, stream_);
+    // y = p v
+    const GemmShape pv{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = w, .ldb = s, .ldc = hd,
+                       .batch = heads, .stride_a = s * w, .stride_b = ss, .stride_c = s * hd, .ab = dt, .c = dt};
+    gemm_->run(pv, 1.0f, bytes(qh) + 2 * hd * e, probs.raw(), 0.0f, yh.raw());
+    cuda::permute_heads(y.raw(), yh.raw(), dt, b, s, a, hd, false, stream_);
   }
 
   void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
@@ -294,32 +296,33 @@ class CudaBackend final : public Backend {
     expect(dqkv, "attention qkv grad", {n, ld}, dt);
     expect(dy, "attention output grad", {n, hl}, dt);
     expect(probs, "attention probs", {b, a, s, s}, dt);
+    if (b == 0) return;
     const size_t e = dtype_size(dt);
+    const int64_t heads = int64_t(b) * a, w = 3 * int64_t(hd);
     const float scale = 1.0f / std::sqrt(float(hd));
-    Tensor ds = empty({a, s, s}, dt);  // dP, then dS in place, one sequence at a time
+    Tensor qh = empty({heads * s * w}, dt), dqh = empty({heads * s * w}, dt), dyh = empty({heads * s * hd}, dt);
+    Tensor ds = empty({heads, s, s}, dt);  // dP, then dS in place
+    cuda::permute_heads(qh.raw(), qkv.raw(), dt, b, s, a, w, true, stream_);
+    cuda::permute_heads(dyh.raw(), dy.raw(), dt, b, s, a, hd, true, stream_);
+    const char* q = bytes(qh);
+    char* dq = bytes(dqh);
     // dP = dY V^T
-    const GemmShape dp{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = ld, .ldb = hl, .ldc = s,
-                       .batch = a, .stride_a = 3 * hd, .stride_b = hd, .stride_c = ss, .ab = dt, .c = dt};
+    const GemmShape dp{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = w, .ldb = hd, .ldc = s,
+                       .batch = heads, .stride_a = s * w, .stride_b = s * hd, .stride_c = ss, .ab = dt, .c = dt};
+    gemm_->run(dp, 1.0f, q + 2 * hd * e, dyh.raw(), 0.0f, ds.raw());
     // dV = P^T dY
-    const GemmShape dv{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = hl, .ldb = s, .ldc = ld,
-                       .batch = a, .stride_a = hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
-    // dQ = dS K
-    const GemmShape dq{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = ld,
-                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
-    // dK = dS^T Q
-    const GemmShape dk{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = ld, .ldb = s, .ldc = ld,
-                       .batch = a, .stride_a = 3 * hd, .stride_b = ss, .stride_c = 3 * hd, .ab = dt, .c = dt};
-    for (int bi = 0; bi < b; ++bi) {
-      const char* q = bytes(qkv) + bi * s * ld * e;
-      char* dqb = bytes(dqkv) + bi * s * ld * e;
-      const char* dyb = bytes(dy) + bi * s * hl * e;
-      const char* p = bytes(probs) + bi * a * ss * e;
-      gemm_->run(dp, 1.0f, q + 2 * hd * e, dyb, 0.0f, ds.raw());
-      gemm_->run(dv, 1.0f, dyb, p, 0.0f, dqb + 2 * hd * e);
-      cuda::causal_softmax_backward(ds.raw(), p, dt, int64_t(a) * s, s, scale, stream_);
-      gemm_->run(dq, 1.0f, q + hd * e, ds.raw(), 0.0f, dqb);
-      gemm_->run(dk, 1.0f, q, ds.raw(), 0.0f, dqb + hd * e);
-    }
+    const GemmShape dv{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = hd, .ldb = s, .ldc = w,
+                       .batch = heads, .stride_a = s * hd, .stride_b = ss, .stride_c = s * w, .ab = dt, .c = dt};
+    gemm_->run(dv, 1.0f, dyh.raw(), probs.raw(), 0.0f, dq + 2 * hd * e);
+    cuda::causal_softmax_backward(ds.raw(), probs.raw(), dt, heads * s, s, scale, stream_);
+    // dQ = dS K, dK = dS^T Q
+    const GemmShape dqs{.trans_a = false, .trans_b = false, .m = hd, .n = s, .k = s, .lda = w, .ldb = s, .ldc = w,
+                        .batch = heads, .stride_a = s * w, .stride_b = ss, .stride_c = s * w, .ab = dt, .c = dt};
+    gemm_->run(dqs, 1.0f, q + hd * e, ds.raw(), 0.0f, dq);
+    const GemmShape dks{.trans_a = false, .trans_b = true, .m = hd, .n = s, .k = s, .lda = w, .ldb = s, .ldc = w,
+                        .batch = heads, .stride_a = s * w, .stride_b = ss, .stride_c = s * w, .ab = dt, .c = dt};
+    gemm_->run(dks, 1.0f, q, ds.raw(), 0.0f, dq + hd * e);
+    cuda::permute_heads(dqkv.raw(), dqh.raw(), dt, b, s, a, w, false, stream_);
   }
 
   void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,

@@ -141,17 +141,23 @@ TEST_P(CudaOps, LinearForwardMatchesCpuWithAndWithoutBias) {
   }
 }
 
+// A bias 2 or 4 bytes past an aligned address (no epilogue: a broadcast kernel), and one 16 bytes
+// past it, which the BIAS epilogue takes: cuBLASLt's heuristic must see that bias (the vgpu
+// refuses an algorithm chosen for another bias alignment).
 TEST_P(CudaOps, LinearForwardTakesABiasAtAnUnalignedOffset) {
   const int64_t n = 45, in = 96, out = 200;
   Tensor x = input({n, in}, 4), w = input({out, in}, 5), b = input({out}, 6);
   Tensor ref = cpu_empty({n, out});
   cpu->linear_forward(ref, x, w, &b);
-  Tensor holder = gpu->empty({out + 1}, dt);
-  Tensor bias = holder.view(1, {out});  // 2 or 4 bytes past an aligned address
-  gpu->copy(bias, b);
-  Tensor dx = up(x), dw = up(w), y = poisoned({n, out}, dt);
-  gpu->linear_forward(y, dx, dw, &bias);
-  expect_close(y, ref, "linear y, unaligned bias");
+  for (int64_t offset : {int64_t(1), int64_t(16 / dtype_size(dt))}) {
+    Tensor holder = gpu->empty({out + offset}, dt);
+    Tensor bias = holder.view(offset, {out});
+    gpu->copy(bias, b);
+    Tensor dx = up(x), dw = up(w), y = poisoned({n, out}, dt);
+    gpu->linear_forward(y, dx, dw, &bias);
+    const std::string what = "linear y, bias at an offset of " + std::to_string(offset * dtype_size(dt)) + " bytes";
+    expect_close(y, ref, what.c_str());
+  }
 }
 
 TEST_P(CudaOps, LinearBackwardOverwritesOrAccumulatesDxAndAccumulatesWeightAndBiasGrads) {

@@ -99,6 +99,10 @@ GemmRunner::Plan& GemmRunner::plan(const GemmShape& g, bool bias, const void* a,
     const cudaDataType_t bt = cuda_type(g.c);
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    // Set before the heuristic, which may pick an algorithm for the bias's alignment; later
+    // calls of this plan have a bias of the same alignment (it is part of the key).
+    PTDP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
   p->a = make_layout(g.ab, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
   p->b = make_layout(g.ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);

@@ -45,6 +45,10 @@ void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n,
 void causal_softmax_forward(void* p, DType dt, int64_t rows, int s, cudaStream_t st);
 // In place: dp -> ds = p * (dp - sum_j p dp) * scale on and below the diagonal, zero above.
 void causal_softmax_backward(void* dp, const void* p, DType dt, int64_t rows, int s, float scale, cudaStream_t st);
+// Rows of w elements from [b, s, a] order to [b, a, s] (to_heads) or back: the attention GEMMs
+// then run as one strided batch of b * a products.
+void permute_heads(void* out, const void* in, DType dt, int64_t b, int64_t s, int64_t a, int64_t w, bool to_heads,
+                   cudaStream_t st);
 
 // ---- embed_xent.cu ----
 void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte_rows, int64_t vocab_start,

@@ -1,5 +1,6 @@
-// Causal softmax over the attention scores, in place, one row per warp: row r is query
-// position i = r % s, which sees keys 0..i; the rest of the row is zero.
+// Attention's pieces besides the GEMMs: the causal softmax over the scores, in place, one row per
+// warp (row r is query position i = r % s, which sees keys 0..i; the rest of the row is zero),
+// and the permutation of rows between sequence order and per-head order.
 #include "core/backend/cuda/device_types.cuh"
 #include "core/backend/cuda/kernels.h"
 
@@ -39,15 +40,45 @@ __global__ void causal_softmax_backward_kernel(T* dp, const T* p, int64_t rows, 
     dr[j] = from_f32<T>(j <= i ? to_f32(pr[j]) * (to_f32(dr[j]) - dot) * scale : 0.0f);
 }
 
+// Rows of w elements: [b, s, a] order (activations) <-> [b, a, s] (one batch per head).
+template <class T>
+__global__ void permute_heads_kernel(T* out, const T* in, int64_t b, int64_t s, int64_t a, int64_t w, bool to_heads) {
+  const int64_t total = b * s * a * w;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = k % w, r = k / w;  // output row r
+    int64_t src;
+    if (to_heads) {  // r = (bi, j, i) <- (bi, i, j)
+      const int64_t i = r % s, j = (r / s) % a, bi = r / (s * a);
+      src = (bi * s + i) * a + j;
+    } else {  // r = (bi, i, j) <- (bi, j, i)
+      const int64_t j = r % a, i = (r / a) % s, bi = r / (s * a);
+      src = (bi * a + j) * s + i;
+    }
+    out[k] = in[src * w + e];
+  }
+}
+
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 }  // namespace
+
+void permute_heads(void* out, const void* in, DType dt, int64_t b, int64_t s, int64_t a, int64_t w, bool to_heads,
+                   cudaStream_t st) {
+  const int64_t n = b * s * a * w;
+  if (n == 0) return;
+  dispatch_float(dt, "attention permute", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, permute_heads_kernel<T>)
+    (static_cast<T*>(out), static_cast<const T*>(in), b, s, a, w, to_heads);
+    PTDP_CUDA_CHECK_LAUNCH("permute_heads_kernel");
+  });
+}
 
 void causal_softmax_forward(void* p, DType dt, int64_t rows, int s, cudaStream_t st) {
   if (rows == 0) return;
   dispatch_float(dt, "attention softmax", [&](auto z) {
     using T = decltype(z);
-    causal_softmax_forward_kernel<T><<<row_blocks(rows), kThreads, 0, st>>>(static_cast<T*>(p), rows, s);
+    PTDP_LAUNCH(row_blocks(rows), kThreads, 0, st, causal_softmax_forward_kernel<T>)(static_cast<T*>(p), rows, s);
     PTDP_CUDA_CHECK_LAUNCH("causal_softmax_forward_kernel");
   });
 }
@@ -56,8 +87,8 @@ void causal_softmax_backward(void* dp, const void* p, DType dt, int64_t rows, in
   if (rows == 0) return;
   dispatch_float(dt, "attention softmax backward", [&](auto z) {
     using T = decltype(z);
-    causal_softmax_backward_kernel<T><<<row_blocks(rows), kThreads, 0, st>>>(static_cast<T*>(dp),
-                                                                             static_cast<const T*>(p), rows, s, scale);
+    PTDP_LAUNCH(row_blocks(rows), kThreads, 0, st, causal_softmax_backward_kernel<T>)
+    (static_cast<T*>(dp), static_cast<const T*>(p), rows, s, scale);
     PTDP_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
   });
 }

@@ -1,0 +1,66 @@
+// `ptdp train --backend cuda` end to end: thread ranks with one GPU each over NCCL (the virtual
+// GPUs of the vgpu build, or a machine's GPUs) follow the CPU backend iteration by iteration;
+// more ranks than GPUs under --comm nccl is refused with one line. Skipped without GPUs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/device_info.h"
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::lines_of;
+using testing::run_ptdp;
+using testing::split_csv_line;
+using testing::TempDir;
+using Args = std::vector<std::string>;
+
+// The losses of `ptdp train ARGS` from its --loss-log.
+std::vector<double> losses_of(const TempDir& dir, Args args, const std::string& name) {
+  args.insert(args.begin(), "train");
+  args.insert(args.end(), {"--loss-log", dir.file(name)});
+  const testing::CliResult r = run_ptdp(dir, args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> out;
+  const std::vector<std::string> log = lines_of(testing::text_of(dir.file(name)));
+  for (size_t i = 1; i < log.size(); ++i) out.push_back(std::stod(split_csv_line(log[i])[1]));
+  return out;
+}
+
+const Args kLayout = {"--model", "tiny", "--layers", "8", "--tp", "2", "--pp", "2", "--dp", "2", "--vpp", "2",
+                      "--schedule", "interleaved", "--micro-batch", "1", "--global-batch", "8", "--iters", "4",
+                      "--warmup", "0", "--lr", "3e-3", "--overlap-grad-reduce"};
+
+TEST(CliCuda, NcclThreadRanksFollowTheCpuBackend) {
+  std::string why;
+  if (cuda::device_count(&why) < 8) GTEST_SKIP() << "needs 8 GPUs: " << why;
+  TempDir dir;
+  Args cpu = kLayout, gpu = kLayout;
+  gpu.insert(gpu.end(), {"--backend", "cuda", "--comm", "nccl"});
+  const std::vector<double> want = losses_of(dir, cpu, "cpu.csv"), got = losses_of(dir, gpu, "gpu.csv");
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "iteration " << i + 1;
+}
+
+TEST(CliCuda, NcclWithMoreThreadRanksThanGpusIsRefused) {
+  const int gpus = cuda::device_count();
+  if (gpus == 0) GTEST_SKIP() << "no GPU";
+  TempDir dir;
+  const std::string dp = std::to_string(gpus * 2);
+  const testing::CliResult r =
+      run_ptdp(dir, {"train", "--model", "tiny", "--backend", "cuda", "--comm", "nccl", "--dp", dp, "--global-batch",
+                     std::to_string(gpus * 4), "--micro-batch", "1"});
+  EXPECT_TRUE(testing::IsUsageError(r, {"--comm nccl runs one rank per GPU: " + dp + " ranks but " +
+                                        std::to_string(gpus) + " GPU(s) here"}))
+      << r.err;
+}
+
+}  // namespace
+}  // namespace ptdp
+#endif
