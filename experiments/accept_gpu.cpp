@@ -337,6 +337,10 @@ struct CommRates {
 void to_device(int device, float* dst, const std::vector<float>& src) {
   cuda::DeviceGuard g(device);
   PTDP_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the data reaches the device (CUDA's API
+  // synchronization behavior); the non-blocking streams that read it next do not wait for the
+  // legacy stream, so wait here.
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void to_host(int device, std::vector<float>& dst, const float* src) {
   cuda::DeviceGuard g(device);
@@ -385,6 +389,7 @@ CommRates p2p_pair(int64_t mib, int reps) {
   {
     cuda::DeviceGuard g(1);
     PTDP_CUDA_CHECK(cudaMemset(node.buf(1), 0xFF, size_t(n) * sizeof(float)));  // NaN until received
+    PTDP_CUDA_CHECK(cudaDeviceSynchronize());  // the memset may still run; NCCL's stream does not wait for it
   }
   auto launch = [&](int i) {
     if (i == 0) PTDP_ACCEPT_NCCL_CHECK(ncclSend(node.buf(0), size_t(n), ncclFloat32, 1, node.comm(0), node.stream(0)));
