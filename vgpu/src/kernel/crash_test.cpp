@@ -2,18 +2,20 @@
 // a fiber stack overflow is recognised as one.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "kernel/executor.h"
 
 namespace {
 
-__global__ void null_store(int* p) {
-  if (blockIdx.x == 2 && threadIdx.x == 5) *p = 1;  // planted: p is null
+__global__ void bad_store(int* p) {
+  if (blockIdx.x == 2 && threadIdx.x == 5) *p = 1;  // planted: p points into the unmapped first page
 }
 
 TEST(KernelCrashDeathTest, SegfaultNamesKernelBlockAndThread) {
   ::testing::GTEST_FLAG(death_test_style) = "threadsafe";
-  EXPECT_DEATH(vgpu::kernel::run_kernel_sync("null_store", 4, 32, null_store, static_cast<int*>(nullptr)),
-               "vgpu: kernel null_store crashed with SIGSEGV \\(invalid memory access\\) at address 0x0 in block "
+  EXPECT_DEATH(vgpu::kernel::run_kernel_sync("bad_store", 4, 32, bad_store, reinterpret_cast<int*>(uintptr_t(64))),
+               "vgpu: kernel bad_store crashed with SIGSEGV \\(invalid memory access\\) at address 0x40 in block "
                "\\(2,0,0\\), thread \\(5,0,0\\)");
 }
 

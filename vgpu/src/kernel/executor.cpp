@@ -22,6 +22,7 @@
 #endif
 #ifdef VGPU_ASAN
 #include <pthread.h>
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -36,7 +37,7 @@ namespace {
 using detail::BarrierOp;
 using detail::WarpOp;
 
-enum class State : uint8_t { Idle, Running, Ready, AtBarrier, AtWarp, Done };
+enum class State : uint8_t { Idle, Running, AtBarrier, AtWarp, Done };  // queued fibers keep their last state
 constexpr uint16_t kNoStack = 0xffff;
 
 struct Warp;
@@ -237,6 +238,10 @@ std::string Runner::thread_text(uint32_t i) const {
 void Runner::start(Fiber* f) {
   f->stack = free_stacks_.back();
   free_stacks_.pop_back();
+#ifdef VGPU_ASAN
+  // A fiber abandoned by a failed block left its frames' redzones poisoned on this stack.
+  ASAN_UNPOISON_MEMORY_REGION(stacks_.top(f->stack) - stacks_.size(f->stack), stacks_.size(f->stack));
+#endif
   f->ctx = make_context(stacks_.top(f->stack), stacks_.size(f->stack), &Runner::entry);
 }
 
