@@ -73,14 +73,19 @@ INSTANTIATE_TEST_SUITE_P(Grid, Ptdp, ::testing::ValuesIn(grid()), layout_name);
 // device tensors through host memory, asynchronous all-reduce included) on a backend whose
 // tensors are labelled as device memory but whose arithmetic is the CPU's: the same bounds
 // hold. Every schedule, t, p, d, recompute mode and scatter/gather setting appears once.
+// A layout with small gradient buckets (several all-reduces per chunk), v = 2 when interleaved.
+Layout layout(int t, int p, int d, ScheduleKind k, Recompute r, bool sg, bool overlap) {
+  Layout l;
+  l.tp = t, l.pp = p, l.dp = d, l.vpp = k == ScheduleKind::Interleaved ? 2 : 1, l.schedule = k;
+  l.recompute = r, l.scatter_gather = sg, l.overlap = overlap, l.bucket_elems = 20000;
+  return l;
+}
+
 std::vector<Layout> host_device_layouts() {
   std::vector<Layout> out;
   auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool sg, bool overlap) {
-    Layout l;
-    l.tp = t, l.pp = p, l.dp = d, l.vpp = k == ScheduleKind::Interleaved ? 2 : 1, l.schedule = k;
-    l.recompute = r, l.scatter_gather = sg, l.overlap = overlap, l.bucket_elems = 20000;
-    l.backend = "host-device";
-    out.push_back(l);
+    out.push_back(layout(t, p, d, k, r, sg, overlap));
+    out.back().backend = "host-device";
   };
   add(1, 1, 1, ScheduleKind::OneFOneB, Recompute::None, true, false);
   add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Full, true, true);
@@ -119,11 +124,8 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaPtdp, ::testing::ValuesIn(grid()), layout_nam
 std::vector<Layout> nccl_layouts() {
   std::vector<Layout> out;
   auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool sg, bool overlap) {
-    Layout l;
-    l.tp = t, l.pp = p, l.dp = d, l.vpp = k == ScheduleKind::Interleaved ? 2 : 1, l.schedule = k;
-    l.recompute = r, l.scatter_gather = sg, l.overlap = overlap, l.bucket_elems = 20000;
-    l.comm = "nccl";
-    out.push_back(l);
+    out.push_back(layout(t, p, d, k, r, sg, overlap));
+    out.back().comm = "nccl";
   };
   add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Full, true, true);
   add(1, 2, 1, ScheduleKind::OneFOneB, Recompute::None, true, false);
