@@ -533,7 +533,9 @@ TEST(CudaErrors, AFailedCudaCallThrowsNamingTheCallAndTheError) {
     EXPECT_NE(what.find("cuda_backend_test.cpp"), std::string::npos) << what;
   }
   // With a working driver the (non-sticky) error does not linger; without one every call fails.
-  if (cuda::device_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  if (cuda::device_count() > 0) {
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
 }
 
 TEST(CudaErrors, AFailedCublasCallThrowsNamingTheCallAndTheStatus) {
