@@ -101,12 +101,14 @@ void abort_comms(Core& core) {  // (core.mu held)
 void wait_for(const std::shared_ptr<Core>& core, const Event& ev, const char* call, uint64_t seq) {
   const auto deadline = std::chrono::steady_clock::now() + core->timeout;
   for (;;) {
-    if (done(cudaEventQuery(ev.get()), "cudaEventQuery")) return;
     {
+      // Checked before the event: an abort ends the work in flight, so its event completes
+      // without the operation having happened.
       std::lock_guard<std::mutex> lock(core->mu);
       if (core->freed)
         throw CommError(fmt::format("nccl comm: rank {} in {} (call #{}): the communicator was aborted ({})",
                                     core->rank, call, seq, core->why));
+      if (done(cudaEventQuery(ev.get()), "cudaEventQuery")) return;
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(core->comm, &async);
       for (ncclComm_t c : core->p2p)
