@@ -20,6 +20,11 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   Recompute recompute = Recompute::None;
   bool scatter_gather = true;
+  // Sharded data parallelism (--zero): 0 plain (replicated optimizer, all-reduced gradients);
+  // 1 Megatron's distributed optimizer (master weights and Adam state sharded over dp, gradients
+  // reduce-scattered, parameters all-gathered); 3 ZeRO-3 (parameters sharded too, gathered per
+  // layer for forward and backward). Only 3 with tp = pp = 1.
+  int zero = 0;
   int num_microbatches() const { return global_batch / (micro_batch * dp); }
 };
 
