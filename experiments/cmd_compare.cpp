@@ -1,22 +1,28 @@
-// `ptdp compare BASELINE.csv CURRENT.csv [--tolerance PCT]`: the throughput regression check.
-// Rows of the two result CSVs are matched by their configuration key; for each configuration
-// the throughput (tflops_per_gpu, tokens_per_s) and memory (peak_mem_gb) deltas are printed.
-// Exit code 1 when a throughput is lower, or a memory higher, by more than PCT percent, or a
-// baseline configuration is missing from CURRENT; 0 otherwise; 2 on bad input.
+// `ptdp compare BASELINE.csv CURRENT.csv [--tolerance PCT] [--alpha A]`: the throughput
+// regression check. Rows of the two result CSVs are matched by their configuration key; rows that
+// repeat a configuration are repeated samples of it (several runs). For each configuration the
+// throughput (tflops_per_gpu, tokens_per_s) and memory (peak_mem_gb) changes are printed: with
+// enough samples on both sides as the Hodges-Lehmann estimate with its confidence interval and a
+// Mann-Whitney U test, and a change is a regression only when it is beyond PCT percent AND
+// significant at level A; with too few samples for the test, by the tolerance alone on the medians.
+// Exit code 1 on a regression or a baseline configuration missing from CURRENT; 0 otherwise; 2 on
+// bad input.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/common/error.h"
 #include "core/runtime/csv_reader.h"
+#include "core/runtime/stats.h"
 
 namespace ptdp {
 
@@ -40,38 +46,6 @@ const std::vector<Metric>& metrics() {
   return m;
 }
 
-struct Entry {
-  int line = 0;
-  std::vector<std::string> key;
-  std::vector<std::optional<double>> values;  // per metric; nullopt: empty field
-};
-
-struct ResultSet {
-  std::string path;
-  std::vector<std::vector<std::string>> order;  // keys in first-seen order
-  std::map<std::vector<std::string>, Entry> by_key;  // the last row of each key
-  int duplicates = 0;
-};
-
-ResultSet load(const std::string& path) {
-  std::vector<std::string> cols = key_columns();
-  for (const auto& m : metrics()) cols.push_back(m.column);
-  const CsvTable t = CsvTable::read(path, cols);
-  ResultSet rs;
-  rs.path = path;
-  for (size_t i = 0; i < t.size(); ++i) {
-    Entry e;
-    e.line = t.line(i);
-    for (const auto& k : key_columns()) e.key.push_back(t.text(i, k));
-    for (const auto& m : metrics()) e.values.push_back(t.number_or_empty(i, m.column));
-    auto it = rs.by_key.find(e.key);
-    if (it == rs.by_key.end()) rs.order.push_back(e.key);
-    else ++rs.duplicates;
-    rs.by_key[e.key] = std::move(e);
-  }
-  return rs;
-}
-
 // "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1"
 std::string label(const std::vector<std::string>& k) {
   return fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", k[0], k[1], k[2], k[13],
@@ -84,17 +58,109 @@ double delta_pct(double base, double cur) {
   return 100.0 * (cur - base) / std::fabs(base);
 }
 
-std::string fmt_value(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : "-"; }
+struct Entry {
+  std::vector<int> lines;
+  std::vector<std::string> key;
+  std::vector<std::vector<double>> samples;  // per metric, one value per row (empty fields skipped)
+};
 
-int compare(const std::string& base_path, const std::string& cur_path, double tol) {
+struct ResultSet {
+  std::string path;
+  std::vector<std::vector<std::string>> order;  // keys in first-seen order
+  std::map<std::vector<std::string>, Entry> by_key;
+};
+
+ResultSet load(const std::string& path) {
+  std::vector<std::string> cols = key_columns();
+  for (const auto& m : metrics()) cols.push_back(m.column);
+  const CsvTable t = CsvTable::read(path, cols);
+  ResultSet rs;
+  rs.path = path;
+  for (size_t i = 0; i < t.size(); ++i) {
+    std::vector<std::string> key;
+    for (const auto& k : key_columns()) key.push_back(t.text(i, k));
+    auto it = rs.by_key.find(key);
+    if (it == rs.by_key.end()) {
+      rs.order.push_back(key);
+      it = rs.by_key.emplace(key, Entry{{}, key, std::vector<std::vector<double>>(metrics().size())}).first;
+    }
+    Entry& e = it->second;
+    e.lines.push_back(t.line(i));
+    for (size_t m = 0; m < metrics().size(); ++m)
+      if (auto v = t.number_or_empty(i, metrics()[m].column)) e.samples[m].push_back(*v);
+  }
+  return rs;
+}
+
+std::string lines_text(const std::vector<int>& lines) {
+  return lines.size() == 1 ? fmt::format("line {}", lines[0])
+                           : fmt::format("lines {}", fmt::join(lines, ","));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The smallest two-sided p-value a U test of m against n samples can give (all of one sample
+// above all of the other): 2 / C(m+n, m).
+double smallest_p(size_t m, size_t n) {
+  double c = 1;
+  for (size_t i = 1; i <= m; ++i) c = c * double(n + i) / double(i);
+  return std::min(1.0, 2 / c);
+}
+
+// One metric of one configuration compared.
+struct Verdict {
+  std::string delta = "-", status = "not compared (empty)";
+  bool regressed = false;
+};
+
+Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<double>& c, double tol,
+              double alpha) {
+  Verdict v;
+  if (b.empty() || c.empty()) return v;
+  const bool worse_is_lower = mt.higher_is_better;
+  const bool positive = *std::min_element(b.begin(), b.end()) > 0 && *std::min_element(c.begin(), c.end()) > 0;
+  if (positive && smallest_p(b.size(), c.size()) <= alpha) {
+    const RelativeChange ch = relative_change(b, c, 1 - alpha);
+    const UTest u = mann_whitney(c, b);
+    const double d = 100 * ch.estimate;
+    const bool beyond = worse_is_lower ? d < -tol : d > tol;
+    const bool significant = u.p < alpha;
+    v.regressed = beyond && significant;
+    v.delta = fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%] p={:.3g} n={}/{}", d, 100 * ch.lo, 100 * ch.hi, u.p,
+                          b.size(), c.size());
+    v.status = v.regressed ? "REGRESSION"
+               : beyond    ? fmt::format("ok (beyond {}% but not significant at {})", tol, alpha)
+                           : "ok";
+    return v;
+  }
+  const double d = delta_pct(median(b), median(c));
+  const bool beyond = worse_is_lower ? d < -tol : d > tol;
+  const bool single = b.size() == 1 && c.size() == 1;
+  v.regressed = beyond;
+  v.delta = std::isfinite(d) ? fmt::format("{:+.2f}%", d) : (d > 0 ? "+inf%" : "-inf%");
+  if (!single) v.delta += fmt::format(" n={}/{}", b.size(), c.size());
+  v.status = !beyond ? "ok" : single ? "REGRESSION" : "REGRESSION (tolerance only: too few samples for a significance test)";
+  return v;
+}
+
+int compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha) {
   const ResultSet base = load(base_path);
   const ResultSet cur = load(cur_path);
-  fmt::print("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%\n",
-             base_path, base.order.size(), cur_path, cur.order.size(), tol);
-  for (const ResultSet* rs : {&base, &cur})
-    if (rs->duplicates)
-      fmt::print("note: {} has {} rows repeating an earlier configuration; the last row of each is used\n", rs->path,
-                 rs->duplicates);
+  fmt::print("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%, "
+             "significance level {}\n",
+             base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha);
+
+  bool single_runs = false;
+  for (const auto& key : base.order)
+    if (auto it = cur.by_key.find(key); it != cur.by_key.end())
+      single_runs = single_runs || base.by_key.at(key).lines.size() == 1 || it->second.lines.size() == 1;
+  if (single_runs)
+    fmt::print("note: configurations with one run on a side are judged by the tolerance alone; repeated runs "
+               "(rows) of a configuration on both sides get a significance test\n");
 
   int regressions = 0, missing = 0, ok = 0;
   std::vector<std::string> failures;
@@ -103,8 +169,8 @@ int compare(const std::string& base_path, const std::string& cur_path, double to
     fmt::print("{}\n", label(key));
     auto it = cur.by_key.find(key);
     if (it == cur.by_key.end()) {
-      fmt::print("  MISSING from {} (baseline line {})\n", cur_path, b.line);
-      failures.push_back(fmt::format("missing: {} (baseline line {})", label(key), b.line));
+      fmt::print("  MISSING from {} (baseline {})\n", cur_path, lines_text(b.lines));
+      failures.push_back(fmt::format("missing: {} (baseline {})", label(key), lines_text(b.lines)));
       ++missing;
       continue;
     }
@@ -112,30 +178,25 @@ int compare(const std::string& base_path, const std::string& cur_path, double to
     bool bad = false;
     for (size_t m = 0; m < metrics().size(); ++m) {
       const Metric& mt = metrics()[m];
-      const auto& bv = b.values[m];
-      const auto& cv = c.values[m];
-      std::string delta = "-", status = "not compared (empty)";
-      if (bv && cv) {
-        const double d = delta_pct(*bv, *cv);
-        delta = std::isfinite(d) ? fmt::format("{:+.2f}%", d) : (d > 0 ? "+inf%" : "-inf%");
-        const bool regressed = mt.higher_is_better ? d < -tol : d > tol;
-        status = regressed ? "REGRESSION" : "ok";
-        if (regressed) {
-          bad = true;
-          failures.push_back(fmt::format("{}: {} {} -> {} ({}, beyond {}%) (baseline line {}, current line {})",
-                                         label(key), mt.column, fmt_value(bv), fmt_value(cv), delta, tol, b.line,
-                                         c.line));
-        }
+      const auto& bs = b.samples[m];
+      const auto& cs = c.samples[m];
+      const Verdict v = judge(mt, bs, cs, tol, alpha);
+      const std::string bv = bs.empty() ? "-" : fmt::format("{:.4g}", median(bs));
+      const std::string cv = cs.empty() ? "-" : fmt::format("{:.4g}", median(cs));
+      if (v.regressed) {
+        bad = true;
+        failures.push_back(fmt::format("{}: {} {} -> {} ({}, beyond {}%) (baseline {}, current {})", label(key),
+                                       mt.column, bv, cv, v.delta, tol, lines_text(b.lines), lines_text(c.lines)));
       }
-      fmt::print("  {:<15} {:>12} -> {:>12}  {:>9}  {}\n", mt.column, fmt_value(bv), fmt_value(cv), delta, status);
+      fmt::print("  {:<15} {:>12} -> {:>12}  {}  {}\n", mt.column, bv, cv, v.delta, v.status);
     }
     bad ? ++regressions : ++ok;
   }
   int added = 0;
   for (const auto& key : cur.order)
     if (!base.by_key.count(key)) {
-      fmt::print("{}\n  NEW in {} (line {}): not in the baseline, not compared\n", label(key), cur_path,
-                 cur.by_key.at(key).line);
+      fmt::print("{}\n  NEW in {} ({}): not in the baseline, not compared\n", label(key), cur_path,
+                 lines_text(cur.by_key.at(key).lines));
       ++added;
     }
   fmt::print("\n{} configuration(s) compared: {} ok, {} regressed, {} missing from the current file, {} new\n",
@@ -153,19 +214,26 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app) {
   struct Flags {
     std::string baseline, current;
     double tolerance = 5.0;
+    double alpha = 0.05;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "compare two result CSVs by configuration; exit 1 when a throughput (tflops_per_gpu, tokens_per_s) "
-      "drops, or the memory (peak_mem_gb) grows, by more than --tolerance percent, or a configuration is missing");
+      "drops, or the memory (peak_mem_gb) grows, by more than --tolerance percent (and, with repeated rows of a "
+      "configuration on both sides, significantly by a Mann-Whitney U test), or a configuration is missing");
   cmd->add_option("BASELINE", f->baseline, "the reference result CSV")->required();
   cmd->add_option("CURRENT", f->current, "the result CSV to check")->required();
   cmd->add_option("--tolerance", f->tolerance, "allowed change in percent")->capture_default_str();
+  cmd->add_option("--alpha", f->alpha,
+                  "significance level of the Mann-Whitney U test applied when both files hold repeated rows of a "
+                  "configuration (several runs); a change beyond the tolerance is a regression only when significant")
+      ->capture_default_str();
   std::function<int()> run = [f] {
     if (!std::isfinite(f->tolerance) || f->tolerance < 0)
       usage_error("--tolerance {} must be a percentage, 0 or more", f->tolerance);
-    return compare(f->baseline, f->current, f->tolerance);
+    if (!(f->alpha > 0 && f->alpha < 1)) usage_error("--alpha {} must be a probability between 0 and 1", f->alpha);
+    return compare(f->baseline, f->current, f->tolerance, f->alpha);
   };
   return {cmd, run};
 }

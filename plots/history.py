@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Throughput over commits, from the history CSV that scripts/track.sh appends to.
+"""Throughput over builds, from the history CSV that scripts/track.sh appends to.
 
     plots/history.py results/history.csv plots/history.png
     plots/history.py results/history.csv --last-two PREV.csv CUR.csv
 
-The plot has one line per configuration (experiment, model, t, p, d, v, b, B, schedule,
-recompute, backend, precision): tokens/s and TFLOP/s per GPU for each run, in file order, labelled
-with the run's git sha. --last-two writes the newest row and the previous row of the same
-configuration as two result CSVs (header included) for `ptdp compare PREV.csv CUR.csv`; it writes
-nothing and exits 3 when there is no previous run of that configuration.
+A series is one configuration (experiment, model, t, p, d, v, b, B, schedule, recompute,
+backend, precision) on one machine (host, device): runs on other machines are never compared with
+each other. A build is a git sha; its repeated runs are samples. The plot shows, per series, the
+median tokens/s and TFLOP/s per GPU of each build with its noise band (min to max of its runs)
+and every run as a dot. --last-two writes every run of the newest build of the newest row's series
+and every run of the build before it in that series, as two result CSVs (header included) for
+`ptdp compare PREV.csv CUR.csv`, which tests the change for significance; it writes nothing and
+exits 3 when the series has no earlier build.
 Reads CSV only (the standard library's csv module); plotting needs matplotlib.
 """
 import argparse
@@ -37,10 +40,17 @@ def key(r):
     return tuple(r[k] for k in KEY)
 
 
+def series_key(r):
+    return key(r) + (r.get("host", ""), r.get("device", ""))
+
+
 def label(k):
     d = dict(zip(KEY, k))
-    return (f"{d['experiment']} {d['model']} t={d['tp']} p={d['pp']} d={d['dp']} b={d['micro_batch']} "
+    text = (f"{d['experiment']} {d['model']} t={d['tp']} p={d['pp']} d={d['dp']} b={d['micro_batch']} "
             f"B={d['global_batch']} {d['backend']}/{d['precision']}")
+    if len(k) > len(KEY):
+        text += f" on {k[len(KEY)]}"
+    return text
 
 
 def number(s):
@@ -50,22 +60,35 @@ def number(s):
         return float("nan")
 
 
+def builds(rows):
+    """The rows of one series grouped by git sha, in order of each build's first run."""
+    out = {}
+    for r in rows:
+        out.setdefault(r["git_sha"], []).append(r)
+    return list(out.items())
+
+
 def last_two(path, prev_out, cur_out):
     rows = read(path)
     if not rows:
         sys.exit(f"history: error: {path}: no runs")
-    cur = rows[-1]
-    prev = [r for r in rows[:-1] if key(r) == key(cur)]
+    k = series_key(rows[-1])
+    series = builds([r for r in rows if series_key(r) == k])
+    newest = rows[-1]["git_sha"]
+    cur = dict(series)[newest]
+    prev = [b for b in series if b[0] != newest]
     if not prev:
-        print(f"history: no earlier run of {label(key(cur))} to compare with")
+        print(f"history: no earlier build of {label(k)} to compare with")
         return 3
+    prev_sha, prev_rows = prev[-1]
     with open(path, newline="", encoding="utf-8") as f:
         header = next(csv.reader(f))
-    for out, r in ((prev_out, prev[-1]), (cur_out, cur)):
+    for out, rs in ((prev_out, prev_rows), (cur_out, cur)):
         with open(out, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
             w.writeheader()
-            w.writerow(r)
+            w.writerows(rs)
+    print(f"history: {label(k)}: build {prev_sha[:12]} ({len(prev_rows)} runs) -> {newest[:12]} ({len(cur)} runs)")
     return 0
 
 
@@ -78,30 +101,49 @@ def plot(path, out):
     if not rows:
         sys.exit(f"history: error: {path}: no runs to plot")
     series = {}
-    for i, r in enumerate(rows):
-        series.setdefault(key(r), []).append((i, r))
-    fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.5 * len(rows) + 3), 6.5), sharex=True)
-    for k, pts in series.items():
-        xs = [i for i, _ in pts]
-        axes[0].plot(xs, [number(r["tokens_per_s"]) for _, r in pts], marker="o", label=label(k))
-        axes[1].plot(xs, [number(r["tflops_per_gpu"]) for _, r in pts], marker="o", label=label(k))
+    for r in rows:
+        series.setdefault(series_key(r), []).append(r)
+    shas = list(dict.fromkeys(r["git_sha"] for r in rows))  # builds in order of first run
+    fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.6 * len(shas) + 3), 6.5), sharex=True)
+    top = [1e-9, 1e-9]
+    for k, rs in series.items():
+        for ax, col, t in ((axes[0], "tokens_per_s", 0), (axes[1], "tflops_per_gpu", 1)):
+            xs, med, lo, hi, dots = [], [], [], [], []
+            for sha, b in builds(rs):
+                v = sorted(x for x in (number(r[col]) for r in b) if x == x)  # skip NaN (empty cells)
+                if not v:
+                    continue
+                x = shas.index(sha)
+                xs.append(x)
+                med.append(v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2]))
+                lo.append(v[0])
+                hi.append(v[-1])
+                dots += [(x, y) for y in v]
+                top[t] = max(top[t], v[-1])
+            if xs:
+                line = ax.plot(xs, med, marker="o", label=label(k))[0]
+                ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
+                ax.scatter([d[0] for d in dots], [d[1] for d in dots], s=8, alpha=0.6, color=line.get_color())
     axes[0].set_ylabel("tokens/s")
     axes[1].set_ylabel("TFLOP/s per GPU (Eq. 3)")
-    axes[0].set_title("Training throughput over commits (" + os.path.basename(path) + ")")
+    axes[0].set_title("Throughput per build: median, band min-max of its runs\n(" + os.path.basename(path) + ")",
+                      fontsize=10)
     axes[0].legend(fontsize=7, loc="lower left")
-    for ax in axes:
+    for ax, t in zip(axes, top):
         ax.grid(True, alpha=0.3)
-        ys = [float(v) for line in ax.get_lines() for v in line.get_ydata() if v == v]  # skip NaN (empty cells)
-        ax.set_ylim(bottom=0, top=1.15 * max(ys + [1e-9]))
-    axes[1].set_xticks(range(len(rows)))
-    axes[1].set_xticklabels([r["git_sha"][:12] + "\n" + r.get("timestamp", "")[:10] for r in rows], rotation=60,
+        ax.set_ylim(bottom=0, top=1.15 * t)
+    first = {}
+    for r in rows:
+        first.setdefault(r["git_sha"], r)
+    axes[1].set_xticks(range(len(shas)))
+    axes[1].set_xticklabels([s[:12] + "\n" + first[s].get("timestamp", "")[:10] for s in shas], rotation=60,
                             fontsize=7, ha="right")
-    axes[1].set_xlabel("run (git sha, date)")
+    axes[1].set_xlabel("build (git sha, date of its first run)")
     fig.tight_layout()
     tmp = out + ".tmp.png"
     fig.savefig(tmp, dpi=120)
     os.replace(tmp, out)
-    print(f"history: {out} ({len(rows)} runs, {len(series)} configurations)")
+    print(f"history: {out} ({len(rows)} runs, {len(shas)} builds, {len(series)} series)")
     return 0
 
 
