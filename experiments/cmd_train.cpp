@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -12,7 +13,9 @@
 #include "core/data/indexed_dataset.h"
 #include "core/data/samples.h"
 #include "core/backend/cpu/threads.h"
+#include "core/comm/agreement.h"
 #include "core/comm/local/local_comm.h"
+#include "core/common/one_line.h"
 #include "core/parallel/topology.h"
 #include "core/runtime/checkpoint.h"
 #include "core/runtime/flops.h"
@@ -103,9 +106,29 @@ void preflight(const RunConfig& c, bool thread_ranks) {
                 one.state_bytes / 1e9, one.activation_bytes / 1e9, have / 1e9);
 }
 
-// One rank's training run; world rank 0 prints progress and writes the result row.
+// A rank that fails outside an agreed phase (in a training step): under MPI it names itself and
+// its cause and ends every process at once (MPI_Abort), instead of the others waiting for it
+// until --comm-timeout; thread ranks stop each other (run_local_ranks).
+void stop_others_if_processes(Communicator& given_world, const std::exception& e) {
+  if (given_world.backend() == "mpi" && given_world.size() > 1 && !dynamic_cast<const AgreedError*>(&e))
+    given_world.abort(one_line(e.what()));
+}
+
+// One rank's training run; world rank 0 prints progress and writes the result row. A phase
+// that can fail on one rank alone (opening files, loading and saving checkpoints) runs under
+// agree(): every rank then ends with the first failing rank's cause, at once.
 std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_world, bool verbose) {
-  RankDevice dev(c, given_world);
+  // Thread ranks only meet at a barrier: a failing thread marks their world failed (run_local_ranks).
+  const bool processes = given_world.backend() == "mpi";
+  auto phase = [&](const std::function<void()>& fn) {
+    if (processes) return agree(given_world, fn);
+    fn();
+    given_world.barrier();
+  };
+  std::unique_ptr<RankDevice> dev_holder;
+  if (c.comm == "nccl") dev_holder = std::make_unique<RankDevice>(c, given_world);  // NCCL's bootstrap is collective
+  else phase([&] { dev_holder = std::make_unique<RankDevice>(c, given_world); });
+  RankDevice& dev = *dev_holder;
   Communicator& world = dev.world();
   const ModelConfig& m = c.model;
   const bool report = world.rank() == 0 && verbose;
@@ -116,13 +139,15 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
-  if (c.data == "synthetic") {
-    samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
-  } else {
-    ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
-    check_vocab(*ds, m.vocab_size, "--vocab-size");
-    samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
-  }
+  phase([&] {
+    if (c.data == "synthetic") {
+      samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
+    } else {
+      ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
+      check_vocab(*ds, m.vocab_size, "--vocab-size");
+      samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
+    }
+  });
 
   Backend* backend = &dev.backend();
   if (rank0) dev.reset_peak();
@@ -146,9 +171,18 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                         m.vocab_size, c.seed, c.par.global_batch};
   int start = 0;
   if (!c.load_dir.empty()) {
-    const int64_t it = read_latest(c.load_dir);
-    if (it >= c.iters) usage_error("--load {}: the checkpoint is at iteration {}, not before --iters {}", c.load_dir, it, c.iters);
-    const CheckpointState st = load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+    int64_t it = 0;
+    CheckpointState st;
+    phase([&] {
+      it = read_latest(c.load_dir);
+      if (it >= c.iters)
+        usage_error("--load {}: the checkpoint is at iteration {}, not before --iters {}", c.load_dir, it, c.iters);
+      st = load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+    });
+    if (processes)
+      require_same_fields(given_world, {{"the iteration of --load " + c.load_dir, std::to_string(it)}},
+                          "every rank must read the same checkpoint (one shared directory, or the same copy on every "
+                          "node)");
     if (trainer.loss_scaler().dynamic())
       trainer.loss_scaler().restore({st.loss_scale, st.scale_growth, st.scale_hysteresis});
     trainer.set_iteration(it);
@@ -158,17 +192,22 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   auto save = [&](int it) {  // data-parallel rank 0 writes its (tp, pp) shard; rank 0 the marker, last
     const LossScaler::State ls = trainer.loss_scaler().state();
     const CheckpointState st{it, ls.scale, int32_t(ls.growth), int32_t(ls.hysteresis)};
-    if (g.me.dp == 0) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
-    world.barrier();
-    if (world.rank() == 0) write_latest(c.save_dir, it);
-    world.barrier();
+    phase([&] {
+      if (g.me.dp == 0) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
+    });
+    phase([&] {
+      if (world.rank() == 0) write_latest(c.save_dir, it);
+    });
     if (report) fmt::print("saved the checkpoint of iteration {} to {}\n", it, c.save_dir);
   };
   if (!c.save_init_dir.empty()) {  // the initial weights and zero optimizer state, as iteration 0
-    if (g.me.dp == 0) save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0}, model.pointers(), trainer.optimizers());
-    world.barrier();
-    if (world.rank() == 0) write_latest(c.save_init_dir, 0);
-    world.barrier();
+    phase([&] {
+      if (g.me.dp == 0)
+        save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0}, model.pointers(), trainer.optimizers());
+    });
+    phase([&] {
+      if (world.rank() == 0) write_latest(c.save_init_dir, 0);
+    });
     if (report) fmt::print("saved the initial weights (iteration 0) to {}\n", c.save_init_dir);
   }
 
@@ -188,12 +227,18 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   double loss = 0;
   Tensor worst = Tensor::empty({3}, DType::F64);
   for (int it = start + 1; it <= c.iters; ++it) {
-    IterStats st = trainer.step();
-    // An iteration lasts as long as its slowest rank; bubble and activations: the worst stage.
-    worst.data<double>()[0] = st.time_ms;
-    worst.data<double>()[1] = st.bubble_fraction();
-    worst.data<double>()[2] = double(st.peak_activation_bytes);
-    world.all_reduce(worst, ReduceOp::Max);
+    IterStats st;
+    try {
+      st = trainer.step();
+      // An iteration lasts as long as its slowest rank; bubble and activations: the worst stage.
+      worst.data<double>()[0] = st.time_ms;
+      worst.data<double>()[1] = st.bubble_fraction();
+      worst.data<double>()[2] = double(st.peak_activation_bytes);
+      world.all_reduce(worst, ReduceOp::Max);
+    } catch (const std::exception& e) {
+      stop_others_if_processes(given_world, e);
+      throw;
+    }
     st.time_ms = worst.data<double>()[0];
     const double bubble = worst.data<double>()[1];
     st.peak_activation_bytes = int64_t(worst.data<double>()[2]);
@@ -221,12 +266,12 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     }
     if (!c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters)) save(it);
   }
-  world.barrier();
+  phase([&] {  // rank 0 writes the loss log; its failure ends every rank with the cause
+    if (rank0 && !c.loss_log.empty()) write_file_atomic(c.loss_log, loss_log_csv(loss_log));
+  });
   if (!rank0) return std::nullopt;
-  if (!c.loss_log.empty()) {
-    write_file_atomic(c.loss_log, loss_log_csv(loss_log));
-    if (report) fmt::print("wrote the loss of {} iteration(s) to {}\n", loss_log.size(), c.loss_log);
-  }
+  if (report && !c.loss_log.empty())
+    fmt::print("wrote the loss of {} iteration(s) to {}\n", loss_log.size(), c.loss_log);
   Breakdown bd;
   auto med = [&](auto field) {
     std::vector<double> v;
@@ -256,19 +301,29 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 }  // namespace
 
 std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
-  require_supported(c);
   // --comm nccl: one process per GPU under mpirun/srun (bootstrapped over MPI), else thread ranks.
   const bool processes = c.comm == "mpi" || (c.comm == "nccl" && mpi_world);
-  preflight(c, !processes);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   if (processes) {
     PTDP_CHECK(mpi_world != nullptr, "--comm {} without an MPI world", c.comm);
-    if (mpi_world->size() != c.ranks)
-      usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}", mpi_world->size(),
-                  c.par.tp, c.par.pp, c.par.dp, c.ranks);
     mpi_world->set_timeout(timeout);
-    return train_rank(c, *mpi_world, verbose);
+    // Every process checks (a directory can be missing on one node); every rank ends with the cause.
+    agree(*mpi_world, [&] {
+      require_supported(c);
+      preflight(c, false);
+      if (mpi_world->size() != c.ranks)
+        usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}",
+                    mpi_world->size(), c.par.tp, c.par.pp, c.par.dp, c.ranks);
+    });
+    try {
+      return train_rank(c, *mpi_world, verbose);
+    } catch (const std::exception& e) {
+      stop_others_if_processes(*mpi_world, e);
+      throw;
+    }
   }
+  require_supported(c);
+  preflight(c, true);
   std::optional<ResultRow> row;
   run_local_ranks(
       c.ranks,
@@ -282,10 +337,14 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
 
 int cmd_train(const RunConfig& c, Communicator* mpi_world) {
   std::optional<ResultRow> row = run_training(c, mpi_world, true);
-  if (row && !c.csv.empty()) {
-    append_result_rows(c.csv, {*row});
-    fmt::print("appended a row to {}\n", c.csv);
-  }
+  // World rank 0 alone holds the row (one row per run, MPI or not); under MPI the others wait for
+  // its append, so that a failed append ends every rank with its cause.
+  auto append = [&] {
+    if (row && !c.csv.empty()) append_result_rows(c.csv, {*row});
+  };
+  if (mpi_world && mpi_world->size() > 1) agree(*mpi_world, append);
+  else append();
+  if (row && !c.csv.empty()) fmt::print("appended a row to {}\n", c.csv);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/comm/agreement.h"
 #include "core/common/error.h"
 #include "core/common/one_line.h"
 #ifdef PTDP_HAVE_MPI
@@ -14,6 +15,7 @@
 #endif
 #include "experiments/cli_flags.h"
 #include "experiments/commands.h"
+#include "core/runtime/run_config_fields.h"
 #include "experiments/rank_device.h"
 
 namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp
@@ -69,7 +71,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ptdp: error: %s\n", one_line(e.what()).c_str());
     return 2;
   }
-  // Under mpirun (--comm mpi) every process runs this; only world rank 0 reports bad input.
+  // `mpirun -np 4 ptdp train` without --comm mpi would be 4 separate runs: refused, by launcher rank 0.
+  if (*train && train_flags.run.comm == "local") {
+    const LauncherWorld w = launcher_world();
+    const std::string why = local_comm_under_launcher(w);
+    if (!why.empty()) {
+      if (w.rank == 0) std::fprintf(stderr, "ptdp: error: %s\n", why.c_str());
+      return 2;
+    }
+  }
+  // Under mpirun (--comm mpi) every process runs this; failures the ranks agreed on (every rank
+  // throws the same AgreedError) are printed by world rank 0 alone.
   bool quiet = false;
 #ifdef PTDP_HAVE_MPI
   std::unique_ptr<MpiSession> mpi;
@@ -92,6 +104,15 @@ int main(int argc, char** argv) {
                   train_flags.run.comm);
 #endif
     }
+    if (*train && mpi_world && mpi_world->size() > 1) {
+      // Each process parsed its own command line: a flag that fails on one rank only, or differs
+      // between ranks (an MPMD launch), ends every rank at once with one line.
+      RunConfig cfg;
+      agree(*mpi_world, [&] { cfg = resolve_run_config(*train, train_flags); });
+      require_same_fields(*mpi_world, run_config_fields(cfg),
+                          "every rank of an MPI job must be started with the same flags");
+      return cmd_train(cfg, mpi_world.get());
+    }
     if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
     if (*pre) return cmd_preprocess(pre_input, pre_prefix);
     if (*simulate) return run_simulate();
@@ -99,13 +120,15 @@ int main(int argc, char** argv) {
     if (*accept) return run_accept();
     if (*compare) return run_compare();
     if (*reproduce) return run_reproduce();
-  } catch (const UsageError& e) {
-    if (!quiet) std::fprintf(stderr, "ptdp: error: %s\n", one_line(e.what()).c_str());
-    return 2;
+  } catch (const AgreedError& e) {  // every rank knows it: one line, then every rank exits
+    if (!quiet) std::fprintf(stderr, "ptdp: %s: %s\n", e.usage() ? "error" : "failed", one_line(e.what()).c_str());
+    return e.usage() ? 2 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ptdp: failed: %s\n", one_line(e.what()).c_str());
-    if (mpi_world && mpi_world->size() > 1) mpi_world->abort(e.what());  // the other ranks must not wait
-    return 1;
+    // This rank's alone: it names itself and its cause, and MPI_Abort ends the others at once.
+    if (mpi_world && mpi_world->size() > 1) mpi_world->abort(one_line(e.what()));
+    const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
+    std::fprintf(stderr, "ptdp: %s: %s\n", usage ? "error" : "failed", one_line(e.what()).c_str());
+    return usage ? 2 : 1;
   }
   return 0;
 }

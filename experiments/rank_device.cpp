@@ -1,6 +1,9 @@
 #include "experiments/rank_device.h"
 
+#include <algorithm>
 #include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "core/comm/device_comm.h"
 #include "core/common/error.h"
@@ -20,6 +23,33 @@ bool started_by_launcher() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"})
     if (std::getenv(v)) return true;
   return false;
+}
+
+LauncherWorld launcher_world() {
+  struct Vars {
+    const char *launcher, *size, *rank;
+  };
+  for (const Vars& v : {Vars{"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                        Vars{"mpiexec (PMI)", "PMI_SIZE", "PMI_RANK"},
+                        Vars{"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}}) {
+    const char* size = std::getenv(v.size);
+    if (!size) continue;
+    const char* rank = std::getenv(v.rank);
+    LauncherWorld w;
+    w.launcher = v.launcher;
+    w.size = std::max(1, std::atoi(size));
+    w.rank = rank ? std::max(0, std::atoi(rank)) : 0;
+    return w;
+  }
+  return {};
+}
+
+std::string local_comm_under_launcher(const LauncherWorld& w) {
+  if (w.size <= 1) return {};
+  return fmt::format("started by {} with {} processes but --comm local: each process would run the whole job on its "
+                     "own ({} separate runs, {} result rows); add --comm mpi to make them the ranks of one job, or "
+                     "start ptdp once without {} (--comm local runs its ranks as threads of one process)",
+                     w.launcher, w.size, w.size, w.size, w.launcher);
 }
 
 #ifdef PTDP_HAVE_CUDA

@@ -5,6 +5,7 @@
 // ranks with one GPU each).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
@@ -20,6 +21,19 @@ void require_backend_here(const RunConfig& c, bool thread_ranks);
 // Whether mpirun/mpiexec (Open MPI, MPICH/PMI, PMIx) or srun started this process as one of
 // several: --comm nccl then runs one process per GPU over MPI, otherwise thread ranks.
 bool started_by_launcher();
+
+// The world a launcher started this process in, from its environment: Open MPI's mpirun
+// (OMPI_COMM_WORLD_SIZE/RANK), MPICH or Intel MPI (PMI_SIZE/RANK), srun (SLURM_STEP_NUM_TASKS,
+// SLURM_PROCID). size 1 and rank 0 when none did.
+struct LauncherWorld {
+  std::string launcher;  // "mpirun", "mpiexec (PMI)", "srun" or empty
+  int size = 1, rank = 0;
+};
+LauncherWorld launcher_world();
+
+// The UsageError text for `ptdp train --comm local` started by a launcher as one of several
+// processes (each would run the whole job alone and append its own row); empty when it was not.
+std::string local_comm_under_launcher(const LauncherWorld& w);
 
 class RankDevice {
  public:
