@@ -8,6 +8,7 @@
 
 #include "core/backend/cpu/blas.h"
 #include "core/backend/cpu/kernels.h"
+#include "core/backend/cpu/vec_math.h"
 
 namespace ptdp::cpu {
 
@@ -28,11 +29,9 @@ void attention_forward(T* y, T* probs, const T* qkv, int b, int s, int a, int hd
       T* row = p + i * s;
       T mx = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
+      for (int64_t j = 0; j <= i; ++j) row[j] = exp_of(row[j] - mx);  // vectorised for float
       T tot = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        tot += row[j];
-      }
+      for (int64_t j = 0; j <= i; ++j) tot += row[j];
       T inv = T(1) / tot;
       for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
       for (int64_t j = i + 1; j < s; ++j) row[j] = 0;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/backend/cpu/kernels.h"
+#include "core/backend/cpu/vec_math.h"
 
 namespace ptdp::cpu {
 
@@ -62,7 +63,7 @@ void xent_sum_exp(T* se, const T* logits, const T* max, int64_t n, int64_t v, in
   for (int64_t r = 0; r < n; ++r) {
     const T* l = logits + r * v;
     T tot = 0;
-    for (int64_t j = 0; j < v_valid; ++j) tot += std::exp(l[j] - max[r]);
+    for (int64_t j = 0; j < v_valid; ++j) tot += exp_of(l[j] - max[r]);
     se[r] = tot;
   }
 }
@@ -90,7 +91,7 @@ void xent_backward(T* dlogits, const T* logits, const T* max, const T* se, const
     const T* l = logits + r * v;
     T* d = dlogits + r * v;
     T inv = T(1) / se[r], sc = T(scale);
-    for (int64_t j = 0; j < v_valid; ++j) d[j] = sc * std::exp(l[j] - max[r]) * inv;
+    for (int64_t j = 0; j < v_valid; ++j) d[j] = sc * exp_of(l[j] - max[r]) * inv;
     for (int64_t j = v_valid; j < v; ++j) d[j] = 0;
     int64_t t = int64_t(targets[r]) - vocab_start;
     if (t >= 0 && t < v_valid) d[t] -= sc;

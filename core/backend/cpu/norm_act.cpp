@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/backend/cpu/kernels.h"
+#include "core/backend/cpu/vec_math.h"
 
 namespace ptdp::cpu {
 
@@ -76,27 +77,32 @@ void layernorm_backward(T* dx, T* dg, T* db, const T* dy, const T* x, const T* g
 
 namespace {
 constexpr double kGeluC = 0.79788456080286535588;  // sqrt(2/pi)
-}
+}  // namespace
 
+// The tanh approximation of GeLU, 0.5·v·(1 + tanh(u)) with u = sqrt(2/pi)·(v + 0.044715·v³),
+// computed as v·σ(2u) = v / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2σ(2u)), one exp
+// and no cancellation in 1 + tanh(u) for negative u; the float loop vectorises.
 template <class T>
 void gelu_forward(T* y, const T* x, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    T v = x[i];
-    T u = T(kGeluC) * (v + T(0.044715) * v * v * v);
-    y[i] = T(0.5) * v * (T(1) + std::tanh(u));
+    const T v = x[i];
+    const T u = T(kGeluC) * (v + T(0.044715) * v * v * v);
+    y[i] = v / (T(1) + exp_of(T(-2) * u));
   }
 }
 
+// d/dv v·σ(2u) = s + 2·v·s·(1 - s)·du/dv with s = σ(2u), 1 - s = e·s, e = exp(-2u).
 template <class T>
 void gelu_backward(T* dx, const T* x, const T* dy, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    T v = x[i];
-    T u = T(kGeluC) * (v + T(0.044715) * v * v * v);
-    T th = std::tanh(u);
-    T du = T(kGeluC) * (T(1) + T(3 * 0.044715) * v * v);
-    dx[i] = dy[i] * (T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * du);
+    const T v = x[i];
+    const T u = T(kGeluC) * (v + T(0.044715) * v * v * v);
+    const T e = exp_of(T(-2) * u);
+    const T s = T(1) / (T(1) + e);
+    const T du = T(kGeluC) * (T(1) + T(3 * 0.044715) * v * v);
+    dx[i] = dy[i] * (s + T(2) * v * s * (e * s) * du);
   }
 }
 
