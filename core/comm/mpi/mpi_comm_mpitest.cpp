@@ -114,6 +114,22 @@ int fault_hang(Communicator& world) {
   return 0;
 }
 
+// Rank 1 fails while the others wait in an all-reduce (timeout 300 s): it names its cause and
+// aborts, as ptdp does for a failure in a training step; the job must end within seconds.
+int fault_throw(Communicator& world) {
+  Tensor x = Tensor::zeros({8}, DType::F32);
+  world.all_reduce(x, ReduceOp::Sum);
+  if (world.rank() == 1) {
+    try {
+      throw std::runtime_error("injected failure in a step of rank 1");
+    } catch (const std::exception& e) {
+      world.abort(e.what());
+    }
+  }
+  world.all_reduce(x, ReduceOp::Sum);
+  return 0;
+}
+
 // Rank 1 exits in the middle of the job; mpirun must end the others (they would wait forever).
 int fault_exit(Communicator& world) {
   Tensor x = Tensor::zeros({8}, DType::F32);
@@ -124,6 +140,9 @@ int fault_exit(Communicator& world) {
 }
 
 }  // namespace
+
+Communicator& mpi_test_world() { return *g_world; }
+
 }  // namespace ptdp
 
 int main(int argc, char** argv) {
@@ -133,6 +152,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--fault-hang") == 0) return ptdp::fault_hang(*world);
     else if (std::strcmp(argv[i], "--fault-exit") == 0) return ptdp::fault_exit(*world);
+    else if (std::strcmp(argv[i], "--fault-throw") == 0) return ptdp::fault_throw(*world);
   ::testing::InitGoogleTest(&argc, argv);
   if (world->rank() != 0) {  // one report, from rank 0; every rank's failures still fail its exit code
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
