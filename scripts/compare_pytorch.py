@@ -47,7 +47,7 @@ DEFAULT_SHAPES = ["h=2048,a=16,l=4,s=2048,b=4,V=51200", "h=4096,a=32,l=4,s=2048,
 CSV_COLUMNS = ["implementation", "status", "device", "precision", "recompute", "layers", "hidden", "heads",
                "seq_length", "vocab_size", "micro_batch", "global_batch", "iters", "warmup", "iter_time_ms",
                "tflops_per_gpu", "tokens_per_s", "peak_mem_gb", "note", "git_sha", "host", "torch_version",
-               "timestamp", "command"]
+               "timestamp", "command", "pair", "threads", "ratio_min", "ratio_median", "ratio_max"]
 
 
 def refuse(msg: str) -> NoReturn:
@@ -282,9 +282,10 @@ def optimizer_flags(a) -> list:
             "--adam-eps", repr(a.adam_eps)]
 
 
-def run_ptdp(cmd: list, what: str) -> subprocess.CompletedProcess:
-    print(f"$ {shlex.join(cmd)}", flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run_ptdp(cmd: list, what: str, threads: int = 0) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    print(f"$ {'OMP_NUM_THREADS=' + str(threads) + ' ' if threads else ''}{shlex.join(cmd)}", flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
         print(f"{PROG}: {what}: ptdp exited with {r.returncode}: {last}", file=sys.stderr)
@@ -477,7 +478,7 @@ def time_ptdp(a, shape: dict, backend: str) -> dict:
                "--backend", backend, "--precision", a.precision, "--recompute", a.recompute, "--iters", str(a.iters),
                "--warmup", str(a.warmup), "--seed", str(a.seed), "--data", "synthetic", "--experiment",
                "compare-pytorch", "--log-interval", str(a.iters), "--csv", out]
-        r = run_ptdp(cmd, "throughput")
+        r = run_ptdp(cmd, "throughput", threads=a.threads)
         if r.returncode != 0:
             last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
             return {"status": "failed", "note": f"ptdp exited with {r.returncode}: {last}", "command": shlex.join(cmd)}
@@ -516,34 +517,59 @@ def cmd_throughput(a) -> int:
             "torch_version": torch.__version__,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     script_cmd = shlex.join([sys.executable, *sys.argv])
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    base["threads"] = a.threads or torch.get_num_threads()
     rows, failed = [], False
     for shape in shapes:
         flops = flops_eq3(shape["layers"], shape["hidden"], shape["seq_length"], shape["vocab_size"],
                           shape["global_batch"])
         tokens = shape["global_batch"] * shape["seq_length"]
-        for impl in a.implementations:
-            row = {**base, **shape, "implementation": impl, "status": "ok", "command": script_cmd}
-            try:
-                if impl == "ptdp":
-                    row.update(time_ptdp(a, shape, backend))
-                elif impl == "pytorch-compile" and not hasattr(torch, "compile"):
-                    row.update(status="skipped", note=f"torch.compile is not available in torch {torch.__version__}")
-                else:
-                    row.update(time_pytorch(torch, a, shape, impl == "pytorch-compile"))
-            except Exception as e:  # noqa: BLE001 (out of memory, compile errors: recorded, not fatal)
-                row.update(status="failed", note=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
-                if a.device == "cuda":
-                    torch.cuda.empty_cache()
-            if row["status"] == "ok":
-                ms = row["iter_time_ms"]
-                row["tflops_per_gpu"] = flops / (ms / 1e3) / 1e12
-                row["tokens_per_s"] = tokens / (ms / 1e3)
-            failed = failed or row["status"] == "failed"
-            label = (f"{row['tflops_per_gpu']:8.2f} TFLOP/s/GPU  {row['iter_time_ms']:10.2f} ms"
-                     if row["status"] == "ok" else row["status"])
-            print(f"h={shape['hidden']} a={shape['heads']} l={shape['layers']} s={shape['seq_length']} "
-                  f"b={shape['micro_batch']} B={shape['global_batch']} V={shape['vocab_size']}  {impl:<16} {label}"
-                  f"  {row.get('note', '')}", flush=True)
+        rates = {impl: [] for impl in a.implementations}  # tokens/s per pair
+        for pair in range(a.pairs):
+            # Interleaved: every pair runs each implementation once, in turn, so that a slow
+            # moment of a shared machine falls on both sides of the ratio.
+            for impl in a.implementations:
+                row = {**base, **shape, "implementation": impl, "status": "ok", "command": script_cmd,
+                       "pair": pair + 1}
+                try:
+                    if impl == "ptdp":
+                        row.update(time_ptdp(a, shape, backend))
+                    elif impl == "pytorch-compile" and not hasattr(torch, "compile"):
+                        row.update(status="skipped", note=f"torch.compile is not available in torch {torch.__version__}")
+                    else:
+                        row.update(time_pytorch(torch, a, shape, impl == "pytorch-compile"))
+                except Exception as e:  # noqa: BLE001 (out of memory, compile errors: recorded, not fatal)
+                    row.update(status="failed",
+                               note=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+                    if a.device == "cuda":
+                        torch.cuda.empty_cache()
+                if row["status"] == "ok":
+                    ms = row["iter_time_ms"]
+                    row["tflops_per_gpu"] = flops / (ms / 1e3) / 1e12
+                    row["tokens_per_s"] = tokens / (ms / 1e3)
+                    rates[impl].append(row["tokens_per_s"])
+                failed = failed or row["status"] == "failed"
+                label = (f"{row['tflops_per_gpu']:8.2f} TFLOP/s/GPU  {row['iter_time_ms']:10.2f} ms"
+                         if row["status"] == "ok" else row["status"])
+                print(f"h={shape['hidden']} a={shape['heads']} l={shape['layers']} s={shape['seq_length']} "
+                      f"b={shape['micro_batch']} B={shape['global_batch']} V={shape['vocab_size']}  {impl:<16} {label}"
+                      f"  {row.get('note', '')}", flush=True)
+                rows.append(row)
+        # ptdp against each PyTorch implementation: the tokens/s ratio of each pair.
+        for other in a.implementations:
+            if other == "ptdp" or "ptdp" not in rates:
+                continue
+            ratios = [p / o for p, o in zip(rates["ptdp"], rates[other])]
+            if len(ratios) != a.pairs or not ratios:
+                continue
+            ratios.sort()
+            row = {**base, **shape, "implementation": f"ratio ptdp/{other}", "status": "ok", "command": script_cmd,
+                   "pair": len(ratios), "ratio_min": ratios[0], "ratio_median": statistics.median(ratios),
+                   "ratio_max": ratios[-1],
+                   "note": f"tokens/s of ptdp over {other}, {len(ratios)} interleaved pairs"}
+            print(f"  ptdp / {other}: median {row['ratio_median']:.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f}) "
+                  f"over {len(ratios)} pairs", flush=True)
             rows.append(row)
     write_csv_atomic(a.out, rows)
     print(f"wrote {len(rows)} row(s) to {a.out}")
@@ -607,6 +633,12 @@ def main(argv=None) -> int:
     th.add_argument("--implementations", nargs="+", default=["ptdp", "pytorch-eager", "pytorch-compile"],
                     choices=["ptdp", "pytorch-eager", "pytorch-compile"])
     th.add_argument("--tf32", action="store_true", help="allow TF32 GEMMs with --precision f32")
+    th.add_argument("--pairs", type=int, default=1,
+                    help="interleaved rounds: each runs every implementation once; with ptdp and a PyTorch "
+                         "implementation the tokens/s ratio of each round is summarised (min, median, max)")
+    th.add_argument("--threads", type=int, default=0,
+                    help="CPU threads for both sides (OMP_NUM_THREADS for ptdp, torch.set_num_threads); "
+                         "0: each side's default")
     th.add_argument("--out", default=os.path.join(REPO, "results", "gpu", "compare_pytorch.csv"))
 
     a = p.parse_args(argv)
@@ -632,6 +664,10 @@ def main(argv=None) -> int:
     else:
         if a.iters <= a.warmup or a.warmup < 0:
             p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
+        if a.pairs < 1:
+            p.error(f"--pairs {a.pairs} must be 1 or more")
+        if a.threads < 0:
+            p.error(f"--threads {a.threads} must be 0 (default) or more")
     if a.command == "loss" or "ptdp" in a.implementations:
         a.ptdp = check_ptdp(a.ptdp)
     return cmd_loss(a) if a.command == "loss" else cmd_throughput(a)
