@@ -89,6 +89,29 @@ case "$case_" in
     [ "$(grep -c "started by mpirun" "$out")" -eq 1 ] || fail "not one line"
     [ ! -e "$tmp/a/rows.csv" ] || fail "a row was written"
     ;;
+  concurrent-rows)  # 3 MPI jobs at once, 3 times each, append to one CSV: one row per job, none lost
+    one=(train --comm mpi --model tiny --dp 2 --iters 2 --micro-batch 1 --csv "$tmp/rows.csv")
+    for round in 1 2 3; do
+      pids=()
+      for job in 1 2 3; do
+        # (mpiruns started at once race creating one session directory: one each)
+        mkdir -p "$tmp/ompi$job"
+        "${run[@]}" --mca orte_tmpdir_base "$tmp/ompi$job" -np 2 "$ptdp" "${one[@]}" --experiment "job$job-round$round" \
+          >"$tmp/job$job.txt" 2>&1 &
+        pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait "$p" || { cat "$tmp"/job*.txt >"$out"; fail "a job failed"; }; done
+    done
+    cp "$tmp/rows.csv" "$out"
+    rows=$(($(wc -l <"$tmp/rows.csv") - 1))
+    echo "$rows rows"
+    [ "$rows" -eq 9 ] || fail "$rows rows, not 9"
+    for round in 1 2 3; do
+      for job in 1 2 3; do
+        [ "$(grep -c "^job$job-round$round," "$tmp/rows.csv")" -eq 1 ] || fail "job $job round $round: not one row"
+      done
+    done
+    ;;
   *)
     echo "unknown case $case_"
     exit 2
