@@ -68,6 +68,13 @@ case "$case_" in
     expect_fast_failure "ptdp: error: --save out/ck" "(rank 1 of 4)"
     [ ! -e "$tmp/a/out/ck/latest_checkpointed_iteration.txt" ] || fail "a checkpoint marker was written"
     ;;
+  missing-dataset)  # rank 3's working directory has no copy of the dataset
+    head -c 20000 "$ptdp" | base64 >"$tmp/text.txt"
+    "$ptdp" preprocess --input "$tmp/text.txt" --output-prefix "$tmp/a/ds" >/dev/null || fail "preprocess"
+    timed "${run[@]}" -np 3 -wdir "$tmp/a" "$ptdp" "${args[@]}" --iters 2 --data ds : \
+                      -np 1 -wdir "$tmp/b" "$ptdp" "${args[@]}" --iters 2 --data ds
+    expect_fast_failure "ptdp: error: " "ds" "(rank 3 of 4)"
+    ;;
   mpmd-hidden)
     one=(train --comm mpi --model tiny --dp 2 --iters 2)
     timed "${run[@]}" -np 1 "$ptdp" "${one[@]}" --hidden 64 : -np 1 "$ptdp" "${one[@]}" --hidden 128
