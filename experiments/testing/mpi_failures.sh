@@ -68,6 +68,12 @@ case "$case_" in
     expect_fast_failure "ptdp: error: --save out/ck" "(rank 1 of 4)"
     [ ! -e "$tmp/a/out/ck/latest_checkpointed_iteration.txt" ] || fail "a checkpoint marker was written"
     ;;
+  different-iteration)  # rank 3's copy of the checkpoint marks an older iteration
+    save_checkpoint
+    (cd "$tmp/a" && "${run[@]}" -np 4 "$ptdp" "${args[@]}" --iters 3 --load ck --save ck >/dev/null 2>&1) || fail "save 3"
+    mpmd_load
+    expect_fast_failure "ptdp: error: the ranks of this job disagree on the iteration of --load ck: rank 0 has '3', rank 3 has '2'"
+    ;;
   missing-dataset)  # rank 3's working directory has no copy of the dataset
     head -c 20000 "$ptdp" | base64 >"$tmp/text.txt"
     "$ptdp" preprocess --input "$tmp/text.txt" --output-prefix "$tmp/a/ds" >/dev/null || fail "preprocess"
