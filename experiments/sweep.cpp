@@ -446,20 +446,23 @@ void put_sweep_row(const std::string& path, const ResultRow& row, bool replace) 
     return;
   }
   check_result_csv(path, "--out");
-  const CsvTable t = CsvTable::read(path, sweep_key_columns());
-  const std::string key = sweep_row_key(row);
-  std::set<int> drop;  // file lines (1-based) of rows with the same key
-  for (size_t i = 0; i < t.size(); ++i) {
-    std::vector<std::string> f;
-    for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
-    if (key_of(f) == key) drop.insert(t.line(i));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string line, content;
-  for (int n = 1; std::getline(in, line); ++n)
-    if (!drop.count(n)) content += line + "\n";
-  content += row.to_csv_line() + "\n";
-  write_file_atomic(path, content);
+  // Under the file's lock: another writer's row cannot slip in between the read and the rewrite.
+  update_result_file(path, [&](const std::string& old) {
+    if (old.empty()) return result_header_line() + "\n" + row.to_csv_line() + "\n";
+    const CsvTable t = CsvTable::read(path, sweep_key_columns());
+    const std::string key = sweep_row_key(row);
+    std::set<int> drop;  // file lines (1-based) of rows with the same key
+    for (size_t i = 0; i < t.size(); ++i) {
+      std::vector<std::string> f;
+      for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
+      if (key_of(f) == key) drop.insert(t.line(i));
+    }
+    std::istringstream in(old);
+    std::string line, content;
+    for (int n = 1; std::getline(in, line); ++n)
+      if (!drop.count(n)) content += line + "\n";
+    return content + row.to_csv_line() + "\n";
+  });
 }
 
 }  // namespace ptdp

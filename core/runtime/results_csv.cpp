@@ -1,6 +1,7 @@
 #include "core/runtime/results_csv.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +51,8 @@ std::string header_line() {
 }
 }  // namespace
 
+std::string result_header_line() { return header_line(); }
+
 void ResultRow::set(const std::string& column, const std::string& value) { values_[column_index(column)] = value; }
 void ResultRow::set(const std::string& column, double value) { values_[column_index(column)] = fmt::format("{:.6g}", value); }
 void ResultRow::set(const std::string& column, long long value) { values_[column_index(column)] = std::to_string(value); }
@@ -57,7 +60,10 @@ const std::string& ResultRow::get(const std::string& column) const { return valu
 
 std::string ResultRow::to_csv_line() const {
   std::string line;
-  for (size_t i = 0; i < values_.size(); ++i) line += (i ? "," : "") + quote(values_[i]);
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (i) line.push_back(',');
+    line.append(quote(values_[i]));
+  }
   return line;
 }
 
@@ -65,7 +71,9 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + p.filename().string() + ".tmpXXXXXX")).string();
+  std::string name = ".";
+  name.append(p.filename().string()).append(".tmpXXXXXX");
+  std::string tmpl = (dir / name).string();
   int fd = mkstemp(tmpl.data());
   if (fd < 0) throw RuntimeError(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
   size_t done = 0;
@@ -109,26 +117,108 @@ void check_result_csv(const std::string& path, const std::string& flag) {
   if (!fs::is_directory(dir, ec)) usage_error("{} {}: directory {} does not exist", flag, path, dir.string());
   if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: directory {} is not writable", flag, path, dir.string());
   if (fs::is_directory(p, ec)) usage_error("{} {}: is a directory, not a CSV file", flag, path);
-  if (fs::exists(p, ec) && first_line_of(path) != header_line())
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // follows symlinks; reading a FIFO would block
+    usage_error("{} {}: is not a regular file (a FIFO, device or socket); rows go to a regular file", flag, path);
+  if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0) usage_error("{} {}: is not writable", flag, path);
+  if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header_line())
     usage_error("{} {}: exists but its header is not the result CSV header; choose another file", flag, path);
 }
 
-void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows) {
-  std::string content;
-  if (std::filesystem::exists(path)) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    content = ss.str();
-    if (first_line_of(path) != header_line())
-      throw UsageError(fmt::format("{}: exists but its header is not the result CSV header; "
-                                   "choose another --csv file", path));
-    if (!content.empty() && content.back() != '\n') content += '\n';
-  } else {
-    content = header_line() + "\n";
+namespace {
+
+// A user's result file opened for update under an exclusive advisory lock (flock), through
+// symlinks; hard links and the file's mode stay as they are. Refuses what is not a regular file
+// (a FIFO or device would block or swallow the rows) without blocking on it.
+class LockedFile {
+ public:
+  explicit LockedFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd_ < 0) throw RuntimeError(fmt::format("{}: cannot open for appending: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw RuntimeError(fmt::format("{}: is not a regular file; rows go to a regular file", path));
+    }
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const int e = errno;
+        ::close(fd_);
+        throw RuntimeError(fmt::format("{}: cannot lock: {}", path, std::strerror(e)));
+      }
   }
-  for (const auto& r : rows) content += r.to_csv_line() + "\n";
-  write_file_atomic(path, content);
+  ~LockedFile() { ::close(fd_); }  // closing releases the lock
+  LockedFile(const LockedFile&) = delete;
+  LockedFile& operator=(const LockedFile&) = delete;
+
+  std::string read_all() const {
+    std::string out;
+    char buf[65536];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd_, buf, sizeof buf, at);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw RuntimeError(fmt::format("{}: read failed: {}", path_, std::strerror(errno)));
+      }
+      if (n == 0) return out;
+      out.append(buf, size_t(n));
+      at += n;
+    }
+  }
+
+  // Appends (O_APPEND: at the end, whatever the offset) and flushes to disk.
+  void append(const std::string& text) const {
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t w = ::write(fd_, text.data() + done, text.size() - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw RuntimeError(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+      }
+      done += size_t(w);
+    }
+    if (::fsync(fd_) != 0) throw RuntimeError(fmt::format("{}: flush failed: {}", path_, std::strerror(errno)));
+  }
+
+  void truncate() const {
+    if (::ftruncate(fd_, 0) != 0)
+      throw RuntimeError(fmt::format("{}: cannot truncate: {}", path_, std::strerror(errno)));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+std::string header_checked(const std::string& path, const std::string& content) {
+  const std::string first = content.substr(0, content.find('\n'));
+  const std::string h = !first.empty() && first.back() == '\r' ? first.substr(0, first.size() - 1) : first;
+  if (h != header_line())
+    throw UsageError(fmt::format("{}: exists but its header is not the result CSV header; choose another --csv file",
+                                 path));
+  return content;
+}
+
+}  // namespace
+
+// Under the file's lock, so that concurrent writers (threads, processes, MPI jobs) never lose a
+// row; each call's rows land together, after a header when the file was empty.
+void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows) {
+  LockedFile f(path);
+  const std::string content = f.read_all();
+  std::string text;
+  if (content.empty()) text.append(header_line()).push_back('\n');
+  else if (header_checked(path, content).back() != '\n') text.push_back('\n');
+  for (const auto& r : rows) text.append(r.to_csv_line()).push_back('\n');
+  f.append(text);
+}
+
+void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update) {
+  LockedFile f(path);
+  const std::string content = f.read_all();
+  const std::string next = update(content.empty() ? content : header_checked(path, content));
+  f.truncate();
+  f.append(next);
 }
 
 }  // namespace ptdp

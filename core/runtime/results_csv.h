@@ -1,13 +1,15 @@
 // The result CSV of the project's contract (docs/RESULTS.md): one long-form row per measured or
 // simulated configuration, appended atomically (a new file gets the header first).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace ptdp {
 
-// The contract's columns, in order.
+// The contract's columns, in order, and the header line they make (no newline).
 const std::vector<std::string>& result_columns();
+std::string result_header_line();
 
 // A row: one value per column, by name; unset columns are written empty.
 class ResultRow {
@@ -23,10 +25,15 @@ class ResultRow {
   std::vector<std::string> values_ = std::vector<std::string>(result_columns().size());
 };
 
-// Appends rows to `path` atomically: the old content and the new rows are written to a
-// temporary file in the same directory, flushed to disk and renamed over `path`. If the file
-// exists its header must equal the contract's, else RuntimeError and nothing is written.
+// Appends rows to `path` under an exclusive lock on the file (flock), so that concurrent writers
+// never lose a row; an empty or new file gets the header first. Writes through symlinks and keeps
+// hard links and the file's mode. If the file has content its header must equal the contract's,
+// else UsageError and nothing is written; a target that is not a regular file is a RuntimeError.
 void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows);
+
+// Rewrites a result file in place under the same lock: `update` gets the current content (empty
+// for a new file; else its header is checked first) and returns the new one.
+void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update);
 
 // Checks, before any work is done, that rows can later be appended to `path`: its directory
 // exists and is writable, it is not a directory, and an existing file has the contract's

@@ -1,0 +1,145 @@
+// Result CSV appends: every row of concurrent writers kept exactly once (threads and processes),
+// user files written through (symlinks, hard links, modes), non-regular targets refused at once.
+#include "core/runtime/results_csv.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/common/error.h"
+#include "core/data/testing/data_test_util.h"
+
+namespace ptdp {
+namespace {
+
+using testing::TempDir;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ResultRow row_named(const std::string& experiment) {
+  ResultRow r;
+  r.set("experiment", experiment);
+  r.set("tokens_per_s", 1234.5);
+  return r;
+}
+
+// Every expected experiment name exactly once, one header, nothing else.
+void expect_rows(const std::string& path, int writers, int rows_each) {
+  std::istringstream in(slurp(path));
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, result_header_line());
+  std::map<std::string, int> seen;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    ++seen[line.substr(0, line.find(','))];
+  }
+  EXPECT_EQ(lines, writers * rows_each);
+  for (int w = 0; w < writers; ++w)
+    for (int i = 0; i < rows_each; ++i) EXPECT_EQ(seen[fmt::format("w{}-r{}", w, i)], 1) << "w" << w << "-r" << i;
+}
+
+TEST(ResultsCsv, ConcurrentThreadsKeepEveryRowOnce) {
+  TempDir dir;
+  const std::string path = dir.file("rows.csv");
+  constexpr int kWriters = 8, kRows = 25;
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int i = 0; i < kRows; ++i) append_result_rows(path, {row_named(fmt::format("w{}-r{}", w, i))});
+    });
+  for (auto& t : ts) t.join();
+  expect_rows(path, kWriters, kRows);
+}
+
+TEST(ResultsCsv, ConcurrentProcessesKeepEveryRowOnce) {
+  TempDir dir;
+  const std::string path = dir.file("rows.csv");
+  constexpr int kWriters = 6, kRows = 20;
+  std::vector<pid_t> kids;
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        for (int i = 0; i < kRows; ++i) append_result_rows(path, {row_named(fmt::format("w{}-r{}", w, i))});
+      } catch (...) {
+        rc = 1;
+      }
+      _exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(k, &status, 0), k);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  expect_rows(path, kWriters, kRows);
+}
+
+TEST(ResultsCsv, ASymlinkIsWrittenThroughAndTheTargetKeepsItsModeAndLinks) {
+  TempDir dir;
+  const std::string target = dir.file("target.csv"), link = dir.file("link.csv"), hard = dir.file("hard.csv");
+  append_result_rows(target, {row_named("w0-r0")});
+  ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
+  std::filesystem::create_symlink(target, link);
+  std::filesystem::create_hard_link(target, hard);
+  append_result_rows(link, {row_named("w0-r1")});
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  struct stat st {};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_nlink, 2u);
+  expect_rows(target, 1, 2);
+  EXPECT_EQ(slurp(hard), slurp(target));
+}
+
+TEST(ResultsCsv, AFifoOrDeviceIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("rows.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_THROW(check_result_csv(fifo), UsageError);
+  EXPECT_THROW(append_result_rows(fifo, {row_named("x")}), RuntimeError);
+  EXPECT_THROW(check_result_csv("/dev/null"), UsageError);
+  EXPECT_THROW(append_result_rows("/dev/null", {row_named("x")}), RuntimeError);
+}
+
+TEST(ResultsCsv, AFileWithAnotherHeaderIsLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("other.csv");
+  std::ofstream(path) << "a,b\n1,2\n";
+  EXPECT_THROW(append_result_rows(path, {row_named("x")}), UsageError);
+  EXPECT_EQ(slurp(path), "a,b\n1,2\n");
+}
+
+TEST(ResultsCsv, AMissingFinalNewlineIsRepairedBeforeTheRow) {
+  TempDir dir;
+  const std::string path = dir.file("rows.csv");
+  append_result_rows(path, {row_named("w0-r0")});
+  std::string text = slurp(path);
+  text.pop_back();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  append_result_rows(path, {row_named("w0-r1")});
+  expect_rows(path, 1, 2);
+}
+
+}  // namespace
+}  // namespace ptdp
