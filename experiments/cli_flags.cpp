@@ -117,6 +117,13 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   r.model.make_vocab_size_divisible_by = f.vocab_divisible;
   r.par.recompute = parse_recompute(f.recompute);
   r.par.scatter_gather = f.scatter_gather;
+  // A path flag given an empty value is a mistake (an unset variable in a script), not "none".
+  for (const char* flag : {"--csv", "--save", "--load", "--loss-log", "--save-init", "--data", "--experiment"})
+    if (app.get_option_no_throw(flag) && given(flag) && app.get_option(flag)->as<std::string>().empty())
+      usage_error("{} '': needs a value (leave the flag out for none)", flag);
+  for (char ch : r.experiment)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
   validate_run(r);
   return r;
 }

@@ -67,14 +67,6 @@ ResultRow make_row(const RunConfig& c, double iter_ms, double loss, double peak_
 namespace {
 
 // --loss-log FILE: its directory must exist and FILE must not be a directory.
-void check_loss_log(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path p(path), dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) usage_error("--loss-log {}: directory {} does not exist", path, dir.string());
-  if (fs::is_directory(p, ec)) usage_error("--loss-log {}: is a directory", path);
-}
-
 // iteration,loss,grad_norm,lr,loss_scale,skipped: one line per iteration run, values printed
 // to round-trip (skipped: 1 when the update was skipped).
 std::string loss_log_csv(const std::vector<std::pair<int, IterStats>>& iters) {
@@ -88,7 +80,9 @@ std::string loss_log_csv(const std::vector<std::pair<int, IterStats>>& iters) {
 void preflight(const RunConfig& c, bool thread_ranks) {
   require_backend_here(c, thread_ranks);
   if (!c.csv.empty()) check_result_csv(c.csv);
-  if (!c.loss_log.empty()) check_loss_log(c.loss_log);
+  if (!c.loss_log.empty()) check_output_file(c.loss_log, "--loss-log");
+  if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
+  if (!c.save_init_dir.empty()) check_output_dir(c.save_init_dir, "--save-init");
   if (!c.save_init_dir.empty() && !c.load_dir.empty())
     usage_error("--save-init {} writes the initial weights; it cannot be combined with --load {}", c.save_init_dir,
                 c.load_dir);
@@ -267,7 +261,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     if (!c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters)) save(it);
   }
   phase([&] {  // rank 0 writes the loss log; its failure ends every rank with the cause
-    if (rank0 && !c.loss_log.empty()) write_file_atomic(c.loss_log, loss_log_csv(loss_log));
+    if (rank0 && !c.loss_log.empty()) write_user_file(c.loss_log, loss_log_csv(loss_log));
   });
   if (!rank0) return std::nullopt;
   if (report && !c.loss_log.empty())

@@ -213,6 +213,59 @@ void append_result_rows(const std::string& path, const std::vector<ResultRow>& r
   f.append(text);
 }
 
+void write_user_file(const std::string& path, const std::string& content) {
+  LockedFile f(path);
+  f.truncate();
+  f.append(content);
+}
+
+void check_output_file(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) usage_error("{} '': needs a file name", flag);
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) usage_error("{} {}: directory {} does not exist", flag, path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: directory {} is not writable", flag, path, dir.string());
+  if (fs::is_directory(p, ec)) usage_error("{} {}: is a directory, not a file", flag, path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      usage_error("{} {}: is not a regular file (a FIFO, device or socket); choose a regular file", flag, path);
+    if (::access(path.c_str(), W_OK) != 0) usage_error("{} {}: is not writable", flag, path);
+  }
+}
+
+void check_output_dir(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) usage_error("{} '': needs a directory name", flag);
+  std::error_code ec;
+  // Permissions alone say nothing for root or on special file systems: the missing directories
+  // are made, a file is made in the last one, and all of it is removed again.
+  std::vector<fs::path> made;
+  for (fs::path at = fs::absolute(fs::path(path), ec); !ec && !fs::exists(at, ec) && at != at.parent_path();
+       at = at.parent_path())
+    made.push_back(at);
+  auto undo = [&] {
+    for (const auto& d : made) fs::remove(d, ec);  // deepest first
+  };
+  fs::create_directories(path, ec);
+  if (ec || !fs::is_directory(path)) {
+    const std::string why = ec ? ec.message() : "not a directory";
+    undo();
+    usage_error("{} {}: cannot create the directory: {}", flag, path, why);
+  }
+  std::string probe = (fs::path(path) / ".ptdp-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  const int e = errno;
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  undo();
+  if (fd < 0) usage_error("{} {}: cannot write in the directory: {}", flag, path, std::strerror(e));
+}
+
 void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update) {
   LockedFile f(path);
   const std::string content = f.read_all();

@@ -40,7 +40,22 @@ void update_result_file(const std::string& path, const std::function<std::string
 // header. UsageError naming `flag` otherwise.
 void check_result_csv(const std::string& path, const std::string& flag = "--csv");
 
-// Writes `content` to `path` atomically (temporary file, fsync, rename).
+// Writes `content` to `path` atomically (temporary file, fsync, rename): for files ptdp owns
+// (checkpoint shards, its own generated outputs). A user-named file goes through write_user_file.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Replaces the content of a user-named file in place under its lock: through symlinks, keeping
+// hard links and the mode; RuntimeError for a target that is not a regular file.
+void write_user_file(const std::string& path, const std::string& content);
+
+// Checks, before any work is done, that `path` (a user-named output file) can be written: a
+// name, an existing writable directory, and a writable regular file if it exists. UsageError
+// naming `flag` otherwise.
+void check_output_file(const std::string& path, const std::string& flag);
+
+// The same for an output directory (--save): makes the missing directories and a file in the
+// last one, then removes them again (permissions alone say nothing for root or on special file
+// systems).
+void check_output_dir(const std::string& path, const std::string& flag);
 
 }  // namespace ptdp

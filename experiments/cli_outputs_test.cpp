@@ -1,0 +1,93 @@
+// Output locations of `ptdp train` and `ptdp accept`: checked before any work, never replaced
+// when they are the user's (symlinks written through), refused at once when they are not regular
+// files, and empty path values refused instead of read as "none".
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::run_ptdp;
+using testing::TempDir;
+
+std::vector<std::string> tiny(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"train", "--model", "tiny", "--iters", "3", "--warmup", "1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+TEST(CliOutputs, EmptyPathValuesAreRefused) {
+  TempDir dir;
+  for (const char* flag : {"--csv", "--save", "--load", "--loss-log", "--save-init"}) {
+    const CliResult r = run_ptdp(dir, tiny({flag, ""}));
+    EXPECT_TRUE(IsUsageError(r, {flag, "needs a value"})) << flag << ": " << r.err;
+  }
+}
+
+TEST(CliOutputs, ControlCharactersInTheExperimentNameAreRefused) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, tiny({"--experiment", "a\nb", "--csv", dir.file("r.csv")}));
+  EXPECT_TRUE(IsUsageError(r, {"--experiment", "control characters"})) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.csv")));
+}
+
+TEST(CliOutputs, UnusableLossLogAndSaveAreRefusedBeforeTraining) {
+  TempDir dir;
+  const std::string file = dir.file("plain");
+  testing::write_file(file, {'x'});
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--loss-log", dir.file("missing/loss.csv")},
+                                                                {"--loss-log", "/dev/null"},
+                                                                {"--save", file + "/ckpt"},
+                                                                {"--save", "/proc/ptdp-ckpt"}}) {
+    const CliResult r = run_ptdp(dir, tiny(args));
+    EXPECT_TRUE(IsUsageError(r, {args[0]})) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_EQ(r.out.find("iteration"), std::string::npos) << "trained before refusing: " << r.out;
+  }
+}
+
+TEST(CliOutputs, CsvThatIsAFifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("rows.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const CliResult r = run_ptdp(dir, tiny({"--csv", fifo}), 30);
+  EXPECT_TRUE(IsUsageError(r, {"--csv", "not a regular file"})) << r.err;
+}
+
+TEST(CliOutputs, LossLogThroughASymlinkReachesTheTargetWhichKeepsItsMode) {
+  TempDir dir;
+  const std::string target = dir.file("loss.csv"), link = dir.file("link.csv");
+  testing::write_file(target, {'o', 'l', 'd', '\n'});
+  ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
+  std::filesystem::create_symlink(target, link);
+  const CliResult r = run_ptdp(dir, tiny({"--loss-log", link}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  const std::string text = testing::text_of(target);
+  EXPECT_EQ(text.rfind("iteration,loss", 0), 0u) << text;
+  struct stat st {};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(CliOutputs, ResultCsvThroughASymlinkReachesTheTarget) {
+  TempDir dir;
+  const std::string target = dir.file("rows.csv"), link = dir.file("link.csv");
+  std::filesystem::create_symlink(target, link);
+  ASSERT_EQ(run_ptdp(dir, tiny({"--csv", link})).exit_code, 0);
+  ASSERT_EQ(run_ptdp(dir, tiny({"--csv", link})).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  const std::string text = testing::text_of(target);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << text;  // header and two rows
+}
+
+}  // namespace
+}  // namespace ptdp
