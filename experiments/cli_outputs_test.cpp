@@ -91,3 +91,24 @@ TEST(CliOutputs, ResultCsvThroughASymlinkReachesTheTarget) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Inputs that are FIFOs would block the reader forever: refused at once.
+TEST(CliInputs, FifoInputsAreRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("in.csv");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  CliResult r = run_ptdp(dir, {"compare", fifo, fifo}, 30);
+  EXPECT_TRUE(IsUsageError(r, {"in.csv", "not a regular file"})) << r.err;
+  const std::string prefix = dir.file("data");
+  ASSERT_EQ(::mkfifo((prefix + ".idx").c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo((prefix + ".bin").c_str(), 0644), 0);
+  r = run_ptdp(dir, tiny({"--data", prefix}), 30);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -222,6 +222,14 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   SweepSpec s;
   s.path = path;
   s.name = text_field(root, "name", path, true);
+  // The name becomes a file name under --out: one plain component, nothing that leaves it.
+  const bool plain = !s.name.empty() && s.name.size() <= 100 && s.name.front() != '.' &&
+                     s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                         std::string::npos;
+  if (!plain)
+    usage_error("{}: name '{}' must be a plain file name (letters, digits, '.', '_', '-'; not starting with '.'; at "
+                "most 100 characters): rows and plots are written to --out under it",
+                path, one_line(s.name));
   s.title = text_field(root, "title", path, true);
   s.metric = text_field(root, "metric", path, true);
   s.paper = text_field(root, "paper", path, true);

@@ -364,6 +364,10 @@ TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
        {"bad.toml", "metric 'speed'"}},
       {good + "[[series]]\nname = \"B = 8\"\n", {"bad.toml", "series 'B = 8' appears twice"}},
       {good + "[[series]]\nname = \"only\"\nonly = [\"7\"]\n", {"bad.toml", "'only' names x '7'"}},
+      // The name becomes a file under --out: nothing that leaves it.
+      {std::string(kGoodSpec).replace(0, 13, "name = \"../x\""), {"bad.toml", "name '../x' must be a plain file name"}},
+      {std::string(kGoodSpec).replace(0, 13, "name = \"/tmp/x\""), {"bad.toml", "name '/tmp/x' must be a plain"}},
+      {std::string(kGoodSpec).replace(0, 13, "name = \"a/b\""), {"bad.toml", "name 'a/b' must be a plain"}},
   };
   for (const auto& c : cases) {
     const std::string path = write(dir, "bad.toml", c.text);

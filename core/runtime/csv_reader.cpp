@@ -117,6 +117,8 @@ CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>&
   std::error_code ec;
   if (!fs::exists(path, ec)) usage_error("{}: cannot be opened: no such file", path);
   if (fs::is_directory(path, ec)) usage_error("{}: cannot be opened: it is a directory", path);
+  if (!fs::is_regular_file(path, ec))  // a FIFO would block the read, a device might never end
+    usage_error("{}: cannot be read: not a regular file (a FIFO, device or socket)", path);
 
   static constexpr auto readers = make_readers(std::make_index_sequence<kMaxColumns>{});
   CsvTable t;
