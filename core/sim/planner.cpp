@@ -70,6 +70,7 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
     std::optional<PlanEntry> best;
     for (int b : req.micro_batches) {
       if ((req.global_batch / d) % b != 0) continue;
+      if (req.global_batch / d / b > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
       const RunConfig c = make_config(req, prec, t, p, d, 1, b, "1f1b", Recompute::Full);
       if (!memory_verdict(c, hw).fits) continue;
       PlanEntry e{c, simulate(c, hw, opt)};
@@ -106,6 +107,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
       for (int b : req.micro_batches) {
         if ((req.global_batch / d) % b != 0) continue;
         const int m = req.global_batch / d / b;
+        if (m > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
         struct Sched {
           const char* name;
           int v;
@@ -114,8 +116,9 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
         if (p > 1) {
           scheds.push_back({"gpipe", 1});
           if (m % p == 0)
-            for (int v = 2; v <= req.max_vpp; ++v)
-              if (model.layers % (p * v) == 0) scheds.push_back({"interleaved", v});
+            for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
+              if (model.layers % (p * v) == 0 && int64_t(m) * v <= kMaxSimMicrobatches)
+                scheds.push_back({"interleaved", v});
         }
         for (const Sched& s : scheds) {
           for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {

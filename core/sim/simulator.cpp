@@ -61,6 +61,11 @@ double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
 }
 
 SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt) {
+  if (int64_t(cfg.par.num_microbatches()) * cfg.par.vpp > kMaxSimMicrobatches)
+    usage_error("--global-batch {}: {} micro-batches per pipeline (B / (b x d)) x v = {}; the simulator replays at "
+                "most {} per iteration",
+                cfg.par.global_batch, cfg.par.num_microbatches(),
+                int64_t(cfg.par.num_microbatches()) * cfg.par.vpp, kMaxSimMicrobatches);
   const CostModel cm(cfg, hw, opt);
   const ParallelConfig& par = cfg.par;
   SimResult r;

@@ -34,6 +34,11 @@ struct SimResult {
 };
 
 // `cfg` must have passed validate_run. Throws UsageError if the profile lacks the precision.
+// The most micro-batches (times model chunks) per pipeline the replay simulates in one iteration
+// (time and memory grow with them; 2^16 replays in well under a second).
+inline constexpr int64_t kMaxSimMicrobatches = 65536;
+
+// UsageError beyond kMaxSimMicrobatches.
 SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt = {});
 
 // A lower bound on the iteration time (no bubble, no communication waits) for pruning searches.
