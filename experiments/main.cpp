@@ -14,6 +14,7 @@
 #include "core/comm/mpi/mpi_comm.h"
 #endif
 #include "experiments/cli_flags.h"
+#include "experiments/strict_numbers.h"
 #include "experiments/commands.h"
 #include "core/runtime/run_config_fields.h"
 #include "experiments/rank_device.h"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  require_strict_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
