@@ -112,3 +112,35 @@ TEST(CliInputs, FifoInputsAreRefusedWithoutBlocking) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Settings that used to be changed silently.
+TEST(CliSettings, ADecayEndingInsideTheWarmupIsRefused) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, tiny({"--lr-decay-iters", "5", "--lr-warmup-iters", "10"}));
+  EXPECT_TRUE(IsUsageError(r, {"--lr-decay-iters 5 must be more than --lr-warmup-iters 10"})) << r.err;
+}
+
+TEST(CliSettings, AHysteresisTheCheckpointCannotHoldIsRefused) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, tiny({"--precision", "f16", "--hysteresis", "3000000000"}));
+  EXPECT_TRUE(IsUsageError(r, {"--hysteresis 3000000000"})) << r.err;
+}
+
+TEST(CliSettings, AnF32CheckpointResumedInF16StartsAtTheInitialLossScale) {
+  TempDir dir;
+  const std::string ck = dir.file("ck");
+  ASSERT_EQ(run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--warmup", "1", "--save", ck}).exit_code, 0);
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--iters", "4", "--warmup", "1", "--load", ck,
+                                     "--precision", "f16", "--initial-loss-scale", "1024"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("saved without dynamic loss scaling; f16 starts at --initial-loss-scale 1024"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("loss scale 1 "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ptdp

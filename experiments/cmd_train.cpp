@@ -177,15 +177,24 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       require_same_fields(given_world, {{"the iteration of --load " + c.load_dir, std::to_string(it)}},
                           "every rank must read the same checkpoint (one shared directory, or the same copy on every "
                           "node)");
-    if (trainer.loss_scaler().dynamic())
-      trainer.loss_scaler().restore({st.loss_scale, st.scale_growth, st.scale_hysteresis});
+    if (trainer.loss_scaler().dynamic()) {
+      if (st.loss_scale > 0) {
+        trainer.loss_scaler().restore({st.loss_scale, st.scale_growth, st.scale_hysteresis});
+      } else if (report) {  // saved without dynamic loss scaling (f32, bf16): its scale of 1 is no f16 state
+        fmt::print("note: the checkpoint in {} was saved without dynamic loss scaling; f16 starts at "
+                   "--initial-loss-scale {:g}\n",
+                   c.load_dir, trainer.loss_scaler().scale());
+      }
+    }
     trainer.set_iteration(it);
     start = static_cast<int>(it);
     if (report) fmt::print("loaded the checkpoint of iteration {} from {}\n", it, c.load_dir);
   }
   auto save = [&](int it) {  // data-parallel rank 0 writes its (tp, pp) shard; rank 0 the marker, last
     const LossScaler::State ls = trainer.loss_scaler().state();
-    const CheckpointState st{it, ls.scale, int32_t(ls.growth), int32_t(ls.hysteresis)};
+    // A loss scale of 0 in the checkpoint: no dynamic loss-scaler state (f32, bf16, fixed scale).
+    const CheckpointState st{it, trainer.loss_scaler().dynamic() ? ls.scale : 0.0, int32_t(ls.growth),
+                             int32_t(ls.hysteresis)};
     phase([&] {
       if (g.me.dp == 0) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
     });

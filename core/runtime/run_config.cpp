@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/common/error.h"
 
@@ -78,7 +79,11 @@ void validate_run(RunConfig& c) {
     usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
                 c.initial_loss_scale);
   if (c.loss_scale_window < 1) usage_error("--loss-scale-window {} must be at least 1", c.loss_scale_window);
+  // The checkpoint stores the scaler's counters in 32 bits: larger values would resume differently.
   if (c.hysteresis < 1) usage_error("--hysteresis {} must be at least 1", c.hysteresis);
+  if (c.hysteresis > INT32_MAX) usage_error("--hysteresis {} must be at most 2147483647", c.hysteresis);
+  if (c.loss_scale_window > INT32_MAX)
+    usage_error("--loss-scale-window {} must be at most 2147483647", c.loss_scale_window);
   if (c.comm == "nccl" && c.backend != "cuda") usage_error("--comm nccl needs --backend cuda");
   positive(c.iters, "--iters");
   if (c.warmup < 0) usage_error("--warmup {} must not be negative", c.warmup);
@@ -95,6 +100,10 @@ void validate_run(RunConfig& c) {
     usage_error("--min-lr {} must be in [0, --lr {}]", o.lr.min_lr, o.lr.max_lr);
   if (o.lr.warmup_iters < 0) usage_error("--lr-warmup-iters {} must not be negative", o.lr.warmup_iters);
   if (o.lr.decay_iters < 0) usage_error("--lr-decay-iters {} must not be negative", o.lr.decay_iters);
+  if (o.lr.decay_iters > 0 && o.lr.decay_iters <= o.lr.warmup_iters)
+    usage_error("--lr-decay-iters {} must be more than --lr-warmup-iters {} (the decay runs from the end of the "
+                "warm-up to it; 0 keeps the rate constant after the warm-up)",
+                o.lr.decay_iters, o.lr.warmup_iters);
   if (!(o.weight_decay >= 0)) usage_error("--weight-decay {} must not be negative", o.weight_decay);
   if (!(o.clip_grad >= 0)) usage_error("--clip-grad {} must not be negative (0 disables clipping)", o.clip_grad);
   if (!(o.beta1 >= 0 && o.beta1 < 1)) usage_error("--adam-beta1 {} must be in [0, 1)", o.beta1);
