@@ -223,3 +223,29 @@ TEST(CliAccept, UnknownCheckIsRefused) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Sizes that reach an allocation are bounded: a clear line instead of a crash, an internal check
+// or a terminate.
+TEST(CliAccept, ProfileSizesBeyondTheBoundsAreRefused) {
+  TempDir dir;
+  const std::string base = text_of(source_file("hardware/cpu-accept.toml"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"shape = [4294967296, 4294967296, 4294967296]", "'accept.gemm.shape' sizes must be at most 65536"},
+      {"array_mib = 35184372088832", "'accept.memory.array_mib' = 35184372088832 must be at most 65536"},
+      {"ranks = 100000", "'node.ranks' = 100000 must be at most 1024"},
+  };
+  for (const auto& [line, needle] : cases) {
+    std::string text = base;
+    const std::string key = line.substr(0, line.find(' '));
+    text = std::regex_replace(text, std::regex("\n" + key + " = [^\n#]*"), "\n" + line + " ", std::regex_constants::format_first_only);
+    const std::string path = write_text(dir, "big.toml", text);
+    const CliResult r = run_ptdp(dir, {"accept", "--hardware", path, "--checks", "gemm"}, 60);
+    EXPECT_TRUE(IsUsageError(r, {needle})) << line << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -147,7 +147,11 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   if (a.kind != "cpu" && a.kind != "gpu") usage_error("{}: field 'kind' must be cpu or gpu (got '{}')", a.path, a.kind);
   const bool gpu = a.kind == "gpu";
   if (gpu) a.node_gpus = int(r.integer("node.gpus", 1));
-  else a.ranks = int(r.integer("node.ranks", 2));
+  else {
+    const int64_t ranks = r.integer("node.ranks", 2);  // thread ranks of this process
+    if (ranks > 1024) usage_error("{}: field 'node.ranks' = {} must be at most 1024", a.path, ranks);
+    a.ranks = int(ranks);
+  }
   const auto* shape = root.at_path("accept.gemm.shape").as_array();
   if (!shape || shape->size() != 3 || !shape->is_homogeneous(toml::node_type::integer))
     usage_error("{}: field 'accept.gemm.shape' must be [m, n, k] (three integers)", a.path);
@@ -156,15 +160,23 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   a.gemm_k = *(*shape)[2].value<int64_t>();
   if (a.gemm_m < 1 || a.gemm_n < 1 || a.gemm_k < 1)
     usage_error("{}: field 'accept.gemm.shape' must hold positive sizes", a.path);
+  constexpr int64_t kMaxDim = 1 << 16, kMaxMib = 1 << 16;  // 64 GiB per buffer at most
+  if (a.gemm_m > kMaxDim || a.gemm_n > kMaxDim || a.gemm_k > kMaxDim)
+    usage_error("{}: field 'accept.gemm.shape' sizes must be at most {}", a.path, kMaxDim);
+  const auto mib_field = [&](const char* key) {
+    const int64_t v = r.integer(key, 1);
+    if (v > kMaxMib) usage_error("{}: field '{}' = {} must be at most {} (MiB)", a.path, key, v, kMaxMib);
+    return v;
+  };
   a.gemm_what = root.at_path("accept.gemm.what").value_or(std::string());
   if (gpu) a.min_gemm_tflops = r.threshold("accept.gemm.min_tflops");
   else a.min_gemm_gflops = r.threshold("accept.gemm.min_gflops");
-  a.triad_mib = r.integer("accept.memory.array_mib", 1);
+  a.triad_mib = mib_field("accept.memory.array_mib");
   if (gpu) a.min_memory_gbs = r.threshold("accept.memory.min_add_gbs");
   else a.min_triad_gbs = r.threshold("accept.memory.min_triad_gbs");
-  a.allreduce_mib = r.integer("accept.allreduce.mib", 1);
+  a.allreduce_mib = mib_field("accept.allreduce.mib");
   a.min_allreduce_busbw_gbs = r.threshold("accept.allreduce.min_busbw_gbs");
-  a.p2p_mib = r.integer("accept.p2p.mib", 1);
+  a.p2p_mib = mib_field("accept.p2p.mib");
   a.min_p2p_gbs = r.threshold("accept.p2p.min_bandwidth_gbs");
   a.golden = r.text("accept.train.golden");
   a.golden_path = resolve_data_path(a.golden);

@@ -6,6 +6,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -293,18 +294,29 @@ void run_local_ranks(int n, const std::function<void(int, Communicator&)>& fn, s
   auto comms = make_local_world(n, timeout);
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r, *comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        comms[r]->abort(e.what());
-      } catch (...) {
-        errors[r] = std::current_exception();
-        comms[r]->abort("unknown error");
-      }
-    });
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        try {
+          fn(r, *comms[r]);
+        } catch (const std::exception& e) {
+          errors[r] = std::current_exception();
+          comms[r]->abort(e.what());
+        } catch (...) {
+          errors[r] = std::current_exception();
+          comms[r]->abort("unknown error");
+        }
+      });
+    } catch (const std::system_error& e) {  // out of threads or memory for their stacks
+      const std::string why = fmt::format("cannot start {} local ranks as threads: rank {} failed to start ({}); use "
+                                          "fewer ranks, or MPI processes (--comm mpi)",
+                                          n, r, e.what());
+      for (int i = 0; i < r; ++i) comms[i]->abort(why);
+      for (auto& t : threads) t.join();
+      throw RuntimeError(why);
+    }
+  }
   for (auto& t : threads) t.join();
   // Prefer the root cause: a rank's own failure over the CommErrors it caused in the others.
   std::exception_ptr first;
