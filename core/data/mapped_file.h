@@ -1,5 +1,8 @@
 // A read-only memory map of a whole file (POSIX open/mmap), unmapped in the destructor.
-// Movable, not copyable. An empty file maps to an empty span.
+// Movable, not copyable. An empty file maps to an empty span. If another process truncates the
+// file while it is mapped, a read past the new end ends the process with exit code 2 and the line
+// "ptdp: error: PATH: the file became shorter while it was being read ..." (a SIGBUS handler for
+// the mapped ranges) instead of dying by SIGBUS.
 #pragma once
 #include <cstddef>
 #include <span>
