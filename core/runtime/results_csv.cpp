@@ -72,7 +72,15 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::string name = ".";
-  name.append(p.filename().string()).append(".tmpXXXXXX");
+  name.append(p.filename().string()).append(".tmp");
+  // A write killed before its rename (SIGKILL, power loss) leaves its temporary behind: ptdp's own
+  // files have one writer, so the temporaries of this target left by earlier writes are removed.
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.size() == name.size() + 6 && n.compare(0, name.size(), name) == 0) fs::remove(it->path(), ec);
+  }
+  name.append("XXXXXX");
   std::string tmpl = (dir / name).string();
   int fd = mkstemp(tmpl.data());
   if (fd < 0) throw RuntimeError(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));

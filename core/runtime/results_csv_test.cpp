@@ -141,5 +141,19 @@ TEST(ResultsCsv, AMissingFinalNewlineIsRepairedBeforeTheRow) {
   expect_rows(path, 1, 2);
 }
 
+// A save killed before its rename leaves ".NAME.tmpXXXXXX" behind; the next write of NAME
+// removes it, and nothing else.
+TEST(ResultsCsv, AnAtomicWriteRemovesTheTemporariesEarlierWritesOfItsTargetLeft) {
+  TempDir dir;
+  const std::string target = dir.file("shard.bin");
+  for (const char* n : {".shard.bin.tmpAb12Cd", ".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
+    std::ofstream(dir.file(n)) << "x";
+  write_file_atomic(target, "new");
+  EXPECT_EQ(slurp(target), "new");
+  EXPECT_FALSE(std::filesystem::exists(dir.file(".shard.bin.tmpAb12Cd")));
+  for (const char* n : {".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
+    EXPECT_TRUE(std::filesystem::exists(dir.file(n))) << n;
+}
+
 }  // namespace
 }  // namespace ptdp
