@@ -144,3 +144,20 @@ TEST(CliSettings, AnF32CheckpointResumedInF16StartsAtTheInitialLossScale) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+TEST(CliOutputs, PathsTooLongForTheKernelAreRefusedBeforeTraining) {
+  TempDir dir;
+  const std::string longname = dir.file(std::string(5000, 'a') + ".csv");
+  for (const char* flag : {"--csv", "--loss-log"}) {
+    const CliResult r = run_ptdp(dir, tiny({flag, longname}));
+    EXPECT_TRUE(IsUsageError(r, {flag, "characters long"})) << flag << ": " << r.err;
+    EXPECT_EQ(r.out.find("iteration"), std::string::npos) << r.out;
+    EXPECT_LT(r.err.size(), 400u) << "the whole path printed";
+  }
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -117,7 +119,23 @@ std::string first_line_of(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+// Paths the kernel refuses (ENAMETOOLONG) are refused before any work, named by their start.
+void check_path_length(const std::string& path, const std::string& flag) {
+  size_t longest = 0;
+  for (size_t at = 0; at <= path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    longest = std::max(longest, slash - at);
+    at = slash + 1;
+  }
+  if (path.size() >= PATH_MAX || longest > NAME_MAX)
+    usage_error("{} {}...: the path is {} characters long, its longest part {} (at most {} and {})", flag,
+                path.substr(0, 40), path.size(), longest, PATH_MAX - 1, NAME_MAX);
+}
+}  // namespace
+
 void check_result_csv(const std::string& path, const std::string& flag) {
+  check_path_length(path, flag);
   namespace fs = std::filesystem;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
@@ -230,6 +248,7 @@ void write_user_file(const std::string& path, const std::string& content) {
 void check_output_file(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   if (path.empty()) usage_error("{} '': needs a file name", flag);
+  check_path_length(path, flag);
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
@@ -247,6 +266,7 @@ void check_output_file(const std::string& path, const std::string& flag) {
 void check_output_dir(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   if (path.empty()) usage_error("{} '': needs a directory name", flag);
+  check_path_length(path, flag);
   std::error_code ec;
   // Permissions alone say nothing for root or on special file systems: the missing directories
   // are made, a file is made in the last one, and all of it is removed again.
