@@ -86,14 +86,20 @@ void IndexedDatasetWriter::write_bytes(std::FILE* f, const std::string& path, co
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
-  PTDP_CHECK(!finalized_ && bin_ != nullptr, "add_document after finalize");
-  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-    usage_error("{}.bin: document of {} tokens is longer than 2^31-1", prefix_, tokens.size());
+  PTDP_CHECK(open_length_ == 0, "add_document inside a document being appended to");
+  append_tokens(tokens);
+  end_document();
+}
+
+void IndexedDatasetWriter::append_tokens(std::span<const int32_t> tokens) {
+  PTDP_CHECK(!finalized_ && bin_ != nullptr, "append_tokens after finalize");
+  if (open_length_ + int64_t(tokens.size()) > int64_t(std::numeric_limits<int32_t>::max()))
+    usage_error("{}.bin: document of {} tokens is longer than 2^31-1", prefix_, open_length_ + int64_t(tokens.size()));
   const int64_t lo = token_dtype_min(dtype_), hi = token_dtype_max(dtype_);
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < lo || tokens[i] > hi)
       usage_error("{}.bin: token {} (document {}, position {}) does not fit in {}", prefix_, tokens[i],
-                  lengths_.size(), i, token_dtype_name(dtype_));
+                  lengths_.size(), open_length_ + int64_t(i), token_dtype_name(dtype_));
   }
   scratch_.resize(tokens.size() * token_dtype_size(dtype_));
   switch (dtype_) {
@@ -106,8 +112,14 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
     default: PTDP_CHECK(false, "non-integer token dtype");
   }
   write_bytes(bin_, bin_tmp_, scratch_.data(), scratch_.size());
-  lengths_.push_back(static_cast<int32_t>(tokens.size()));
+  open_length_ += int64_t(tokens.size());
   tokens_ += static_cast<int64_t>(tokens.size());
+}
+
+void IndexedDatasetWriter::end_document() {
+  PTDP_CHECK(!finalized_ && bin_ != nullptr, "end_document after finalize");
+  lengths_.push_back(static_cast<int32_t>(open_length_));
+  open_length_ = 0;
 }
 
 void IndexedDatasetWriter::finalize() {

@@ -24,6 +24,10 @@ class IndexedDatasetWriter {
   // Appends one document made of one sequence. A token outside the dtype's range is a
   // UsageError (and the document is not added).
   void add_document(std::span<const int32_t> tokens);
+  // The same in pieces, for documents larger than memory: tokens appended to the current document
+  // (checked as above), which end_document() closes.
+  void append_tokens(std::span<const int32_t> tokens);
+  void end_document();
   // Writes the index, fsyncs both files and renames them to PREFIX.bin then PREFIX.idx.
   // On failure the temporaries are removed and the error is rethrown. Call at most once.
   void finalize();
@@ -45,6 +49,7 @@ class IndexedDatasetWriter {
   std::vector<int32_t> lengths_;
   std::vector<std::byte> scratch_;
   int64_t tokens_ = 0;
+  int64_t open_length_ = 0;  // tokens appended to the document not yet ended
   uint64_t bytes_written_ = 0;
   bool finalized_ = false;
 };

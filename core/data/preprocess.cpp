@@ -13,7 +13,8 @@
 namespace ptdp {
 namespace {
 
-std::vector<int32_t> read_bytes_as_tokens(const std::string& path) {
+// Opens the input: a regular file, readable.
+std::ifstream open_input(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -21,12 +22,7 @@ std::vector<int32_t> read_bytes_as_tokens(const std::string& path) {
   if (!fs::is_regular_file(status)) usage_error("--input {}: not a regular file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) usage_error("--input {}: cannot open: {}", path, std::strerror(errno));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) usage_error("--input {}: read failed: {}", path, std::strerror(errno));
-  if (bytes.empty()) usage_error("--input {}: file is empty (nothing to tokenize)", path);
-  std::vector<int32_t> tokens(bytes.size());
-  for (size_t i = 0; i < bytes.size(); ++i) tokens[i] = static_cast<unsigned char>(bytes[i]);
-  return tokens;
+  return in;
 }
 
 }  // namespace
@@ -39,9 +35,22 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
   std::error_code ec;
   if (!dir.empty() && !fs::is_directory(dir, ec))
     usage_error("--output-prefix {}: directory {} does not exist", output_prefix, dir.string());
-  const std::vector<int32_t> tokens = read_bytes_as_tokens(input_path);
+  std::ifstream in = open_input(input_path);
   IndexedDatasetWriter writer(output_prefix, token_dtype_for_vocab(kByteVocabSize));
-  writer.add_document(tokens);
+  // Streamed in 1 MiB pieces: memory stays flat whatever the input's size.
+  std::vector<char> bytes(1 << 20);
+  std::vector<int32_t> tokens;
+  for (;;) {
+    in.read(bytes.data(), std::streamsize(bytes.size()));
+    const size_t n = size_t(in.gcount());
+    if (in.bad()) usage_error("--input {}: read failed: {}", input_path, std::strerror(errno));
+    if (n == 0) break;
+    tokens.resize(n);
+    for (size_t i = 0; i < n; ++i) tokens[i] = static_cast<unsigned char>(bytes[i]);
+    writer.append_tokens(tokens);
+  }
+  if (writer.num_tokens() == 0) usage_error("--input {}: file is empty (nothing to tokenize)", input_path);
+  writer.end_document();
   writer.finalize();
   if (stats != nullptr) {
     stats->documents = writer.num_documents();

@@ -31,6 +31,25 @@ TEST(Preprocess, TokensAreTheBytesOfTheFile) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.txt", "out.bin", "out.idx"}));
 }
 
+// Inputs are streamed in 1 MiB pieces: a file of several pieces is still one document, byte for
+// byte.
+TEST(Preprocess, AnInputOfSeveralPiecesIsOneDocumentByteForByte) {
+  TempDir dir;
+  std::vector<uint8_t> text((5u << 19) + 123);  // 2.5 MiB and a bit
+  for (size_t i = 0; i < text.size(); ++i) text[i] = uint8_t((i * 2654435761u) >> 13);
+  testing::write_file(dir.file("in.txt"), text);
+  PreprocessStats stats;
+  preprocess_text(dir.file("in.txt"), dir.file("out"), &stats);
+  const auto ds = IndexedDataset::open(dir.file("out"));
+  EXPECT_EQ(ds.num_documents(), 1);
+  EXPECT_EQ(ds.num_sequences(), 1);
+  ASSERT_EQ(ds.total_tokens(), int64_t(text.size()));
+  std::vector<int32_t> tokens(ds.total_tokens());
+  ds.read_tokens(0, ds.total_tokens(), tokens.data());
+  EXPECT_EQ(tokens, std::vector<int32_t>(text.begin(), text.end()));
+  EXPECT_EQ(stats.tokens, int64_t(text.size()));
+}
+
 TEST(Preprocess, MissingInputNamesTheFlag) {
   TempDir dir;
   const auto msg = usage_message([&] { preprocess_text(dir.file("none.txt"), dir.file("out"), nullptr); });
