@@ -437,7 +437,8 @@ std::string sweep_row_key(const ResultRow& row) {
 std::set<std::string> sweep_keys_in_csv(const std::string& path) {
   std::set<std::string> keys;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return keys;
+  // Absent, or just created by a concurrent writer that has not written its header yet: no rows.
+  if (!fs::exists(path, ec) || fs::file_size(path, ec) == 0) return keys;
   const CsvTable t = CsvTable::read(path, sweep_key_columns());
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<std::string> f;
@@ -457,7 +458,7 @@ void put_sweep_row(const std::string& path, const ResultRow& row, bool replace) 
   // Under the file's lock: another writer's row cannot slip in between the read and the rewrite.
   update_result_file(path, [&](const std::string& old) {
     if (old.empty()) return result_header_line() + "\n" + row.to_csv_line() + "\n";
-    const CsvTable t = CsvTable::read(path, sweep_key_columns());
+    const CsvTable t = CsvTable::read(path, sweep_key_columns(), /*lock=*/false);  // we hold it exclusively
     const std::string key = sweep_row_key(row);
     std::set<int> drop;  // file lines (1-based) of rows with the same key
     for (size_t i = 0; i < t.size(); ++i) {

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <atomic>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -391,6 +393,29 @@ TEST(SweepSpecs, TextQuotedFromASpecStaysOnOneLine) {
     const std::string path = write(dir, "bad.toml", text);
     EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", path, "--dry-run"}), {needle})) << text;
   }
+}
+
+// Several reproduce runs writing one --out at once (appends, and --force's in-place replaces):
+// the file keeps its header once and exactly one row per configuration.
+TEST(SweepSpecs, ConcurrentReproduceRunsKeepOneRowPerConfiguration) {
+  TempDir dir;
+  const std::string spec = write(dir, "mine.toml", kGoodSpec), out = dir.file("out");
+  std::vector<std::thread> runs;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w)
+    runs.emplace_back([&, w] {
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::string> args = {"reproduce", spec, "--mode", "simulate", "--out", out};
+        if ((w + round) % 2) args.push_back("--force");
+        if (run_ptdp(dir, args, 120).exit_code != 0) ++failures;
+      }
+    });
+  for (auto& t : runs) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const auto lines = lines_of(testing::text_of(out + "/mine.csv"));
+  ASSERT_EQ(lines.size(), 3u) << testing::text_of(out + "/mine.csv");
+  EXPECT_EQ(lines[0].rfind("experiment,mode,", 0), 0u);
+  EXPECT_NE(lines[1], lines[2]);
 }
 
 // Counts up to 2^30 are accepted by the spec reader; their products must not wrap.

@@ -1,5 +1,12 @@
 #include "core/runtime/csv_reader.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <optional>
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -107,7 +114,28 @@ constexpr auto make_readers(std::index_sequence<N...>) {
 
 }  // namespace
 
-CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>& columns) {
+namespace {
+// A shared flock held for the lifetime of the object (none when the file cannot be opened: the
+// reader then reports the error itself).
+class SharedLock {
+ public:
+  explicit SharedLock(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
+      }
+  }
+  ~SharedLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SharedLock(const SharedLock&) = delete;
+  SharedLock& operator=(const SharedLock&) = delete;
+
+ private:
+  int fd_;
+};
+}  // namespace
+
+CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>& columns, bool lock) {
   PTDP_CHECK(!columns.empty() && columns.size() <= kMaxColumns, "CsvTable::read: {} columns asked (1..{})",
              columns.size(), kMaxColumns);
   for (size_t i = 0; i < columns.size(); ++i)
@@ -120,6 +148,8 @@ CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>&
   if (!fs::is_regular_file(path, ec))  // a FIFO would block the read, a device might never end
     usage_error("{}: cannot be read: not a regular file (a FIFO, device or socket)", path);
 
+  std::optional<SharedLock> shared;
+  if (lock) shared.emplace(path);
   static constexpr auto readers = make_readers(std::make_index_sequence<kMaxColumns>{});
   CsvTable t;
   t.path_ = path;

@@ -19,7 +19,10 @@ class CsvTable {
   //   FILE: cannot be opened (missing file, a directory, no permission)
   //   FILE:1: the file is empty (no header) | no column 'NAME' in the header | column 'NAME' twice
   //   FILE:LINE: K fields, the header has N | a quoted field is not closed
-  static CsvTable read(const std::string& path, const std::vector<std::string>& columns);
+  // Reads under a shared lock on the file (flock), so that a writer holding ptdp's exclusive
+  // lock (results_csv.h) is never seen half-way; `lock` false for a caller that holds the
+  // exclusive lock itself.
+  static CsvTable read(const std::string& path, const std::vector<std::string>& columns, bool lock = true);
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& columns() const { return columns_; }

@@ -111,6 +111,16 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 
 namespace {
 std::string first_line_of(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a shared lock while reading
+  if (fd >= 0)
+    while (::flock(fd, LOCK_SH) != 0 && errno == EINTR) {
+    }
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
   std::ifstream in(path, std::ios::binary);
   std::string first;
   std::getline(in, first);
