@@ -21,6 +21,7 @@
 #include "core/runtime/flops.h"
 #include "core/runtime/memory_estimate.h"
 #include "experiments/cli_flags.h"
+#include "experiments/strict_numbers.h"
 #include "fuzz/fuzz_util.h"
 
 using ptdp::fuzz::finding;
@@ -46,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ptdp::add_model_flags(*train, flags);
   ptdp::add_parallel_flags(*train, flags);
   ptdp::add_run_flags(*train, flags);
+  ptdp::require_strict_numbers(app);  // as main does
   try {
     app.parse(static_cast<int>(args.size()), argv.data());
   } catch (const CLI::ParseError&) {
