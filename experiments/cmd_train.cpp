@@ -81,11 +81,11 @@ void preflight(const RunConfig& c, bool thread_ranks) {
   require_backend_here(c, thread_ranks);
   if (!c.csv.empty()) check_result_csv(c.csv);
   if (!c.loss_log.empty()) check_output_file(c.loss_log, "--loss-log");
-  if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
-  if (!c.save_init_dir.empty()) check_output_dir(c.save_init_dir, "--save-init");
   if (!c.save_init_dir.empty() && !c.load_dir.empty())
     usage_error("--save-init {} writes the initial weights; it cannot be combined with --load {}", c.save_init_dir,
                 c.load_dir);
+  if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
+  if (!c.save_init_dir.empty()) check_output_dir(c.save_init_dir, "--save-init");
   const ModelConfig& m = c.model;
   const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
   // Ranks of this process: every data-parallel replica holds a whole model, split t ways.

@@ -277,31 +277,18 @@ void check_output_dir(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   if (path.empty()) usage_error("{} '': needs a directory name", flag);
   check_path_length(path, flag);
+  // Made now, as the first save would (several processes of one job may do this at once: making
+  // an existing directory is no error). Permissions alone say nothing for root or on special file
+  // systems: a probe file with a unique name is made and removed.
   std::error_code ec;
-  // Permissions alone say nothing for root or on special file systems: the missing directories
-  // are made, a file is made in the last one, and all of it is removed again.
-  std::vector<fs::path> made;
-  for (fs::path at = fs::absolute(fs::path(path), ec); !ec && !fs::exists(at, ec) && at != at.parent_path();
-       at = at.parent_path())
-    made.push_back(at);
-  auto undo = [&] {
-    for (const auto& d : made) fs::remove(d, ec);  // deepest first
-  };
   fs::create_directories(path, ec);
-  if (ec || !fs::is_directory(path)) {
-    const std::string why = ec ? ec.message() : "not a directory";
-    undo();
-    usage_error("{} {}: cannot create the directory: {}", flag, path, why);
-  }
+  if (ec || !fs::is_directory(path, ec))
+    usage_error("{} {}: cannot create the directory: {}", flag, path, ec ? ec.message() : "not a directory");
   std::string probe = (fs::path(path) / ".ptdp-write-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  const int e = errno;
-  if (fd >= 0) {
-    ::close(fd);
-    ::unlink(probe.c_str());
-  }
-  undo();
-  if (fd < 0) usage_error("{} {}: cannot write in the directory: {}", flag, path, std::strerror(e));
+  if (fd < 0) usage_error("{} {}: cannot write in the directory: {}", flag, path, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update) {

@@ -53,9 +53,8 @@ void write_user_file(const std::string& path, const std::string& content);
 // naming `flag` otherwise.
 void check_output_file(const std::string& path, const std::string& flag);
 
-// The same for an output directory (--save): makes the missing directories and a file in the
-// last one, then removes them again (permissions alone say nothing for root or on special file
-// systems).
+// The same for an output directory (--save): makes it (as the first save would) and writes and
+// removes a probe file in it (permissions alone say nothing for root or on special file systems).
 void check_output_dir(const std::string& path, const std::string& flag);
 
 }  // namespace ptdp
