@@ -17,6 +17,16 @@ PassCost& PassCost::operator+=(const PassCost& o) {
 
 PassCost PassCost::operator*(double f) const { return {gemm * f, attention * f, membound * f, tp_comm * f}; }
 
+const char* module_name(LayerModule m) {
+  switch (m) {
+    case kModuleQkv: return "qkv";
+    case kModuleProj: return "proj";
+    case kModuleFc1: return "fc1";
+    case kModuleFc2: return "fc2";
+    default: return "?";
+  }
+}
+
 double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, double n, double k, double batch) {
   const double flops = 2.0 * m * n * k * batch;
   const double compute = flops / (peak * hw.gemm.efficiency(m, n, k, batch));
@@ -70,67 +80,104 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const double scores = b * at * s * s;  // attention score elements on this device
   const double bsh = rows * h;
 
-  // ---- forward of one layer ----
-  auto layer_forward = [&](Pass& f, bool core_attention_only) {
-    if (!core_attention_only) {
-      f.mem(2 * E * bsh);        // LayerNorm 1
-      f.gemm(rows, 3 * ht, h);   // QKV (bias in the GEMM epilogue)
-    }
-    f.attn(s, s, hd, b * at);    // Q K^T
-    f.mem(2 * E * scores);       // fused scale + causal mask + softmax
-    f.mem((2 * E + 1) * scores); // attention dropout (1-byte mask)
-    f.attn(s, hd, s, b * at);    // P V
-    if (core_attention_only) return;
-    f.mem(2 * E * rows * ht);    // [b, a, s, d] -> [s, b, h] copy
-    f.gemm(rows, h, ht);         // output projection
-    f.allreduce(E * bsh);        // g: row-parallel output
-    f.mem((3 * E + 1) * bsh);    // fused bias + dropout + residual add
-    f.mem(2 * E * bsh);          // LayerNorm 2
-    f.gemm(rows, ft, h);         // fc1
-    f.mem(2 * E * rows * ft);    // fused bias + GeLU
-    f.gemm(rows, h, ft);         // fc2
-    f.allreduce(E * bsh);        // g
-    f.mem((3 * E + 1) * bsh);    // fused bias + dropout + residual add
+  // ---- forward of one layer, module by module ----
+  using Passes = std::array<Pass, kLayerModules>;
+  auto passes = [&] {
+    return Passes{Pass{*this, {}, t, per_node}, Pass{*this, {}, t, per_node}, Pass{*this, {}, t, per_node},
+                  Pass{*this, {}, t, per_node}};
   };
-  Pass fwd{*this, {}, t, per_node};
-  layer_forward(fwd, false);
-  layer.forward = fwd.c;
+  auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
+    Pass& q = p[kModuleQkv];
+    if (!core_attention_only) {
+      pre[kModuleQkv].mem(2 * E * bsh);  // LayerNorm 1
+      q.gemm(rows, 3 * ht, h);   // QKV (bias in the GEMM epilogue)
+    }
+    q.attn(s, s, hd, b * at);    // Q K^T
+    q.mem(2 * E * scores);       // fused scale + causal mask + softmax
+    q.mem((2 * E + 1) * scores); // attention dropout (1-byte mask)
+    q.attn(s, hd, s, b * at);    // P V
+    if (core_attention_only) return;
+    q.mem(2 * E * rows * ht);    // [b, a, s, d] -> [s, b, h] copy
+    Pass& o = p[kModuleProj];
+    o.gemm(rows, h, ht);         // output projection
+    o.allreduce(E * bsh);        // g: row-parallel output
+    o.mem((3 * E + 1) * bsh);    // fused bias + dropout + residual add
+    o.mem(2 * E * bsh);          // LayerNorm 2
+    Pass& f1 = p[kModuleFc1];
+    f1.gemm(rows, ft, h);        // fc1
+    f1.mem(2 * E * rows * ft);   // fused bias + GeLU
+    Pass& f2 = p[kModuleFc2];
+    f2.gemm(rows, h, ft);        // fc2
+    f2.allreduce(E * bsh);       // g
+    f2.mem((3 * E + 1) * bsh);   // fused bias + dropout + residual add
+  };
+  Passes fwd = passes(), fwd_pre = passes();
+  layer_forward(fwd, fwd_pre, false);
+  Passes rc = passes(), rc_pre = passes();
+  if (pc.recompute == Recompute::Full) layer_forward(rc, rc_pre, false);
+  if (pc.recompute == Recompute::Selective) layer_forward(rc, rc_pre, true);
 
-  Pass rc{*this, {}, t, per_node};
-  if (pc.recompute == Recompute::Full) layer_forward(rc, false);
-  if (pc.recompute == Recompute::Selective) layer_forward(rc, true);
-  layer.recompute = rc.c;
+  // ---- backward of one layer (fc2 first) ----
+  Passes bw = passes(), bw_pre = passes();
+  bw_pre[kModuleFc2].mem((3 * E + 1) * bsh);  // bias-dropout-add backward (+ residual gradient sum)
+  Pass& b2 = bw[kModuleFc2];
+  b2.gemm_backward(rows, h, ft);  // fc2
+  b2.mem(E * bsh);                // fc2 bias gradient (column sums)
+  Pass& b1 = bw[kModuleFc1];
+  b1.mem(3 * E * rows * ft);      // GeLU backward
+  b1.gemm_backward(rows, ft, h);  // fc1
+  b1.mem(E * rows * ft);          // fc1 bias gradient
+  b1.allreduce(E * bsh);          // f: column-parallel input gradient
+  Pass& po = bw_pre[kModuleProj];
+  po.mem(4 * E * bsh);            // LayerNorm 2 backward (x, dy, dx, residual sum)
+  po.mem((3 * E + 1) * bsh);      // bias-dropout-add backward
+  Pass& bo = bw[kModuleProj];
+  bo.gemm_backward(rows, h, ht);  // output projection
+  bo.mem(E * bsh);                // its bias gradient
+  bo.mem(2 * E * rows * ht);      // copy back to [b, a, s, d]
+  Pass& pq = bw_pre[kModuleQkv];
+  pq.attn(s, s, hd, b * at);      // dP = dY V^T
+  pq.attn(s, hd, s, b * at);      // dV = P^T dY
+  pq.mem((2 * E + 1) * scores);   // dropout backward
+  pq.mem(3 * E * scores);         // softmax backward
+  pq.attn(s, hd, s, b * at);      // dQ = dS K
+  pq.attn(s, hd, s, b * at);      // dK = dS^T Q
+  pq.mem(2 * E * 3 * rows * ht);  // q, k, v gradients into the fused QKV layout
+  Pass& bq = bw[kModuleQkv];
+  bq.gemm_backward(rows, 3 * ht, h);  // QKV
+  bq.mem(E * 3 * rows * ht);      // its bias gradient
+  bq.allreduce(E * bsh);          // f
+  bq.mem(4 * E * bsh);            // LayerNorm 1 backward
 
-  // ---- backward of one layer ----
-  Pass bw{*this, {}, t, per_node};
-  bw.mem((3 * E + 1) * bsh);      // bias-dropout-add backward (+ residual gradient sum)
-  bw.gemm_backward(rows, h, ft);  // fc2
-  bw.mem(E * bsh);                // fc2 bias gradient (column sums)
-  bw.mem(3 * E * rows * ft);      // GeLU backward
-  bw.gemm_backward(rows, ft, h);  // fc1
-  bw.mem(E * rows * ft);          // fc1 bias gradient
-  bw.allreduce(E * bsh);          // f: column-parallel input gradient
-  bw.mem(4 * E * bsh);            // LayerNorm 2 backward (x, dy, dx, residual sum)
-  bw.mem((3 * E + 1) * bsh);      // bias-dropout-add backward
-  bw.gemm_backward(rows, h, ht);  // output projection
-  bw.mem(E * bsh);                // its bias gradient
-  bw.mem(2 * E * rows * ht);      // copy back to [b, a, s, d]
-  bw.attn(s, s, hd, b * at);      // dP = dY V^T
-  bw.attn(s, hd, s, b * at);      // dV = P^T dY
-  bw.mem((2 * E + 1) * scores);   // dropout backward
-  bw.mem(3 * E * scores);         // softmax backward
-  bw.attn(s, hd, s, b * at);      // dQ = dS K
-  bw.attn(s, hd, s, b * at);      // dK = dS^T Q
-  bw.mem(2 * E * 3 * rows * ht);  // q, k, v gradients into the fused QKV layout
-  bw.gemm_backward(rows, 3 * ht, h);  // QKV
-  bw.mem(E * 3 * rows * ht);      // its bias gradient
-  bw.allreduce(E * bsh);          // f
-  bw.mem(4 * E * bsh);            // LayerNorm 1 backward
-  // Weight gradients are accumulated into the main-gradient buffer (read grad, read and write
-  // main_grad): Megatron v2.5 has no fused gradient accumulation.
+  // The parameters of each module on one device: its weight shard, and its biases and LayerNorm.
+  const std::array<double, kLayerModules> weights = {3 * h * h / t, h * h / t, 4 * h * h / t, 4 * h * h / t};
+  const std::array<double, kLayerModules> biases = {3 * h / t + 2 * h, h + 2 * h, 4 * h / t, h};
   params_per_layer = 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
-  bw.mem((E + 2.0 * opt.grad_bytes) * params_per_layer);
-  layer.backward = bw.c;
+  // Weight gradients: Megatron v2.5 accumulates them into the main-gradient buffer (read grad, read
+  // and write main_grad: no fused accumulation); DeepSpeed's ZeRO-3 copies each gradient into its
+  // reduce bucket (read, write). One pass over the layer's parameters, shared by the modules.
+  const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : E + 2.0 * opt.grad_bytes;
+  const double accumulate = grad_bytes_per_param * params_per_layer / (hw.memory_bw * hw.membound_efficiency) +
+                            hw.launch_overhead_s;
+  layer = {};
+  for (int i = 0; i < kLayerModules; ++i) {
+    ModuleCosts& mc = modules[i];
+    mc.weights = weights[i];
+    mc.biases = biases[i];
+    bw[i].c.membound += accumulate * (weights[i] + biases[i]) / params_per_layer;
+    mc.forward_pre = fwd_pre[i].c;
+    mc.recompute_pre = rc_pre[i].c;
+    mc.backward_pre = bw_pre[i].c;
+    mc.forward = fwd_pre[i].c;
+    mc.forward += fwd[i].c;
+    mc.recompute = rc_pre[i].c;
+    mc.recompute += rc[i].c;
+    mc.backward = bw_pre[i].c;
+    mc.backward += bw[i].c;
+    layer.forward += mc.forward;
+    layer.recompute += mc.recompute;
+    layer.backward += mc.backward;
+  }
 
   // ---- embedding (first stage) and output layer (last stage) ----
   params_embedding = vt * h;
@@ -144,7 +191,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   eb.mem((2 * E + 1) * bsh);     // dropout backward
   eb.mem(E * params_embedding);  // dense embedding gradient: zero-fill
   eb.mem(3 * E * bsh);           // scatter-add of the rows
-  eb.mem((E + 2.0 * opt.grad_bytes) * (params_embedding + params_position));  // into main_grad
+  eb.mem(grad_bytes_per_param * (params_embedding + params_position));  // into main_grad
   edges.embed_backward = eb.c;
 
   const double logits = rows * vt;
@@ -165,7 +212,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   hb.mem(8 * logits);            // softmax - one-hot
   hb.mem((4 + E) * logits);      // scale, back to fp16
   hb.gemm_backward(rows, vt, h); // logits
-  hb.mem((E + 2.0 * opt.grad_bytes) * params_embedding);  // output-weight gradient into main_grad
+  hb.mem(grad_bytes_per_param * params_embedding);  // output-weight gradient into main_grad
   hb.allreduce(E * bsh);         // f: column-parallel input gradient
   hb.mem(4 * E * bsh);           // final LayerNorm backward
   edges.head_backward = hb.c;
@@ -201,6 +248,23 @@ double CostModel::dp_allreduce(double params) const {
   // Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
   const int per_node = t >= hw.gpus_per_node ? 1 : std::min(d, hw.gpus_per_node / t);
   return net.allreduce(params * opt.grad_bytes, d, per_node);
+}
+
+namespace {
+// Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
+int dp_peers_per_node(const ParallelConfig& p, const HardwareProfile& hw) {
+  return p.tp >= hw.gpus_per_node ? 1 : std::min(p.dp, hw.gpus_per_node / p.tp);
+}
+}  // namespace
+
+double CostModel::dp_reduce_scatter(double params) const {
+  if (cfg.par.dp <= 1) return 0;
+  return net.reduce_scatter(params * opt.grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+}
+
+double CostModel::dp_allgather(double params) const {
+  if (cfg.par.dp <= 1) return 0;
+  return net.allgather(params * elem, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::embedding_allreduce() const {

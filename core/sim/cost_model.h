@@ -4,6 +4,7 @@
 // the optimizer step. Mirrors Megatron-LM as of the paper (v2.5): fp16 with fp32 master weights,
 // fused softmax / bias-GeLU / bias-dropout-add, no fused gradient accumulation.
 #pragma once
+#include <array>
 #include <string>
 
 #include "core/model/config.h"
@@ -13,12 +14,28 @@
 
 namespace ptdp::sim {
 
+// How ZeRO-3 runs (--zero 3): DeepSpeed's stage-3 engine as the paper compared against it
+// (DeepSpeed 0.3/0.4, 2021; docs/SIMULATOR.md). Defaults: DeepSpeed's documented defaults.
+struct Zero3Options {
+  double prefetch_bucket = 5e7;        // stage3_prefetch_bucket_size: elements fetched ahead of use
+  double max_reuse_distance = 1e9;     // stage3_max_reuse_distance: keep a gathered parameter that is
+                                       // used again within this many elements of other parameters
+  double persistence_threshold = 1e5;  // stage3_param_persistence_threshold: smaller tensors are not
+                                       // partitioned (biases, LayerNorms)
+  double reduce_bucket = 5e8;          // reduce_bucket_size: gradient elements per reduce-scatter
+  // true: each rank's shard traffic crosses its own NIC (flat rings over the data-parallel group,
+  // what the paper's ZeRO-3 runs achieved); false: NCCL's node-aware rings, a node's traffic spread
+  // over all its NICs.
+  bool flat_collectives = true;
+};
+
 // How the software behaves (defaults: Megatron-LM v2.5, the paper's runs).
 struct SimOptions {
   bool p2p_sync = true;     // a sender waits for its send to finish (batch_isend_irecv + synchronize)
   bool dp_overlap = false;  // overlap the data-parallel all-reduce with the backward pass (or
                             // RunConfig::overlap_grad_reduce)
   int grad_bytes = 2;       // bytes of a gradient element in the all-reduce buffer (fp16 main_grad)
+  Zero3Options zero3;
 };
 
 // Seconds by kind of work.
@@ -37,6 +54,23 @@ struct LayerCosts {
   PassCost forward, recompute, backward;  // backward without the recomputation
 };
 
+// A layer's four weight matrices as the modules that own them (what ZeRO-3 gathers one at a
+// time): QKV (with LayerNorm 1 and the core attention), the output projection (with its
+// bias-dropout-add and LayerNorm 2), fc1 (with GeLU) and fc2 (with its bias-dropout-add). The
+// kernels of a pass are attributed to the module whose forward or backward runs them; the four
+// add up to LayerCosts exactly.
+enum LayerModule { kModuleQkv = 0, kModuleProj, kModuleFc1, kModuleFc2, kLayerModules };
+struct ModuleCosts {
+  PassCost forward, recompute, backward;
+  // The part of each pass that runs before the module's weights are needed (in the forward
+  // LayerNorm 1 before QKV; in the backward the bias-dropout-add and LayerNorm backwards before fc2
+  // and the projection, the core attention's before QKV): where ZeRO-3 waits for its gather.
+  PassCost forward_pre, recompute_pre, backward_pre;
+  double weights = 0;  // elements of the module's weight matrix on one device
+  double biases = 0;   // its bias and LayerNorm elements (each tensor below ~1e5 elements)
+};
+const char* module_name(LayerModule m);
+
 // The parts of the first and last stage outside the layers.
 struct EdgeCosts {
   PassCost embed_forward, embed_backward;  // word + position embedding (stage 0, chunk 0)
@@ -48,6 +82,7 @@ struct CostModel {
   CostModel(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt = {});
 
   LayerCosts layer;
+  std::array<ModuleCosts, kLayerModules> modules;  // `layer` split by module
   EdgeCosts edges;
   double act_bytes = 0;            // b*s*h elements of the pipeline's activation, in bytes
   double send_cross = 0, send_local = 0;  // one pipeline send, across nodes / inside a node
@@ -58,6 +93,10 @@ struct CostModel {
   double optimizer_bytes_per_param = 0;
 
   double dp_allreduce(double params) const;  // the data-parallel gradient all-reduce
+  // --zero 1 (Megatron's distributed optimizer): the gradients reduce-scattered over the
+  // data-parallel group instead, and the updated parameters all-gathered after the step.
+  double dp_reduce_scatter(double params) const;
+  double dp_allgather(double params) const;
   double embedding_allreduce() const;        // tied embedding gradients, first and last stage
   double optimizer_step(double params) const;
   double model_parallel_sync() const;        // grad-norm and inf checks across the model-parallel group

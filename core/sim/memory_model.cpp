@@ -5,10 +5,19 @@
 #include <fmt/format.h>
 
 #include "core/parallel/schedule.h"
+#include "core/sim/zero3.h"
 
 namespace ptdp::sim {
 
 double state_bytes_per_param(const std::string& precision) { return precision == "f32" ? 16.0 : 20.0; }
+
+double state_bytes_per_param(const std::string& precision, int zero, int dp) {
+  const bool f32 = precision == "f32";
+  const double d = std::max(dp, 1);
+  if (zero == 1) return f32 ? 8 + 8 / d : 4 + 16 / d;
+  if (zero == 3) return state_bytes_per_param(precision) / d;
+  return state_bytes_per_param(precision);
+}
 
 namespace {
 
@@ -48,7 +57,8 @@ int peak_in_flight(const RunConfig& cfg, int stage) {
   return peak;
 }
 
-MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight) {
+MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight,
+                             const Zero3Options& z3) {
   const ParallelConfig& par = cfg.par;
   const ModelConfig& mc = cfg.model;
   const Dims d(cfg);
@@ -70,6 +80,8 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
 
   MemoryVerdict out;
   out.capacity = hw.memory_bytes;
+  out.zero = par.zero;
+  out.dp = par.dp;
   for (int s = 0; s < p; ++s) {
     StageMemory m;
     m.params = mc.layers / p * per_layer;
@@ -82,7 +94,13 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
       m.params += (p > 1 ? vt * d.h : 0.0) + 2 * d.h;
       working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
     }
-    m.state = m.params * state_bytes_per_param(cfg.precision);
+    m.state = m.params * state_bytes_per_param(cfg.precision, par.zero, par.dp);
+    if (par.zero == 3) {
+      // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
+      const double persistent = zero3_persistent_params(cfg, z3);
+      m.state += persistent * 2 * d.E * (1 - 1.0 / std::max(par.dp, 1));
+      working += zero3_gathered_bytes(cfg, z3);
+    }
     m.in_flight = in_flight[s];
     m.activations = m.in_flight * per_chunk * hw.allocator_overhead;
     m.working = working * hw.allocator_overhead;
@@ -99,11 +117,12 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
 
 std::string MemoryVerdict::describe(const std::string& device) const {
   const StageMemory& m = stages[worst_stage];
+  const std::string sharded = zero > 0 ? fmt::format(", ZeRO-{} over {} ranks", zero, dp) : std::string();
   return fmt::format(
-      "{}: stage {} needs {:.1f} GB (state {:.1f} GB for {:.3g}B parameters, activations {:.1f} GB for {} "
+      "{}: stage {} needs {:.1f} GB (state {:.1f} GB for {:.3g}B parameters{}, activations {:.1f} GB for {} "
       "micro-batch chunks in flight, working set {:.1f} GB, reserved {:.1f} GB) of the {:.1f} GB of {}",
-      fits ? "fits" : "out of memory", worst_stage, peak / 1e9, m.state / 1e9, m.params / 1e9, m.activations / 1e9,
-      m.in_flight, m.working / 1e9, m.reserved / 1e9, capacity / 1e9, device);
+      fits ? "fits" : "out of memory", worst_stage, peak / 1e9, m.state / 1e9, m.params / 1e9, sharded,
+      m.activations / 1e9, m.in_flight, m.working / 1e9, m.reserved / 1e9, capacity / 1e9, device);
 }
 
 }  // namespace ptdp::sim

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/runtime/run_config.h"
+#include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 
 namespace ptdp::sim {
@@ -13,6 +14,11 @@ namespace ptdp::sim {
 // fp16 gradient buffer 2, fp32 master weight 4, fp32 master gradient 4 (kept between steps),
 // Adam m and v 8: 20. f32: weight, gradient, m, v: 16.
 double state_bytes_per_param(const std::string& precision);
+// The same with sharded data parallelism over d ranks, per parameter of the model (or stage):
+// --zero 1 (distributed optimizer) keeps the fp16 weight and gradient buffer and 1/d of the rest
+// (fp32 master weight and gradient, Adam m and v): 4 + 16/d (f32: 8 + 8/d); --zero 3 keeps 1/d of
+// everything: 20/d (f32: 16/d).
+double state_bytes_per_param(const std::string& precision, int zero, int dp);
 
 // Activations one layer keeps for its backward, per micro-batch, on one device (Korthikanti et
 // al. 2022, without sequence parallelism): none: sbh(4E + 2 + 12E/t) + (2E+1) a s^2 b / t;
@@ -34,6 +40,7 @@ struct StageMemory {
 
 struct MemoryVerdict {
   std::vector<StageMemory> stages;
+  int zero = 0, dp = 1;  // the state is sharded over dp ranks when zero > 0
   int worst_stage = 0;
   double peak = 0;      // bytes, the worst stage
   double capacity = 0;  // bytes per device
@@ -41,7 +48,9 @@ struct MemoryVerdict {
   std::string describe(const std::string& device) const;  // one line with the numbers
 };
 
-// `in_flight[stage]`: from peak_in_flight (or a replay); empty: computed here.
-MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight = {});
+// `in_flight[stage]`: from peak_in_flight (or a replay); empty: computed here. With --zero 3 the
+// working set also holds the gathered parameters and reduce buckets (zero3_gathered_bytes, `z3`).
+MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight = {},
+                             const Zero3Options& z3 = {});
 
 }  // namespace ptdp::sim

@@ -35,6 +35,21 @@ double Network::allgather(double bytes, int n, int per_node) const {
   return std::max(intra, inter) + latency(n, true) / 2;
 }
 
+double Network::sharded_collective(double bytes, int n, int per_node, bool flat) const {
+  if (n <= 1 || bytes <= 0) return 0;
+  const int k = std::clamp(per_node, 1, n);
+  const int nodes = (n + k - 1) / k;
+  if (nodes == 1) return allgather(bytes, n, per_node);
+  // Latency: one network step per node boundary of the ring; the NVLink hops inside a node are
+  // not charged (a per-rank step latency would make a 1536-rank gather cost several ms more than a
+  // 768-rank one, which the paper's ZeRO-3 rows rule out: docs/SIMULATOR.md).
+  const double latency = double(nodes - 1) * hw_.network_latency_s;
+  if (flat) return double(n - 1) / n * bytes / nic_bw_per_device() + latency;
+  const double intra = k > 1 ? double(k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
+  const double inter = double(nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
+  return std::max(intra, inter) + latency;
+}
+
 double Network::p2p(double bytes, bool cross_node) const {
   if (bytes <= 0) return 0;
   if (cross_node) return bytes / nic_bw_per_device() + hw_.network_latency_s;

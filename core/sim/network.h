@@ -16,6 +16,13 @@ class Network {
   double allreduce(double bytes, int n, int per_node) const;
   // All-gather of a `bytes` result (each rank holds bytes/n) over n ranks, per_node per node.
   double allgather(double bytes, int n, int per_node) const;
+  // Reduce-scatter of a `bytes` input (each rank keeps bytes/n): the all-gather's traffic reversed.
+  double reduce_scatter(double bytes, int n, int per_node) const { return allgather(bytes, n, per_node); }
+  // All-gather (or reduce-scatter) of a `bytes` result over n ranks for ZeRO-3 (zero3.h), plus one
+  // network latency per node boundary of the ring. flat: each rank's shard traffic crosses its own
+  // NIC, (n-1)/n * bytes at one NIC's bandwidth (as DeepSpeed ran it for the paper); otherwise
+  // node-aware like allgather(): a node's traffic spread over all its NICs.
+  double sharded_collective(double bytes, int n, int per_node, bool flat) const;
   // Sending `bytes` from one device to one device, inside a node or across nodes.
   double p2p(double bytes, bool cross_node) const;
   // Bandwidth one device gets across nodes, bytes/s.

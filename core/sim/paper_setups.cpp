@@ -1,5 +1,6 @@
 #include "core/sim/paper_setups.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/common/error.h"
@@ -28,6 +29,26 @@ RunConfig paper_run(int layers, int hidden, int heads, int tp, int pp, int dp, i
   c.backend = "cuda";
   c.precision = "f16";
   validate_run(c);
+  return c;
+}
+
+RunConfig table2_run(const std::string& scheme, double params_b, int gpus, int global_batch, int micro_batch) {
+  const bool big = std::abs(params_b - 529.6) < 0.5;
+  if (!big && std::abs(params_b - 174.6) >= 0.5)
+    usage_error("Table 2 has the 174.6B and 529.6B models, not {}B", params_b);
+  const int layers = big ? 105 : 96, hidden = big ? 20480 : 12288, heads = big ? 128 : 96;
+  RunConfig c;
+  if (scheme == "ZeRO-3") {
+    c = paper_run(layers, hidden, heads, 1, 1, gpus, micro_batch, global_batch);
+    c.par.zero = 3;
+  } else if (scheme == "PTD-P") {
+    const int pp = big ? 35 : 12, vpp = big ? 3 : 4;
+    if (gpus % (8 * pp) != 0) usage_error("PTD-P {}B: {} GPUs is not a multiple of t x p = {}", params_b, gpus, 8 * pp);
+    c = paper_run(layers, hidden, heads, 8, pp, gpus / (8 * pp), micro_batch, global_batch, vpp);
+  } else {
+    usage_error("Table 2 scheme '{}' must be ZeRO-3 or PTD-P", scheme);
+  }
+  c.experiment = "table2";
   return c;
 }
 

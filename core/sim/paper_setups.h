@@ -18,6 +18,12 @@ struct FigurePointSetup {
   bool sequences_per_s = false;  // the figure plots sequences/s (Fig. 17), not TFLOP/s per GPU
 };
 
+// One row of Table 2 (and Figure 10): `scheme` "ZeRO-3" (DeepSpeed ZeRO-3, no model parallelism:
+// t = p = 1, d = gpus, full recomputation) or "PTD-P" (175B: t = 8, p = 12, interleaved v = 4 as the
+// GPT-3 runs of Figs. 12/18; 530B: t = 8, p = 35, v = 3 as Table 1), GPT-3 175B (params_b 174.6)
+// or the 530B model (529.6). UsageError for anything else.
+RunConfig table2_run(const std::string& scheme, double params_b, int gpus, int global_batch, int micro_batch);
+
 // The configuration of one plotted point of Figures 11-18: `series` and `x` as in figures.csv
 // (e.g. "fig13", "Batch size = 128", "(8, 8)"). UsageError for a figure or point it does not know.
 FigurePointSetup figure_point(const std::string& figure, const std::string& series, const std::string& x);

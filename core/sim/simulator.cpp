@@ -6,6 +6,7 @@
 #include "core/parallel/schedule.h"
 #include "core/runtime/flops.h"
 #include "core/sim/replay.h"
+#include "core/sim/zero3.h"
 
 namespace ptdp::sim {
 
@@ -60,12 +61,57 @@ double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
   return m * lc * (cm.layer.forward.total() + cm.layer.recompute.total() + cm.layer.backward.total());
 }
 
+namespace {
+
+// Throughput columns from the iteration time.
+void fill_throughput(SimResult& r, const RunConfig& cfg, double peak) {
+  const ParallelConfig& par = cfg.par;
+  const double gpus = double(par.tp) * par.pp * par.dp;
+  const double B = par.global_batch;
+  r.tflops_per_gpu = flops_eq3(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
+  r.model_tflops_per_gpu = flops_model(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
+  r.pct_peak = 100.0 * r.tflops_per_gpu * 1e12 / peak;
+  r.seq_per_s = B / r.iter_time_s;
+  r.tokens_per_s = B * cfg.model.seq_length / r.iter_time_s;
+}
+
+// --zero 3: DeepSpeed's engine replayed module by module (zero3.h), then the optimizer step on
+// each rank's 1/d of the parameters and the overflow and gradient-norm all-reduces.
+SimResult simulate_zero3(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt) {
+  const CostModel cm(cfg, hw, opt);
+  const ParallelConfig& par = cfg.par;
+  SimResult r;
+  r.layer = cm.layer;
+  const Zero3Timeline z = replay_zero3(cfg, cm);
+  r.memory = memory_verdict(cfg, hw, {}, opt.zero3);
+  r.pipeline_time_s = z.end_s;
+  r.bubble_fraction = 0;
+  const double params = r.memory.stages[0].params;
+  const int per_node = std::min(par.dp, hw.gpus_per_node);
+  const double sync = 2 * cm.net.allreduce(4, par.dp, per_node);  // found-inf and gradient norm
+  r.optimizer_s = cm.optimizer_step(params / par.dp);
+  r.iter_time_s = z.end_s + r.optimizer_s + sync;
+  r.post_time_s = r.iter_time_s - r.pipeline_time_s;
+  r.dp_allreduce_s = z.exposed_comm_s;
+  r.zero3 = z;
+  r.stage0.forward_s = z.forward_s;
+  r.stage0.backward_s = z.backward_s;
+  r.stage0.dp_s = z.exposed_comm_s + sync;
+  r.stage0.optimizer_s = r.optimizer_s;
+  r.activation_bytes = r.memory.stages[0].activations;
+  fill_throughput(r, cfg, cm.peak);
+  return r;
+}
+
+}  // namespace
+
 SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt) {
   if (int64_t(cfg.par.num_microbatches()) * cfg.par.vpp > kMaxSimMicrobatches)
     usage_error("--global-batch {}: {} micro-batches per pipeline (B / (b x d)) x v = {}; the simulator replays at "
                 "most {} per iteration",
                 cfg.par.global_batch, cfg.par.num_microbatches(),
                 int64_t(cfg.par.num_microbatches()) * cfg.par.vpp, kMaxSimMicrobatches);
+  if (cfg.par.zero == 3) return simulate_zero3(cfg, hw, opt);
   const CostModel cm(cfg, hw, opt);
   const ParallelConfig& par = cfg.par;
   SimResult r;
@@ -74,7 +120,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   PTDP_CHECK(!rep.deadlock, "schedule {} deadlocked: {}", par.schedule, rep.deadlock_detail);
   std::vector<int> in_flight;
   for (const auto& st : rep.stages) in_flight.push_back(st.peak_in_flight);
-  r.memory = memory_verdict(cfg, hw, in_flight);
+  r.memory = memory_verdict(cfg, hw, in_flight, opt.zero3);
   r.pipeline_time_s = rep.makespan;
   r.bubble_fraction = bubble_fraction(rep);
 
@@ -88,7 +134,11 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   for (int s = 0; s < par.pp; ++s) {
     const StageTimeline& st = rep.stages[s];
     const double params = r.memory.stages[s].params;
-    const double dp = cm.dp_allreduce(params);
+    // --zero 1: the gradients are reduce-scattered (half an all-reduce's traffic), each rank steps
+    // its 1/d of the parameters, then the updated ones are all-gathered (after the step: Megatron's
+    // distributed optimizer as of its introduction, no overlap of the gather with the next forward).
+    const bool zero1 = par.zero == 1;
+    const double dp = zero1 ? cm.dp_reduce_scatter(params) : cm.dp_allreduce(params);
     double t = st.finish;
     if (overlap) {
       // Gradients are reduced bucket by bucket during each chunk's last backward (the only one
@@ -104,19 +154,21 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     }
     const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
     t += emb;
-    const double optim = cm.optimizer_step(params);
+    const double optim = cm.optimizer_step(zero1 ? params / par.dp : params);
     t += optim;
+    const double gather = zero1 ? cm.dp_allgather(params) : 0.0;
+    t += gather;
     if (s == 0) {
       r.stage0.forward_s = st.forward;
       r.stage0.backward_s = st.backward;
       r.stage0.p2p_wait_s = st.wait;
-      r.stage0.dp_s = (overlap ? std::max(0.0, t - optim - st.finish - emb) : dp) + emb;
+      r.stage0.dp_s = (overlap ? std::max(0.0, t - gather - optim - st.finish - emb) : dp) + emb + gather;
       r.stage0.optimizer_s = optim;
       if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.act_bytes / (par.scatter_gather && par.tp > 1 ? par.tp : 1);
     }
     if (t > end) {
       end = t;
-      r.dp_allreduce_s = overlap ? 0.0 : dp;
+      r.dp_allreduce_s = (overlap ? 0.0 : dp) + gather;
       r.optimizer_s = optim;
     }
   }
@@ -124,13 +176,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   for (const StageMemory& m : r.memory.stages) r.activation_bytes = std::max(r.activation_bytes, m.activations);
   r.post_time_s = r.iter_time_s - r.pipeline_time_s;
 
-  const double gpus = double(par.tp) * par.pp * par.dp;
-  const double B = par.global_batch;
-  r.tflops_per_gpu = flops_eq3(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
-  r.model_tflops_per_gpu = flops_model(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
-  r.pct_peak = 100.0 * r.tflops_per_gpu * 1e12 / cm.peak;
-  r.seq_per_s = B / r.iter_time_s;
-  r.tokens_per_s = B * cfg.model.seq_length / r.iter_time_s;
+  fill_throughput(r, cfg, cm.peak);
   return r;
 }
 

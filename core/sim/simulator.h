@@ -6,6 +6,7 @@
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/memory_model.h"
+#include "core/sim/zero3.h"
 
 namespace ptdp::sim {
 
@@ -31,6 +32,7 @@ struct SimResult {
     double p2p_bytes = 0;                  // sent to other stages in one iteration
   } stage0;
   double activation_bytes = 0;  // the most activation bytes kept at once, on the fullest stage
+  Zero3Timeline zero3;          // --zero 3: the replay's breakdown (zero3.h); empty otherwise
 };
 
 // `cfg` must have passed validate_run. Throws UsageError if the profile lacks the precision.

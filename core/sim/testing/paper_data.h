@@ -43,6 +43,23 @@ inline std::vector<Table1Row> read_table1() {
   return rows;
 }
 
+struct Table2Row {
+  std::string scheme;  // ZeRO-3 | PTD-P
+  double params_b = 0, tflops = 0, days = 0;
+  int model_parallel = 0, global_batch = 0, gpus = 0, micro_batch = 0;
+};
+
+inline std::vector<Table2Row> read_table2() {
+  io::CSVReader<8> in(source_path("results/paper/table2.csv"));
+  in.read_header(io::ignore_extra_column, "scheme", "params_b", "model_parallel_size", "global_batch", "gpus",
+                 "micro_batch", "tflops_per_gpu", "days_300b_tokens");
+  std::vector<Table2Row> rows;
+  Table2Row r;
+  while (in.read_row(r.scheme, r.params_b, r.model_parallel, r.global_batch, r.gpus, r.micro_batch, r.tflops, r.days))
+    rows.push_back(r);
+  return rows;
+}
+
 struct FigurePoint {
   std::string figure, series, x;
   double value = 0;
