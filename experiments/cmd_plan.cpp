@@ -25,15 +25,17 @@ struct PlanFlags {
   std::string hardware, precision, csv;
   int gpus = 0, global_batch = 0, top = 10, max_vpp = 8;
   std::vector<int> micro_batches = {1, 2, 4, 8, 16};
+  std::vector<int> zero_modes = {0};
   bool overlap_grad_reduce = false;
 };
 
 void print_entry(const char* rank, const sim::PlanEntry& e) {
   const ParallelConfig& p = e.cfg.par;
   const sim::SimResult& r = e.result;
-  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}\n", rank,
-             p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
-             r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction, r.memory.peak / 1e9);
+  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}\n",
+             rank, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
+             recompute_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,
+             r.memory.peak / 1e9);
 }
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
@@ -54,6 +56,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   req.precision = base.precision;
   req.micro_batches = f.micro_batches;
   req.max_vpp = f.max_vpp;
+  req.zero_modes = f.zero_modes;
   req.top = f.top;
   sim::SimOptions opt;
   opt.dp_overlap = f.overlap_grad_reduce;
@@ -62,7 +65,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   const ModelConfig& m = req.model;
   fmt::print("ptdp plan: model {} (l={} h={} a={} s={} V={}), {} x {} ({}), global batch {}, {}\n", m.name, m.layers,
              m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, req.precision);
-  fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute): {} fit in memory, {} simulated (the others "
+  fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the others "
              "cannot beat the {}th best)\n",
              res.layouts, res.fit, res.simulated, f.top);
   if (res.best.empty()) {
@@ -70,8 +73,8 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
                  hw.device.c_str());
     return 1;
   }
-  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t", "p",
-             "d", "v", "b", "m", "schedule", "recompute", "iter (s)", "TFLOP/s", "%peak", "bubble", "mem GB");
+  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t",
+             "p", "d", "v", "b", "m", "schedule", "recompute", "zero", "iter (s)", "TFLOP/s", "%peak", "bubble", "mem GB");
   for (size_t i = 0; i < res.best.size(); ++i) print_entry(std::to_string(i + 1).c_str(), res.best[i]);
   if (res.heuristic) {
     const double ratio = res.heuristic->result.tflops_per_gpu / res.best.front().result.tflops_per_gpu;
@@ -103,6 +106,10 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
   sub->add_option("--top", f->top, "how many configurations to print")->capture_default_str();
   sub->add_option("--micro-batches", f->micro_batches, "micro-batch sizes to try")->delimiter(',')->capture_default_str();
   sub->add_option("--max-vpp", f->max_vpp, "largest interleaving degree v to try")->capture_default_str();
+  sub->add_option("--zero-modes", f->zero_modes,
+                  "sharded data parallelism to try: 0 (none), 1 (distributed optimizer), 3 (ZeRO-3, t = p = 1)")
+      ->delimiter(',')
+      ->capture_default_str();
   sub->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
                 "overlap the data-parallel all-reduce with the backward pass");
   sub->add_option("--csv", f->csv, "append the best configurations as result rows (mode=simulate)");

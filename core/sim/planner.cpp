@@ -46,6 +46,9 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   if (req.top <= 0) usage_error("--top {} must be positive", req.top);
   for (int b : req.micro_batches)
     if (b <= 0) usage_error("--micro-batches: {} must be positive", b);
+  if (req.zero_modes.empty()) usage_error("--zero-modes: give at least one of 0, 1, 3");
+  for (int z : req.zero_modes)
+    if (z != 0 && z != 1 && z != 3) usage_error("--zero-modes: {} must be 0, 1 or 3", z);
   const std::string prec = precision_of(req, hw);
   if (!(hw.peak(prec) > 0))
     usage_error("--precision {}: hardware profile '{}' has no {} peak", prec, hw.name, prec);
@@ -122,12 +125,17 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
         }
         for (const Sched& s : scheds) {
           for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-            ++out.layouts;
-            RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
-            if (!memory_verdict(c, hw).fits) continue;
-            ++out.fit;
-            const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
-            cands.push_back({std::move(c), lb});
+            for (int zero : req.zero_modes) {
+              if (zero > 0 && d == 1) continue;                    // nothing to shard over
+              if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
+              ++out.layouts;
+              RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
+              c.par.zero = zero;
+              if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
+              ++out.fit;
+              const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
+              cands.push_back({std::move(c), lb});
+            }
           }
         }
       }

@@ -21,6 +21,9 @@ struct PlanRequest {
   int max_vpp = 8;                             // largest interleaving degree tried
   int top = 10;                                // how many of the best to keep
   bool exhaustive = false;                     // simulate every layout that fits (no pruning)
+  // Sharded data parallelism to try (--zero-modes): 0 plain; 1 the distributed optimizer (d > 1);
+  // 3 ZeRO-3 (t = p = 1, d > 1).
+  std::vector<int> zero_modes = {0};
 };
 
 struct PlanEntry {
