@@ -30,6 +30,7 @@
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/simulator.h"
+#include "core/sim/training_time.h"
 #include "experiments/commands.h"
 #include "experiments/rank_device.h"
 #include "experiments/result_row.h"
@@ -54,6 +55,10 @@ struct ReproduceFlags {
   bool force = false;
   bool dry_run = false;
 };
+
+// Whether `ptdp train` runs --zero 1 and 3 (issue 15's executor); until then the ZeRO
+// configurations of table2 and fig10 are simulated only.
+constexpr bool kExecutorHasZero = false;
 
 // ---- interruption: a row being written is finished first, then the process ends ----------------
 
@@ -111,9 +116,9 @@ std::string duration(double s) {
 
 std::string layout(const RunConfig& c) {
   const ParallelConfig& p = c.par;
-  return fmt::format("t={} p={} d={} v={} b={} B={} m={} {} recompute={} s/g={}", p.tp, p.pp, p.dp, p.vpp,
+  return fmt::format("t={} p={} d={} v={} b={} B={} m={} {} recompute={} s/g={}{}", p.tp, p.pp, p.dp, p.vpp,
                      p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
-                     p.scatter_gather ? "on" : "off");
+                     p.scatter_gather ? "on" : "off", p.zero ? fmt::format(" zero={}", p.zero) : std::string());
 }
 
 const char* metric_unit(const std::string& metric) {
@@ -130,11 +135,42 @@ std::string metric_column(const std::string& metric) {
 
 // ---- the paper's values --------------------------------------------------------------------------
 
+// Tables 1 and 2 also give the training time for this many tokens (the paper's Eq. (4)).
+constexpr double kDaysTokens = 300e9;
+
 std::vector<std::string> paper_dirs() {
   std::vector<std::string> d = {"results/paper"};
   const fs::path here(__FILE__);  // <root>/experiments/cmd_reproduce.cpp -> <root>/results/paper
   if (here.is_absolute()) d.push_back((here.parent_path().parent_path() / "results" / "paper").string());
   return d;
+}
+
+// Table 2's series as Figure 10 names them: "ZeRO-3, 175B", "PTD-P, 530B".
+std::string table2_series(const CsvTable& t, size_t i) {
+  return t.text(i, "scheme") + (t.number(i, "params_b") < 300 ? ", 175B" : ", 530B");
+}
+
+// (series, x) -> the days to train on 300B tokens at the paper's throughput: Table 2's column;
+// for Table 1 (which has none) Eq. (4) with its throughput, parameters and GPUs.
+std::map<std::pair<std::string, std::string>, double> paper_days(const SweepSpec& spec) {
+  std::map<std::pair<std::string, std::string>, double> v;
+  for (const auto& dir : paper_dirs()) {
+    std::error_code ec;
+    const std::string path = dir + "/" + spec.paper + ".csv";
+    if (!fs::exists(path, ec)) continue;
+    if (spec.paper == "table1") {
+      const CsvTable t = CsvTable::read(path, {"params_b", "gpus", "tflops_per_gpu"});
+      for (size_t i = 0; i < t.size(); ++i)
+        v[{spec.series.front().name, t.text(i, "params_b")}] =
+            sim::training_days_eq4(kDaysTokens, t.number(i, "params_b") * 1e9, t.number(i, "gpus"),
+                                   t.number(i, "tflops_per_gpu") * 1e12);
+    } else if (spec.paper == "table2") {
+      const CsvTable t = CsvTable::read(path, {"scheme", "params_b", "gpus", "days_300b_tokens"});
+      for (size_t i = 0; i < t.size(); ++i) v[{table2_series(t, i), t.text(i, "gpus")}] = t.number(i, "days_300b_tokens");
+    }
+    break;
+  }
+  return v;
 }
 
 // (series, x) -> the paper's value; empty when the paper's data files are not found.
@@ -147,6 +183,11 @@ std::map<std::pair<std::string, std::string>, double> paper_values(const SweepSp
       if (!fs::exists(path, ec)) continue;
       const CsvTable t = CsvTable::read(path, {"params_b", "tflops_per_gpu"});
       for (size_t i = 0; i < t.size(); ++i) v[{spec.series.front().name, t.text(i, "params_b")}] = t.number(i, "tflops_per_gpu");
+    } else if (spec.paper == "table2") {
+      const std::string path = dir + "/table2.csv";
+      if (!fs::exists(path, ec)) continue;
+      const CsvTable t = CsvTable::read(path, {"scheme", "params_b", "gpus", "tflops_per_gpu"});
+      for (size_t i = 0; i < t.size(); ++i) v[{table2_series(t, i), t.text(i, "gpus")}] = t.number(i, "tflops_per_gpu");
     } else {
       const std::string path = dir + "/figures.csv";
       if (!fs::exists(path, ec)) continue;
@@ -323,18 +364,30 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   const std::string col = metric_column(job.spec.metric);
   std::error_code ec;
   if (!fs::exists(job.csv, ec)) return;
+  // Tables 1 and 2: also the days to train on 300B tokens by Eq. (4), ours against the paper's.
+  const bool days = (job.spec.paper == "table1" || job.spec.paper == "table2") && col == "tflops_per_gpu";
   std::vector<std::string> cols = sweep_key_columns();
   cols.push_back(col);
+  if (days) cols.push_back("params");
   const CsvTable t = CsvTable::read(job.csv, cols);
-  std::map<std::string, std::optional<double>> value;  // key -> the last row's metric
+  std::map<std::string, std::optional<double>> value, day;  // key -> the last row's metric (and days)
   for (size_t i = 0; i < t.size(); ++i) {
     std::string k;
     for (const auto& c : sweep_key_columns()) k += t.text(i, c) + '\x1f';
     value[k] = t.number_or_empty(i, col);
+    if (days && value[k]) {
+      const auto params = t.number_or_empty(i, "params");
+      day[k] = params ? std::optional<double>(sim::training_days_eq4(kDaysTokens, *params, t.number(i, "gpus"),
+                                                                     *value[k] * 1e12))
+                      : std::nullopt;
+    }
   }
-  std::vector<std::optional<double>> ours(job.points.size());
+  std::vector<std::optional<double>> ours(job.points.size()), ours_days(job.points.size());
   for (size_t i = 0; i < job.points.size(); ++i)
-    if (value.count(keys[i])) ours[i] = value[keys[i]];
+    if (value.count(keys[i])) {
+      ours[i] = value[keys[i]];
+      if (days && day.count(keys[i])) ours_days[i] = day[keys[i]];
+    }
   if (job.spec.metric == "normalized_throughput") {  // each series over its x = 1 point
     std::map<std::string, double> base;
     for (size_t i = 0; i < job.points.size(); ++i)
@@ -345,6 +398,7 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   }
   const bool compare = ctx.scale == SweepScale::Paper;
   const auto paper = compare ? paper_values(job.spec) : decltype(paper_values(job.spec)){};
+  const auto paper_day = compare && days ? paper_days(job.spec) : decltype(paper_days(job.spec)){};
   double sum = 0, worst = 0;
   int n = 0;
   std::string worst_at;
@@ -369,6 +423,13 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
           worst_at = pt.series + ", " + pt.x;
         }
       }
+    }
+    if (days && ours_days[i]) {
+      line += fmt::format("  | days for 300B tokens (Eq. 4): ours {:.1f}", *ours_days[i]);
+      const auto pd = paper_day.find({pt.series, pt.x});
+      if (pd != paper_day.end())
+        line += fmt::format(", paper {:.0f}{} ({:+.1f}%)", pd->second, job.spec.paper == "table1" ? " (Eq. 4)" : "",
+                            100.0 * (*ours_days[i] - pd->second) / pd->second);
     }
     fmt::print("{}\n", line);
   }
@@ -483,17 +544,17 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.dry_run) {  // the expanded configurations, as CSV
     fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
                "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
-               "warmup\n");
+               "warmup,zero\n");
     auto q = [](const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; };
     for (const auto& j : jobs)
       for (const auto& pt : j.points) {
         const RunConfig& c = pt.cfg;
         const ParallelConfig& p = c.par;
-        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
+        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
                    sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
                    c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
                    p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
-                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup);
+                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero);
       }
     return 0;
   }
@@ -530,6 +591,10 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
       try {
         const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
         if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
+          if (c.par.zero > 0 && !kExecutorHasZero)
+            usage_error("--zero {}: the training executor has no sharded data parallelism yet, so {} cannot be "
+                        "measured; use --mode simulate",
+                        c.par.zero, j.spec.name);
           require_supported(c);
           require_backend_here(c, true);  // ranks run as threads here
         }

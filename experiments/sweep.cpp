@@ -43,8 +43,8 @@ std::vector<std::string> spec_dirs() {
 }
 
 const std::vector<std::string>& sweep_names() {
-  static const std::vector<std::string> names = {"table1", "fig6",  "fig7",  "fig8",  "fig11", "fig12",
-                                                 "fig13",  "fig14", "fig15", "fig16", "fig17", "fig18"};
+  static const std::vector<std::string> names = {"table1", "table2", "fig6",  "fig7",  "fig8",  "fig10", "fig11",
+                                                 "fig12",  "fig13",  "fig14", "fig15", "fig16", "fig17", "fig18"};
   return names;
 }
 
@@ -56,7 +56,7 @@ const std::vector<std::string>& setting_keys() {
       "model",      "model_name",     "layers",         "hidden",     "heads",     "seq_length",
       "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
       "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
-      "precision",  "overlap_grad_reduce", "iters",     "warmup"};
+      "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero"};
   return k;
 }
 
@@ -188,6 +188,11 @@ void apply(Assembly& a, const SpecSettings& s) {
     } else if (key == "scatter_gather") c.par.scatter_gather = as_bool(v, w, key);
     else if (key == "precision") c.precision = as_text(v, w, key);
     else if (key == "overlap_grad_reduce") c.overlap_grad_reduce = as_bool(v, w, key);
+    else if (key == "zero") {
+      const long long z = as_int(v, w, key);
+      if (z != 0 && z != 1 && z != 3) usage_error("{}: key 'zero' = {} must be 0, 1 or 3", w, z);
+      c.par.zero = static_cast<int>(z);
+    }
     else if (key == "iters") {
       c.iters = as_count(v, w, key);
       a.iters_given = true;
@@ -281,8 +286,21 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
     const std::string where = fmt::format("{}: [[series]] #{}", path, i + 1);
     SpecSeries se;
     se.name = text_field(*sers[i], "name", where, true);
-    se.settings = read_settings(*sers[i], where, {"name", "only", "small"});
+    se.settings = read_settings(*sers[i], where, {"name", "only", "small", "at"});
     se.small = read_sub_settings(*sers[i], "small", where);
+    if (const toml::node* at = sers[i]->get("at")) {
+      const toml::table* t = at->as_table();
+      if (!t) usage_error("{}: 'at' must be a table of x labels ({{ \"384\" = {{ ... }} }})", where);
+      for (const auto& [k, node] : *t) {
+        const std::string x(k.str());
+        const std::string w = fmt::format("{}.at.\"{}\"", where, one_line(x));
+        const toml::table* pt = node.as_table();
+        if (!pt) usage_error("{}: must be a table of settings", w);
+        if (std::none_of(s.points.begin(), s.points.end(), [&](const SpecPoint& p) { return p.x == x; }))
+          usage_error("{}: 'at' names x '{}', which no [[points]] has", where, one_line(x));
+        se.at.push_back({x, read_settings(*pt, w, {"small"}), read_sub_settings(*pt, "small", w)});
+      }
+    }
     if (const toml::node* o = sers[i]->get("only")) {
       const toml::array* arr = o->as_array();
       if (!arr) usage_error("{}: 'only' must be an array of x labels", where);
@@ -340,9 +358,13 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
       a.cfg.experiment = spec.name;
       a.cfg.par.recompute = Recompute::Full;  // the paper's runs; a spec may say otherwise
       a.cfg.precision = "f16";
+      const SpecAt* at = nullptr;
+      for (const auto& e : se.at)
+        if (e.x == pt.x) at = &e;
       apply(a, spec.base);
       apply(a, se.settings);
       apply(a, pt.settings);
+      if (at) apply(a, at->settings);
       if (scale == SweepScale::Small) {
         const std::string paper_name = a.cfg.model.name;
         const int paper_gpus = a.gpus;
@@ -351,9 +373,10 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
         apply(a, spec.small);
         apply(a, se.small);
         apply(a, pt.small);
+        if (at) apply(a, at->small);
         // The paper's GPU count holds at small scale unless the small tables change the layout.
         bool relaid = false;
-        for (const auto* t : {&spec.small, &se.small, &pt.small})
+        for (const auto* t : {&spec.small, &se.small, &pt.small, at ? &at->small : &pt.small})
           for (const char* k : {"tp", "pp", "dp"}) relaid = relaid || has_key(*t, k);
         if (a.gpus == 0 && !relaid) a.gpus = paper_gpus;
         // A small copy is another model: its rows must not be taken for the paper-scale ones.

@@ -33,10 +33,18 @@ struct SpecSettings {
   std::string where;  // "FILE: [base]", for error messages
 };
 
+// Settings of one series at one point (`at = { "384" = { ... } }` in a series): what differs per
+// (series, x) pair, e.g. the micro-batch of ZeRO-3 at each GPU count in Table 2.
+struct SpecAt {
+  std::string x;
+  SpecSettings settings, small;
+};
+
 struct SpecSeries {
   std::string name;                 // as results/paper/figures.csv names the series
   std::vector<std::string> only;    // x labels this series has (empty: every point)
   SpecSettings settings, small;
+  std::vector<SpecAt> at;           // per-point settings of this series
 };
 struct SpecPoint {
   std::string x;                    // as results/paper/figures.csv names the point (table1: params_b)
@@ -74,8 +82,9 @@ SweepSpec load_sweep_spec(const std::string& name_or_path);
 SweepSpec parse_sweep_spec(const std::string& text, const std::string& path);
 
 // The configurations of a spec: every series crossed with every point (a series' `only` list
-// restricts its points), settings applied in the order base, series, point, then at small scale
-// [small], the series' small, the point's small. Each configuration is validated (UsageError
+// restricts its points), settings applied in the order base, series, point, the series' `at` entry
+// for the point, then at small scale [small], the series' small, the point's small, the `at`
+// entry's small. Each configuration is validated (UsageError
 // naming the spec, series and point and the broken rule). Eq1 points keep the paper's p even
 // where p does not divide the layers (the estimate needs only per-layer times).
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale);
