@@ -63,9 +63,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("ptdp simulate: model {} (l={} h={} a={} s={} V={}, {:.4g}B parameters) on {} x {} ({})\n", m.name,
              m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e9, c.ranks, hw.device,
              hw.name);
-  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}\n", p.tp, p.pp,
+  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}\n", p.tp, p.pp,
              p.dp, p.vpp, p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
-             recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision);
+             recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
+             p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "");
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
   fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
@@ -74,10 +75,20 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
     std::fprintf(stderr, "ptdp: %s\n", r.memory.describe(hw.device).c_str());  // "out of memory: ..."
     return 1;
   }
-  fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
-             "all-reduce {:.3g} s{}, optimizer {:.3g} s)\n",
-             r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s, r.dp_allreduce_s,
-             c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
+  if (p.zero == 3) {
+    const sim::Zero3Timeline& z = r.zero3;
+    fmt::print("  iteration {:.4g} s: ZeRO-3 forward and backward {:.4g} s (compute {:.4g} s, parameter gathers and "
+               "gradient reduce-scatters {:.4g} s on the network, {:.3g} s of it not hidden), then optimizer {:.3g} s\n",
+               r.iter_time_s, r.pipeline_time_s, z.compute_s, z.comm_s, z.exposed_comm_s, r.optimizer_s);
+    fmt::print("  ZeRO-3 traffic per GPU: {:.0f} all-gathers, {:.4g} GB gathered, {:.4g} GB reduce-scattered\n",
+               z.gathers, z.gather_bytes / 1e9, z.reduce_bytes / 1e9);
+  } else {
+    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
+               "{} {:.3g} s{}, optimizer {:.3g} s)\n",
+               r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s,
+               p.zero == 1 ? "reduce-scatter and all-gather" : "all-reduce", r.dp_allreduce_s,
+               c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
+  }
   fmt::print("  throughput {:.4g} TFLOP/s per GPU ({:.1f}% of peak), {:.4g} PFLOP/s in all, {:.0f} tokens/s, "
              "{:.3g} sequences/s\n",
              r.tflops_per_gpu, r.pct_peak, r.tflops_per_gpu * c.ranks / 1e3, r.tokens_per_s, r.seq_per_s);

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""The paper's figures and Table 1 from our result CSVs, with the paper's points overlaid.
+"""The paper's figures and Tables 1 and 2 from our result CSVs, with the paper's points overlaid.
 
     plots/figures.py [NAME ...] [--results DIR] [--paper DIR] [--out DIR] [--hardware PROFILE]
 
 Reads DIR/NAME.csv (written by `ptdp reproduce NAME`, the result CSV contract of docs/RESULTS.md)
-and the paper's values (results/paper/figures.csv, table1.csv); writes OUT/NAME.png for every
-artefact (table1, fig6, fig7, fig8, fig11 ... fig18 by default) in the paper's axes and units:
+and the paper's values (results/paper/figures.csv, table1.csv, table2.csv); writes OUT/NAME.png for
+every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18 by default) in the paper's axes and units:
 our simulated line (mode=simulate, the --hardware profile, paper scale) with the paper's points
 as markers, and, where the CSV has them, the rows measured at small scale (mode=run) in a second
-panel. Then OUT/summary.png: the error against the paper of every point, and the same errors as a
+panel; Tables 1 and 2 also get the days to train on 300B tokens by Eq. (4) against the paper's.
+Then OUT/summary.png: the error against the paper of every point, and the same errors as a
 table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
 "plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
 """
@@ -18,15 +19,22 @@ import math
 import os
 import sys
 
-ARTEFACTS = ["table1", "fig6", "fig7", "fig8", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16",
-             "fig17", "fig18"]
+ARTEFACTS = ["table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig15",
+             "fig16", "fig17", "fig18"]
 
 # Columns of the result CSV this script uses (a subset of the contract's).
 RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
                   "global_batch", "schedule", "recompute", "scatter_gather", "iter_time_ms", "tflops_per_gpu",
-                  "seq_per_s", "bubble_fraction", "loss"]
+                  "seq_per_s", "bubble_fraction", "loss", "params"]
 INT_COLUMNS = ["gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "scatter_gather"]
-FLOAT_COLUMNS = ["iter_time_ms", "tflops_per_gpu", "seq_per_s", "bubble_fraction", "loss"]
+FLOAT_COLUMNS = ["iter_time_ms", "tflops_per_gpu", "seq_per_s", "bubble_fraction", "loss", "params"]
+
+# Training time for this many tokens by the paper's Eq. (4), 8 T P / (n X), for Tables 1 and 2.
+DAYS_TOKENS = 300e9
+
+
+def days_eq4(params, gpus, tflops):
+    return 8.0 * DAYS_TOKENS * params / (gpus * tflops * 1e12) / 86400.0
 
 TABLE1_MODELS = {"gpt-1.7b": "1.7", "gpt-3.6b": "3.6", "gpt-7.5b": "7.5", "gpt-18b": "18.4", "gpt-39b": "39.1",
                  "gpt-76b": "76.1", "gpt-145b": "145.6", "gpt-310b": "310.1", "gpt-530b": "529.6",
@@ -96,11 +104,49 @@ def table1_x(r):
     return TABLE1_MODELS.get(name)
 
 
+def model_size(r):
+    """The Table 2 / Figure 10 model of a row: 175B or 530B (small copies included)."""
+    name = r["model"][:-len("-small")] if r["model"].endswith("-small") else r["model"]
+    return {"gpt3-175b": "175B", "gpt-530b": "530B"}.get(name)
+
+
+def zero3_series(r):
+    """Table 2's schemes: ZeRO-3 runs without model parallelism, PTD-P with t = 8 (t = 2 at small scale)."""
+    size = model_size(r)
+    if size is None:
+        return None
+    return f"{'ZeRO-3' if r['tp'] == 1 and r['pp'] == 1 else 'PTD-P'}, {size}"
+
+
+# Small-scale rank counts stand for the paper's GPU counts (experiments/specs/table2.toml).
+SMALL_GPUS = {("175B", 4): "384", ("175B", 8): "768", ("175B", 16): "1536", ("530B", 4): "560", ("530B", 5): "640",
+              ("530B", 8): "1120", ("530B", 16): "2240"}
+
+
+def table2_x(r):
+    if r["model"].endswith("-small"):
+        return SMALL_GPUS.get((model_size(r), r["gpus"]))
+    return str(r["gpus"])
+
+
+def fig10_x(r):
+    # The paper draws 530B ZeRO-3's first point (640 GPUs) at 560.
+    x = table2_x(r)
+    return "560" if x == "640" else x
+
+
 FIGURES = {
     "table1": dict(title="Table 1: weak scaling, GPT 1.7B to 1T on 32 to 3072 GPUs",
                    xlabel="Model size (billions of parameters)", ylabel="Achieved teraFLOP/s per GPU",
                    metric="tflops_per_gpu", series=lambda r: "Table 1", x=table1_x,
                    xorder=list(TABLE1_MODELS.values())),
+    "table2": dict(title="Table 2: PTD-P vs ZeRO-3 without model parallelism, fixed global batch",
+                   xlabel="Number of GPUs", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                   series=lambda r: zero3_series(r), x=table2_x,
+                   xorder=["384", "560", "640", "768", "1120", "1536", "2240"]),
+    "fig10": dict(title="Figure 10: throughput per GPU of PTD-P and ZeRO-3, GPT 175B and 530B",
+                  xlabel="Number of GPUs", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
+                  series=lambda r: zero3_series(r), x=fig10_x, xorder=["384", "560", "768", "1120", "1536", "2240"]),
     "fig6": dict(title="Figure 6: pipeline bubble (n-d)/b' vs data-parallel size",
                  xlabel="Data-parallel size (d)", ylabel="Pipeline bubble size", metric="bubble_fraction",
                  series=lambda r: f"n={r['gpus']}, b'={r['global_batch']}", x=lambda r: str(r["dp"]),
@@ -148,17 +194,27 @@ FIGURES = {
 
 
 def read_paper(paper_dir):
-    """(artefact, series, x) -> the paper's value."""
-    out = {}
+    """(artefact, series, x) -> the paper's value; and (artefact, series, x) -> its days for 300B tokens
+    (Table 2's column; for Table 1, Eq. (4) with its throughput)."""
+    out, days = {}, {}
     figs = read_csv(os.path.join(paper_dir, "figures.csv"), ["figure", "series", "x", "value"], floats=["value"])
     for r in figs:
         if r["value"] is None:
             raise InputError(f"{os.path.join(paper_dir, 'figures.csv')}:{r['_line']}: column 'value' is empty")
         out[(r["figure"], r["series"], r["x"])] = r["value"]
-    t1 = read_csv(os.path.join(paper_dir, "table1.csv"), ["params_b", "tflops_per_gpu"], floats=["tflops_per_gpu"])
+    t1 = read_csv(os.path.join(paper_dir, "table1.csv"), ["params_b", "gpus", "tflops_per_gpu"],
+                  ints=["gpus"], floats=["tflops_per_gpu"])
     for r in t1:
         out[("table1", "Table 1", r["params_b"])] = r["tflops_per_gpu"]
-    return out
+        days[("table1", "Table 1", r["params_b"])] = days_eq4(float(r["params_b"]) * 1e9, r["gpus"], r["tflops_per_gpu"])
+    t2 = read_csv(os.path.join(paper_dir, "table2.csv"), ["scheme", "params_b", "gpus", "tflops_per_gpu",
+                                                           "days_300b_tokens"],
+                  ints=["gpus"], floats=["params_b", "tflops_per_gpu", "days_300b_tokens"])
+    for r in t2:
+        series = f"{r['scheme']}, {'175B' if r['params_b'] < 300 else '530B'}"
+        out[("table2", series, str(r["gpus"]))] = r["tflops_per_gpu"]
+        days[("table2", series, str(r["gpus"]))] = r["days_300b_tokens"]
+    return out, days
 
 
 def points(rows, fig, want):
@@ -169,10 +225,10 @@ def points(rows, fig, want):
     for r in rows:
         if not want(r) or r[metric] is None:
             continue
-        x = spec["x"](r)
-        if x is None:
+        x, series = spec["x"](r), spec["series"](r)
+        if x is None or series is None:
             continue
-        out.setdefault(spec["series"](r), {})[x] = r[metric]
+        out.setdefault(series, {})[x] = r[metric]
     if spec["metric"] == "normalized_throughput":
         for s, pts in out.items():
             base = pts.get("1")
@@ -204,21 +260,63 @@ def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scal
     ax.grid(True, alpha=0.3)
 
 
-def draw(fig_name, rows, paper, out_dir, hardware):
+def days_points(rows, fig, want):
+    """{series: {x: days for 300B tokens by Eq. (4)}} of the rows `want` selects (Tables 1 and 2)."""
+    spec = FIGURES[fig]
+    out = {}
+    for r in rows:
+        if not want(r) or r["tflops_per_gpu"] is None or not r["params"] or not r["gpus"]:
+            continue
+        x, series = spec["x"](r), spec["series"](r)
+        if x is None or series is None:
+            continue
+        out.setdefault(series, {})[x] = days_eq4(r["params"], r["gpus"], r["tflops_per_gpu"])
+    return out
+
+
+def draw_days(ax, spec, ours, paper_days, colours):
+    """Bars: the days to train on 300B tokens, ours (Eq. 4) beside the paper's."""
+    xorder = spec["xorder"]
+    names = list(dict.fromkeys(list(paper_days.keys()) + list(ours.keys())))
+    width = 0.8 / max(2 * len(names), 1)
+    k = 0
+    for i, s in enumerate(names):
+        c = colours[i % len(colours)]
+        for source, pts, hatch in (("ours", ours.get(s, {}), None), ("paper", paper_days.get(s, {}), "//")):
+            xs = [j for j, x in enumerate(xorder) if x in pts]
+            if xs:
+                ax.bar([j - 0.4 + (k + 0.5) * width for j in xs], [pts[xorder[j]] for j in xs], width, color=c,
+                       alpha=0.85 if source == "ours" else 0.35, hatch=hatch, label=f"{s} ({source})")
+            k += 1
+    ax.set_xticks(range(len(xorder)))
+    ax.set_xticklabels(xorder, rotation=30 if len(xorder[0]) > 3 else 0)
+    ax.set_xlabel(spec["xlabel"])
+    ax.set_ylabel("Training time for 300B tokens (days), Eq. (4)")
+    ax.set_title("days for 300B tokens: ours (Eq. 4) vs paper", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=6, loc="best")
+
+
+def draw(fig_name, rows, paper, out_dir, hardware, paper_days=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     spec = FIGURES[fig_name]
     backend = "analytic" if fig_name == "fig6" else hardware
-    sim = points(rows, fig_name, lambda r: r["mode"] == "simulate" and r["backend"] == backend and not is_small(r))
+    simulated = lambda r: r["mode"] == "simulate" and r["backend"] == backend and not is_small(r)
+    sim = points(rows, fig_name, simulated)
     run = points(rows, fig_name, lambda r: r["mode"] == "run")
-    paper_pts = {}
+    paper_pts, paper_day_pts = {}, {}
     for (f, s, x), v in paper.items():
         if f == fig_name:
             paper_pts.setdefault(s, {})[x] = v
+    for (f, s, x), v in (paper_days or {}).items():
+        if f == fig_name:
+            paper_day_pts.setdefault(s, {})[x] = v
+    with_days = fig_name in ("table1", "table2")
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    panels = 2 if run else 1
+    panels = 1 + (1 if run else 0) + (1 if with_days else 0)
     fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), squeeze=False)
     ax = axes[0][0]
     label = "ours, analytic" if fig_name == "fig6" else f"ours, simulated {hardware}"
@@ -229,8 +327,18 @@ def draw(fig_name, rows, paper, out_dir, hardware):
                  fontsize=10)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="best")
+    if with_days:
+        ours_days = days_points(rows, fig_name, simulated)
+        draw_days(axes[0][1], spec, ours_days, paper_day_pts, colours)
+        for s, pts in ours_days.items():
+            cells = []
+            for x in spec["xorder"]:
+                if x in pts:
+                    p = paper_day_pts.get(s, {}).get(x)
+                    cells.append(f"{x}: {pts[x]:.1f}" + (f" (paper {p:.0f})" if p is not None else ""))
+            print(f"  {fig_name}: {s}: days for 300B tokens by Eq. (4): " + ", ".join(cells), file=sys.stderr)
     if run:
-        ax2 = axes[0][1]
+        ax2 = axes[0][panels - 1]
         metric = spec["metric"]
         top = max((v for s in run.values() for v in s.values()), default=0)
         scale, unit = 1.0, spec["ylabel"]
@@ -311,7 +419,7 @@ def main(argv):
             print(f"plots: error: '{n}' is not an artefact ({', '.join(ARTEFACTS)})", file=sys.stderr)
             return 2
     try:  # every input is read and checked before anything is drawn
-        paper = read_paper(a.paper)
+        paper, paper_days = read_paper(a.paper)
         data = {n: read_csv(os.path.join(a.results, f"{n}.csv"), RESULT_COLUMNS, INT_COLUMNS, FLOAT_COLUMNS)
                 for n in names}
     except InputError as e:
@@ -324,7 +432,7 @@ def main(argv):
     print("| artefact | points | mean abs. error | largest error (point) |")
     print("|---|---|---|---|")
     for n in names:
-        path, errors, missing = draw(n, data[n], paper, a.out, a.hardware)
+        path, errors, missing = draw(n, data[n], paper, a.out, a.hardware, paper_days)
         all_errors[n] = errors
         if errors:
             worst = max(errors, key=lambda e: abs(e[4]))
