@@ -2,12 +2,15 @@
 # The main job: reproduces every figure and table of the paper that ptdp covers, on this machine.
 #   1. scripts/setup.sh (packages, build)
 #   2. every artefact through the performance model, at the paper's scale (a100-selene profile):
-#      ptdp reproduce all --mode simulate -> results/{table1,fig6,fig7,fig8,fig11..fig18}.csv
+#      ptdp reproduce all --mode simulate -> results/{table1,table2,fig6,fig7,fig8,fig10..fig18}.csv
+#      (table2 and fig10: PTD-P against ZeRO-3; the summaries of table1 and table2 print the days
+#      for 300B tokens by the paper's Eq. 4)
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
 #      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7) -> the same CSVs, mode=run
 #      with a GPU present, Figure 7 also at the paper's scale on it (--mode run --scale paper)
 #   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv
 #   5. the plots: plots/NAME.png for every artefact and plots/summary.png (errors against the paper)
+#      (table1.png and table2.png with a days-for-300B-tokens panel)
 # About 8 to 11 minutes after set-up on a 2-core machine (docs/REPRODUCE.md has the timings).
 # Knobs: RUN_SMALL (sweeps to run for real; "all" for every one, ~25 min), RESUME=1 (keep the rows
 # already in the CSVs instead of recomputing them), ITERS (GPL-3 training iterations, default 200;
@@ -31,6 +34,8 @@ stamp "simulated every artefact"
 
 # 3. Scaled-down sweeps trained for real on CPU ranks (fig13: 64 ranks as threads, ~3-5 minutes).
 run_small=${RUN_SMALL:-fig13 fig8 fig7}
+# (table2 and fig10 join "all" once `ptdp train` runs --zero 3: until then their small copies are
+# refused with one line and they are simulated only.)
 [[ "$run_small" == all ]] && run_small="table1 fig7 fig8 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18"
 for name in $run_small; do
   build/ptdp reproduce "$name" --mode run --scale small --out results $force
