@@ -41,6 +41,10 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_flag("--scatter-gather,!--no-scatter-gather", f.scatter_gather,
                "scatter/gather optimisation of pipeline sends (default on)");
+  app.add_option("--zero", p.zero,
+                 "sharded data parallelism: 0 none, 1 the distributed optimizer (optimizer state sharded over d, "
+                 "gradients reduce-scattered), 3 ZeRO-3 (parameters sharded too; t = p = 1)")
+      ->capture_default_str();
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {

@@ -159,10 +159,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   tc.scatter_gather = c.par.scatter_gather;
   tc.skip_nonfinite = c.skip_nonfinite;
   tc.loss_scale = loss_scale_config(c);
+  tc.zero = c.par.zero;
   Trainer trainer(model.pointers(), *samples, tc,
                   TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
   CheckpointLayout ckpt{c.par.tp, c.par.pp, c.par.vpp, g.me.tp, g.me.pp, m.layers, m.hidden, m.heads, m.seq_length,
-                        m.vocab_size, c.seed, c.par.global_batch};
+                        m.vocab_size, c.seed, c.par.global_batch, c.par.zero, c.par.dp, g.me.dp};
   int start = 0;
   if (!c.load_dir.empty()) {
     int64_t it = 0;
@@ -177,6 +178,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       require_same_fields(given_world, {{"the iteration of --load " + c.load_dir, std::to_string(it)}},
                           "every rank must read the same checkpoint (one shared directory, or the same copy on every "
                           "node)");
+    trainer.sync_params();  // sharded: each rank loaded its pieces of the weights
     if (trainer.loss_scaler().dynamic()) {
       if (st.loss_scale > 0) {
         trainer.loss_scaler().restore({st.loss_scale, st.scale_growth, st.scale_hysteresis});
@@ -190,13 +192,16 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     start = static_cast<int>(it);
     if (report) fmt::print("loaded the checkpoint of iteration {} from {}\n", it, c.load_dir);
   }
-  auto save = [&](int it) {  // data-parallel rank 0 writes its (tp, pp) shard; rank 0 the marker, last
+  // Data-parallel rank 0 writes its (tp, pp) shard (sharded optimizer state: every data-parallel
+  // rank its own); world rank 0 the marker, last.
+  const bool writes_shard = g.me.dp == 0 || c.par.zero > 0;
+  auto save = [&](int it) {
     const LossScaler::State ls = trainer.loss_scaler().state();
     // A loss scale of 0 in the checkpoint: no dynamic loss-scaler state (f32, bf16, fixed scale).
     const CheckpointState st{it, trainer.loss_scaler().dynamic() ? ls.scale : 0.0, int32_t(ls.growth),
                              int32_t(ls.hysteresis)};
     phase([&] {
-      if (g.me.dp == 0) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
+      if (writes_shard) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
     });
     phase([&] {
       if (world.rank() == 0) write_latest(c.save_dir, it);
@@ -205,7 +210,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   };
   if (!c.save_init_dir.empty()) {  // the initial weights and zero optimizer state, as iteration 0
     phase([&] {
-      if (g.me.dp == 0)
+      if (writes_shard)
         save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0}, model.pointers(), trainer.optimizers());
     });
     phase([&] {
@@ -216,12 +221,13 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}, backend {} {}, {} iterations ({} untimed), "
-               "data {}\n",
+               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}, backend {} {}, {} iterations ({} "
+               "untimed), data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
-               c.par.scatter_gather ? "on" : "off", c.backend, c.precision, c.iters, c.warmup, c.data);
+               c.par.scatter_gather ? "on" : "off", c.par.zero ? ", distributed optimizer (--zero 1)" : "", c.backend,
+               c.precision, c.iters, c.warmup, c.data);
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
   std::vector<IterStats> timed;
@@ -293,11 +299,23 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   // Host memory of this process; with local ranks the mean per rank.
   const int local_ranks = c.comm == "local" ? c.ranks : 1;
   const double peak_gb = dev.peak_gb(local_ranks);
+  // Weights, gradients and optimizer state allocated on this rank (--zero shrinks the last).
+  int64_t state_bytes = 0, chunk_params = 0;
+  for (size_t j = 0; j < model.chunks.size(); ++j) {
+    Gpt& ch = *model.pointers()[j];
+    state_bytes += ch.params().nbytes() + ch.grads().nbytes() + trainer.optimizer(int(j)).own_bytes();
+    chunk_params += ch.params().numel();
+  }
   if (report)
     fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
                "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
                "rank 0\n",
                iter_ms, timed.size(), loss, peak_gb, bd.activation_gb, bd.bubble, bd.p2p_bytes);
+  if (report)
+    fmt::print("model and optimizer state on rank 0: {} bytes for {} parameters ({:.3f} bytes per parameter: "
+               "weights, gradients, master weights and Adam moments{})\n",
+               state_bytes, chunk_params, double(state_bytes) / double(chunk_params),
+               c.par.zero ? fmt::format(", the optimizer's sharded over d={}", c.par.dp) : std::string());
   return make_row(c, iter_ms, loss, peak_gb, bd);
 }
 

@@ -65,6 +65,12 @@ class Communicator {
 
   // Asynchronous variants; the tensors must stay alive and untouched until wait().
   virtual CommHandle all_reduce_async(Tensor& x, ReduceOp op) = 0;
+  // The default runs the reduce-scatter at once and returns a finished handle (mpi, nccl);
+  // the local and staging communicators return while it runs.
+  virtual CommHandle reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+    reduce_scatter(in, out, op);
+    return {};
+  }
   virtual CommHandle isend(const Tensor& x, int peer, int tag) = 0;
   virtual CommHandle irecv(Tensor& x, int peer, int tag) = 0;
 

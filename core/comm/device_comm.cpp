@@ -23,10 +23,16 @@ class DeviceComm final : public Communicator {
     back(o, out);
   }
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    reduce_scatter_async(in, out, op).wait();
+  }
+  CommHandle reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
     settle();
     Tensor i = there(in), o = room_for(out);
-    inner_->reduce_scatter(i, o, op);
-    back(o, out);
+    CommHandle h = inner_->reduce_scatter_async(i, o, op);
+    return CommHandle([this, h, i, o, out]() mutable {  // keeps the staged input until done
+      h.wait();
+      if (o.raw() != out.raw()) back(o, out);
+    });
   }
   void broadcast(Tensor& x, int root) override {
     settle();

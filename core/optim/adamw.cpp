@@ -1,52 +1,101 @@
 #include "core/optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ptdp {
 
-AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg)
-    : be_(be), cfg_(cfg), params_(params), grads_(grads), layout_(layout) {
-  set_norm_group(nullptr, 0);
+namespace {
+
+// Appends the parts of [b, e) inside the owned pieces, with their offsets in the compact state;
+// neighbours with the same flag merge.
+void add_owned(std::vector<FlatRange> const& owned, const std::vector<int64_t>& state_at, int64_t b, int64_t e,
+               bool flag, std::vector<int64_t>& out_begin, std::vector<int64_t>& out_end, std::vector<int64_t>& out_state,
+               std::vector<bool>& out_flag) {
+  for (size_t k = 0; k < owned.size(); ++k) {
+    const int64_t lo = std::max(b, owned[k].begin), hi = std::min(e, owned[k].end);
+    if (lo >= hi) continue;
+    const int64_t st = state_at[k] + (lo - owned[k].begin);
+    if (!out_begin.empty() && out_end.back() == lo && out_flag.back() == flag &&
+        out_state.back() + (out_end.back() - out_begin.back()) == st) {
+      out_end.back() = hi;
+      continue;
+    }
+    out_begin.push_back(lo);
+    out_end.push_back(hi);
+    out_state.push_back(st);
+    out_flag.push_back(flag);
+  }
+}
+
+}  // namespace
+
+AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg,
+             std::vector<FlatRange> owned)
+    : be_(be), cfg_(cfg), params_(params), grads_(grads), owned_(std::move(owned)), layout_(layout) {
   const int64_t n = params.numel();
-  if (params.dtype() == DType::F32) {
-    master_ = params;  // the model's own f32 weights are the master weights
-  } else {  // bf16/f16 weights: f32 master copies, rounded back after each update
-    master_ = be.empty({n}, DType::F32);
-    be.copy(master_, params);
+  if (owned_.empty()) owned_.push_back({0, n});
+  int64_t held = 0;
+  for (size_t k = 0; k < owned_.size(); ++k) {
+    PTDP_CHECK(owned_[k].begin >= (k ? owned_[k - 1].end : 0) && owned_[k].end <= n && owned_[k].size() > 0,
+               "owned pieces must be ascending, disjoint and inside the buffer");
+    held += owned_[k].size();
   }
-  if (grads.dtype() == DType::F32) {
-    master_grads_ = grads;  // mixed precision accumulates gradients in f32 already
-  } else {
-    master_grads_ = be.empty({n}, DType::F32);
-  }
-  m_ = be.empty({n}, DType::F32);
-  v_ = be.empty({n}, DType::F32);
+  master_is_params_ = params.dtype() == DType::F32;  // the model's own f32 weights are the master weights
+  grads_are_master_ = grads.dtype() == DType::F32;   // mixed precision accumulates gradients in f32 already
+  master_ = master_is_params_ ? params : be.empty({held}, DType::F32);
+  master_grads_ = grads_are_master_ ? grads : be.empty({held}, DType::F32);
+  m_ = be.empty({held}, DType::F32);
+  v_ = be.empty({held}, DType::F32);
   be.fill(m_, 0);
   be.fill(v_, 0);
-  for (const auto& e : layout.entries()) {  // merge neighbours with the same decay flag
-    int64_t end = e.offset + shape_numel(e.shape);
-    if (!segments_.empty() && segments_.back().decay == e.decay && segments_.back().end == e.offset)
-      segments_.back().end = end;
-    else
-      segments_.push_back({e.offset, end, e.decay});
-  }
+  std::vector<int64_t> b, e, st;
+  std::vector<bool> decay;
+  std::vector<int64_t> state_at;
+  for (int64_t k = 0, at = 0; k < int64_t(owned_.size()); at += owned_[k].size(), ++k) state_at.push_back(at);
+  for (const auto& en : layout.entries())
+    add_owned(owned_, state_at, en.offset, en.offset + shape_numel(en.shape), en.decay, b, e, st, decay);
+  for (size_t i = 0; i < b.size(); ++i) segments_.push_back({b[i], e[i], st[i], decay[i]});
+  if (!master_is_params_)
+    for (const auto& s : segments_) {  // bf16/f16 weights: f32 master copies, rounded back after each update
+      Tensor m = master_view(s);
+      be.copy(m, params.view(s.begin, {s.end - s.begin}));
+    }
+  set_norm_group(nullptr, 0);
+}
+
+Tensor AdamW::master_view(const Segment& s) {
+  return master_.view(master_is_params_ ? s.begin : s.state, {s.end - s.begin});
+}
+
+Tensor AdamW::master_grad_view(const Segment& s) {
+  return master_grads_.view(grads_are_master_ ? s.begin : s.state, {s.end - s.begin});
 }
 
 void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
   mp_ = mp && mp->size() > 1 ? mp : nullptr;
   counted_.clear();
-  for (const auto& e : layout_.entries()) {
-    if (e.shared_copy || (e.tp_replicated && tp_rank != 0)) continue;
-    int64_t end = e.offset + shape_numel(e.shape);
-    if (!counted_.empty() && counted_.back().end == e.offset) counted_.back().end = end;
-    else counted_.push_back({e.offset, end, false});
-  }
+  for (const auto& s : segments_)
+    for (const auto& e : layout_.entries()) {
+      if (e.shared_copy || (e.tp_replicated && tp_rank != 0)) continue;
+      const int64_t lo = std::max(s.begin, e.offset), hi = std::min(s.end, e.offset + shape_numel(e.shape));
+      if (lo >= hi) continue;
+      const int64_t st = s.state + (lo - s.begin);
+      if (!counted_.empty() && counted_.back().end == lo && counted_.back().state + (lo - counted_.back().begin) == st)
+        counted_.back().end = hi;
+      else
+        counted_.push_back({lo, hi, st, false});
+    }
 }
 
 double AdamW::local_grad_sq() {
-  if (master_grads_.raw() != grads_.raw()) be_.copy(master_grads_, grads_);
+  if (!grads_are_master_)
+    for (const auto& s : segments_) {
+      Tensor mg = master_grad_view(s);
+      be_.copy(mg, grads_.view(s.begin, {s.end - s.begin}));
+    }
   double sq = 0;
-  for (const auto& c : counted_) sq += be_.sum_squares(master_grads_.view(c.begin, {c.end - c.begin}));
+  for (const auto& c : counted_) sq += be_.sum_squares(master_grad_view(c));
   return sq;
 }
 
@@ -62,12 +111,10 @@ StepInfo AdamW::step_with_norm(double global_norm) {
   ++step_;
   info.lr = cfg_.lr.at(step_);
   info.grad_norm = global_norm;
+  double coeff = 1.0;
   if (cfg_.clip_grad > 0) {
-    double coeff = cfg_.clip_grad / (info.grad_norm + 1e-6);
-    if (coeff < 1.0) {
-      be_.scale_(master_grads_, coeff);
-      info.clipped = true;
-    }
+    coeff = cfg_.clip_grad / (info.grad_norm + 1e-6);
+    info.clipped = coeff < 1.0;
   }
   AdamWParams p;
   p.lr = info.lr;
@@ -77,8 +124,9 @@ StepInfo AdamW::step_with_norm(double global_norm) {
   p.step = step_;
   for (const auto& s : segments_) {
     const int64_t len = s.end - s.begin;
-    Tensor pm = master_.view(s.begin, {len}), g = master_grads_.view(s.begin, {len});
-    Tensor m = m_.view(s.begin, {len}), v = v_.view(s.begin, {len});
+    Tensor pm = master_view(s), g = master_grad_view(s);
+    if (info.clipped) be_.scale_(g, coeff);
+    Tensor m = m_.view(s.state, {len}), v = v_.view(s.state, {len});
     p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
     be_.adamw(pm, g, m, v, p);
   }
@@ -87,7 +135,36 @@ StepInfo AdamW::step_with_norm(double global_norm) {
 }
 
 void AdamW::refresh_params() {
-  if (master_.raw() != params_.raw()) be_.copy(params_, master_);
+  if (master_is_params_) return;
+  for (const auto& s : segments_) {
+    Tensor dst = params_.view(s.begin, {s.end - s.begin});
+    be_.copy(dst, master_view(s));
+  }
+}
+
+int64_t AdamW::own_bytes() const {
+  return m_.nbytes() + v_.nbytes() + (master_is_params_ ? 0 : master_.nbytes()) +
+         (grads_are_master_ ? 0 : master_grads_.nbytes());
+}
+
+Tensor AdamW::master_state() {
+  if (!master_is_params_ || (owned_.size() == 1 && owned_[0].size() == params_.numel())) return master_;
+  Tensor out = be_.empty({m_.numel()}, DType::F32);
+  for (const auto& s : segments_) {
+    Tensor dst = out.view(s.state, {s.end - s.begin});
+    be_.copy(dst, master_view(s));
+  }
+  return out;
+}
+
+void AdamW::set_master_state(const Tensor& master) {
+  PTDP_CHECK(master.numel() == m_.numel() && master.dtype() == DType::F32, "master state must be {} f32 values",
+             m_.numel());
+  for (const auto& s : segments_) {
+    Tensor dst = master_view(s);
+    be_.copy(dst, master.view(s.state, {s.end - s.begin}));
+  }
+  refresh_params();
 }
 
 }  // namespace ptdp

@@ -1,10 +1,12 @@
 // AdamW on f32 master weights with global-norm gradient clipping; weight decay on matrices
-// only (not on biases or LayerNorm), as Megatron does.
+// only (not on biases or LayerNorm), as Megatron does. Sharded (the distributed optimizer), it
+// keeps master weights and Adam state for the pieces of the buffer this rank owns only.
 #pragma once
 #include <vector>
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
+#include "core/common/flat_range.h"
 #include "core/model/params.h"
 #include "core/optim/lr_schedule.h"
 
@@ -25,11 +27,14 @@ struct StepInfo {
 
 class AdamW {
  public:
-  // params and grads are flat buffers laid out by `layout`, on `be`'s device.
-  AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg);
+  // params and grads are flat buffers laid out by `layout`, on `be`'s device. owned: the
+  // ascending, disjoint pieces of them this optimizer updates (empty: all of it).
+  AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg,
+        std::vector<FlatRange> owned = {});
   // The global gradient norm is summed over this model-parallel group (tensor x pipeline
   // ranks holding one model replica), counting every parameter once: tensor-parallel copies on
-  // tp rank 0 only, the last stage's copy of the tied embedding not at all.
+  // tp rank 0 only, the last stage's copy of the tied embedding not at all. Sharded, each
+  // rank counts its owned pieces and the caller also sums over the data-parallel group.
   void set_norm_group(Communicator* mp, int tp_rank);
   // One update with the gradients in grads (which it may scale when clipping).
   StepInfo step();
@@ -40,18 +45,34 @@ class AdamW {
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t n) { step_ = n; }  // when resuming from a checkpoint
   const OptimizerConfig& config() const { return cfg_; }
-  Tensor& exp_avg() { return m_; }
+  const std::vector<FlatRange>& owned() const { return owned_; }
+  int64_t state_numel() const { return m_.numel(); }  // elements of master and Adam state held
+  // Bytes this optimizer allocated: Adam's moments, and the f32 master weights and gradients
+  // where they are not the model's own.
+  int64_t own_bytes() const;
+  Tensor& exp_avg() { return m_; }                     // [state_numel()], the owned pieces in order
   Tensor& exp_avg_sq() { return v_; }
-  Tensor& master() { return master_; }  // f32 master weights (the model's own when f32)
-  void refresh_params();                 // rounds the master weights into the model's
+  // The f32 master weights of the owned pieces, in order (a copy where they are the model's own
+  // f32 weights and sharded), and their replacement (which also rounds them into the model's).
+  Tensor master_state();
+  void set_master_state(const Tensor& master);
+  void refresh_params();  // rounds the master weights into the model's (owned pieces)
 
  private:
-  struct Segment { int64_t begin, end; bool decay; };
+  // A piece of the flat buffers (begin, end) and where its state starts in the compact state.
+  struct Segment {
+    int64_t begin, end, state;
+    bool decay;
+  };
+  Tensor master_view(const Segment& s);
+  Tensor master_grad_view(const Segment& s);
   Backend& be_;
   OptimizerConfig cfg_;
   Tensor params_, grads_, master_, master_grads_, m_, v_;
-  std::vector<Segment> segments_;
-  std::vector<Segment> counted_;  // what enters the norm on this rank
+  bool master_is_params_, grads_are_master_;  // f32 weights / gradients: used in place (flat offsets)
+  std::vector<FlatRange> owned_;
+  std::vector<Segment> segments_;  // the owned pieces cut by weight-decay group
+  std::vector<Segment> counted_;   // what enters the norm on this rank
   Communicator* mp_ = nullptr;
   const ParamLayout& layout_;
   int64_t step_ = 0;

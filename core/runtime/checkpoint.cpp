@@ -14,7 +14,7 @@ namespace ptdp {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 2;  // 2: loss scaler trackers; weights are the f32 master copy
+constexpr uint32_t kVersion = 3;  // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 
@@ -31,6 +31,7 @@ struct Header {
   double loss_scale;
   int32_t chunks;
   int32_t scale_growth, scale_hysteresis;
+  int32_t zero, dp, dp_rank;
 };
 
 uint64_t fnv(const std::string& bytes) {
@@ -46,8 +47,16 @@ void put(std::string& out, const void* p, size_t n) { out.append(static_cast<con
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
 std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}, l={} h={} a={} s={} V={}, seed {}, global batch {}", l.tp, l.pp,
-                     l.vpp, l.layers, l.hidden, l.heads, l.seq_length, l.vocab_size, l.seed, l.global_batch);
+  return fmt::format("--tp {} --pp {} --vpp {}{}, l={} h={} a={} s={} V={}, seed {}, global batch {}", l.tp, l.pp,
+                     l.vpp, l.zero ? fmt::format(" --zero {} on d={}", l.zero, l.dp) : std::string(" --zero 0"),
+                     l.layers, l.hidden, l.heads, l.seq_length, l.vocab_size, l.seed, l.global_batch);
+}
+
+// The file of this rank: one per (tensor, pipeline) rank, or per data-parallel rank too.
+std::string shard_file(const std::string& dir, int64_t iteration, const CheckpointLayout& l) {
+  return (std::filesystem::path(shard_dir(dir, iteration, l.tp_rank, l.pp_rank, l.pp)) /
+          (l.zero ? fmt::format("zero_dp_rank_{:03d}.bin", l.dp_rank) : std::string(kShardFile)))
+      .string();
 }
 
 CheckpointLayout layout_of(const Header& h) {
@@ -55,13 +64,15 @@ CheckpointLayout layout_of(const Header& h) {
   l.tp = h.tp, l.pp = h.pp, l.vpp = h.vpp, l.tp_rank = h.tp_rank, l.pp_rank = h.pp_rank;
   l.layers = h.layers, l.hidden = h.hidden, l.heads = h.heads, l.seq_length = h.seq_length;
   l.vocab_size = h.vocab_size, l.seed = h.seed, l.global_batch = h.global_batch;
+  l.zero = h.zero, l.dp = h.dp, l.dp_rank = h.dp_rank;
   return l;
 }
 
 bool same(const CheckpointLayout& a, const CheckpointLayout& b) {
   return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.tp_rank == b.tp_rank && a.pp_rank == b.pp_rank &&
          a.layers == b.layers && a.hidden == b.hidden && a.heads == b.heads && a.seq_length == b.seq_length &&
-         a.vocab_size == b.vocab_size && a.seed == b.seed && a.global_batch == b.global_batch;
+         a.vocab_size == b.vocab_size && a.seed == b.seed && a.global_batch == b.global_batch && a.zero == b.zero &&
+         (a.zero == 0 || (a.dp == b.dp && a.dp_rank == b.dp_rank));
 }
 
 }  // namespace
@@ -85,25 +96,28 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.chunks = static_cast<int32_t>(chunks.size());
   h.scale_growth = state.scale_growth;
   h.scale_hysteresis = state.scale_hysteresis;
+  h.zero = l.zero, h.dp = l.zero ? l.dp : 1, h.dp_rank = l.zero ? l.dp_rank : 0;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {
-    const int64_t n = opts[j]->master().numel();
+    const int64_t n = opts[j]->state_numel();
     const int64_t step = opts[j]->steps_taken();
     put(out, n);
     put(out, step);
     Backend& be = chunks[j]->backend();
-    for (Tensor* t : {&opts[j]->master(), &opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
+    const Tensor master = opts[j]->master_state();
+    for (const Tensor* t : {&master, const_cast<const Tensor*>(&opts[j]->exp_avg()), const_cast<const Tensor*>(&opts[j]->exp_avg_sq())}) {
       const Tensor h = to_host(be, *t);
       put(out, h.raw(), h.nbytes());
     }
   }
   put(out, fnv(out));
-  const std::string d = shard_dir(dir, state.iteration, l.tp_rank, l.pp_rank, l.pp);
+  const std::string file = shard_file(dir, state.iteration, l);
+  const std::string d = std::filesystem::path(file).parent_path().string();
   std::error_code ec;
   std::filesystem::create_directories(d, ec);
   if (ec) throw UsageError(fmt::format("--save {}: cannot create {}: {}", dir, d, ec.message()));
-  write_file_atomic((std::filesystem::path(d) / kShardFile).string(), out);
+  write_file_atomic(file, out);
 }
 
 void write_latest(const std::string& dir, int64_t iteration) {
@@ -127,10 +141,19 @@ int64_t read_latest(const std::string& dir) {
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,
                            const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
-  const std::string path =
-      (std::filesystem::path(shard_dir(dir, iteration, l.tp_rank, l.pp_rank, l.pp)) / kShardFile).string();
+  const std::string path = shard_file(dir, iteration, l);
   std::ifstream f(path, std::ios::binary);
-  if (!f) usage_error("--load {}: shard {} is missing (saved under another layout?)", dir, path);
+  if (!f) {
+    const std::string d = shard_dir(dir, iteration, l.tp_rank, l.pp_rank, l.pp);
+    if (l.zero && std::filesystem::exists(std::filesystem::path(d) / kShardFile))
+      usage_error("--load {}: the checkpoint was saved without --zero; this run has --zero {} (the optimizer state "
+                  "is not resharded)", dir, l.zero);
+    if (!l.zero && std::filesystem::exists(std::filesystem::path(d) / "zero_dp_rank_000.bin"))
+      usage_error("--load {}: the checkpoint was saved with sharded optimizer state (--zero); this run has --zero 0 "
+                  "(the optimizer state is not resharded)", dir);
+    usage_error("--load {}: shard {} is missing (saved under another layout{}?)", dir, path,
+                l.zero ? fmt::format(", or with fewer than d={} data-parallel ranks", l.dp) : std::string());
+  }
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string bytes = ss.str();
@@ -159,16 +182,18 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
     int64_t n = 0, step = 0;
     take(&n, sizeof n);
     take(&step, sizeof step);
-    if (n != chunks[j]->params().numel())
-      usage_error("--load {}: {} chunk {} has {} parameters, the model {}", dir, path, j, n, chunks[j]->params().numel());
+    if (n != opts[j]->state_numel())
+      usage_error("--load {}: {} chunk {} has {} parameters, the model {}", dir, path, j, n, opts[j]->state_numel());
     Backend& be = chunks[j]->backend();
-    for (Tensor* t : {&opts[j]->master(), &opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
+    Tensor master = Tensor::empty({n}, DType::F32);
+    take(master.raw(), master.nbytes());
+    for (Tensor* t : {&opts[j]->exp_avg(), &opts[j]->exp_avg_sq()}) {
       Tensor h = t->device() == Device::CPU ? *t : Tensor::empty(t->shape(), t->dtype());
       take(h.raw(), h.nbytes());
       if (h.raw() != t->raw()) be.copy(*t, h);
     }
     opts[j]->set_steps_taken(step);
-    opts[j]->refresh_params();
+    opts[j]->set_master_state(to_backend(be, master));
   }
   if (pos != bytes.size() - sizeof sum) usage_error("--load {}: {} has trailing bytes", dir, path);
   return {h.iteration, h.loss_scale, h.scale_growth, h.scale_hysteresis};

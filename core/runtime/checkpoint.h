@@ -4,7 +4,10 @@
 // (temporary file, fsync, rename), so a run killed while saving leaves the previous
 // checkpoint loadable. A shard holds the model chunks' f32 master weights (bf16/f16 weights are
 // rounded from them on load), the AdamW state and step, the loss scaler's state, and the
-// iteration (which fixes the data position and, with the seed, the RNG).
+// iteration (which fixes the data position and, with the seed, the RNG). With sharded data
+// parallelism (--zero 1) every data-parallel rank writes its own file beside it,
+// zero_dp_rank_DDD.bin, holding its pieces of the master weights and Adam state: such a
+// checkpoint loads only with the same --zero and data-parallel size.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,6 +26,7 @@ struct CheckpointLayout {
   int64_t vocab_size = 0;
   uint64_t seed = 0;
   int64_t global_batch = 0;
+  int zero = 0, dp = 1, dp_rank = 0;  // dp and dp_rank matter when zero > 0
 };
 
 struct CheckpointState {
@@ -33,7 +37,8 @@ struct CheckpointState {
 
 std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank, int pp);
 
-// Writes this rank's shard for `iteration` (atomically).
+// Writes this rank's shard for `iteration` (atomically): data-parallel rank 0's, or every
+// rank's when zero > 0.
 void save_shard(const std::string& dir, const CheckpointLayout& layout, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts);
 // Marks `iteration` as the latest complete checkpoint (call after every shard is saved).

@@ -53,6 +53,11 @@ void validate_run(RunConfig& c) {
   if (p.global_batch % (p.micro_batch * p.dp) != 0)
     usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {} = {}", p.global_batch,
                 p.micro_batch, p.dp, p.micro_batch * p.dp);
+  if (p.zero != 0 && p.zero != 1 && p.zero != 3) usage_error("--zero {} must be 0, 1 or 3", p.zero);
+  if (p.zero == 3 && (p.tp != 1 || p.pp != 1))
+    usage_error("--zero 3 needs --tp 1 and --pp 1 (ZeRO-3 shards whole layers over the data-parallel group, as in "
+                "the paper's comparison), not --tp {} --pp {}",
+                p.tp, p.pp);
   if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
     usage_error("--schedule '{}' must be gpipe, 1f1b or interleaved", p.schedule);
   if (p.vpp > 1 && p.schedule != "interleaved")
@@ -130,7 +135,9 @@ void require_supported(const RunConfig& c) {
 #ifndef PTDP_HAVE_NCCL
   if (c.comm == "nccl") usage_error("--comm nccl: this build has no NCCL communicator");
 #endif
-  (void)c;
+  if (c.par.zero == 3)
+    usage_error("--zero 3: the training executor does not shard parameters yet (--zero 1, the distributed optimizer, "
+                "runs); `ptdp simulate --zero 3` models it");
 }
 
 LossScaleConfig loss_scale_config(const RunConfig& c) {

@@ -21,7 +21,8 @@ namespace ptdp::testing {
 std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
-         (scatter_gather ? "_sg" : "_nosg") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
+         (scatter_gather ? "_sg" : "_nosg") + (zero ? "_zero" + std::to_string(zero) : "") +
+         (overlap ? "_overlap" : "") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend) +
          (comm == "local" ? "" : "_" + comm);
 }
@@ -74,6 +75,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   cfg.schedule = layout.schedule;
   cfg.recompute = layout.recompute;
   cfg.scatter_gather = layout.scatter_gather;
+  cfg.zero = layout.zero;
   Trainer trainer(stage.pointers(), data, cfg,
                   TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
   RunResult out;
@@ -82,7 +84,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
   // replicated tensors), from the first stage for the tied embedding.
   std::vector<Tensor> masters;  // host copies of the f32 master weights
-  for (size_t j = 0; j < stage.chunks.size(); ++j) masters.push_back(to_host(*be, trainer.optimizer(int(j)).master()));
+  for (size_t j = 0; j < stage.chunks.size(); ++j) masters.push_back(trainer.full_master(int(j)));
   std::map<std::string, std::pair<const ParamEntry*, const float*>> mine;  // entry, master weights
   for (size_t j = 0; j < stage.chunks.size(); ++j)
     for (const auto& e : stage.chunks[j]->layout().entries())

@@ -24,6 +24,7 @@ struct Layout {
   bool scatter_gather = true;
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
+  int zero = 0;              // 1: the distributed optimizer (sharded over dp)
   DType dtype = DType::F32;  // bf16/f16: mixed precision (the weights compared are the f32 masters)
   // cpu | host-device (device plumbing on the CPU, testing/host_device_backend.h) | cuda (every
   // rank a thread on GPU 0). Not cpu: communicators stage device tensors through host memory.

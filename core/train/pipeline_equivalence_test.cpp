@@ -96,6 +96,35 @@ std::vector<Layout> host_device_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(HostDevice, Ptdp, ::testing::ValuesIn(host_device_layouts()), layout_name);
 
+// The distributed optimizer (--zero 1) under t, p, v, every schedule and recompute mode, d = 2
+// and 4, one bucket or several (uneven chunks), with and without overlap: the same bounds.
+std::vector<Layout> zero1_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool overlap, int64_t bucket) {
+    out.push_back(layout(t, p, d, k, r, true, overlap));
+    out.back().zero = 1;
+    out.back().bucket_elems = bucket;
+  };
+  add(1, 1, 2, ScheduleKind::OneFOneB, Recompute::None, false, 40'000'000);
+  add(1, 1, 4, ScheduleKind::OneFOneB, Recompute::None, true, 20001);
+  add(2, 1, 2, ScheduleKind::GPipe, Recompute::Selective, false, 20001);
+  add(1, 2, 2, ScheduleKind::OneFOneB, Recompute::Full, true, 20001);
+  add(1, 2, 4, ScheduleKind::OneFOneB, Recompute::Selective, false, 7777);
+  add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Full, true, 20001);
+  add(1, 4, 2, ScheduleKind::Interleaved, Recompute::None, true, 40'000'000);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero1, Ptdp, ::testing::ValuesIn(zero1_layouts()), layout_name);
+
+std::vector<Layout> zero1_host_device_layouts() {
+  std::vector<Layout> out = zero1_layouts();
+  for (Layout& l : out) l.backend = "host-device";
+  return {out[1], out[5]};
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero1HostDevice, Ptdp, ::testing::ValuesIn(zero1_host_device_layouts()), layout_name);
+
 #ifdef PTDP_HAVE_CUDA
 // The whole grid with every rank a thread on GPU 0 (the CUDA backend, f32, communicators
 // staging through host memory), against the CPU reference. cuBLAS sums in another order than OpenBLAS, so the bounds are those of two
@@ -135,6 +164,11 @@ std::vector<Layout> nccl_layouts() {
   add(1, 4, 1, ScheduleKind::Interleaved, Recompute::None, true, false);
   add(2, 4, 1, ScheduleKind::GPipe, Recompute::Full, true, false);
   add(1, 2, 4, ScheduleKind::OneFOneB, Recompute::None, true, true);
+  for (Layout l : zero1_layouts())  // the distributed optimizer over NCCL's reduce-scatter and all-gather
+    if (l.tp * l.pp * l.dp <= 4 || l.schedule == ScheduleKind::Interleaved) {
+      l.comm = "nccl";
+      out.push_back(l);
+    }
   return out;
 }
 

@@ -56,10 +56,19 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
   const int v = static_cast<int>(chunks_.size());
   PTDP_CHECK(v == 1 || cfg.schedule == ScheduleKind::Interleaved, "several chunks need the interleaved schedule");
   actions_ = make_schedule(cfg.schedule, stages(), num_microbatches(), v, stage());
+  PTDP_CHECK(cfg.zero == 0 || cfg.zero == 1, "the trainer runs --zero 0 or 1, not {}", cfg.zero);
+  const bool sharded = cfg.zero == 1;
   for (Gpt* c : chunks_) {
-    opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer));
+    sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), groups.dp, cfg.grad_bucket_elems,
+                                               cfg.overlap_grad_reduce, sharded));
+    // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
+    // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
+    if (sharded && groups.embedding && groups.embedding->size() > 1)
+      for (const ParamEntry& e : c->layout().entries())
+        if (e.name == "wte") sync_.back()->hold(e.offset, e.offset + shape_numel(e.shape));
+    opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer,
+                                           sharded ? sync_.back()->owned() : std::vector<FlatRange>{}));
     opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
-    sync_.push_back(std::make_unique<GradSync>(c->grads(), groups.dp, cfg.grad_bucket_elems, cfg.overlap_grad_reduce));
   }
   link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather, &chunk(0).backend());
 }
@@ -175,15 +184,19 @@ std::vector<AdamW*> Trainer::optimizers() const {
 
 void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   auto t0 = Clock::now();
-  auto dp_range = std::make_unique<NvtxRange>("dp all-reduce");
-  for (auto& s : sync_) s->finish();
+  auto dp_range = std::make_unique<NvtxRange>(cfg_.zero ? "dp reduce-scatter" : "dp all-reduce");
   // The word embedding is tied: its copies on the first and last stage get the sum of both
-  // gradients (after the data-parallel sum: the order of two sums changes nothing).
-  if (groups_.embedding && groups_.embedding->size() > 1) {
+  // gradients (the order of this and the data-parallel sum changes nothing; sharded, it comes
+  // first, as only whole gradients can be summed between the two ends).
+  auto sum_embedding = [&] {
+    if (!groups_.embedding || groups_.embedding->size() == 1) return;
     Gpt& g = stage() == 0 ? chunk(0) : chunk(static_cast<int>(chunks_.size()) - 1);
     Tensor gw = g.grad("wte");
     groups_.embedding->all_reduce(gw, ReduceOp::Sum);
-  }
+  };
+  if (cfg_.zero) sum_embedding();
+  for (auto& s : sync_) s->finish();
+  if (!cfg_.zero) sum_embedding();
   st.dp_ms = ms_since(t0);
   dp_range.reset();
   NvtxRange opt_range("optimizer");
@@ -218,6 +231,7 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     st.opt_ms = ms_since(t1);
     return;
   }
+  if (cfg_.zero && groups_.dp && groups_.dp->size() > 1) groups_.dp->all_reduce(sq, ReduceOp::Sum);
   if (groups_.mp && groups_.mp->size() > 1) groups_.mp->all_reduce(sq, ReduceOp::Sum);
   const double norm = std::sqrt(sq.data<double>()[0]);
   for (auto& o : opt_) {
@@ -225,8 +239,30 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     st.grad_norm = info.grad_norm;
     st.lr = info.lr;
   }
+  sync_params();
   for (Gpt* c : chunks_) c->backend().synchronize();
   st.opt_ms = ms_since(t1);
+}
+
+void Trainer::sync_params() {
+  for (size_t j = 0; j < chunks_.size(); ++j) sync_[j]->gather_params(chunks_[j]->params());
+}
+
+Tensor Trainer::full_master(int j) {
+  AdamW& o = *opt_[j];
+  Backend& be = chunks_[j]->backend();
+  Tensor state = o.master_state();
+  if (!cfg_.zero) return to_host(be, state);
+  Tensor full = be.empty({chunks_[j]->params().numel()}, DType::F32);
+  be.fill(full, 0);
+  int64_t at = 0;
+  for (const FlatRange& r : o.owned()) {
+    Tensor dst = full.view(r.begin, {r.size()});
+    be.copy(dst, state.view(at, {r.size()}));
+    at += r.size();
+  }
+  sync_[j]->gather_params(full);
+  return to_host(be, full);
 }
 
 IterStats Trainer::step() {

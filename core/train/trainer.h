@@ -3,6 +3,9 @@
 // and gradients to and from the neighbouring stages), sums the tied embedding's gradient over
 // the first and last stage, sums the gradients over the data-parallel group, and takes one
 // optimizer step with the gradient norm of the whole model (over the model-parallel group).
+// With zero = 1 (Megatron's distributed optimizer) the data-parallel sum is a reduce-scatter,
+// each data-parallel rank updates its piece of every bucket, and the updated parameters are
+// all-gathered.
 // One stage holds v model chunks (interleaved schedule) or one; each may be a
 // tensor-parallel slice.
 #pragma once
@@ -27,6 +30,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
+  int zero = 0;                            // 0 or 1 (see the top of this file)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   bool scatter_gather = true;
   // A non-finite loss or gradient stops training (RuntimeError naming the iteration and the
@@ -84,6 +88,12 @@ class Trainer {
   int stage() const { return groups_.pp ? groups_.pp->rank() : 0; }
   int num_microbatches() const { return cfg_.global_batch / (cfg_.micro_batch * dp_size()); }
   AdamW& optimizer(int chunk = 0) { return *opt_[chunk]; }
+  // Every rank's f32 master weights of chunk j, whole (a collective over the data-parallel
+  // group when sharded).
+  Tensor full_master(int chunk);
+  // After the optimizer state was replaced (a checkpoint loaded): sharded, every rank's
+  // updated pieces of the parameters to every rank (collective).
+  void sync_params();
   std::vector<AdamW*> optimizers() const;
   const std::vector<Gpt*>& chunks() const { return chunks_; }
   LossScaler& loss_scaler() { return scaler_; }

@@ -130,16 +130,20 @@ class LocalComm final : public Communicator {
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    reduce_scatter_async(in, out, op).wait();
+  }
+
+  CommHandle reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
     ChunkRange mine = chunk_range(in.numel(), size(), rank_);
     check_collective_args("reduce_scatter", in, &out, mine.size());
-    enqueue("reduce_scatter", [this, in, out, op, mine]() mutable {
+    return enqueue("reduce_scatter", [this, in, out, op, mine]() mutable {
       g_->slot(rank_).in = in.raw();
       {
         ReadPhase r = sync_then_read("reduce_scatter");
         reduce_chunk(*g_, in.dtype(), out.raw(), mine.begin, mine.end, op);
       }
       sync("reduce_scatter");
-    }).wait();
+    });
   }
 
   void broadcast(Tensor& x, int root) override {

@@ -1,0 +1,91 @@
+// `ptdp train --zero 1` (the distributed optimizer) end to end: the optimizer's bytes per
+// parameter shrink as 8 + 8/d (f32), a resumed run repeats the uninterrupted one exactly, and a
+// checkpoint of sharded state is refused under another data-parallel size or without --zero.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/data/testing/data_test_util.h"
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::lines_of;
+using testing::run_ptdp;
+using testing::TempDir;
+using Args = std::vector<std::string>;
+
+Args tiny(int ranks, Args extra) {
+  Args a = {"train", "--model", "tiny", "--pp", "2", "--ranks", std::to_string(ranks), "--global-batch", "8",
+            "--warmup", "0"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+double bytes_per_parameter(const std::string& out) {
+  const std::string key = "parameters (";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(out.substr(at + key.size()));
+}
+
+TEST(CliZero, TheOptimizerStateShrinksWithTheDataParallelSize) {
+  TempDir dir;
+  // f32: weights 4 + gradients 4 + Adam's moments 8/d (the weights are the master weights).
+  for (int d : {1, 2, 4}) {
+    const CliResult r = run_ptdp(dir, tiny(2 * d, {"--iters", "1", "--zero", "1"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_DOUBLE_EQ(bytes_per_parameter(r.out), 8.0 + 8.0 / d) << "d=" << d;
+  }
+  const CliResult plain = run_ptdp(dir, tiny(8, {"--iters", "1"}));
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(plain.out), 16.0);
+  // bf16: weights 2 + f32 gradients 4 + (master 4 + moments 8)/d.
+  const CliResult bf16 = run_ptdp(dir, tiny(8, {"--iters", "1", "--zero", "1", "--precision", "bf16"}));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(bf16.out), 6.0 + 12.0 / 4);
+}
+
+TEST(CliZero, AResumedRunRepeatsTheUninterruptedOneExactly) {
+  TempDir dir;
+  const CliResult whole = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "6", "--save", dir.file("ck"),
+                                                 "--save-interval", "3", "--loss-log", dir.file("whole.csv")}));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
+  const CliResult rest = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "6", "--load", dir.file("ck"), "--loss-log",
+                                                dir.file("rest.csv")}));
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
+  const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
+  ASSERT_EQ(w.size(), 7u);
+  ASSERT_EQ(r.size(), 4u);
+  for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 3]);
+}
+
+TEST(CliZero, ShardedStateLoadsOnlyUnderTheSameDataParallelSizeAndZero) {
+  TempDir dir;
+  const CliResult save = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "2", "--save", dir.file("ck")}));
+  ASSERT_EQ(save.exit_code, 0) << save.err;
+  const CliResult wider = run_ptdp(dir, tiny(8, {"--zero", "1", "--iters", "4", "--load", dir.file("ck")}));
+  EXPECT_TRUE(IsUsageError(wider, {"--load", "--zero 1 on d=2", "--zero 1 on d=4"})) << wider.err;
+  const CliResult unsharded = run_ptdp(dir, tiny(4, {"--iters", "4", "--load", dir.file("ck")}));
+  EXPECT_TRUE(IsUsageError(unsharded, {"--load", "sharded optimizer state"})) << unsharded.err;
+  const CliResult plain = run_ptdp(dir, tiny(4, {"--iters", "2", "--save", dir.file("plain")}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliResult sharded = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "4", "--load", dir.file("plain")}));
+  EXPECT_TRUE(IsUsageError(sharded, {"--load", "saved without --zero"})) << sharded.err;
+}
+
+TEST(CliZero, UnknownModesAndZero3WithModelParallelismAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "2"})), {"--zero 2 must be 0, 1 or 3"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "3"})), {"--zero 3 needs --tp 1 and --pp 1"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "tiny", "--hardware", "a100-selene", "--tp", "2", "--ranks", "4", "--zero", "3"}),
+                           {"--zero 3 needs --tp 1 and --pp 1"}));
+}
+
+}  // namespace
+}  // namespace ptdp
