@@ -588,10 +588,6 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
       try {
         const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
         if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
-          if (c.par.zero == 3)
-            usage_error("--zero 3: the training executor does not shard parameters yet, so {} cannot be measured; "
-                        "use --mode simulate",
-                        j.spec.name);
           require_supported(c);
           require_backend_here(c, true);  // ranks run as threads here
         }

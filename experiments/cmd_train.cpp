@@ -226,7 +226,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
-               c.par.scatter_gather ? "on" : "off", c.par.zero ? ", distributed optimizer (--zero 1)" : "", c.backend,
+               c.par.scatter_gather ? "on" : "off", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
                c.precision, c.iters, c.warmup, c.data);
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
@@ -300,12 +300,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   const int local_ranks = c.comm == "local" ? c.ranks : 1;
   const double peak_gb = dev.peak_gb(local_ranks);
   // Weights, gradients and optimizer state allocated on this rank (--zero shrinks the last).
-  int64_t state_bytes = 0, chunk_params = 0;
-  for (size_t j = 0; j < model.chunks.size(); ++j) {
-    Gpt& ch = *model.pointers()[j];
-    state_bytes += ch.params().nbytes() + ch.grads().nbytes() + trainer.optimizer(int(j)).own_bytes();
-    chunk_params += ch.params().numel();
-  }
+  const int64_t state_bytes = trainer.state_bytes(), chunk_params = trainer.parameters();
   if (report)
     fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
                "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
@@ -315,7 +310,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     fmt::print("model and optimizer state on rank 0: {} bytes for {} parameters ({:.3f} bytes per parameter: "
                "weights, gradients, master weights and Adam moments{})\n",
                state_bytes, chunk_params, double(state_bytes) / double(chunk_params),
-               c.par.zero ? fmt::format(", the optimizer's sharded over d={}", c.par.dp) : std::string());
+               c.par.zero == 1   ? fmt::format(", the optimizer's sharded over d={}", c.par.dp)
+               : c.par.zero == 3 ? fmt::format(", all sharded over d={}; at most {} bytes of gathered layers and their "
+                                               "gradients at once",
+                                               c.par.dp, trainer.sharded_params()->peak_gathered_bytes())
+                                 : std::string());
   return make_row(c, iter_ms, loss, peak_gb, bd);
 }
 

@@ -25,16 +25,19 @@ Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtyp
 }
 
 Tensor Gpt::param(const std::string& name) const {
+  PTDP_CHECK(!src_, "the parameters of a sharded model are gathered unit by unit");
   const ParamEntry& e = layout_.at(name);
   return params_.view(e.offset, e.shape);
 }
 
 Tensor Gpt::grad(const std::string& name) const {
+  PTDP_CHECK(!src_, "the gradients of a sharded model are reduced unit by unit");
   const ParamEntry& e = layout_.at(name);
   return grads_.view(e.offset, e.shape);
 }
 
 void Gpt::init(uint64_t seed) {
+  PTDP_CHECK(!src_, "initialise a model before sharding its parameters");
   if (be_.device() == Device::CPU && params_.dtype() == acc_dtype(dtype_)) {
     init_params(layout_, params_, seed);
   } else {  // drawn in f32 on the host, then rounded to bf16/f16 and/or copied to the device
@@ -44,7 +47,40 @@ void Gpt::init(uint64_t seed) {
   }
 }
 
-void Gpt::zero_grads() { be_.fill(grads_, 0); }
+void Gpt::zero_grads() {
+  if (!src_) be_.fill(grads_, 0);
+}
+
+void Gpt::use_param_source(ParamSource* source) {
+  PTDP_CHECK(shard_.pre && shard_.post && shard_.tp_size == 1, "only a whole model (t = p = 1) shards its parameters");
+  units_ = param_units(layout_, cfg_.layers);
+  src_ = source;
+  params_ = Tensor();
+  grads_ = Tensor();
+}
+
+Gpt::Buf Gpt::params_of(int unit) {
+  if (!src_) return {params_, 0};
+  return {src_->gather(unit), units_[unit].begin};
+}
+
+Gpt::Buf Gpt::grads_of(int unit) {
+  if (!src_) return {grads_, 0};
+  return {src_->grad_buffer(unit), units_[unit].begin};
+}
+
+void Gpt::release(int unit) {
+  if (src_) src_->release(unit);
+}
+
+void Gpt::reduce(int unit) {
+  if (src_) src_->reduce(unit);
+}
+
+Tensor Gpt::at(const Buf& b, const std::string& name) const {
+  const ParamEntry& e = layout_.at(name);
+  return b.t.view(e.offset - b.base, e.shape);
+}
 
 LayerDims Gpt::dims(int b) const {
   LayerDims d;
@@ -79,8 +115,10 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
     PTDP_CHECK(input.dtype() == DType::I32 && input.numel() == n, "first stage takes {} token ids", n);
     c->tokens = input;
     c->x_in = be_.empty({n, d.h}, dtype_);
-    Tensor wpe = param("wpe");  // added once, by tensor-parallel rank 0, before the sum
-    be_.embedding_forward(c->x_in, input, param("wte"), vocab_start(), d.bias_owner ? &wpe : nullptr, d.s);
+    const Buf w = params_of(0);
+    Tensor wpe = at(w, "wpe");  // added once, by tensor-parallel rank 0, before the sum
+    be_.embedding_forward(c->x_in, input, at(w, "wte"), vocab_start(), d.bias_owner ? &wpe : nullptr, d.s);
+    release(0);
     tp_all_reduce(d, c->x_in);
   } else {
     PTDP_CHECK(input.numel() == n * d.h, "stage input must be [{}, {}]", n, d.h);
@@ -90,7 +128,9 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   c->layers.resize(shard_.layer_end - shard_.layer_begin);
   for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
     Tensor y = be_.empty({n, d.h}, dtype_);
-    layer_forward(be_, d, LayerWeights::view(params_, layout_, l), x, y, c->layers[l - shard_.layer_begin], mode);
+    const Buf w = params_of(unit_of_layer(l));
+    layer_forward(be_, d, LayerWeights::view(w.t, layout_, l, w.base), x, y, c->layers[l - shard_.layer_begin], mode);
+    release(unit_of_layer(l));
     x = y;
   }
   if (!shard_.post) {
@@ -105,10 +145,13 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   const DType stat = acc_dtype(dtype_);  // statistics and the loss in f32 under mixed precision
   c->mean = be_.empty({n}, stat);
   c->rstd = be_.empty({n}, stat);
-  be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, param("lnf.weight"), param("lnf.bias"), d.eps);
+  const Buf hw = params_of(head_unit()), ew = params_of(0);
+  be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, at(hw, "lnf.weight"), at(hw, "lnf.bias"), d.eps);
   const int64_t v_shard = vp_ / shard_.tp_size;
   c->logits = be_.empty({n, v_shard}, dtype_);
-  be_.linear_forward(c->logits, c->lnf, param("wte"), nullptr);
+  be_.linear_forward(c->logits, c->lnf, at(ew, "wte"), nullptr);
+  release(head_unit());
+  release(0);
   const int64_t v_valid = valid_vocab();  // padded columns never enter the softmax
   c->max = be_.empty({n}, stat);
   c->sum_exp = be_.empty({n}, stat);
@@ -139,29 +182,39 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
     be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
     c.logits = Tensor();
     Tensor dlnf = be_.empty({n, d.h}, dtype_);
-    Tensor gwte = grad("wte");
-    be_.linear_backward(&dlnf, false, gwte, nullptr, dlogits, c.lnf, param("wte"));
+    const Buf ew = params_of(0), eg = grads_of(0);
+    Tensor gwte = at(eg, "wte");
+    be_.linear_backward(&dlnf, false, gwte, nullptr, dlogits, c.lnf, at(ew, "wte"));
+    release(0);
     tp_all_reduce(d, dlnf);  // the output layer's input is replicated: sum its gradient
     dx = be_.empty({n, d.h}, dtype_);
     be_.fill(dx, 0);
-    Tensor gw = grad("lnf.weight"), gb = grad("lnf.bias");
-    be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, param("lnf.weight"), c.mean, c.rstd);
+    const Buf hw = params_of(head_unit()), hg = grads_of(head_unit());
+    Tensor gw = at(hg, "lnf.weight"), gb = at(hg, "lnf.bias");
+    be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, at(hw, "lnf.weight"), c.mean, c.rstd);
+    release(head_unit());
+    reduce(head_unit());
     if (grads_ready) grads_ready(layout_.at("lnf.weight").offset);
   } else {
     PTDP_CHECK(dy_out != nullptr, "a stage without the head needs the gradient of its output");
     dx = *dy_out;
   }
   for (int l = shard_.layer_end - 1; l >= shard_.layer_begin; --l) {
-    LayerWeights g = LayerWeights::view(grads_, layout_, l);
+    const Buf wb = params_of(unit_of_layer(l)), gb = grads_of(unit_of_layer(l));
+    LayerWeights g = LayerWeights::view(gb.t, layout_, l, gb.base);
     Tensor dxl = be_.empty({n, d.h}, dtype_);
-    layer_backward(be_, d, LayerWeights::view(params_, layout_, l), g, c.layers[l - shard_.layer_begin], dx, dxl,
+    layer_backward(be_, d, LayerWeights::view(wb.t, layout_, l, wb.base), g, c.layers[l - shard_.layer_begin], dx, dxl,
                    c.mode);
+    release(unit_of_layer(l));
+    reduce(unit_of_layer(l));
     dx = dxl;
     if (grads_ready) grads_ready(layout_.at("layers." + std::to_string(l) + ".ln1.weight").offset);
   }
   if (shard_.pre) {
-    Tensor gwte = grad("wte"), gwpe = grad("wpe");
+    const Buf eg = grads_of(0);
+    Tensor gwte = at(eg, "wte"), gwpe = at(eg, "wpe");
     be_.embedding_backward(gwte, &gwpe, dx, c.tokens, vocab_start(), d.s);
+    reduce(0);
   } else {
     PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");
     *dx_in = dx;

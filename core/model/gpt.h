@@ -11,6 +11,7 @@
 
 #include "core/backend/backend.h"
 #include "core/model/layer.h"
+#include "core/model/param_source.h"
 #include "core/model/params.h"
 
 namespace ptdp {
@@ -37,6 +38,10 @@ class Gpt {
 
   void init(uint64_t seed);  // Megatron's initialisation, from the seed only
   void zero_grads();
+  // ZeRO-3: from now on the parameters and gradients live in `source` (sharded), which the
+  // passes ask for unit by unit (param_units); the whole buffers are freed. Whole model, t = 1.
+  void use_param_source(ParamSource* source);
+  bool sharded() const { return src_ != nullptr; }
 
   // Activations of one micro-batch kept between its forward and backward pass.
   struct Cache {
@@ -65,6 +70,18 @@ class Gpt {
 
  private:
   LayerDims dims(int b) const;
+  // A unit's parameters or gradients: a buffer and the layout element its first element is.
+  struct Buf {
+    Tensor t;
+    int64_t base = 0;
+  };
+  Buf params_of(int unit);
+  Buf grads_of(int unit);
+  void release(int unit);
+  void reduce(int unit);
+  Tensor at(const Buf& b, const std::string& name) const;
+  int unit_of_layer(int l) const { return 1 + l - shard_.layer_begin; }
+  int head_unit() const { return 1 + shard_.layer_end - shard_.layer_begin; }
   int64_t valid_vocab() const;  // real (unpadded) vocabulary rows in this shard
   ModelConfig cfg_;
   ShardSpec shard_;
@@ -74,6 +91,8 @@ class Gpt {
   ParamLayout layout_;
   int64_t vp_;
   Tensor params_, grads_;
+  ParamSource* src_ = nullptr;
+  std::vector<FlatRange> units_;
 };
 
 }  // namespace ptdp

@@ -21,11 +21,11 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
-LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, int layer) {
+LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, int layer, int64_t base) {
   const std::string p = "layers." + std::to_string(layer) + ".";
   auto v = [&](const char* n) {
     const ParamEntry& e = layout.at(p + n);
-    return flat.view(e.offset, e.shape);
+    return flat.view(e.offset - base, e.shape);
   };
   return {v("ln1.weight"), v("ln1.bias"), v("qkv.weight"), v("qkv.bias"), v("proj.weight"), v("proj.bias"),
           v("ln2.weight"), v("ln2.bias"), v("fc.weight"),  v("fc.bias"),  v("fc2.weight"),  v("fc2.bias")};

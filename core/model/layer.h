@@ -36,7 +36,8 @@ void tp_all_reduce(const LayerDims& d, Tensor& x);
 // Views of one layer's tensors inside a flat parameter (or gradient) buffer.
 struct LayerWeights {
   Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
-  static LayerWeights view(const Tensor& flat, const ParamLayout& layout, int layer);
+  // Views of layer `layer` in flat, whose first element is element `base` of the layout.
+  static LayerWeights view(const Tensor& flat, const ParamLayout& layout, int layer, int64_t base = 0);
 };
 
 // What the forward pass of one layer keeps for its backward pass. With full recomputation only

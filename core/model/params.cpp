@@ -1,4 +1,5 @@
 #include "core/model/params.h"
+#include "core/model/param_source.h"
 
 #include <cmath>
 
@@ -92,6 +93,19 @@ void init_params(const ParamLayout& layout, Tensor& flat, uint64_t seed) {
     else if (flat.dtype() == DType::F64) fill(flat.data<double>() + e.offset);
     else PTDP_CHECK(false, "init_params fills f32 or f64 buffers");
   }
+}
+
+std::vector<FlatRange> param_units(const ParamLayout& layout, int layers) {
+  std::vector<FlatRange> u;
+  int64_t at = 0;
+  for (int l = 0; l <= layers; ++l) {
+    const int64_t end = l < layers ? layout.at("layers." + std::to_string(l) + ".ln1.weight").offset
+                                   : layout.at("lnf.weight").offset;
+    u.push_back({at, end});
+    at = end;
+  }
+  u.push_back({at, layout.total()});
+  return u;
 }
 
 }  // namespace ptdp

@@ -31,9 +31,10 @@ void add_owned(std::vector<FlatRange> const& owned, const std::vector<int64_t>& 
 }  // namespace
 
 AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg,
-             std::vector<FlatRange> owned)
-    : be_(be), cfg_(cfg), params_(params), grads_(grads), owned_(std::move(owned)), layout_(layout) {
-  const int64_t n = params.numel();
+             std::vector<FlatRange> owned, bool compact)
+    : be_(be), cfg_(cfg), params_(params), grads_(grads), compact_(compact), owned_(std::move(owned)), layout_(layout) {
+  const int64_t n = layout.total();
+  PTDP_CHECK(compact || params.numel() == n, "the parameters must be laid out by the layout");
   if (owned_.empty()) owned_.push_back({0, n});
   int64_t held = 0;
   for (size_t k = 0; k < owned_.size(); ++k) {
@@ -41,6 +42,7 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
                "owned pieces must be ascending, disjoint and inside the buffer");
     held += owned_[k].size();
   }
+  PTDP_CHECK(!compact || (params.numel() == held && grads.numel() == held), "compact buffers hold the owned pieces");
   master_is_params_ = params.dtype() == DType::F32;  // the model's own f32 weights are the master weights
   grads_are_master_ = grads.dtype() == DType::F32;   // mixed precision accumulates gradients in f32 already
   master_ = master_is_params_ ? params : be.empty({held}, DType::F32);
@@ -55,21 +57,19 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
   for (int64_t k = 0, at = 0; k < int64_t(owned_.size()); at += owned_[k].size(), ++k) state_at.push_back(at);
   for (const auto& en : layout.entries())
     add_owned(owned_, state_at, en.offset, en.offset + shape_numel(en.shape), en.decay, b, e, st, decay);
-  for (size_t i = 0; i < b.size(); ++i) segments_.push_back({b[i], e[i], st[i], decay[i]});
+  for (size_t i = 0; i < b.size(); ++i) segments_.push_back({b[i], e[i], st[i], decay[i], compact ? st[i] : b[i]});
   if (!master_is_params_)
     for (const auto& s : segments_) {  // bf16/f16 weights: f32 master copies, rounded back after each update
       Tensor m = master_view(s);
-      be.copy(m, params.view(s.begin, {s.end - s.begin}));
+      be.copy(m, params.view(s.buf, {s.size()}));
     }
   set_norm_group(nullptr, 0);
 }
 
-Tensor AdamW::master_view(const Segment& s) {
-  return master_.view(master_is_params_ ? s.begin : s.state, {s.end - s.begin});
-}
+Tensor AdamW::master_view(const Segment& s) { return master_.view(master_is_params_ ? s.buf : s.state, {s.size()}); }
 
 Tensor AdamW::master_grad_view(const Segment& s) {
-  return master_grads_.view(grads_are_master_ ? s.begin : s.state, {s.end - s.begin});
+  return master_grads_.view(grads_are_master_ ? s.buf : s.state, {s.size()});
 }
 
 void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
@@ -80,11 +80,12 @@ void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
       if (e.shared_copy || (e.tp_replicated && tp_rank != 0)) continue;
       const int64_t lo = std::max(s.begin, e.offset), hi = std::min(s.end, e.offset + shape_numel(e.shape));
       if (lo >= hi) continue;
-      const int64_t st = s.state + (lo - s.begin);
-      if (!counted_.empty() && counted_.back().end == lo && counted_.back().state + (lo - counted_.back().begin) == st)
+      const int64_t st = s.state + (lo - s.begin), buf = s.buf + (lo - s.begin);
+      if (!counted_.empty() && counted_.back().end == lo && counted_.back().state + (lo - counted_.back().begin) == st &&
+          counted_.back().buf + (lo - counted_.back().begin) == buf)
         counted_.back().end = hi;
       else
-        counted_.push_back({lo, hi, st, false});
+        counted_.push_back({lo, hi, st, false, buf});
     }
 }
 
@@ -92,7 +93,7 @@ double AdamW::local_grad_sq() {
   if (!grads_are_master_)
     for (const auto& s : segments_) {
       Tensor mg = master_grad_view(s);
-      be_.copy(mg, grads_.view(s.begin, {s.end - s.begin}));
+      be_.copy(mg, grads_.view(s.buf, {s.size()}));
     }
   double sq = 0;
   for (const auto& c : counted_) sq += be_.sum_squares(master_grad_view(c));
@@ -137,7 +138,7 @@ StepInfo AdamW::step_with_norm(double global_norm) {
 void AdamW::refresh_params() {
   if (master_is_params_) return;
   for (const auto& s : segments_) {
-    Tensor dst = params_.view(s.begin, {s.end - s.begin});
+    Tensor dst = params_.view(s.buf, {s.size()});
     be_.copy(dst, master_view(s));
   }
 }
@@ -148,7 +149,7 @@ int64_t AdamW::own_bytes() const {
 }
 
 Tensor AdamW::master_state() {
-  if (!master_is_params_ || (owned_.size() == 1 && owned_[0].size() == params_.numel())) return master_;
+  if (!master_is_params_ || compact_ || (owned_.size() == 1 && owned_[0].size() == params_.numel())) return master_;
   Tensor out = be_.empty({m_.numel()}, DType::F32);
   for (const auto& s : segments_) {
     Tensor dst = out.view(s.state, {s.end - s.begin});

@@ -28,9 +28,10 @@ struct StepInfo {
 class AdamW {
  public:
   // params and grads are flat buffers laid out by `layout`, on `be`'s device. owned: the
-  // ascending, disjoint pieces of them this optimizer updates (empty: all of it).
+  // ascending, disjoint pieces of the layout this optimizer updates (empty: all of it).
+  // compact: params and grads hold only the owned pieces, one after the other (ZeRO-3's shards).
   AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg,
-        std::vector<FlatRange> owned = {});
+        std::vector<FlatRange> owned = {}, bool compact = false);
   // The global gradient norm is summed over this model-parallel group (tensor x pipeline
   // ranks holding one model replica), counting every parameter once: tensor-parallel copies on
   // tp rank 0 only, the last stage's copy of the tied embedding not at all. Sharded, each
@@ -59,17 +60,21 @@ class AdamW {
   void refresh_params();  // rounds the master weights into the model's (owned pieces)
 
  private:
-  // A piece of the flat buffers (begin, end) and where its state starts in the compact state.
+  // A piece of the layout (begin, end), where its state starts in the compact state, and where it
+  // starts in params and grads (begin, or state when compact).
   struct Segment {
     int64_t begin, end, state;
     bool decay;
+    int64_t buf;
+    int64_t size() const { return end - begin; }
   };
   Tensor master_view(const Segment& s);
   Tensor master_grad_view(const Segment& s);
   Backend& be_;
   OptimizerConfig cfg_;
   Tensor params_, grads_, master_, master_grads_, m_, v_;
-  bool master_is_params_, grads_are_master_;  // f32 weights / gradients: used in place (flat offsets)
+  bool compact_;
+  bool master_is_params_, grads_are_master_;  // f32 weights / gradients: used in place (at buf)
   std::vector<FlatRange> owned_;
   std::vector<Segment> segments_;  // the owned pieces cut by weight-decay group
   std::vector<Segment> counted_;   // what enters the norm on this rank

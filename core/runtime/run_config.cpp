@@ -135,9 +135,7 @@ void require_supported(const RunConfig& c) {
 #ifndef PTDP_HAVE_NCCL
   if (c.comm == "nccl") usage_error("--comm nccl: this build has no NCCL communicator");
 #endif
-  if (c.par.zero == 3)
-    usage_error("--zero 3: the training executor does not shard parameters yet (--zero 1, the distributed optimizer, "
-                "runs); `ptdp simulate --zero 3` models it");
+
 }
 
 LossScaleConfig loss_scale_config(const RunConfig& c) {

@@ -117,13 +117,28 @@ std::vector<Layout> zero1_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(Zero1, Ptdp, ::testing::ValuesIn(zero1_layouts()), layout_name);
 
-std::vector<Layout> zero1_host_device_layouts() {
-  std::vector<Layout> out = zero1_layouts();
-  for (Layout& l : out) l.backend = "host-device";
-  return {out[1], out[5]};
+// ZeRO-3 (t = p = 1): d = 2 and 4, every recompute mode (full: the gathered layer serves the
+// recomputation too), several micro-batches per rank (gradients reduce-scattered after each).
+std::vector<Layout> zero3_layouts() {
+  std::vector<Layout> out;
+  for (int d : {2, 4})
+    for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective}) {
+      out.push_back(layout(1, 1, d, d == 2 ? ScheduleKind::GPipe : ScheduleKind::OneFOneB, r, true, false));
+      out.back().zero = 3;
+    }
+  return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero1HostDevice, Ptdp, ::testing::ValuesIn(zero1_host_device_layouts()), layout_name);
+INSTANTIATE_TEST_SUITE_P(Zero3, Ptdp, ::testing::ValuesIn(zero3_layouts()), layout_name);
+
+std::vector<Layout> zero_host_device_layouts() {
+  std::vector<Layout> out = zero1_layouts();
+  out.push_back(zero3_layouts()[1]);
+  for (Layout& l : out) l.backend = "host-device";
+  return {out[1], out[5], out.back()};
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroHostDevice, Ptdp, ::testing::ValuesIn(zero_host_device_layouts()), layout_name);
 
 #ifdef PTDP_HAVE_CUDA
 // The whole grid with every rank a thread on GPU 0 (the CUDA backend, f32, communicators
@@ -166,6 +181,11 @@ std::vector<Layout> nccl_layouts() {
   add(1, 2, 4, ScheduleKind::OneFOneB, Recompute::None, true, true);
   for (Layout l : zero1_layouts())  // the distributed optimizer over NCCL's reduce-scatter and all-gather
     if (l.tp * l.pp * l.dp <= 4 || l.schedule == ScheduleKind::Interleaved) {
+      l.comm = "nccl";
+      out.push_back(l);
+    }
+  for (Layout l : zero3_layouts())  // ZeRO-3's gathers and reduce-scatters over NCCL
+    if (l.recompute != Recompute::None) {
       l.comm = "nccl";
       out.push_back(l);
     }

@@ -56,9 +56,21 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
   const int v = static_cast<int>(chunks_.size());
   PTDP_CHECK(v == 1 || cfg.schedule == ScheduleKind::Interleaved, "several chunks need the interleaved schedule");
   actions_ = make_schedule(cfg.schedule, stages(), num_microbatches(), v, stage());
-  PTDP_CHECK(cfg.zero == 0 || cfg.zero == 1, "the trainer runs --zero 0 or 1, not {}", cfg.zero);
+  PTDP_CHECK(cfg.zero == 0 || cfg.zero == 1 || cfg.zero == 3, "--zero {} must be 0, 1 or 3", cfg.zero);
+  if (cfg.zero == 3) {
+    Gpt& g = chunk(0);
+    PTDP_CHECK(v == 1 && stages() == 1 && g.shard().tp_size == 1, "--zero 3 needs t = p = 1");
+    store_ = std::make_unique<ShardedParams>(g.backend(), param_units(g.layout(), g.config().layers), g.params(),
+                                             g.grads().dtype(), groups.dp);
+    g.use_param_source(store_.get());
+    opt_.push_back(std::make_unique<AdamW>(g.backend(), g.layout(), store_->params(), store_->grads(), cfg.optimizer,
+                                           store_->owned(), true));
+    opt_.back()->set_norm_group(groups.mp, 0);
+    sync_.push_back(nullptr);  // the model reduces each unit's gradients itself
+  }
   const bool sharded = cfg.zero == 1;
   for (Gpt* c : chunks_) {
+    if (cfg.zero == 3) break;
     sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), groups.dp, cfg.grad_bucket_elems,
                                                cfg.overlap_grad_reduce, sharded));
     // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
@@ -143,16 +155,16 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
       case Op::Backward: {
         auto& cache = caches.at(key);
         live_bytes -= cache->bytes();
-        const bool last = a.microbatch == m - 1;  // gradients of this chunk are complete after it
-        GradSync& sync = *sync_[a.chunk];
-        if (last) sync.begin();
+        GradSync* sync = sync_[a.chunk].get();
+        const bool last = sync && a.microbatch == m - 1;  // gradients of this chunk are complete after it
+        if (last) sync->begin();
         Tensor dx;
         const Tensor* dy = g.shard().post ? nullptr : &grads_in.at(key);
         {
           NvtxRange r("backward");
           const int64_t m0 = g.backend().mark();
           g.backward(*cache, loss_scale, dy, g.shard().pre ? nullptr : &dx,
-                     last ? [&sync](int64_t off) { sync.ready_from(off); } : std::function<void(int64_t)>());
+                     last ? [sync](int64_t off) { sync->ready_from(off); } : std::function<void(int64_t)>());
           marks.push_back({&g.backend(), m0, g.backend().mark(), true});
         }
         caches.erase(key);
@@ -195,15 +207,19 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     groups_.embedding->all_reduce(gw, ReduceOp::Sum);
   };
   if (cfg_.zero) sum_embedding();
-  for (auto& s : sync_) s->finish();
+  for (auto& s : sync_)
+    if (s) s->finish();
   if (!cfg_.zero) sum_embedding();
   st.dp_ms = ms_since(t0);
   dp_range.reset();
   NvtxRange opt_range("optimizer");
   auto t1 = Clock::now();
   st.loss_scale = scaler_.scale();
-  if (scaler_.scale() != 1.0)
-    for (Gpt* c : chunks_) c->backend().scale_(c->grads(), 1.0 / scaler_.scale());
+  if (scaler_.scale() != 1.0) {
+    if (store_) chunk(0).backend().scale_(store_->grads(), 1.0 / scaler_.scale());
+    else
+      for (Gpt* c : chunks_) c->backend().scale_(c->grads(), 1.0 / scaler_.scale());
+  }
   Tensor sq = Tensor::zeros({1}, DType::F64);
   for (auto& o : opt_) sq.data<double>()[0] += o->local_grad_sq();
   // Non-finite values: every rank learns the first rank that saw them.
@@ -245,7 +261,24 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
 }
 
 void Trainer::sync_params() {
-  for (size_t j = 0; j < chunks_.size(); ++j) sync_[j]->gather_params(chunks_[j]->params());
+  for (size_t j = 0; j < chunks_.size(); ++j)
+    if (sync_[j]) sync_[j]->gather_params(chunks_[j]->params());
+}
+
+int64_t Trainer::state_bytes() const {
+  int64_t n = 0;
+  for (size_t j = 0; j < chunks_.size(); ++j) {
+    n += opt_[j]->own_bytes();
+    n += store_ ? store_->params().nbytes() + store_->grads().nbytes()
+                : chunks_[j]->params().nbytes() + chunks_[j]->grads().nbytes();
+  }
+  return n;
+}
+
+int64_t Trainer::parameters() const {
+  int64_t n = 0;
+  for (Gpt* c : chunks_) n += c->layout().total();
+  return n;
 }
 
 Tensor Trainer::full_master(int j) {
@@ -253,7 +286,11 @@ Tensor Trainer::full_master(int j) {
   Backend& be = chunks_[j]->backend();
   Tensor state = o.master_state();
   if (!cfg_.zero) return to_host(be, state);
-  Tensor full = be.empty({chunks_[j]->params().numel()}, DType::F32);
+  Tensor full = be.empty({chunks_[j]->layout().total()}, DType::F32);
+  if (store_) {
+    store_->gather_all(state, full);
+    return to_host(be, full);
+  }
   be.fill(full, 0);
   int64_t at = 0;
   for (const FlatRange& r : o.owned()) {
@@ -270,6 +307,7 @@ IterStats Trainer::step() {
   st.iteration = ++iteration_;
   const auto t0 = Clock::now();
   for (Gpt* c : chunks_) c->zero_grads();
+  if (store_) store_->zero_grads();
   link_->reset_counters();
   double loss_sum = 0;
   run_schedule(st, loss_sum);

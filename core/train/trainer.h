@@ -5,7 +5,9 @@
 // optimizer step with the gradient norm of the whole model (over the model-parallel group).
 // With zero = 1 (Megatron's distributed optimizer) the data-parallel sum is a reduce-scatter,
 // each data-parallel rank updates its piece of every bucket, and the updated parameters are
-// all-gathered.
+// all-gathered. With zero = 3 (DeepSpeed's ZeRO-3; t = p = 1) the parameters are sharded too:
+// the model gathers each unit before its forward and again before its backward, and each
+// unit's gradients are reduce-scattered after its backward (core/parallel/sharded_params.h).
 // One stage holds v model chunks (interleaved schedule) or one; each may be a
 // tensor-parallel slice.
 #pragma once
@@ -19,6 +21,7 @@
 #include "core/optim/loss_scaler.h"
 #include "core/parallel/grad_sync.h"
 #include "core/parallel/schedule.h"
+#include "core/parallel/sharded_params.h"
 #include "core/parallel/stage_link.h"
 
 namespace ptdp {
@@ -30,7 +33,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
-  int zero = 0;                            // 0 or 1 (see the top of this file)
+  int zero = 0;                            // 0, 1 or 3 (see the top of this file)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   bool scatter_gather = true;
   // A non-finite loss or gradient stops training (RuntimeError naming the iteration and the
@@ -94,6 +97,11 @@ class Trainer {
   // After the optimizer state was replaced (a checkpoint loaded): sharded, every rank's
   // updated pieces of the parameters to every rank (collective).
   void sync_params();
+  // Bytes of weights, gradients and optimizer state allocated on this rank (not activations,
+  // not ZeRO-3's gathered units), and the parameters they are for.
+  int64_t state_bytes() const;
+  int64_t parameters() const;
+  const ShardedParams* sharded_params() const { return store_.get(); }  // zero = 3
   std::vector<AdamW*> optimizers() const;
   const std::vector<Gpt*>& chunks() const { return chunks_; }
   LossScaler& loss_scaler() { return scaler_; }
@@ -113,6 +121,7 @@ class Trainer {
   std::vector<std::unique_ptr<AdamW>> opt_;
   std::vector<std::unique_ptr<GradSync>> sync_;
   std::unique_ptr<StageLink> link_;
+  std::unique_ptr<ShardedParams> store_;  // zero = 3
   LossScaler scaler_;
   int64_t iteration_ = 0;
 };

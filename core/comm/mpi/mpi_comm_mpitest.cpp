@@ -90,6 +90,21 @@ TEST(MpiTraining, TensorAndDataParallelMatchOneRank) {
   expect_matches_one_rank(preset_config("tiny"), tc, l);
 }
 
+// The distributed optimizer over MPI's reduce-scatter and all-gather: d = 4 (several buckets,
+// overlapped), and d = 2 with t = 2.
+TEST(MpiTraining, DistributedOptimizerMatchesOneRank) {
+  if (g_world->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  TrainConfig tc;
+  tc.micro_batch = 2;
+  tc.global_batch = 8;
+  testing::Layout l;
+  l.dp = 4, l.zero = 1, l.bucket_elems = 30001, l.overlap = true;
+  expect_matches_one_rank(preset_config("tiny"), tc, l);
+  testing::Layout t2;
+  t2.tp = 2, t2.dp = 2, t2.zero = 1;
+  expect_matches_one_rank(preset_config("tiny"), tc, t2);
+}
+
 TEST(MpiTraining, InterleavedPtdpMatchesOneRank) {
   if (g_world->size() != 8) GTEST_SKIP() << "needs mpirun -np 8";
   ModelConfig c = preset_config("tiny");
@@ -99,6 +114,8 @@ TEST(MpiTraining, InterleavedPtdpMatchesOneRank) {
   tc.global_batch = 8;
   testing::Layout l;
   l.tp = 2, l.pp = 2, l.dp = 2, l.vpp = 2, l.schedule = ScheduleKind::Interleaved;
+  expect_matches_one_rank(c, tc, l);
+  l.zero = 1;  // the distributed optimizer with every dimension
   expect_matches_one_rank(c, tc, l);
 }
 
