@@ -105,6 +105,18 @@ TEST(MpiTraining, DistributedOptimizerMatchesOneRank) {
   expect_matches_one_rank(preset_config("tiny"), tc, t2);
 }
 
+// ZeRO-3 over MPI: the layer-by-layer gathers and reduce-scatters on 4 processes.
+TEST(MpiTraining, Zero3MatchesOneRank) {
+  if (g_world->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  TrainConfig tc;
+  tc.micro_batch = 1;
+  tc.global_batch = 8;
+  tc.recompute = Recompute::Full;
+  testing::Layout l;
+  l.dp = 4, l.zero = 3, l.recompute = Recompute::Full;
+  expect_matches_one_rank(preset_config("tiny"), tc, l);
+}
+
 TEST(MpiTraining, InterleavedPtdpMatchesOneRank) {
   if (g_world->size() != 8) GTEST_SKIP() << "needs mpirun -np 8";
   ModelConfig c = preset_config("tiny");
