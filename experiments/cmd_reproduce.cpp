@@ -362,7 +362,9 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   std::error_code ec;
   if (!fs::exists(job.csv, ec)) return;
   // Tables 1 and 2: also the days to train on 300B tokens by Eq. (4), ours against the paper's.
-  const bool days = (job.spec.paper == "table1" || job.spec.paper == "table2") && col == "tflops_per_gpu";
+  // (At the paper's scale only: a scaled-down copy's throughput says nothing about the days.)
+  const bool days = (job.spec.paper == "table1" || job.spec.paper == "table2") && col == "tflops_per_gpu" &&
+                    ctx.scale == SweepScale::Paper;
   std::vector<std::string> cols = sweep_key_columns();
   cols.push_back(col);
   if (days) cols.push_back("params");

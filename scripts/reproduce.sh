@@ -6,7 +6,7 @@
 #      (table2 and fig10: PTD-P against ZeRO-3; the summaries of table1 and table2 print the days
 #      for 300B tokens by the paper's Eq. 4)
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
-#      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7) -> the same CSVs, mode=run
+#      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2) -> the same CSVs, mode=run
 #      with a GPU present, Figure 7 also at the paper's scale on it (--mode run --scale paper)
 #   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv
 #   5. the plots: plots/NAME.png for every artefact and plots/summary.png (errors against the paper)
@@ -33,10 +33,8 @@ build/ptdp reproduce all --mode simulate --out results $force
 stamp "simulated every artefact"
 
 # 3. Scaled-down sweeps trained for real on CPU ranks (fig13: 64 ranks as threads, ~3-5 minutes).
-run_small=${RUN_SMALL:-fig13 fig8 fig7}
-# (table2 and fig10 join "all" once `ptdp train` runs --zero 3: until then their small copies are
-# refused with one line and they are simulated only.)
-[[ "$run_small" == all ]] && run_small="table1 fig7 fig8 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18"
+run_small=${RUN_SMALL:-fig13 fig8 fig7 table2}
+[[ "$run_small" == all ]] && run_small="table1 table2 fig7 fig8 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18"
 for name in $run_small; do
   build/ptdp reproduce "$name" --mode run --scale small --out results $force
   stamp "ran $name at small scale"
