@@ -1,9 +1,11 @@
-// `ptdp train --zero 1` (the distributed optimizer) end to end: the optimizer's bytes per
-// parameter shrink as 8 + 8/d (f32), a resumed run repeats the uninterrupted one exactly, and a
-// checkpoint of sharded state is refused under another data-parallel size or without --zero.
+// `ptdp train --zero 1` (the distributed optimizer) and `--zero 3` end to end: the bytes per
+// parameter shrink as 8 + 8/d and 16/d (f32), a resumed run repeats the uninterrupted one
+// exactly, and a checkpoint of sharded state is refused under another data-parallel size or
+// without --zero.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
@@ -19,9 +21,9 @@ using testing::run_ptdp;
 using testing::TempDir;
 using Args = std::vector<std::string>;
 
-Args tiny(int ranks, Args extra) {
-  Args a = {"train", "--model", "tiny", "--pp", "2", "--ranks", std::to_string(ranks), "--global-batch", "8",
-            "--warmup", "0"};
+Args tiny(int ranks, Args extra, int pp = 2) {
+  Args a = {"train", "--model", "tiny", "--pp", std::to_string(pp), "--ranks", std::to_string(ranks), "--global-batch",
+            "8", "--warmup", "0"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -47,22 +49,37 @@ TEST(CliZero, TheOptimizerStateShrinksWithTheDataParallelSize) {
   const CliResult bf16 = run_ptdp(dir, tiny(8, {"--iters", "1", "--zero", "1", "--precision", "bf16"}));
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   EXPECT_DOUBLE_EQ(bytes_per_parameter(bf16.out), 6.0 + 12.0 / 4);
+  // ZeRO-3: everything sharded, f32 16/d, bf16 (2 + 4 + 4 + 8)/d.
+  for (int d : {2, 4}) {
+    const CliResult z3 = run_ptdp(dir, tiny(d, {"--iters", "1", "--zero", "3"}, 1));
+    ASSERT_EQ(z3.exit_code, 0) << z3.err;
+    EXPECT_DOUBLE_EQ(bytes_per_parameter(z3.out), 16.0 / d) << "d=" << d;
+  }
+  const CliResult z3bf16 = run_ptdp(dir, tiny(4, {"--iters", "1", "--zero", "3", "--precision", "bf16"}, 1));
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(z3bf16.out), 18.0 / 4);
 }
 
+// --zero 1 at p = 2, d = 2; --zero 3 at d = 4 (bf16: master weights apart from the weights).
 TEST(CliZero, AResumedRunRepeatsTheUninterruptedOneExactly) {
-  TempDir dir;
-  const CliResult whole = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "6", "--save", dir.file("ck"),
-                                                 "--save-interval", "3", "--loss-log", dir.file("whole.csv")}));
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
-  const CliResult rest = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "6", "--load", dir.file("ck"), "--loss-log",
-                                                dir.file("rest.csv")}));
-  ASSERT_EQ(rest.exit_code, 0) << rest.err;
-  const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
-  const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
-  ASSERT_EQ(w.size(), 7u);
-  ASSERT_EQ(r.size(), 4u);
-  for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 3]);
+  for (const auto& [zero, ranks, pp, extra] :
+       {std::tuple<std::string, int, int, Args>{"1", 4, 2, {}}, {"3", 4, 1, {"--precision", "bf16"}}}) {
+    TempDir dir;
+    Args whole_args = {"--zero", zero, "--iters", "6", "--save", dir.file("ck"), "--save-interval", "3", "--loss-log",
+                       dir.file("whole.csv")};
+    whole_args.insert(whole_args.end(), extra.begin(), extra.end());
+    const CliResult whole = run_ptdp(dir, tiny(ranks, whole_args, pp));
+    ASSERT_EQ(whole.exit_code, 0) << whole.err;
+    testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
+    Args rest_args = {"--zero", zero, "--iters", "6", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")};
+    rest_args.insert(rest_args.end(), extra.begin(), extra.end());
+    const CliResult rest = run_ptdp(dir, tiny(ranks, rest_args, pp));
+    ASSERT_EQ(rest.exit_code, 0) << rest.err;
+    const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
+    const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
+    ASSERT_EQ(w.size(), 7u);
+    ASSERT_EQ(r.size(), 4u);
+    for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 3]) << "--zero " << zero;
+  }
 }
 
 TEST(CliZero, ShardedStateLoadsOnlyUnderTheSameDataParallelSizeAndZero) {

@@ -12,16 +12,19 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2)
+VERSIONS = (1, 2, 3)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 
 # struct Header of checkpoint.cpp, little-endian with the C++ struct's natural alignment:
 # magic[8] u32 version | i32 tp pp vpp tp_rank pp_rank layers hidden heads seq_length |
 # i64 vocab_size | u64 seed | i64 global_batch | i64 iteration | f64 loss_scale | i32 chunks |
-# version 2 only: i32 scale_growth, scale_hysteresis (the loss scaler's trackers) | padding to 8
-_HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x")}
-assert _HEADERS[1].size == 96 and _HEADERS[2].size == 104
+# version 2 on: i32 scale_growth, scale_hysteresis (the loss scaler's trackers) |
+# version 3 on: i32 zero, dp, dp_rank (sharded optimizer state: one file per data-parallel rank,
+# zero_dp_rank_DDD.bin, holding that rank's pieces) | padding to 8
+_HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
+            3: struct.Struct("<8sI9iqQqqdiiiiii")}
+assert _HEADERS[1].size == 96 and _HEADERS[2].size == 104 and _HEADERS[3].size == 112
 
 
 class CheckpointError(Exception):
@@ -60,6 +63,9 @@ class Shard:
     version: int = 2
     scale_growth: int = 0
     scale_hysteresis: int = 0
+    zero: int = 0
+    dp: int = 1
+    dp_rank: int = 0
     chunks: list = field(default_factory=list)
 
 
