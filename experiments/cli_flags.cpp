@@ -18,7 +18,9 @@ uint64_t parse_seed(const std::string& text) {
 }
 
 void add_model_flags(CLI::App& app, RunFlags& f) {
-  app.add_option("--model", f.model, "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ...)");
+  app.add_option("--model", f.model,
+                 "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ..., llama-tiny, llama-7b ... llama-65b)");
+  app.add_option("--arch", f.arch, "gpt | llama (default: the preset's; gpt without --model)");
   app.add_option("--layers", f.layers, "transformer layers (overrides the preset)");
   app.add_option("--hidden", f.hidden, "hidden size");
   app.add_option("--heads", f.heads, "attention heads");
@@ -117,7 +119,12 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   if (given("--heads")) r.model.heads = f.heads;
   if (given("--seq-length")) r.model.seq_length = f.seq_length;
   if (given("--vocab-size")) r.model.vocab_size = f.vocab_size;
-  if (custom) r.model.name = given("--model") ? f.model + "-custom" : "custom";
+  if (given("--arch")) {
+    const Arch a = parse_arch(f.arch);
+    custom = custom || a != r.model.arch;
+    r.model.arch = a;
+  }
+  if (custom) r.model.name = given("--model") ? f.model + "-custom" : (r.model.arch == Arch::Llama ? "llama-custom" : "custom");
   r.model.make_vocab_size_divisible_by = f.vocab_divisible;
   r.par.recompute = parse_recompute(f.recompute);
   r.par.scatter_gather = f.scatter_gather;

@@ -12,6 +12,7 @@ namespace ptdp {
 // Raw flag values before presets and validation are applied.
 struct RunFlags {
   std::string model;
+  std::string arch;  // empty: the preset's (gpt without --model)
   int layers = 0, hidden = 0, heads = 0, seq_length = 0;
   long long vocab_size = 0;
   int vocab_divisible = 128;

@@ -4,6 +4,14 @@
 
 namespace ptdp {
 
+const char* arch_name(Arch a) { return a == Arch::Llama ? "llama" : "gpt"; }
+
+Arch parse_arch(const std::string& s) {
+  if (s == "gpt") return Arch::Gpt;
+  if (s == "llama") return Arch::Llama;
+  usage_error("--arch '{}' must be gpt or llama", s);
+}
+
 int64_t ModelConfig::padded_vocab(int tp) const {
   int64_t multiple = int64_t(make_vocab_size_divisible_by) * tp;
   return (vocab_size + multiple - 1) / multiple * multiple;
@@ -34,6 +42,12 @@ const std::vector<ModelPreset>& model_presets() {
       {"fig13-162b", 32, 20480, 128, 2048, 51200, "Figure 13, 162.2B"},
       {"fig14-5.9b", 32, 3840, 32, 2048, 51200, "Figures 14 and 15, 5.9B"},
       {"fig16-91b", 32, 15360, 128, 2048, 51200, "Figure 16, 91.4B"},
+      // LLaMA (Touvron et al. 2023, Table 2), V=32000 (SentencePiece BPE), s=2048.
+      {"llama-tiny", 4, 64, 4, 32, 256, "tests: byte-level llama, l=4 h=64 a=4 s=32", Arch::Llama},
+      {"llama-7b", 32, 4096, 32, 2048, 32000, "LLaMA 6.7B", Arch::Llama},
+      {"llama-13b", 40, 5120, 40, 2048, 32000, "LLaMA 13.0B", Arch::Llama},
+      {"llama-33b", 60, 6656, 52, 2048, 32000, "LLaMA 32.5B", Arch::Llama},
+      {"llama-65b", 80, 8192, 64, 2048, 32000, "LLaMA 65.2B", Arch::Llama},
   };
   return presets;
 }
@@ -48,6 +62,7 @@ ModelConfig preset_config(const std::string& name) {
       c.heads = p.heads;
       c.seq_length = p.seq_length;
       c.vocab_size = p.vocab_size;
+      c.arch = p.arch;
       return c;
     }
   }
@@ -69,6 +84,9 @@ void validate_model(const ModelConfig& c) {
   if (c.vocab_size > kMaxVocabSize) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
   if (c.hidden % c.heads != 0)
     usage_error("--heads {} must divide --hidden {}", c.heads, c.hidden);
+  if (c.arch == Arch::Llama && c.head_dim() % 2 != 0)
+    usage_error("--arch llama needs an even head size for the rotary embedding (--hidden {} / --heads {} = {})",
+                c.hidden, c.heads, c.head_dim());
   if (c.make_vocab_size_divisible_by <= 0)
     usage_error("--make-vocab-size-divisible-by {} must be positive", c.make_vocab_size_divisible_by);
   if (c.make_vocab_size_divisible_by > kMaxVocabDivisibleBy)

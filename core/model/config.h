@@ -1,5 +1,6 @@
-// GPT model configuration and the named presets (tiny, small, the paper's Table 1 models
-// and the models of its figures).
+// Model configuration and the named presets: GPT (tiny, small, the paper's Table 1 models and
+// the models of its figures) and LLaMA (Touvron et al. 2023: llama-tiny and the four sizes of
+// its Table 2).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -7,8 +8,17 @@
 
 namespace ptdp {
 
+// gpt: GPT-2 as in the paper (LayerNorm, GeLU MLP, learned positions, biases, output layer tied
+// to the word embedding). llama: RMSNorm before attention and MLP, SwiGLU MLP of hidden size
+// 2/3 * 4h rounded up to a multiple of 256, rotary position embeddings (Megatron's non-interleaved
+// halves), no biases, an untied output layer.
+enum class Arch { Gpt, Llama };
+const char* arch_name(Arch a);
+Arch parse_arch(const std::string& s);  // UsageError naming --arch
+
 struct ModelConfig {
   std::string name = "custom";
+  Arch arch = Arch::Gpt;
   int layers = 0;
   int hidden = 0;
   int heads = 0;
@@ -17,9 +27,12 @@ struct ModelConfig {
   int make_vocab_size_divisible_by = 128;  // Megatron pads V to a multiple of this times t
   double layernorm_eps = 1e-5;
   double init_std = 0.02;
+  double rope_theta = 10000;  // llama: the base of the rotary frequencies
 
   int head_dim() const { return hidden / heads; }
-  int ffn_hidden() const { return 4 * hidden; }  // fits in int: validate_model bounds hidden
+  // MLP hidden size (per gate and up for llama); fits in int: validate_model bounds hidden.
+  int ffn_hidden() const { return arch == Arch::Llama ? (8 * hidden / 3 + 255) / 256 * 256 : 4 * hidden; }
+  bool tied_embedding() const { return arch == Arch::Gpt; }
   // Megatron's padding: the smallest multiple of divisible_by * tp that is >= vocab_size.
   int64_t padded_vocab(int tp) const;
 };
@@ -29,6 +42,7 @@ struct ModelPreset {
   int layers, hidden, heads, seq_length;
   int64_t vocab_size;
   const char* what;  // where the preset comes from
+  Arch arch = Arch::Gpt;
 };
 
 const std::vector<ModelPreset>& model_presets();

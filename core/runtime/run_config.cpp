@@ -31,6 +31,9 @@ void validate_run(RunConfig& c) {
   if (c.ranks < 0) usage_error("--ranks {} must be positive", c.ranks);
   if (p.global_batch < 0) usage_error("--global-batch {} must be positive", p.global_batch);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
+  if (c.model.ffn_hidden() % p.tp != 0)
+    usage_error("--tp {} must divide the MLP's hidden size {} (--arch {})", p.tp, c.model.ffn_hidden(),
+                arch_name(c.model.arch));
   if (c.model.layers % (p.pp * p.vpp) != 0) {
     if (p.vpp == 1) usage_error("--pp {} must divide --layers {}", p.pp, c.model.layers);
     usage_error("--pp {} x --vpp {} must divide --layers {}", p.pp, p.vpp, c.model.layers);

@@ -31,6 +31,8 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
   add("layernorm eps", m.layernorm_eps);
   add("init std", m.init_std);
+  add("--arch", std::string(arch_name(m.arch)));
+  add("rope theta", m.rope_theta);
   // Parallel layout.
   add("--tp", p.tp);
   add("--pp", p.pp);

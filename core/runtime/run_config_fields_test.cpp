@@ -27,6 +27,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.model.seq_length = 3; },     [](RunConfig& c) { c.model.vocab_size = 3; },
       [](RunConfig& c) { c.model.make_vocab_size_divisible_by = 3; },
       [](RunConfig& c) { c.model.layernorm_eps = 3; },  [](RunConfig& c) { c.model.init_std = 3; },
+      [](RunConfig& c) { c.model.arch = Arch::Llama; }, [](RunConfig& c) { c.model.rope_theta = 3; },
       [](RunConfig& c) { c.par.tp = 3; },               [](RunConfig& c) { c.par.pp = 3; },
       [](RunConfig& c) { c.par.dp = 3; },               [](RunConfig& c) { c.par.vpp = 3; },
       [](RunConfig& c) { c.par.micro_batch = 3; },      [](RunConfig& c) { c.par.global_batch = 3; },
@@ -65,10 +66,10 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
 // A field added to RunConfig (or its parts) changes these sizes: list it in run_config_fields.cpp
 // (and in EveryFieldChangesTheList), then update the sizes here.
 TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
-  EXPECT_EQ(sizeof(ModelConfig), 80u);
+  EXPECT_EQ(sizeof(ModelConfig), 96u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 640u);
+  EXPECT_EQ(sizeof(RunConfig), 656u);
 }
 
 }  // namespace
