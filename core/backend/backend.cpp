@@ -11,6 +11,22 @@ int64_t Backend::mark() {
 
 double Backend::elapsed_ms(int64_t from, int64_t to) { return double(to - from) / 1e6; }
 
+namespace {
+[[noreturn]] void no_llama_op(const Backend& be, const char* op) {
+  throw RuntimeError(std::string("the ") + be.name() + " backend has no " + op + " (needed by --arch llama)");
+}
+}  // namespace
+
+void Backend::rmsnorm_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
+  no_llama_op(*this, "rmsnorm_forward");
+}
+void Backend::rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_llama_op(*this, "rmsnorm_backward");
+}
+void Backend::rope(Tensor&, const Tensor&, int, int, int, double, bool) { no_llama_op(*this, "rope"); }
+void Backend::swiglu_forward(Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_forward"); }
+void Backend::swiglu_backward(Tensor&, const Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_backward"); }
+
 Tensor to_backend(Backend& be, const Tensor& t) {
   if (t.device() == be.device()) return t;
   Tensor d = be.empty(t.shape(), t.dtype());

@@ -60,6 +60,20 @@ class Backend {
                                   const Tensor& x, const Tensor& g, const Tensor& mean,
                                   const Tensor& rstd) = 0;
 
+  // LLaMA's operations. Backends without them say so (RuntimeError naming the backend).
+  // RMSNorm: y = x · rstd · g per row, rstd = 1/sqrt(mean(x²) + eps) [n] kept for backward;
+  // backward: dx += d/dx, dg accumulates.
+  virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
+  virtual void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                                const Tensor& rstd);
+  // Rotary embedding of q and k in qkv [b*s, a*3*hd] (attention_forward's layout), position = row
+  // mod s, non-interleaved halves (element i pairs with i + hd/2, angle pos·theta^(-2i/hd)); v is
+  // copied. inverse: the transpose (the backward pass). y may be x.
+  virtual void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);
+  // SwiGLU: x [n, 2f] = gate | up, y [n, f] = silu(gate) · up; dx [n, 2f] is overwritten.
+  virtual void swiglu_forward(Tensor& y, const Tensor& x);
+  virtual void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
+
   // GeLU, tanh approximation (GPT-2 / Megatron)
   virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;
   virtual void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) = 0;

@@ -55,6 +55,27 @@ class HostDeviceBackend final : public Backend {
     Tensor dxh = hv(dx), dgh = hv(dg), dbh = hv(db);
     cpu_->layernorm_backward(dxh, dgh, dbh, hv(dy), hv(x), hv(g), hv(mean), hv(rstd));
   }
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
+    Tensor yh = hv(y), rh = hv(rstd);
+    cpu_->rmsnorm_forward(yh, rh, hv(x), hv(g), eps);
+  }
+  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                        const Tensor& rstd) override {
+    Tensor dxh = hv(dx), dgh = hv(dg);
+    cpu_->rmsnorm_backward(dxh, dgh, hv(dy), hv(x), hv(g), hv(rstd));
+  }
+  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
+    Tensor yh = hv(y);
+    cpu_->rope(yh, hv(x), s, a, hd, theta, inverse);
+  }
+  void swiglu_forward(Tensor& y, const Tensor& x) override {
+    Tensor yh = hv(y);
+    cpu_->swiglu_forward(yh, hv(x));
+  }
+  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+    Tensor dxh = hv(dx);
+    cpu_->swiglu_backward(dxh, hv(x), hv(dy));
+  }
   void gelu_forward(Tensor& y, const Tensor& x) override {
     Tensor yh = hv(y);
     cpu_->gelu_forward(yh, hv(x));

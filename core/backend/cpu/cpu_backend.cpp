@@ -124,6 +124,74 @@ class CpuBackend final : public Backend {
     narrow(dxw, dx);
   }
 
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
+    int64_t n = x.dim(0), c = x.dim(1);
+    DType dt = x.dtype();
+    expect(y, "rmsnorm output", {n, c}, dt);
+    expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
+    expect(g, "rmsnorm weight", {c}, dt);
+    Tensor yw = working(y), xw = widen(x), gw = widen(g);
+    dispatch(dt, [&](auto z) {
+      using T = decltype(z);
+      cpu::rmsnorm_forward<T>(yw.data<T>(), rstd.data<T>(), xw.data<T>(), gw.data<T>(), n, c, eps);
+    });
+    narrow(yw, y);
+  }
+
+  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                        const Tensor& rstd) override {
+    int64_t n = x.dim(0), c = x.dim(1);
+    DType dt = x.dtype(), ga = acc_dtype(dt);
+    expect(dx, "rmsnorm input grad", {n, c}, dt);
+    expect(dy, "rmsnorm output grad", {n, c}, dt);
+    expect(dg, "rmsnorm weight grad", {c}, ga);
+    expect(rstd, "rmsnorm rstd", {n}, ga);
+    Tensor dxw = widen(dx), dyw = widen(dy), xw = widen(x), gw = widen(g);
+    dispatch(dt, [&](auto z) {
+      using T = decltype(z);
+      cpu::rmsnorm_backward<T>(dxw.data<T>(), dg.data<T>(), dyw.data<T>(), xw.data<T>(), gw.data<T>(),
+                               rstd.data<T>(), n, c);
+    });
+    narrow(dxw, dx);
+  }
+
+  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) == int64_t(3) * a * hd && x.dim(0) % s == 0 && hd % 2 == 0,
+               "rope: qkv must be [b*s, 3*a*hd] with an even head size");
+    expect(y, "rope output", x.shape(), x.dtype());
+    Tensor yw = working(y), xw = widen(x);
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::rope<T>(yw.data<T>(), xw.data<T>(), x.dim(0), s, a, hd, theta, inverse ? -1 : 1);
+    });
+    narrow(yw, y);
+  }
+
+  void swiglu_forward(Tensor& y, const Tensor& x) override {
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f]");
+    const int64_t n = x.dim(0), f = x.dim(1) / 2;
+    expect(y, "swiglu output", {n, f}, x.dtype());
+    Tensor yw = working(y), xw = widen(x);
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::swiglu_forward<T>(yw.data<T>(), xw.data<T>(), n, f);
+    });
+    narrow(yw, y);
+  }
+
+  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f]");
+    const int64_t n = x.dim(0), f = x.dim(1) / 2;
+    expect(dx, "swiglu input grad", x.shape(), x.dtype());
+    expect(dy, "swiglu output grad", {n, f}, x.dtype());
+    Tensor dxw = working(dx), xw = widen(x), dyw = widen(dy);
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::swiglu_backward<T>(dxw.data<T>(), xw.data<T>(), dyw.data<T>(), n, f);
+    });
+    narrow(dxw, dx);
+  }
+
   void gelu_forward(Tensor& y, const Tensor& x) override {
     expect(y, "gelu output", x.shape(), x.dtype());
     Tensor yw = working(y), xw = widen(x);

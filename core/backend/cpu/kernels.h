@@ -17,6 +17,13 @@ template <class T> void layernorm_backward(T* dx, T* dg, T* db, const T* dy, con
 template <class T> void gelu_forward(T* y, const T* x, int64_t n);
 template <class T> void gelu_backward(T* dx, const T* x, const T* dy, int64_t n);
 
+template <class T> void rmsnorm_forward(T* y, T* rstd, const T* x, const T* g, int64_t n, int64_t c, double eps);
+template <class T> void rmsnorm_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, const T* rstd, int64_t n,
+                                         int64_t c);
+template <class T> void rope(T* y, const T* x, int64_t n, int s, int a, int hd, double theta, int sign);
+template <class T> void swiglu_forward(T* y, const T* x, int64_t n, int64_t f);
+template <class T> void swiglu_backward(T* dx, const T* x, const T* dy, int64_t n, int64_t f);
+
 template <class T> void attention_forward(T* y, T* probs, const T* qkv, int b, int s, int a, int hd);
 template <class T> void attention_backward(T* dqkv, const T* dy, const T* qkv, const T* probs, int b, int s,
                                            int a, int hd);
