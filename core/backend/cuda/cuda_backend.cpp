@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     sum_scratch_ = Tensor();
+    rope_table_ = Tensor();
     cudaStreamSynchronize(stream_);
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     gemm_.reset();
@@ -254,6 +255,84 @@ class CudaBackend final : public Backend {
     expect(dx, "gelu input grad", x.shape(), dt);
     expect(dy, "gelu output grad", x.shape(), dt);
     cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
+  }
+
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
+    on_device();
+    NvtxRange r("rmsnorm_forward");
+    const DType dt = compute_dtype(x, "rmsnorm_forward");
+    expect_2d(x, "rmsnorm input");
+    const int64_t n = x.dim(0), c = x.dim(1);
+    expect(x, "rmsnorm input", {n, c}, dt);
+    expect(y, "rmsnorm output", {n, c}, dt);
+    expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
+    expect(g, "rmsnorm weight", {c}, dt);
+    cuda::rmsnorm_forward(y.raw(), rstd.data<float>(), x.raw(), g.raw(), dt, n, c, static_cast<float>(eps), stream_);
+  }
+
+  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                        const Tensor& rstd) override {
+    on_device();
+    NvtxRange r("rmsnorm_backward");
+    const DType dt = compute_dtype(x, "rmsnorm_backward");
+    expect_2d(x, "rmsnorm input");
+    const int64_t n = x.dim(0), c = x.dim(1);
+    expect(x, "rmsnorm input", {n, c}, dt);
+    expect(dx, "rmsnorm input grad", {n, c}, dt);
+    expect(dy, "rmsnorm output grad", {n, c}, dt);
+    expect(g, "rmsnorm weight", {c}, dt);
+    expect(dg, "rmsnorm weight grad", {c}, acc_dtype(dt));
+    expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
+    Tensor partials = empty({cuda::column_sum_chunks(n) * c}, DType::F32);
+    cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(), dt, n, c,
+                           partials.data<float>(), stream_);
+  }
+
+  // cos and sin come from a table [2, s, hd/2] computed once per (s, hd, theta) on the device in
+  // f64 and kept (the last one) by the backend.
+  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
+    on_device();
+    NvtxRange r("rope");
+    const DType dt = compute_dtype(x, "rope");
+    PTDP_CHECK(s > 0 && a > 0 && hd > 0 && hd % 2 == 0 && theta > 0,
+               "rope: bad sizes s={} a={} hd={} theta={} (hd must be even)", s, a, hd, theta);
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) == int64_t(3) * a * hd && x.dim(0) % s == 0,
+               "rope: qkv must be [b*s, 3*a*hd] with an even head size, got {} for s={} a={} hd={}",
+               shape_str(x.shape()), s, a, hd);
+    expect(x, "rope input", x.shape(), dt);
+    expect(y, "rope output", x.shape(), dt);
+    if (x.numel() == 0) return;
+    if (!rope_table_.defined() || rope_s_ != s || rope_hd_ != hd || rope_theta_ != theta) {
+      rope_table_ = empty({2, s, hd / 2}, DType::F32);
+      cuda::rope_table(rope_table_.data<float>(), s, hd, theta, stream_);
+      rope_s_ = s;
+      rope_hd_ = hd;
+      rope_theta_ = theta;
+    }
+    cuda::rope(y.raw(), x.raw(), rope_table_.data<float>(), dt, x.dim(0), s, a, hd, inverse, stream_);
+  }
+
+  void swiglu_forward(Tensor& y, const Tensor& x) override {
+    on_device();
+    NvtxRange r("swiglu_forward");
+    const DType dt = compute_dtype(x, "swiglu_forward");
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
+    const int64_t n = x.dim(0), f = x.dim(1) / 2;
+    expect(x, "swiglu input", x.shape(), dt);
+    expect(y, "swiglu output", {n, f}, dt);
+    cuda::swiglu_forward(y.raw(), x.raw(), dt, n, f, stream_);
+  }
+
+  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+    on_device();
+    NvtxRange r("swiglu_backward");
+    const DType dt = compute_dtype(x, "swiglu_backward");
+    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
+    const int64_t n = x.dim(0), f = x.dim(1) / 2;
+    expect(x, "swiglu input", x.shape(), dt);
+    expect(dx, "swiglu input grad", x.shape(), dt);
+    expect(dy, "swiglu output grad", {n, f}, dt);
+    cuda::swiglu_backward(dx.raw(), x.raw(), dy.raw(), dt, n, f, stream_);
   }
 
   // The heads of the whole micro-batch at once: q, k, v permuted to one [s, 3 hd] block per
@@ -499,6 +578,9 @@ class CudaBackend final : public Backend {
   double* host_scalar_ = nullptr;  // pinned
   std::unique_ptr<cuda::GemmRunner> gemm_;
   Tensor sum_scratch_;  // the f64 result and the partial sums
+  Tensor rope_table_;   // rope's cos and sin for (rope_s_, rope_hd_, rope_theta_)
+  int rope_s_ = 0, rope_hd_ = 0;
+  double rope_theta_ = 0;
   std::vector<cudaEvent_t> marks_;  // mark(): events, reused after release_marks()
   size_t next_mark_ = 0;
 };

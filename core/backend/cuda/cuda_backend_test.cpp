@@ -392,6 +392,82 @@ TEST_P(CudaOps, FillWritesEveryElement) {
   for (int64_t i = 0; i < h.numel(); ++i) ASSERT_EQ(h.data<float>()[i], 0.0f);
 }
 
+// ---- LLaMA's operations ----
+// rstd and dg are f32 on both sides, computed from the same (rounded) inputs: within 1e-5 in
+// every dtype. The rest: 1e-5 in f32, 1e-2 in bf16 and f16 (the outputs are rounded to dt).
+
+TEST_P(CudaOps, RmsNormForwardMatchesCpu) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}, std::pair{9, 1001}}) {
+    Tensor x = input({n, c}, 60, -2, 3), g = input({c}, 61);
+    Tensor ry = cpu_empty({n, c}), rr = cpu_empty({n});
+    cpu->rmsnorm_forward(ry, rr, x, g, 1e-5);
+    Tensor y = poisoned({n, c}, dt), r = poisoned({n}, F32);
+    Tensor gx = up(x), gg = up(g);
+    gpu->rmsnorm_forward(y, r, gx, gg, 1e-5);
+    expect_close(y, ry, "rmsnorm y");
+    expect_close(r, rr, "rmsnorm rstd", 1e-5);
+  }
+}
+
+// dx and dg accumulate into random values; 300 and 600 rows take two and three chunks of the
+// column reduction.
+TEST_P(CudaOps, RmsNormBackwardAccumulatesDxAndDg) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}, std::pair{600, 45}}) {
+    Tensor x = input({n, c}, 62, -2, 3), g = input({c}, 63), dy = input({n, c}, 64);
+    Tensor ry = cpu_empty({n, c}), rr = cpu_empty({n});
+    cpu->rmsnorm_forward(ry, rr, x, g, 1e-5);
+    Tensor dx0 = input({n, c}, 65), dg0 = uniform({c}, 66);
+    Tensor rdx = dx0.clone(), rdg = dg0.clone();
+    cpu->rmsnorm_backward(rdx, rdg, dy, x, g, rr);
+    Tensor gdx = up(dx0), gdg = up(dg0, F32), gr = up(rr, F32), gdy = up(dy), gx = up(x), gg = up(g);
+    gpu->rmsnorm_backward(gdx, gdg, gdy, gx, gg, gr);
+    expect_close(gdx, rdx, "rmsnorm dx");
+    expect_close(gdg, rdg, "rmsnorm dg", 1e-5);
+  }
+}
+
+struct RopeShape {
+  int b, s, a, hd;
+  double theta;
+};
+// Odd half head sizes (65), positions up to 299, LLaMA 3's base.
+const RopeShape kRopeShapes[] = {{2, 7, 3, 16, 1e4}, {1, 45, 2, 8, 1e4}, {3, 33, 4, 24, 5e5}, {1, 300, 1, 130, 1e4}};
+
+TEST_P(CudaOps, RopeAndItsInverseMatchCpuOutOfPlaceAndInPlace) {
+  for (const RopeShape& sh : kRopeShapes) {
+    const int64_t n = int64_t(sh.b) * sh.s;
+    Tensor x = input({n, 3 * sh.a * sh.hd}, 67, -2, 2);
+    for (bool inverse : {false, true}) {
+      Tensor ref = cpu_empty(x.shape());
+      cpu->rope(ref, x, sh.s, sh.a, sh.hd, sh.theta, inverse);
+      Tensor gx = up(x), y = poisoned(x.shape(), dt);
+      gpu->rope(y, gx, sh.s, sh.a, sh.hd, sh.theta, inverse);
+      expect_close(y, ref, inverse ? "rope inverse" : "rope");
+      gpu->rope(gx, gx, sh.s, sh.a, sh.hd, sh.theta, inverse);  // in place, as the LLaMA layer calls it
+      expect_close(gx, ref, inverse ? "rope inverse in place" : "rope in place");
+    }
+    // the inverse undoes the rotation
+    Tensor gx = up(x);
+    gpu->rope(gx, gx, sh.s, sh.a, sh.hd, sh.theta, false);
+    gpu->rope(gx, gx, sh.s, sh.a, sh.hd, sh.theta, true);
+    expect_close(gx, x, "rope then its inverse");
+  }
+}
+
+TEST_P(CudaOps, SwigluForwardAndBackwardMatchCpu) {
+  for (auto [n, f] : {std::pair{37, 203}, std::pair{5, 1}, std::pair{130, 64}}) {
+    Tensor x = input({n, 2 * f}, 68, -6, 6), dy = input({n, f}, 69);
+    Tensor ry = cpu_empty({n, f}), rdx = cpu_empty({n, 2 * f});
+    cpu->swiglu_forward(ry, x);
+    cpu->swiglu_backward(rdx, x, dy);
+    Tensor gx = up(x), gdy = up(dy), y = poisoned({n, f}, dt), dx = poisoned({n, 2 * f}, dt);
+    gpu->swiglu_forward(y, gx);
+    gpu->swiglu_backward(dx, gx, gdy);
+    expect_close(y, ry, "swiglu y");
+    expect_close(dx, rdx, "swiglu dx");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::F32, DType::BF16, DType::F16), dtype_param_name);
 
 TEST(CudaBackend, AdamWMatchesCpu) {
@@ -441,6 +517,33 @@ TEST(CudaBackend, RefusesF64AndWrongDtypesWithAClearError) {
   Tensor host = Tensor::empty({4, 8}, DType::BF16);
   Tensor yb = gpu->empty({4, 8}, DType::BF16);
   EXPECT_THROW(gpu->gelu_forward(yb, host), RuntimeError);
+}
+
+TEST(CudaBackend, LlamaOpsRefuseBadShapesAndDtypes) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_backend(0);
+  const auto refused = [](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted, expected: " << text;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  Tensor x = gpu->empty({4, 8}, DType::BF16), y = gpu->empty({4, 8}, DType::BF16), g = gpu->empty({8}, DType::BF16);
+  Tensor rstd16 = gpu->empty({4}, DType::BF16), rstd = gpu->empty({4}, F32), dg = gpu->empty({8}, F32);
+  refused([&] { gpu->rmsnorm_forward(y, rstd16, x, g, 1e-5); }, "rmsnorm rstd is bf16, expected f32");
+  Tensor dg16 = gpu->empty({8}, DType::BF16);
+  refused([&] { gpu->rmsnorm_backward(y, dg16, x, x, g, rstd); }, "rmsnorm weight grad is bf16, expected f32");
+  Tensor qkv = gpu->empty({6, 2 * 3 * 5}, DType::BF16);
+  refused([&] { gpu->rope(qkv, qkv, 3, 2, 5, 1e4, false); }, "hd must be even");
+  refused([&] { gpu->rope(x, x, 4, 1, 2, 1e4, false); }, "rope: qkv must be [b*s, 3*a*hd]");
+  Tensor odd = gpu->empty({4, 7}, DType::BF16), half = gpu->empty({4, 3}, DType::BF16);
+  refused([&] { gpu->swiglu_forward(half, odd); }, "swiglu: input must be [n, 2f]");
+  Tensor y3 = gpu->empty({4, 3}, DType::BF16);
+  refused([&] { gpu->swiglu_forward(y3, x); }, "swiglu output has shape");
+  Tensor x64 = gpu->empty({4, 8}, DType::F64), y64 = gpu->empty({4, 4}, DType::F64);
+  refused([&] { gpu->swiglu_forward(y64, x64); }, "f32, bf16 or f16, not f64");
 }
 
 TEST(CudaBackend, EachBackendHasItsOwnStream) {

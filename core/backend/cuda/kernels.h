@@ -40,6 +40,20 @@ void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const vo
 void gelu_forward(void* y, const void* x, DType dt, int64_t n, cudaStream_t st);
 void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, cudaStream_t st);
 
+// ---- llama_ops.cu (LLaMA's operations) ----
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType dt, int64_t n, int64_t c, float eps,
+                     cudaStream_t st);
+// dx += d/dx (per row); dg += sum dy * x * rstd (partials: column_sum_chunks(n) * c floats)
+void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd, DType dt,
+                      int64_t n, int64_t c, float* partials, cudaStream_t st);
+// table [2, s, hd/2] floats: cos, then sin, of pos * theta^(-2i/hd), computed in f64
+void rope_table(float* table, int s, int hd, double theta, cudaStream_t st);
+// q and k of qkv [n, a*3*hd] rotated by position n mod s (inverse: the transpose), v copied; y may be x
+void rope(void* y, const void* x, const float* table, DType dt, int64_t n, int s, int a, int hd, bool inverse,
+          cudaStream_t st);
+void swiglu_forward(void* y, const void* x, DType dt, int64_t n, int64_t f, cudaStream_t st);
+void swiglu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, int64_t f, cudaStream_t st);
+
 // ---- softmax.cu: rows of length s, row r holding query position r % s ----
 // In place: scores -> causal softmax (zero above the diagonal).
 void causal_softmax_forward(void* p, DType dt, int64_t rows, int s, cudaStream_t st);

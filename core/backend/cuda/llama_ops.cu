@@ -1,0 +1,192 @@
+// LLaMA's operations: RMSNorm (one row per warp, f32 rstd; dg by column sums in a fixed order),
+// rotary embeddings (Megatron's non-interleaved halves, cos/sin from a table computed in f64) and
+// SwiGLU, forward and backward. Same semantics as the CPU backend's (core/backend/cpu/llama_ops.cpp).
+#include "core/backend/cuda/column_reduce.cuh"
+
+namespace ptdp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / 32;
+
+unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+// y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row.
+template <class T>
+__global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* g, int64_t n, int64_t c, float eps) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;  // whole warps leave together
+  const T* xr = x + row * c;
+  float ss = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) {
+    const float v = to_f32(xr[i]);
+    ss += v * v;
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(ss) / float(c) + eps);
+  T* yr = y + row * c;
+  for (int64_t i = lane; i < c; i += 32) yr[i] = from_f32<T>(to_f32(xr[i]) * rs * to_f32(g[i]));
+  if (lane == 0) rstd[row] = rs;
+}
+
+// With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)).
+template <class T>
+__global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const T* g, const float* rstd, int64_t n,
+                                           int64_t c) {
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* xr = x + row * c;
+  const T* dyr = dy + row * c;
+  const float rs = rstd[row];
+  float eu = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) eu += to_f32(dyr[i]) * to_f32(g[i]) * to_f32(xr[i]) * rs;
+  eu = warp_sum(eu) / float(c);
+  T* dxr = dx + row * c;
+  for (int64_t i = lane; i < c; i += 32) {
+    const float u = to_f32(xr[i]) * rs;
+    dxr[i] = from_f32<T>(to_f32(dxr[i]) + (to_f32(dyr[i]) * to_f32(g[i]) - u * eu) * rs);
+  }
+}
+
+// dg += dy · x · rstd, per column.
+template <class T> struct RmsNormWeightGrad {
+  const T* dy;
+  const T* x;
+  const float* rstd;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t c, float* acc) const {
+    acc[0] += to_f32(dy[r * cols + c]) * (to_f32(x[r * cols + c]) * rstd[r]);
+  }
+};
+
+// table [2, s, hd/2]: cos, then sin, of pos · theta^(−2i/hd), computed in f64 and rounded once
+// to f32 (the CPU backend's values exactly).
+__global__ void rope_table_kernel(float* table, int s, int hd, double theta) {
+  const int half = hd / 2;
+  const int64_t total = int64_t(s) * half;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int i = static_cast<int>(t % half);
+    const double pos = double(t / half);
+    const double ang = pos * pow(theta, -2.0 * i / hd);
+    table[t] = static_cast<float>(cos(ang));
+    table[total + t] = static_cast<float>(sin(ang));
+  }
+}
+
+// One thread per (row, head, i < hd/2): q's pair (i, i + hd/2), k's pair, and v's two elements.
+// Each thread reads and writes only its own elements, so y may be x.
+template <class T>
+__global__ void rope_kernel(T* y, const T* x, const float* table, int64_t n, int s, int a, int hd, float sign) {
+  const int half = hd / 2;
+  const int64_t total = n * a * half, width = int64_t(3) * a * hd, plane = int64_t(s) * half;
+  const bool copy_v = y != x;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int i = static_cast<int>(t % half);
+    const int64_t rh = t / half;
+    const int h = static_cast<int>(rh % a);
+    const int64_t r = rh / a;
+    const int64_t k = (r % s) * half + i;
+    const float cs = table[k], sn = sign * table[plane + k];
+    const int64_t base = r * width + int64_t(h) * 3 * hd + i;
+    for (int part = 0; part < 2; ++part) {  // q, k
+      const int64_t o = base + int64_t(part) * hd;
+      const float x0 = to_f32(x[o]), x1 = to_f32(x[o + half]);
+      y[o] = from_f32<T>(x0 * cs - x1 * sn);
+      y[o + half] = from_f32<T>(x1 * cs + x0 * sn);
+    }
+    if (copy_v) {
+      const int64_t o = base + 2 * int64_t(hd);
+      y[o] = x[o];
+      y[o + half] = x[o + half];
+    }
+  }
+}
+
+// x [n, 2f] = gate | up; y [n, f] = silu(gate) · up.
+template <class T> __global__ void swiglu_forward_kernel(T* y, const T* x, int64_t n, int64_t f) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n * f; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = t / f, i = t % f;
+    const float g = to_f32(x[r * 2 * f + i]), u = to_f32(x[r * 2 * f + f + i]);
+    y[t] = from_f32<T>(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+// dgate = dy·up·σ(g)·(1 + g·(1 − σ(g))), dup = dy·silu(g); dx overwritten.
+template <class T> __global__ void swiglu_backward_kernel(T* dx, const T* x, const T* dy, int64_t n, int64_t f) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n * f; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = t / f, i = t % f;
+    const int64_t o = r * 2 * f + i;
+    const float g = to_f32(x[o]), u = to_f32(x[o + f]), d = to_f32(dy[t]);
+    const float sg = 1.0f / (1.0f + expf(-g));
+    dx[o] = from_f32<T>(d * u * sg * (1.0f + g * (1.0f - sg)));
+    dx[o + f] = from_f32<T>(d * g * sg);
+  }
+}
+
+}  // namespace
+
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType dt, int64_t n, int64_t c, float eps,
+                     cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "rmsnorm_forward", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T>)
+    (static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(g), n, c, eps);
+    PTDP_CUDA_CHECK_LAUNCH("rmsnorm_forward_kernel");
+  });
+}
+
+void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd, DType dt,
+                      int64_t n, int64_t c, float* partials, cudaStream_t st) {
+  if (n == 0) return;
+  dispatch_float(dt, "rmsnorm_backward", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_backward_dx_kernel<T>)
+    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd, n, c);
+    PTDP_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
+    column_reduce<1>(RmsNormWeightGrad<T>{static_cast<const T*>(dy), static_cast<const T*>(x), rstd, c}, n, c, dg,
+                     nullptr, partials, st);
+  });
+}
+
+void rope_table(float* table, int s, int hd, double theta, cudaStream_t st) {
+  const int64_t total = int64_t(s) * (hd / 2);
+  if (total == 0) return;
+  PTDP_LAUNCH(grid_for(total, kThreads), kThreads, 0, st, rope_table_kernel)(table, s, hd, theta);
+  PTDP_CUDA_CHECK_LAUNCH("rope_table_kernel");
+}
+
+void rope(void* y, const void* x, const float* table, DType dt, int64_t n, int s, int a, int hd, bool inverse,
+          cudaStream_t st) {
+  const int64_t total = n * a * (hd / 2);
+  if (total == 0) return;
+  dispatch_float(dt, "rope", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(grid_for(total, kThreads), kThreads, 0, st, rope_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(x), table, n, s, a, hd, inverse ? -1.0f : 1.0f);
+    PTDP_CUDA_CHECK_LAUNCH("rope_kernel");
+  });
+}
+
+void swiglu_forward(void* y, const void* x, DType dt, int64_t n, int64_t f, cudaStream_t st) {
+  if (n * f == 0) return;
+  dispatch_float(dt, "swiglu_forward", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(grid_for(n * f, kThreads), kThreads, 0, st, swiglu_forward_kernel<T>)
+    (static_cast<T*>(y), static_cast<const T*>(x), n, f);
+    PTDP_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
+  });
+}
+
+void swiglu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, int64_t f, cudaStream_t st) {
+  if (n * f == 0) return;
+  dispatch_float(dt, "swiglu_backward", [&](auto z) {
+    using T = decltype(z);
+    PTDP_LAUNCH(grid_for(n * f, kThreads), kThreads, 0, st, swiglu_backward_kernel<T>)
+    (static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n, f);
+    PTDP_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
+  });
+}
+
+}  // namespace ptdp::cuda
