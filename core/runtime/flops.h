@@ -1,5 +1,6 @@
-// The paper's accounting: parameters by Eq. (2), FLOPs per iteration by Eq. (3) (with
-// activation recomputation, factor 96) and model FLOPs without recomputation (factor 72).
+// FLOP and parameter accounting. GPT: the paper's Eq. (2) and Eq. (3) (with activation
+// recomputation, factor 96) and model FLOPs without recomputation (factor 72). LLaMA: the same
+// accounting counted from its matrices (docs/SIMULATOR.md, "LLaMA").
 #pragma once
 #include <cstdint>
 
@@ -9,11 +10,17 @@ namespace ptdp {
 
 // Eq. (2): P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)).
 double params_eq2(const ModelConfig& c);
-// Parameters the model really holds (unpadded vocabulary): Eq. (2) plus the final LayerNorm.
+// Parameters the model really holds (unpadded vocabulary). gpt: Eq. (2) plus the final LayerNorm;
+// llama: l (4h^2 + 3hf + 2h) + 2Vh + h (untied output layer, no biases, no position table).
 int64_t params_exact(const ModelConfig& c);
-// Eq. (3): F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)); counts the recomputed forward pass.
+// Forward FLOPs of one token: l (2 (4h^2 + 3hf) + 4sh) + 2hV for llama, 24 l h^2 + 4 l s h + 2hV
+// for gpt (Megatron's counting: attention 2 * 2 s h per layer, f = 4h).
+double flops_forward_per_token(const ModelConfig& c);
+// Hardware FLOPs per iteration with full recomputation: forward, backward (twice the forward)
+// and the layers' forward again. gpt: exactly Eq. (3), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h));
+// llama: B s (4 F_layers + 3 F_logits) from its matrices.
 double flops_eq3(const ModelConfig& c, int64_t global_batch);
-// Model FLOPs, no recomputation: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+// Model FLOPs, no recomputation: 3 B s F_forward (gpt: 72 B s l h^2 (1 + s/(6h) + V/(12 l h))).
 double flops_model(const ModelConfig& c, int64_t global_batch);
 
 }  // namespace ptdp

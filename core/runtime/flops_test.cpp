@@ -86,5 +86,33 @@ TEST(PaperAccounting, ModelFlopsAreThreeQuartersOfEq3OnTheTransformer) {
   EXPECT_NEAR(flops_model(c, 8) / flops_eq3(c, 8), 0.75, 1e-12);
 }
 
+// LLaMA-7B (l=32, h=4096, f=11008, V=32000, s=2048), by hand: per layer 4h^2 + 3hf + 2h =
+// 202,383,360; 32 layers plus 2Vh + h: 6,738,415,616 (LLaMA's published "6.7B").
+TEST(LlamaAccounting, ParametersOfLlama7b) {
+  ModelConfig c = preset_config("llama-7b");
+  EXPECT_EQ(c.ffn_hidden(), 11008);
+  EXPECT_EQ(params_exact(c), 6738415616LL);
+  EXPECT_NEAR(params_exact(c) / 1e9, 6.7, 0.05);
+}
+
+// Forward per token per layer: 2 (4h^2 + 3hf) + 4sh = 438,304,768; the model adds 2hV.
+// B = 2048: model FLOPs 3 B s F_fwd; with full recomputation B s (4 l F_layer + 3 * 2hV).
+TEST(LlamaAccounting, FlopsOfLlama7bFromItsMatrices) {
+  ModelConfig c = preset_config("llama-7b");
+  EXPECT_DOUBLE_EQ(flops_forward_per_token(c), 14287896576.0);
+  EXPECT_NEAR(flops_model(c, 2048), 179783345280909312.0, 1e3);
+  EXPECT_NEAR(flops_eq3(c, 2048), 238611615413436416.0, 1e3);
+  // About 6 N per token for the model FLOPs (N = 6.74B): within the attention term.
+  EXPECT_NEAR(flops_model(c, 1) / c.seq_length / (6.0 * params_exact(c)), 1.06, 0.01);
+}
+
+TEST(LlamaAccounting, GptKeepsThePapersEquations) {
+  ModelConfig c = gpt(24, 2304, 24);
+  EXPECT_NEAR(flops_eq3(c, 8) / (8.0 * 2048 * (4 * 24 * (24.0 * 2304 * 2304 + 4.0 * 2048 * 2304) +
+                                                 3 * 2.0 * 2304 * 51200)),
+              1.0, 1e-12);
+  EXPECT_NEAR(flops_model(c, 8) / (3.0 * 8 * 2048 * flops_forward_per_token(c)), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace ptdp
