@@ -75,7 +75,8 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const int t = pc.tp;
   const int per_node = std::min(t, hw.gpus_per_node);
   const double b = pc.micro_batch, s = mc.seq_length, h = mc.hidden, a = mc.heads;
-  const double rows = b * s, ht = h / t, at = a / t, hd = h / a, ft = 4.0 * h / t;
+  const double rows = b * s, ht = h / t, at = a / t, hd = h / a, ft = double(mc.ffn_hidden()) / t;
+  const bool llama = mc.arch == Arch::Llama;  // RMSNorm, rotary, SwiGLU, no biases or dropout
   const double vt = double(mc.padded_vocab(t)) / t;
   const double scores = b * at * s * s;  // attention score elements on this device
   const double bsh = rows * h;
@@ -89,27 +90,33 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
     Pass& q = p[kModuleQkv];
     if (!core_attention_only) {
-      pre[kModuleQkv].mem(2 * E * bsh);  // LayerNorm 1
-      q.gemm(rows, 3 * ht, h);   // QKV (bias in the GEMM epilogue)
+      pre[kModuleQkv].mem(2 * E * bsh);  // LayerNorm 1 (llama: RMSNorm, the same traffic)
+      q.gemm(rows, 3 * ht, h);   // QKV (gpt: bias in the GEMM epilogue)
+      if (llama) q.mem(2 * E * 2 * rows * ht);  // rotary embedding of q and k
     }
     q.attn(s, s, hd, b * at);    // Q K^T
     q.mem(2 * E * scores);       // fused scale + causal mask + softmax
-    q.mem((2 * E + 1) * scores); // attention dropout (1-byte mask)
+    if (!llama) q.mem((2 * E + 1) * scores);  // attention dropout (1-byte mask)
     q.attn(s, hd, s, b * at);    // P V
     if (core_attention_only) return;
     q.mem(2 * E * rows * ht);    // [b, a, s, d] -> [s, b, h] copy
     Pass& o = p[kModuleProj];
     o.gemm(rows, h, ht);         // output projection
     o.allreduce(E * bsh);        // g: row-parallel output
-    o.mem((3 * E + 1) * bsh);    // fused bias + dropout + residual add
-    o.mem(2 * E * bsh);          // LayerNorm 2
+    o.mem(llama ? 3 * E * bsh : (3 * E + 1) * bsh);  // residual add (gpt: fused bias + dropout)
+    o.mem(2 * E * bsh);          // LayerNorm 2 (llama: RMSNorm)
     Pass& f1 = p[kModuleFc1];
-    f1.gemm(rows, ft, h);        // fc1
-    f1.mem(2 * E * rows * ft);   // fused bias + GeLU
+    if (llama) {
+      f1.gemm(rows, 2 * ft, h);  // gate and up, one GEMM
+      f1.mem(3 * E * rows * ft); // SwiGLU: silu(gate) * up
+    } else {
+      f1.gemm(rows, ft, h);      // fc1
+      f1.mem(2 * E * rows * ft); // fused bias + GeLU
+    }
     Pass& f2 = p[kModuleFc2];
-    f2.gemm(rows, h, ft);        // fc2
+    f2.gemm(rows, h, ft);        // fc2 (llama: down)
     f2.allreduce(E * bsh);       // g
-    f2.mem((3 * E + 1) * bsh);   // fused bias + dropout + residual add
+    f2.mem(llama ? 3 * E * bsh : (3 * E + 1) * bsh);  // residual add (gpt: bias + dropout too)
   };
   Passes fwd = passes(), fwd_pre = passes();
   layer_forward(fwd, fwd_pre, false);
@@ -119,40 +126,51 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
 
   // ---- backward of one layer (fc2 first) ----
   Passes bw = passes(), bw_pre = passes();
-  bw_pre[kModuleFc2].mem((3 * E + 1) * bsh);  // bias-dropout-add backward (+ residual gradient sum)
+  // llama has no biases and no dropout: their backward kernels are skipped.
+  if (!llama) bw_pre[kModuleFc2].mem((3 * E + 1) * bsh);  // bias-dropout-add backward (+ residual sum)
   Pass& b2 = bw[kModuleFc2];
-  b2.gemm_backward(rows, h, ft);  // fc2
-  b2.mem(E * bsh);                // fc2 bias gradient (column sums)
+  b2.gemm_backward(rows, h, ft);  // fc2 (llama: down)
+  if (!llama) b2.mem(E * bsh);    // fc2 bias gradient (column sums)
   Pass& b1 = bw[kModuleFc1];
-  b1.mem(3 * E * rows * ft);      // GeLU backward
-  b1.gemm_backward(rows, ft, h);  // fc1
-  b1.mem(E * rows * ft);          // fc1 bias gradient
+  if (llama) {
+    b1.mem(5 * E * rows * ft);    // SwiGLU backward: gate, up, dy in; dgate, dup out
+    b1.gemm_backward(rows, 2 * ft, h);  // gate and up
+  } else {
+    b1.mem(3 * E * rows * ft);    // GeLU backward
+    b1.gemm_backward(rows, ft, h);  // fc1
+    b1.mem(E * rows * ft);        // fc1 bias gradient
+  }
   b1.allreduce(E * bsh);          // f: column-parallel input gradient
   Pass& po = bw_pre[kModuleProj];
   po.mem(4 * E * bsh);            // LayerNorm 2 backward (x, dy, dx, residual sum)
-  po.mem((3 * E + 1) * bsh);      // bias-dropout-add backward
+  if (!llama) po.mem((3 * E + 1) * bsh);  // bias-dropout-add backward
   Pass& bo = bw[kModuleProj];
   bo.gemm_backward(rows, h, ht);  // output projection
-  bo.mem(E * bsh);                // its bias gradient
+  if (!llama) bo.mem(E * bsh);    // its bias gradient
   bo.mem(2 * E * rows * ht);      // copy back to [b, a, s, d]
   Pass& pq = bw_pre[kModuleQkv];
   pq.attn(s, s, hd, b * at);      // dP = dY V^T
   pq.attn(s, hd, s, b * at);      // dV = P^T dY
-  pq.mem((2 * E + 1) * scores);   // dropout backward
+  if (!llama) pq.mem((2 * E + 1) * scores);  // dropout backward
   pq.mem(3 * E * scores);         // softmax backward
   pq.attn(s, hd, s, b * at);      // dQ = dS K
   pq.attn(s, hd, s, b * at);      // dK = dS^T Q
+  if (llama) pq.mem(2 * E * 2 * rows * ht);  // rotary backward of dq and dk
   pq.mem(2 * E * 3 * rows * ht);  // q, k, v gradients into the fused QKV layout
   Pass& bq = bw[kModuleQkv];
   bq.gemm_backward(rows, 3 * ht, h);  // QKV
-  bq.mem(E * 3 * rows * ht);      // its bias gradient
+  if (!llama) bq.mem(E * 3 * rows * ht);  // its bias gradient
   bq.allreduce(E * bsh);          // f
   bq.mem(4 * E * bsh);            // LayerNorm 1 backward
 
   // The parameters of each module on one device: its weight shard, and its biases and LayerNorm.
-  const std::array<double, kLayerModules> weights = {3 * h * h / t, h * h / t, 4 * h * h / t, 4 * h * h / t};
-  const std::array<double, kLayerModules> biases = {3 * h / t + 2 * h, h + 2 * h, 4 * h / t, h};
-  params_per_layer = 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
+  // llama: gate and up are fc1 (2f), down is fc2; its only small tensors are the two RMSNorms.
+  const double fh = ft * h;
+  const std::array<double, kLayerModules> weights = {3 * h * h / t, h * h / t, (llama ? 2 : 1) * fh, fh};
+  const std::array<double, kLayerModules> biases =
+      llama ? std::array<double, kLayerModules>{h, h, 0, 0}
+            : std::array<double, kLayerModules>{3 * h / t + 2 * h, h + 2 * h, 4 * h / t, h};
+  params_per_layer = layer_params_per_device(mc, t);
   // Weight gradients: Megatron v2.5 accumulates them into the main-gradient buffer (read grad, read
   // and write main_grad: no fused accumulation); DeepSpeed's ZeRO-3 copies each gradient into its
   // reduce bucket (read, write). One pass over the layer's parameters, shared by the modules.
@@ -181,14 +199,14 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
 
   // ---- embedding (first stage) and output layer (last stage) ----
   params_embedding = vt * h;
-  params_position = s * h;
+  params_position = llama ? 0 : s * h;  // llama: rotary, no position table
   Pass ef{*this, {}, t, per_node};
-  ef.mem(3 * E * bsh);           // word-embedding gather + position embedding add
+  ef.mem((llama ? 2 : 3) * E * bsh);  // word-embedding gather (gpt: + position embedding add)
   ef.allreduce(t > 1 ? E * bsh : 0);  // vocab-parallel embedding
-  ef.mem((2 * E + 1) * bsh);     // embedding dropout
+  if (!llama) ef.mem((2 * E + 1) * bsh);  // embedding dropout
   edges.embed_forward = ef.c;
   Pass eb{*this, {}, t, per_node};
-  eb.mem((2 * E + 1) * bsh);     // dropout backward
+  if (!llama) eb.mem((2 * E + 1) * bsh);  // dropout backward
   eb.mem(E * params_embedding);  // dense embedding gradient: zero-fill
   eb.mem(3 * E * bsh);           // scatter-add of the rows
   eb.mem(grad_bytes_per_param * (params_embedding + params_position));  // into main_grad
@@ -267,8 +285,15 @@ double CostModel::dp_allgather(double params) const {
   return net.allgather(params * elem, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 
+double layer_params_per_device(const ModelConfig& mc, int t) {
+  const double h = mc.hidden, f = mc.ffn_hidden();
+  if (mc.arch == Arch::Llama) return (4 * h * h + 3 * h * f) / t + 2 * h;
+  return 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
+}
+
 double CostModel::embedding_allreduce() const {
-  if (cfg.par.pp <= 1) return 0;
+  // llama's output layer is not tied to the embedding: nothing to sum across stages.
+  if (cfg.par.pp <= 1 || !cfg.model.tied_embedding()) return 0;
   const bool cross = cross_node(0, cfg.par.pp - 1);
   return net.allreduce(params_embedding * opt.grad_bytes, 2, cross ? 1 : 2);
 }

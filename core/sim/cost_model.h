@@ -97,7 +97,7 @@ struct CostModel {
   // data-parallel group instead, and the updated parameters all-gathered after the step.
   double dp_reduce_scatter(double params) const;
   double dp_allgather(double params) const;
-  double embedding_allreduce() const;        // tied embedding gradients, first and last stage
+  double embedding_allreduce() const;        // tied embedding gradients, first and last stage (gpt)
   double optimizer_step(double params) const;
   double model_parallel_sync() const;        // grad-norm and inf checks across the model-parallel group
   // Node of a stage's first rank (Megatron order: tensor, then data, then pipeline ranks).
@@ -111,6 +111,10 @@ struct CostModel {
   double peak = 0;  // FLOP/s in the run's precision
   int elem = 2;     // bytes per element
 };
+
+// Parameters of one layer on one device: gpt 12h^2/t + 7h/t + 6h (biases, two LayerNorms);
+// llama (4h^2 + 3hf)/t + 2h (two RMSNorms).
+double layer_params_per_device(const ModelConfig& mc, int t);
 
 // Achieved time of one GEMM (batch of m x n x k products) on the profile.
 double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, double n, double k, double batch = 1);

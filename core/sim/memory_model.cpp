@@ -22,7 +22,8 @@ double state_bytes_per_param(const std::string& precision, int zero, int dp) {
 namespace {
 
 struct Dims {
-  double E, b, s, h, a, t, sbh;
+  double E, b, s, h, a, t, f, sbh;
+  bool llama;
   explicit Dims(const RunConfig& c)
       : E(HardwareProfile::element_bytes(c.precision)),
         b(c.par.micro_batch),
@@ -30,7 +31,9 @@ struct Dims {
         h(c.model.hidden),
         a(c.model.heads),
         t(c.par.tp),
-        sbh(b * s * h) {}
+        f(c.model.ffn_hidden()),
+        sbh(b * s * h),
+        llama(c.model.arch == Arch::Llama) {}
 };
 
 }  // namespace
@@ -38,6 +41,12 @@ struct Dims {
 double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
   const Dims d(cfg);
   if (mode == Recompute::Full) return d.E * d.sbh;
+  if (d.llama) {
+    // No dropout masks; q, k, v, the projection input, gate and up (2f), the down input (f).
+    const double dense = d.sbh * (4 * d.E + (4 * d.E + 3 * d.E * d.f / d.h) / d.t);
+    if (mode == Recompute::Selective) return dense;
+    return dense + d.E * d.a * d.s * d.s * d.b / d.t;  // softmax output only (no dropout)
+  }
   const double dense = d.sbh * (4 * d.E + 2 + 12 * d.E / d.t);
   if (mode == Recompute::Selective) return dense;
   return dense + (2 * d.E + 1) * d.a * d.s * d.s * d.b / d.t;
@@ -67,15 +76,17 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
     for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
   const double layers_per_chunk = double(mc.layers) / (p * v);
   const double vt = double(mc.padded_vocab(par.tp)) / par.tp;
-  const double per_layer = 12.0 * d.h * d.h / d.t + 7.0 * d.h / d.t + 6.0 * d.h;
+  const double per_layer = layer_params_per_device(mc, par.tp);
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
   const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + d.E * d.sbh;
   // Working set of one layer's backward: its activations (recomputed if need be) and gradients
-  // of the largest intermediates (scores, the 4h MLP activation, two b*s*h buffers).
+  // of the largest intermediates (scores, the MLP's widest activation: 4h, llama's gate and up 2f;
+  // two b*s*h buffers).
   const double scores = d.a / d.t * d.s * d.s * d.b;
+  const double mlp_width = d.llama ? 2 * d.f : 4 * d.h;
   const double layer_ws = layer_activation_bytes(cfg, Recompute::None) +
-                          d.E * (scores + 4 * d.sbh / d.t + 2 * d.sbh);
+                          d.E * (scores + mlp_width * d.b * d.s / d.t + 2 * d.sbh);
   const double logits = d.b * d.s * vt;
 
   MemoryVerdict out;
@@ -87,11 +98,14 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
     m.params = mc.layers / p * per_layer;
     double working = layer_ws;
     if (s == 0) {
-      m.params += vt * d.h + d.s * d.h;
+      m.params += vt * d.h + (d.llama ? 0.0 : d.s * d.h);  // llama: no position table
       working = std::max(working, d.E * vt * d.h);  // dense embedding gradient
     }
     if (s == p - 1) {
-      m.params += (p > 1 ? vt * d.h : 0.0) + 2 * d.h;
+      // The output layer: gpt's tied copy of the embedding when p > 1, llama's own untied
+      // [V, h] always; the final norm (gpt's LayerNorm weight and bias, llama's RMSNorm weight).
+      const bool output_layer = d.llama || p > 1;
+      m.params += (output_layer ? vt * d.h : 0.0) + (d.llama ? 1 : 2) * d.h;
       working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
     }
     m.state = m.params * state_bytes_per_param(cfg.precision, par.zero, par.dp);

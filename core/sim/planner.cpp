@@ -63,7 +63,7 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
   const ModelConfig& m = req.model;
   int t = 1;
   for (int c : divisors(std::min(hw.gpus_per_node, req.gpus)))
-    if (m.heads % c == 0 && req.gpus % c == 0) t = c;
+    if (m.heads % c == 0 && m.ffn_hidden() % c == 0 && req.gpus % c == 0) t = c;
   for (int p : divisors(m.layers)) {
     if (req.gpus % (t * p) != 0) continue;
     const int d = req.gpus / (t * p);
@@ -102,7 +102,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
   };
   std::vector<Candidate> cands;
   for (int t : divisors(req.gpus)) {
-    if (model.heads % t != 0) continue;
+    if (model.heads % t != 0 || model.ffn_hidden() % t != 0) continue;  // heads and MLP split over t
     for (int p : divisors(req.gpus / t)) {
       if (model.layers % p != 0) continue;
       const int d = req.gpus / (t * p);
@@ -128,6 +128,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
             for (int zero : req.zero_modes) {
               if (zero > 0 && d == 1) continue;                    // nothing to shard over
               if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
+              if (zero == 3 && model.arch == Arch::Llama) continue;  // replayed for GPT's modules only
               ++out.layouts;
               RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
               c.par.zero = zero;

@@ -111,7 +111,11 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
                 "most {} per iteration",
                 cfg.par.global_batch, cfg.par.num_microbatches(),
                 int64_t(cfg.par.num_microbatches()) * cfg.par.vpp, kMaxSimMicrobatches);
-  if (cfg.par.zero == 3) return simulate_zero3(cfg, hw, opt);
+  if (cfg.par.zero == 3) {
+    if (cfg.model.arch == Arch::Llama)
+      usage_error("--zero 3: DeepSpeed's ZeRO-3 replay models GPT's modules only, not --arch llama");
+    return simulate_zero3(cfg, hw, opt);
+  }
   const CostModel cm(cfg, hw, opt);
   const ParallelConfig& par = cfg.par;
   SimResult r;
