@@ -33,6 +33,7 @@
 #include "core/sim/training_time.h"
 #include "experiments/commands.h"
 #include "experiments/rank_device.h"
+#include "experiments/reproduce_llama.h"
 #include "experiments/result_row.h"
 #include "experiments/sweep.h"
 #ifdef PTDP_HAVE_MPI
@@ -531,6 +532,18 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.mode == "run" && app.count("--hardware"))
     usage_error("--hardware {} is for --mode simulate (--mode run measures this machine)", f.hardware);
 
+  // llama: the planner at LLaMA's scale (reproduce_llama.h), simulated only.
+  const bool llama = f.name == "llama" || (f.name == "all" && f.mode == "simulate" && !f.dry_run);
+  const std::string llama_csv = (fs::path(f.out) / "llama.csv").string();
+  if (f.name == "llama") {
+    if (f.mode != "simulate") usage_error("--mode {}: llama is planned on 2,048 GPUs; use --mode simulate", f.mode);
+    if (ctx.scale != SweepScale::Paper) usage_error("--scale {}: llama has the paper scale only", f.scale);
+    const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+    std::error_code ec;
+    if (!f.dry_run && !fs::exists(f.out, ec)) fs::create_directories(f.out, ec);
+    return reproduce_llama("llama", llama_csv, hw, f.dry_run);
+  }
+
   std::vector<Job> jobs;
   for (const auto& name : f.name == "all" ? sweep_names() : std::vector<std::string>{f.name}) {
     Job j;
@@ -619,6 +632,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
 
   install_interrupt_handlers();
   for (const auto& j : jobs) run_job(j, ctx);
+  if (llama && ctx.report) reproduce_llama("llama", llama_csv, *ctx.hw, false);
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
                duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));
@@ -632,7 +646,7 @@ std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) 
   CLI::App* sub = app.add_subcommand(
       "reproduce", "run the sweep of a paper figure or table (experiments/specs/NAME.toml), one row per configuration "
                    "in OUT/NAME.csv; configurations already there are skipped");
-  sub->add_option("name", f->name, "table1, fig6, fig7, fig8, fig11 ... fig18, all, or a spec FILE.toml")->required();
+  sub->add_option("name", f->name, "table1, table2, fig6, fig7, fig8, fig10 ... fig18, llama, all, or a spec FILE.toml")->required();
   sub->add_option("--mode", f->mode, "simulate (performance model) | run (the real training core)")
       ->capture_default_str();
   sub->add_option("--scale", f->scale,

@@ -9,6 +9,8 @@ every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18 by default) in
 our simulated line (mode=simulate, the --hardware profile, paper scale) with the paper's points
 as markers, and, where the CSV has them, the rows measured at small scale (mode=run) in a second
 panel; Tables 1 and 2 also get the days to train on 300B tokens by Eq. (4) against the paper's.
+llama (`ptdp reproduce llama`): the planner's tokens/s per GPU and days for LLaMA's four sizes on
+2,048 A100-80GB against the LLaMA paper's one published figure (65B: ~380 tokens/s/GPU).
 Then OUT/summary.png: the error against the paper of every point, and the same errors as a
 table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
 "plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
@@ -20,7 +22,7 @@ import os
 import sys
 
 ARTEFACTS = ["table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig15",
-             "fig16", "fig17", "fig18"]
+             "fig16", "fig17", "fig18", "llama"]
 
 # Columns of the result CSV this script uses (a subset of the contract's).
 RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
@@ -404,6 +406,66 @@ def draw_summary(all_errors, out_dir):
     return path
 
 
+# experiments/specs/llama.toml: token budgets, GPUs and the LLaMA paper's 65B throughput.
+LLAMA_MODELS = ["llama-7b", "llama-13b", "llama-33b", "llama-65b"]
+LLAMA_TOKENS = {"llama-7b": 1.0e12, "llama-13b": 1.0e12, "llama-33b": 1.4e12, "llama-65b": 1.4e12}
+LLAMA_GPUS = 2048
+LLAMA_PAPER = ("llama-65b", 380.0)
+
+
+def read_llama(path):
+    return read_csv(path, RESULT_COLUMNS + ["tokens_per_s", "model_tflops_per_gpu"], INT_COLUMNS,
+                    FLOAT_COLUMNS + ["tokens_per_s", "model_tflops_per_gpu"])
+
+
+def draw_llama(rows, out_dir, hardware):
+    """Two panels: tokens/s per GPU and days on the token budget, per model, the paper's 65B marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_model = {r["model"]: r for r in rows if r["mode"] == "simulate" and r["backend"] == hardware}
+    models = [m for m in LLAMA_MODELS if m in by_model]
+    tok = [by_model[m]["tokens_per_s"] / by_model[m]["gpus"] for m in models]
+    days = [LLAMA_TOKENS[m] / (t * LLAMA_GPUS) / 86400.0 for m, t in zip(models, tok)]
+    fig, axes = plt.subplots(1, 2, figsize=(12.8, 4.6))
+    xs = range(len(models))
+    labels = [f"{m.replace('llama-', '').upper()}\nt={by_model[m]['tp']} p={by_model[m]['pp']} v={by_model[m]['vpp']} "
+              f"b={by_model[m]['micro_batch']}\nrecompute {by_model[m]['recompute']}" for m in models]
+    for ax, vals, unit in ((axes[0], tok, "tokens/s per GPU"), (axes[1], days, "days to train")):
+        ax.bar(xs, vals, color="tab:blue", label=f"ours, planner on {hardware}")
+        for i, (m, v) in enumerate(zip(models, vals)):
+            r = by_model[m]
+            ax.annotate(f"{v:.0f}" if unit.startswith("tokens") else f"{v:.1f}", (i, v), ha="center", va="bottom",
+                        fontsize=8)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels)
+        ax.set_xlabel("LLaMA model and the planner's layout")
+        ax.set_ylabel(unit)
+        ax.grid(True, axis="y", alpha=0.3)
+    m, ptok = LLAMA_PAPER
+    if m in models:
+        i = models.index(m)
+        axes[0].scatter([i], [ptok], marker="*", s=120, color="tab:red", zorder=3, label="LLaMA paper (65B)")
+        axes[1].scatter([i], [LLAMA_TOKENS[m] / (ptok * LLAMA_GPUS) / 86400.0], marker="*", s=120,
+                        color="tab:red", zorder=3, label="LLaMA paper (65B)")
+    axes[0].set_title("throughput (4M-token batch, bf16)", fontsize=10)
+    axes[1].set_title("days: 1.0T tokens (7B, 13B), 1.4T (33B, 65B)", fontsize=10)
+    for ax in axes:
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"LLaMA on {LLAMA_GPUS} A100-80GB: the planner's PTD-P layouts vs the paper's 65B figure",
+                 fontsize=11)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "llama.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    errors = []
+    if m in models:
+        v = tok[models.index(m)]
+        errors.append(("tokens/s/GPU", m, v, ptok, 100.0 * (v - ptok) / ptok))
+    return path, errors, []
+
+
 def main(argv):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -415,12 +477,13 @@ def main(argv):
     a = ap.parse_args(argv)
     names = a.names or ARTEFACTS
     for n in names:
-        if n not in FIGURES:
+        if n not in FIGURES and n != "llama":
             print(f"plots: error: '{n}' is not an artefact ({', '.join(ARTEFACTS)})", file=sys.stderr)
             return 2
     try:  # every input is read and checked before anything is drawn
         paper, paper_days = read_paper(a.paper)
-        data = {n: read_csv(os.path.join(a.results, f"{n}.csv"), RESULT_COLUMNS, INT_COLUMNS, FLOAT_COLUMNS)
+        data = {n: read_llama(os.path.join(a.results, f"{n}.csv")) if n == "llama" else
+                read_csv(os.path.join(a.results, f"{n}.csv"), RESULT_COLUMNS, INT_COLUMNS, FLOAT_COLUMNS)
                 for n in names}
     except InputError as e:
         print(f"plots: error: {e}", file=sys.stderr)
@@ -432,7 +495,10 @@ def main(argv):
     print("| artefact | points | mean abs. error | largest error (point) |")
     print("|---|---|---|---|")
     for n in names:
-        path, errors, missing = draw(n, data[n], paper, a.out, a.hardware, paper_days)
+        if n == "llama":
+            path, errors, missing = draw_llama(data[n], a.out, a.hardware)
+        else:
+            path, errors, missing = draw(n, data[n], paper, a.out, a.hardware, paper_days)
         all_errors[n] = errors
         if errors:
             worst = max(errors, key=lambda e: abs(e[4]))

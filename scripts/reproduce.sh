@@ -2,9 +2,10 @@
 # The main job: reproduces every figure and table of the paper that ptdp covers, on this machine.
 #   1. scripts/setup.sh (packages, build)
 #   2. every artefact through the performance model, at the paper's scale (a100-selene profile):
-#      ptdp reproduce all --mode simulate -> results/{table1,table2,fig6,fig7,fig8,fig10..fig18}.csv
+#      ptdp reproduce all --mode simulate -> results/{table1,table2,fig6,fig7,fig8,fig10..fig18,llama}.csv
 #      (table2 and fig10: PTD-P against ZeRO-3; the summaries of table1 and table2 print the days
-#      for 300B tokens by the paper's Eq. 4)
+#      for 300B tokens by the paper's Eq. 4), and results/llama.csv: the planner's layouts for LLaMA
+#      7B-65B on 2,048 A100-80GB against the LLaMA paper's 65B throughput
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
 #      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2) -> the same CSVs, mode=run
 #      with a GPU present, Figure 7 also at the paper's scale on it (--mode run --scale paper)

@@ -1,0 +1,137 @@
+#include "experiments/reproduce_llama.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/common/error.h"
+#include "core/runtime/flops.h"
+#include "core/runtime/results_csv.h"
+#include "core/sim/planner.h"
+#include "experiments/result_row.h"
+
+namespace ptdp {
+
+namespace {
+
+template <class T>
+T need(const toml::table& t, const std::string& key, const std::string& path) {
+  auto v = t[key].value<T>();
+  if (!v) usage_error("{}: key '{}' is missing or has the wrong type", path, key);
+  return *v;
+}
+
+// experiments/specs/llama.toml from the working directory, else beside this source file.
+std::string find_spec(const std::string& name_or_path) {
+  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml") return name_or_path;
+  const std::string rel = "experiments/specs/" + name_or_path + ".toml";
+  if (std::ifstream(rel)) return rel;
+  return (std::filesystem::path(__FILE__).parent_path() / "specs" / (name_or_path + ".toml")).string();
+}
+
+double days_for(double tokens, double tokens_per_s_per_gpu, int gpus) {
+  return tokens / (tokens_per_s_per_gpu * gpus) / 86400.0;
+}
+
+}  // namespace
+
+LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    usage_error("{}: {}", path, e.description());
+  }
+  LlamaSpec s;
+  s.path = path;
+  s.title = need<std::string>(root, "title", path);
+  s.gpus = int(need<int64_t>(root, "gpus", path));
+  s.global_batch = int(need<int64_t>(root, "global_batch", path));
+  s.precision = need<std::string>(root, "precision", path);
+  if (s.gpus <= 0 || s.global_batch <= 0) usage_error("{}: gpus and global_batch must be positive", path);
+  const toml::array* z = root["zero_modes"].as_array();
+  if (!z || z->empty()) usage_error("{}: key 'zero_modes' must be a non-empty array", path);
+  for (const auto& e : *z) {
+    auto v = e.value<int64_t>();
+    if (!v || (*v != 0 && *v != 1)) usage_error("{}: zero_modes: each must be 0 or 1 (ZeRO-3 is GPT-only)", path);
+    s.zero_modes.push_back(int(*v));
+  }
+  const toml::array* ms = root["models"].as_array();
+  if (!ms || ms->empty()) usage_error("{}: [[models]] must list at least one model", path);
+  for (const auto& e : *ms) {
+    const toml::table* t = e.as_table();
+    if (!t) usage_error("{}: [[models]] entries must be tables", path);
+    LlamaModelSpec m{need<std::string>(*t, "model", path), need<double>(*t, "tokens", path)};
+    if (preset_config(m.model).arch != Arch::Llama) usage_error("{}: model '{}' is not a llama preset", path, m.model);
+    if (!(m.tokens > 0)) usage_error("{}: model '{}': tokens must be positive", path, m.model);
+    s.models.push_back(m);
+  }
+  s.paper_model = need<std::string>(root, "paper_model", path);
+  s.paper_tokens_per_gpu = need<double>(root, "paper_tokens_per_s_per_gpu", path);
+  return s;
+}
+
+int reproduce_llama(const std::string& spec_name, const std::string& csv, const sim::HardwareProfile& hw,
+                    bool dry_run) {
+  const std::string spec_path = find_spec(spec_name);
+  std::ifstream f(spec_path);
+  if (!f) usage_error("spec {}: cannot be read", spec_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const LlamaSpec spec = parse_llama_spec(ss.str(), spec_path);
+  fmt::print("llama: {}\nllama: {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, b, schedule, "
+             "recompute, zero {}\n",
+             spec.title, spec.gpus, hw.name, hw.device, spec.global_batch, spec.precision,
+             fmt::join(spec.zero_modes, "/"));
+  if (dry_run) {
+    for (const auto& m : spec.models) fmt::print("llama: plan {} for {:.2g} tokens\n", m.model, m.tokens);
+    return 0;
+  }
+  check_result_csv(csv, "--out");
+  std::vector<ResultRow> rows;
+  for (const auto& m : spec.models) {
+    sim::PlanRequest req;
+    req.model = preset_config(m.model);
+    req.gpus = spec.gpus;
+    req.global_batch = spec.global_batch;
+    req.precision = spec.precision;
+    req.zero_modes = spec.zero_modes;
+    req.top = 1;
+    const sim::PlanResult pr = sim::plan(req, hw);
+    if (pr.best.empty()) {
+      fmt::print("{}: no layout fits in memory ({} layouts tried)\n", m.model, pr.layouts);
+      continue;
+    }
+    RunConfig c = pr.best[0].cfg;
+    c.experiment = "llama";
+    const sim::SimResult& r = pr.best[0].result;
+    const ParallelConfig& p = c.par;
+    const double tok = r.tokens_per_s / spec.gpus;
+    const double days = days_for(m.tokens, tok, spec.gpus);
+    fmt::print("{:>9} ({:.2f}B): t={} p={} d={} v={} b={} {} recompute={} zero={} | {:.0f} tokens/s/GPU, {:.1f} "
+               "TFLOP/s (MFU {:.1f}, {:.0f}% of peak), {:.1f} GB | {:.2g}T tokens in {:.1f} days\n",
+               m.model, params_exact(c.model) / 1e9, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.schedule,
+               recompute_name(p.recompute), p.zero, tok, r.tflops_per_gpu, r.model_tflops_per_gpu,
+               100.0 * r.model_tflops_per_gpu * 1e12 / hw.peak(spec.precision), r.memory.peak / 1e9, m.tokens / 1e12,
+               days);
+    if (m.model == spec.paper_model) {
+      const double pdays = days_for(m.tokens, spec.paper_tokens_per_gpu, spec.gpus);
+      fmt::print("{:>9}: paper {:.0f} tokens/s/GPU ({:.1f} days); ours {:+.1f}% tokens/s, {:.1f} days\n", m.model,
+                 spec.paper_tokens_per_gpu, pdays, 100.0 * (tok - spec.paper_tokens_per_gpu) / spec.paper_tokens_per_gpu,
+                 days);
+    }
+    rows.push_back(make_simulated_row(c, hw, r));
+  }
+  update_result_file(csv, [&](const std::string&) {
+    std::string out = result_header_line() + "\n";
+    for (const auto& r : rows) out += r.to_csv_line() + "\n";
+    return out;
+  });
+  fmt::print("llama: {} rows in {}\n", rows.size(), csv);
+  return 0;
+}
+
+}  // namespace ptdp
