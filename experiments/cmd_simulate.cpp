@@ -92,6 +92,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("  throughput {:.4g} TFLOP/s per GPU ({:.1f}% of peak), {:.4g} PFLOP/s in all, {:.0f} tokens/s, "
              "{:.3g} sequences/s\n",
              r.tflops_per_gpu, r.pct_peak, r.tflops_per_gpu * c.ranks / 1e3, r.tokens_per_s, r.seq_per_s);
+  // Eq. (3) counts a recomputed forward whatever --recompute says; the model FLOPs do not (MFU).
+  fmt::print("  model FLOPs {:.4g} TFLOP/s per GPU (MFU {:.1f}% of peak), {:.0f} tokens/s per GPU\n",
+             r.model_tflops_per_gpu, r.pct_peak * r.model_tflops_per_gpu / r.tflops_per_gpu,
+             r.tokens_per_s / c.ranks);
   if (!c.csv.empty()) {
     const ResultRow row = make_simulated_row(c, hw, r);
     append_result_rows(c.csv, {row});
