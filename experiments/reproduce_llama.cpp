@@ -65,7 +65,12 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
     const toml::table* t = e.as_table();
     if (!t) usage_error("{}: [[models]] entries must be tables", path);
     LlamaModelSpec m{need<std::string>(*t, "model", path), need<double>(*t, "tokens", path)};
-    if (preset_config(m.model).arch != Arch::Llama) usage_error("{}: model '{}' is not a llama preset", path, m.model);
+    bool llama = false;
+    try {
+      llama = preset_config(m.model).arch == Arch::Llama;
+    } catch (const UsageError&) {
+    }
+    if (!llama) usage_error("{}: model '{}' is not a llama preset", path, m.model);
     if (!(m.tokens > 0)) usage_error("{}: model '{}': tokens must be positive", path, m.model);
     s.models.push_back(m);
   }

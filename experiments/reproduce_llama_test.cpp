@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common/error.h"
+#include "experiments/reproduce_llama.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -64,6 +66,44 @@ TEST(ReproduceLlama, RefusesRunModeAndSmallScaleNamingTheFlag) {
   r = run_ptdp(dir, {"reproduce", "llama", "--scale", "small", "--out", dir.file("")});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--scale small"), std::string::npos) << r.err;
+}
+
+// Each bad spec is one UsageError naming the file and the key.
+TEST(ReproduceLlama, BadSpecsNameTheFileAndTheKey) {
+  const std::string good = R"(title = "x"
+gpus = 2048
+global_batch = 2048
+precision = "bf16"
+zero_modes = [0, 1]
+paper_model = "llama-65b"
+paper_tokens_per_s_per_gpu = 380
+[[models]]
+model = "llama-7b"
+tokens = 1.0e12
+)";
+  const LlamaSpec s = parse_llama_spec(good, "l.toml");
+  EXPECT_EQ(s.gpus, 2048);
+  ASSERT_EQ(s.models.size(), 1u);
+  EXPECT_EQ(s.models[0].tokens, 1.0e12);
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& want) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      parse_llama_spec(text, "l.toml");
+      ADD_FAILURE() << "accepted: " << to;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("l.toml"), std::string::npos) << e.what();
+    }
+  };
+  refused("gpus = 2048", "gpus = \"many\"", "'gpus'");
+  refused("zero_modes = [0, 1]", "zero_modes = [3]", "zero_modes");
+  refused("model = \"llama-7b\"", "model = \"gpt-1.7b\"", "not a llama preset");
+  refused("model = \"llama-7b\"", "model = \"llama-1b\"", "not a llama preset");
+  refused("tokens = 1.0e12", "tokens = -1.0", "tokens must be positive");
+  refused("title = \"x\"", "title = ", "l.toml");
 }
 
 }  // namespace
