@@ -375,7 +375,8 @@ def draw_summary(all_errors, out_dir):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [n for n in ARTEFACTS if all_errors.get(n)]
+    # The SC'21 paper's artefacts only: llama compares with another paper's single figure.
+    names = [n for n in ARTEFACTS if all_errors.get(n) and n != "llama"]
     fig, ax = plt.subplots(figsize=(11, 4.8))
     for i, n in enumerate(names):
         errs = [e[4] for e in all_errors[n]]
