@@ -11,7 +11,10 @@ MemoryEstimate estimate_single_rank_f32(const ModelConfig& c, int micro_batch, R
   // below kMaxEstimateBytes every term is an integer under 2^53, so the result is exact.
   const double h = c.hidden, s = c.seq_length, a = c.heads, l = c.layers, vp = double(c.padded_vocab(1));
   const double tokens = double(micro_batch) * s;
-  const double params = l * (12 * h * h + 13 * h) + (vp + s) * h + 2 * h;
+  const double f = c.ffn_hidden();
+  // gpt: biases, learned positions, tied output; llama: no biases, untied output, no position table.
+  const double params = c.arch == Arch::Llama ? l * (4 * h * h + 3 * h * f + 2 * h) + 2 * vp * h + h
+                                              : l * (12 * h * h + 13 * h) + (vp + s) * h + 2 * h;
   // Kept per token and layer: input, ln1, qkv (3h), attention output, x2, ln2, fc and GeLU
   // (4h each): 16h values; plus the attention probabilities, a*s per token.
   double per_layer = 16 * h + a * s;

@@ -16,6 +16,14 @@ TEST(MemoryEstimate, TinyMatchesTheFormulaInIntegers) {
   EXPECT_EQ(e.total(), e.state_bytes + e.activation_bytes);
 }
 
+TEST(MemoryEstimate, LlamaStateCountsItsOwnParameters) {
+  const ModelConfig c = preset_config("llama-tiny");  // l=4 h=64 s=32 V=256, f = 256
+  ASSERT_EQ(c.ffn_hidden(), 256);
+  const MemoryEstimate e = estimate_single_rank_f32(c, 2, Recompute::Full);
+  const int64_t h = 64, f = 256, l = 4, vp = 256;
+  EXPECT_EQ(e.state_bytes, 16 * (l * (4 * h * h + 3 * h * f + 2 * h) + 2 * vp * h + h));
+}
+
 TEST(MemoryEstimate, TheLargestAllowedSizesAreRefusedWithAMessageInsteadOfOverflowing) {
   ModelConfig c;
   c.name = "custom";
