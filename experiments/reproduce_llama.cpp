@@ -87,8 +87,8 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
   std::stringstream ss;
   ss << f.rdbuf();
   const LlamaSpec spec = parse_llama_spec(ss.str(), spec_path);
-  fmt::print("llama: {}\nllama: {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, b, schedule, "
-             "recompute, zero {}\n",
+  fmt::print("llama: {}\nllama: simulated on {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, "
+             "b, schedule, recompute, zero {}\n",
              spec.title, spec.gpus, hw.name, hw.device, spec.global_batch, spec.precision,
              fmt::join(spec.zero_modes, "/"));
   if (dry_run) {
@@ -124,9 +124,10 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
                days);
     if (m.model == spec.paper_model) {
       const double pdays = days_for(m.tokens, spec.paper_tokens_per_gpu, spec.gpus);
-      fmt::print("{:>9}: paper {:.0f} tokens/s/GPU ({:.1f} days); ours {:+.1f}% tokens/s, {:.1f} days\n", m.model,
-                 spec.paper_tokens_per_gpu, pdays, 100.0 * (tok - spec.paper_tokens_per_gpu) / spec.paper_tokens_per_gpu,
-                 days);
+      fmt::print("{:>9}: paper {:.0f} tokens/s/GPU ({:.1f} days) on A100-80GB; ours on {}: {:+.1f}% tokens/s, "
+                 "{:.1f} days\n",
+                 m.model, spec.paper_tokens_per_gpu, pdays, hw.name,
+                 100.0 * (tok - spec.paper_tokens_per_gpu) / spec.paper_tokens_per_gpu, days);
     }
     rows.push_back(make_simulated_row(c, hw, r));
   }
