@@ -93,6 +93,8 @@ LayerDims Gpt::dims(int b) const {
   d.eps = cfg_.layernorm_eps;
   d.tp = tp_;
   d.bias_owner = shard_.tp_rank == 0;
+  d.llama = cfg_.arch == Arch::Llama;
+  d.rope_theta = cfg_.rope_theta;
   return d;
 }
 
@@ -116,8 +118,10 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
     c->tokens = input;
     c->x_in = be_.empty({n, d.h}, dtype_);
     const Buf w = params_of(0);
-    Tensor wpe = at(w, "wpe");  // added once, by tensor-parallel rank 0, before the sum
-    be_.embedding_forward(c->x_in, input, at(w, "wte"), vocab_start(), d.bias_owner ? &wpe : nullptr, d.s);
+    Tensor wpe = cfg_.tied_embedding() ? at(w, "wpe") : Tensor();  // llama: rotary positions, no table
+    // wpe is added once, by tensor-parallel rank 0, before the sum.
+    be_.embedding_forward(c->x_in, input, at(w, "wte"), vocab_start(), d.bias_owner && wpe.defined() ? &wpe : nullptr,
+                          d.s);
     release(0);
     tp_all_reduce(d, c->x_in);
   } else {
@@ -145,13 +149,16 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   const DType stat = acc_dtype(dtype_);  // statistics and the loss in f32 under mixed precision
   c->mean = be_.empty({n}, stat);
   c->rstd = be_.empty({n}, stat);
-  const Buf hw = params_of(head_unit()), ew = params_of(0);
-  be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, at(hw, "lnf.weight"), at(hw, "lnf.bias"), d.eps);
+  const bool tied = cfg_.tied_embedding();
+  const Buf hw = params_of(head_unit());
+  const Buf ow = tied ? params_of(0) : hw;  // the output layer: the word embedding, or its own (llama)
+  if (tied) be_.layernorm_forward(c->lnf, c->mean, c->rstd, x, at(hw, "lnf.weight"), at(hw, "lnf.bias"), d.eps);
+  else be_.rmsnorm_forward(c->lnf, c->rstd, x, at(hw, "lnf.weight"), d.eps);
   const int64_t v_shard = vp_ / shard_.tp_size;
   c->logits = be_.empty({n, v_shard}, dtype_);
-  be_.linear_forward(c->logits, c->lnf, at(ew, "wte"), nullptr);
+  be_.linear_forward(c->logits, c->lnf, at(ow, output_name()), nullptr);
   release(head_unit());
-  release(0);
+  if (tied) release(0);
   const int64_t v_valid = valid_vocab();  // padded columns never enter the softmax
   c->max = be_.empty({n}, stat);
   c->sum_exp = be_.empty({n}, stat);
@@ -182,16 +189,22 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
     be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
     c.logits = Tensor();
     Tensor dlnf = be_.empty({n, d.h}, dtype_);
-    const Buf ew = params_of(0), eg = grads_of(0);
-    Tensor gwte = at(eg, "wte");
-    be_.linear_backward(&dlnf, false, gwte, nullptr, dlogits, c.lnf, at(ew, "wte"));
-    release(0);
+    const bool tied = cfg_.tied_embedding();
+    const Buf hw = params_of(head_unit()), hg = grads_of(head_unit());
+    const Buf ow = tied ? params_of(0) : hw, og = tied ? grads_of(0) : hg;
+    Tensor gout = at(og, output_name());
+    be_.linear_backward(&dlnf, false, gout, nullptr, dlogits, c.lnf, at(ow, output_name()));
+    if (tied) release(0);
     tp_all_reduce(d, dlnf);  // the output layer's input is replicated: sum its gradient
     dx = be_.empty({n, d.h}, dtype_);
     be_.fill(dx, 0);
-    const Buf hw = params_of(head_unit()), hg = grads_of(head_unit());
-    Tensor gw = at(hg, "lnf.weight"), gb = at(hg, "lnf.bias");
-    be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, at(hw, "lnf.weight"), c.mean, c.rstd);
+    Tensor gw = at(hg, "lnf.weight");
+    if (tied) {
+      Tensor gb = at(hg, "lnf.bias");
+      be_.layernorm_backward(dx, gw, gb, dlnf, c.xl, at(hw, "lnf.weight"), c.mean, c.rstd);
+    } else {
+      be_.rmsnorm_backward(dx, gw, dlnf, c.xl, at(hw, "lnf.weight"), c.rstd);
+    }
     release(head_unit());
     reduce(head_unit());
     if (grads_ready) grads_ready(layout_.at("lnf.weight").offset);
@@ -212,8 +225,8 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
   }
   if (shard_.pre) {
     const Buf eg = grads_of(0);
-    Tensor gwte = at(eg, "wte"), gwpe = at(eg, "wpe");
-    be_.embedding_backward(gwte, &gwpe, dx, c.tokens, vocab_start(), d.s);
+    Tensor gwte = at(eg, "wte"), gwpe = cfg_.tied_embedding() ? at(eg, "wpe") : Tensor();
+    be_.embedding_backward(gwte, gwpe.defined() ? &gwpe : nullptr, dx, c.tokens, vocab_start(), d.s);
     reduce(0);
   } else {
     PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");

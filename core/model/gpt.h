@@ -1,6 +1,7 @@
 // A GPT model shard (the whole model on one rank, or one pipeline stage and/or tensor-parallel
 // slice): word + position embeddings, transformer layers, final LayerNorm, output layer tied to
 // the word embedding and cross-entropy loss. Parameters and gradients are each one flat buffer.
+// With --arch llama: word embedding only, LLaMA layers, final RMSNorm, an untied output layer.
 // With t > 1 the word embedding and the output layer are vocab-parallel: the embedding sums
 // its shards with one all-reduce; the loss reduces row max, sum of exponentials and target
 // logit over the group in forward and communicates nothing in backward.
@@ -80,6 +81,7 @@ class Gpt {
   void release(int unit);
   void reduce(int unit);
   Tensor at(const Buf& b, const std::string& name) const;
+  const char* output_name() const { return cfg_.tied_embedding() ? "wte" : "output"; }
   int unit_of_layer(int l) const { return 1 + l - shard_.layer_begin; }
   int head_unit() const { return 1 + shard_.layer_end - shard_.layer_begin; }
   int64_t valid_vocab() const;  // real (unpadded) vocabulary rows in this shard

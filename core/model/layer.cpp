@@ -27,6 +27,12 @@ LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, i
     const ParamEntry& e = layout.at(p + n);
     return flat.view(e.offset - base, e.shape);
   };
+  if (layout.arch() == Arch::Llama) {  // fc: gate and up, adjacent, as one [2f, h] matrix
+    const ParamEntry& gate = layout.at(p + "gate.weight");
+    const Tensor fc = flat.view(gate.offset - base, {2 * gate.shape[0], gate.shape[1]});
+    return {v("ln1.weight"), {}, v("qkv.weight"), {}, v("proj.weight"), {}, v("ln2.weight"), {}, fc, {},
+            v("down.weight"), {}};
+  }
   return {v("ln1.weight"), v("ln1.bias"), v("qkv.weight"), v("qkv.bias"), v("proj.weight"), v("proj.bias"),
           v("ln2.weight"), v("ln2.bias"), v("fc.weight"),  v("fc.bias"),  v("fc2.weight"),  v("fc2.bias")};
 }
@@ -81,7 +87,8 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
 
 void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                    LayerCache& cache, Recompute mode) {
-  forward_all(be, d, w, x, y, cache);
+  if (d.llama) llama_forward_all(be, d, w, x, y, cache);
+  else forward_all(be, d, w, x, y, cache);
   if (mode == Recompute::Full) {
     cache = LayerCache{};
     cache.x = x;
@@ -96,12 +103,18 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   if (mode == Recompute::Full) {  // rerun the forward pass from the kept input
     NvtxRange r("recompute");
     Tensor y = be.empty({n, d.h}, dt);
-    forward_all(be, d, w, c.x, y, c);
+    if (d.llama) llama_forward_all(be, d, w, c.x, y, c);
+    else forward_all(be, d, w, c.x, y, c);
   } else if (mode == Recompute::Selective) {  // recompute the attention probabilities only
     NvtxRange r("recompute");
     c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
     Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
     be.attention_forward(scratch, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
+  }
+  if (d.llama) {
+    llama_backward(be, d, w, g, c, dy, dx);
+    c = LayerCache{};
+    return;
   }
   // MLP: y = x2 + fc2(gelu(fc(ln2(x2))))
   Tensor dact = be.empty({n, d.ffn}, dt);

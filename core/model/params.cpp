@@ -8,12 +8,17 @@
 
 namespace ptdp {
 
-ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s) : tp_size_(s.tp_size), tp_rank_(s.tp_rank) {
+ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s)
+    : arch_(c.arch), tp_size_(s.tp_size), tp_rank_(s.tp_rank) {
   PTDP_CHECK(s.tp_size >= 1 && s.tp_rank >= 0 && s.tp_rank < s.tp_size, "bad tensor-parallel rank");
   PTDP_CHECK(c.heads % s.tp_size == 0, "t={} does not divide {} heads", s.tp_size, c.heads);
   const int64_t h = c.hidden, ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
   const int end = s.layer_end < 0 ? c.layers : s.layer_end;
   const double std = c.init_std, out_std = c.init_std / std::sqrt(2.0 * c.layers);
+  if (c.arch == Arch::Llama) {
+    add_llama(c, s, end, std, out_std);
+    return;
+  }
   if (s.pre || s.post) {
     add("wte", {vp, h}, 0, true, std);  // vocab-parallel; tied: the last stage holds a copy
     entries_.back().shared_copy = s.post && !s.pre;
@@ -37,6 +42,28 @@ ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s) : tp_size_(s.
   if (s.post) {
     add("lnf.weight", {h}, -1, false, 0, 1.0);
     add("lnf.bias", {h}, -1, false, 0);
+  }
+}
+
+// LLaMA: no biases, no position table, RMSNorm weights only, the SwiGLU MLP's gate and up
+// column-parallel and adjacent (each rank's slices form one [2f/t, h] matrix: one GEMM), down
+// row-parallel, and an untied output layer on the last stage.
+void ParamLayout::add_llama(const ModelConfig& c, const ShardSpec& s, int end, double std, double out_std) {
+  const int64_t h = c.hidden, ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
+  if (s.pre) add("wte", {vp, h}, 0, true, std);
+  for (int l = s.layer_begin; l < end; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
+    add(p + "qkv.weight", {3 * h, h}, 0, true, std);
+    add(p + "proj.weight", {h, h}, 1, true, out_std);
+    add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
+    add(p + "gate.weight", {ffn, h}, 0, true, std);
+    add(p + "up.weight", {ffn, h}, 0, true, std);
+    add(p + "down.weight", {h, ffn}, 1, true, out_std);
+  }
+  if (s.post) {
+    add("lnf.weight", {h}, -1, false, 0, 1.0);
+    add("output", {vp, h}, 0, true, std);  // vocab-parallel
   }
 }
 
@@ -69,11 +96,16 @@ int64_t ParamLayout::logical_index(const ParamEntry& e, int64_t i) {
   return e.split_dim == 0 ? (row + e.split_offset) * full_cols + col : row * full_cols + col + e.split_offset;
 }
 
-const ParamEntry& ParamLayout::at(const std::string& name) const {
+const ParamEntry* ParamLayout::find(const std::string& name) const {
   for (const auto& e : entries_)
-    if (e.name == name) return e;
-  PTDP_CHECK(false, "no parameter named {}", name);
-  __builtin_unreachable();
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const ParamEntry& ParamLayout::at(const std::string& name) const {
+  const ParamEntry* e = find(name);
+  PTDP_CHECK(e != nullptr, "no parameter named {}", name);
+  return *e;
 }
 
 void init_params(const ParamLayout& layout, Tensor& flat, uint64_t seed) {

@@ -1,5 +1,8 @@
 // Where each named parameter lives in a model shard's flat buffer, and how it is initialised
 // (Megatron: normal std 0.02, output projections std 0.02/sqrt(2l), biases 0, LayerNorm 1 / 0).
+// GPT: wte (tied output layer), wpe, per layer ln1, qkv, proj, ln2, fc, fc2 (weights and
+// biases), lnf. LLaMA: wte, per layer ln1, qkv, proj, ln2, gate, up, down (weights only), lnf,
+// output.
 #pragma once
 #include <string>
 #include <vector>
@@ -37,6 +40,8 @@ class ParamLayout {
   ParamLayout(const ModelConfig& cfg, const ShardSpec& shard);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& at(const std::string& name) const;
+  const ParamEntry* find(const std::string& name) const;  // null when absent
+  Arch arch() const { return arch_; }
   // Index in the logical tensor of element i of this rank's part of e.
   static int64_t logical_index(const ParamEntry& e, int64_t i);
   int64_t total() const { return total_; }
@@ -44,6 +49,8 @@ class ParamLayout {
  private:
   // A tensor of logical shape `full`; split_dim >= 0 keeps this rank's 1/t slice along it.
   void add(std::string name, Shape full, int split_dim, bool decay, double std, double value = 0);
+  void add_llama(const ModelConfig& c, const ShardSpec& s, int end, double std, double out_std);
+  Arch arch_;
   int tp_size_, tp_rank_;
   std::vector<ParamEntry> entries_;
   int64_t total_ = 0;

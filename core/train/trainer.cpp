@@ -75,7 +75,7 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
                                                cfg.overlap_grad_reduce, sharded));
     // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
     // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
-    if (sharded && groups.embedding && groups.embedding->size() > 1)
+    if (sharded && groups.embedding && groups.embedding->size() > 1 && c->config().tied_embedding())
       for (const ParamEntry& e : c->layout().entries())
         if (e.name == "wte") sync_.back()->hold(e.offset, e.offset + shape_numel(e.shape));
     opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer,
@@ -201,7 +201,7 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   // gradients (the order of this and the data-parallel sum changes nothing; sharded, it comes
   // first, as only whole gradients can be summed between the two ends).
   auto sum_embedding = [&] {
-    if (!groups_.embedding || groups_.embedding->size() == 1) return;
+    if (!groups_.embedding || groups_.embedding->size() == 1 || !chunk(0).config().tied_embedding()) return;
     Gpt& g = stage() == 0 ? chunk(0) : chunk(static_cast<int>(chunks_.size()) - 1);
     Tensor gw = g.grad("wte");
     groups_.embedding->all_reduce(gw, ReduceOp::Sum);
