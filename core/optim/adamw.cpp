@@ -5,31 +5,6 @@
 
 namespace ptdp {
 
-namespace {
-
-// Appends the parts of [b, e) inside the owned pieces, with their offsets in the compact state;
-// neighbours with the same flag merge.
-void add_owned(std::vector<FlatRange> const& owned, const std::vector<int64_t>& state_at, int64_t b, int64_t e,
-               bool flag, std::vector<int64_t>& out_begin, std::vector<int64_t>& out_end, std::vector<int64_t>& out_state,
-               std::vector<bool>& out_flag) {
-  for (size_t k = 0; k < owned.size(); ++k) {
-    const int64_t lo = std::max(b, owned[k].begin), hi = std::min(e, owned[k].end);
-    if (lo >= hi) continue;
-    const int64_t st = state_at[k] + (lo - owned[k].begin);
-    if (!out_begin.empty() && out_end.back() == lo && out_flag.back() == flag &&
-        out_state.back() + (out_end.back() - out_begin.back()) == st) {
-      out_end.back() = hi;
-      continue;
-    }
-    out_begin.push_back(lo);
-    out_end.push_back(hi);
-    out_state.push_back(st);
-    out_flag.push_back(flag);
-  }
-}
-
-}  // namespace
-
 AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads, const OptimizerConfig& cfg,
              std::vector<FlatRange> owned, bool compact)
     : be_(be), cfg_(cfg), params_(params), grads_(grads), compact_(compact), owned_(std::move(owned)), layout_(layout) {
@@ -51,19 +26,35 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
   v_ = be.empty({held}, DType::F32);
   be.fill(m_, 0);
   be.fill(v_, 0);
-  std::vector<int64_t> b, e, st;
-  std::vector<bool> decay;
-  std::vector<int64_t> state_at;
-  for (int64_t k = 0, at = 0; k < int64_t(owned_.size()); at += owned_[k].size(), ++k) state_at.push_back(at);
-  for (const auto& en : layout.entries())
-    add_owned(owned_, state_at, en.offset, en.offset + shape_numel(en.shape), en.decay, b, e, st, decay);
-  for (size_t i = 0; i < b.size(); ++i) segments_.push_back({b[i], e[i], st[i], decay[i], compact ? st[i] : b[i]});
+  for (const auto& en : layout.entries()) {  // the owned parts of each tensor, by weight-decay group
+    int64_t at = 0;  // where owned piece k starts in the compact state
+    for (const FlatRange& o : owned_) {
+      const int64_t lo = std::max(en.offset, o.begin), hi = std::min(en.offset + shape_numel(en.shape), o.end);
+      if (lo < hi) {
+        const int64_t st = at + (lo - o.begin);
+        append_merged(segments_, {lo, hi, st, en.decay, compact ? st : lo});
+      }
+      at += o.size();
+    }
+  }
   if (!master_is_params_)
     for (const auto& s : segments_) {  // bf16/f16 weights: f32 master copies, rounded back after each update
       Tensor m = master_view(s);
       be.copy(m, params.view(s.buf, {s.size()}));
     }
   set_norm_group(nullptr, 0);
+}
+
+void AdamW::append_merged(std::vector<Segment>& out, const Segment& s) {
+  if (!out.empty()) {
+    Segment& last = out.back();
+    const int64_t shift = s.begin - last.begin;
+    if (last.end == s.begin && last.decay == s.decay && last.state + shift == s.state && last.buf + shift == s.buf) {
+      last.end = s.end;
+      return;
+    }
+  }
+  out.push_back(s);
 }
 
 Tensor AdamW::master_view(const Segment& s) { return master_.view(master_is_params_ ? s.buf : s.state, {s.size()}); }
@@ -79,13 +70,7 @@ void AdamW::set_norm_group(Communicator* mp, int tp_rank) {
     for (const auto& e : layout_.entries()) {
       if (e.shared_copy || (e.tp_replicated && tp_rank != 0)) continue;
       const int64_t lo = std::max(s.begin, e.offset), hi = std::min(s.end, e.offset + shape_numel(e.shape));
-      if (lo >= hi) continue;
-      const int64_t st = s.state + (lo - s.begin), buf = s.buf + (lo - s.begin);
-      if (!counted_.empty() && counted_.back().end == lo && counted_.back().state + (lo - counted_.back().begin) == st &&
-          counted_.back().buf + (lo - counted_.back().begin) == buf)
-        counted_.back().end = hi;
-      else
-        counted_.push_back({lo, hi, st, false, buf});
+      if (lo < hi) append_merged(counted_, {lo, hi, s.state + (lo - s.begin), false, s.buf + (lo - s.begin)});
     }
 }
 
@@ -124,10 +109,9 @@ StepInfo AdamW::step_with_norm(double global_norm) {
   p.eps = cfg_.eps;
   p.step = step_;
   for (const auto& s : segments_) {
-    const int64_t len = s.end - s.begin;
     Tensor pm = master_view(s), g = master_grad_view(s);
     if (info.clipped) be_.scale_(g, coeff);
-    Tensor m = m_.view(s.state, {len}), v = v_.view(s.state, {len});
+    Tensor m = m_.view(s.state, {s.size()}), v = v_.view(s.state, {s.size()});
     p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
     be_.adamw(pm, g, m, v, p);
   }
@@ -152,7 +136,7 @@ Tensor AdamW::master_state() {
   if (!master_is_params_ || compact_ || (owned_.size() == 1 && owned_[0].size() == params_.numel())) return master_;
   Tensor out = be_.empty({m_.numel()}, DType::F32);
   for (const auto& s : segments_) {
-    Tensor dst = out.view(s.state, {s.end - s.begin});
+    Tensor dst = out.view(s.state, {s.size()});
     be_.copy(dst, master_view(s));
   }
   return out;
@@ -163,7 +147,7 @@ void AdamW::set_master_state(const Tensor& master) {
              m_.numel());
   for (const auto& s : segments_) {
     Tensor dst = master_view(s);
-    be_.copy(dst, master.view(s.state, {s.end - s.begin}));
+    be_.copy(dst, master.view(s.state, {s.size()}));
   }
   refresh_params();
 }

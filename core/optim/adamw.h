@@ -68,6 +68,8 @@ class AdamW {
     int64_t buf;
     int64_t size() const { return end - begin; }
   };
+  // Appends s, or extends the last segment when s continues it (flat, state and buffer alike).
+  static void append_merged(std::vector<Segment>& out, const Segment& s);
   Tensor master_view(const Segment& s);
   Tensor master_grad_view(const Segment& s);
   Backend& be_;

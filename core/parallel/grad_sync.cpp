@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/parallel/all_gather_piece.h"
+
 namespace ptdp {
 
 GradSync::GradSync(Backend& be, Tensor grads, Communicator* dp, int64_t bucket_elems, bool overlap, bool sharded)
@@ -63,10 +65,8 @@ void GradSync::gather_params(Tensor& params) {
   PTDP_CHECK(params.numel() == grads_.numel(), "parameters and gradients must share the layout");
   for (auto& b : buckets_) {
     const FlatRange r = mine(b);
-    Tensor piece = be_.empty({r.size()}, params.dtype());
-    be_.copy(piece, params.view(r.begin, {r.size()}));
     Tensor whole = params.view(b.begin, {b.end - b.begin});
-    dp_->all_gather(piece, whole);
+    all_gather_piece(be_, *dp_, params.view(r.begin, {r.size()}), whole);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/parallel/all_gather_piece.h"
+
 namespace ptdp {
 
 ShardedParams::ShardedParams(Backend& be, std::vector<FlatRange> units, const Tensor& full, DType grad_dtype,
@@ -45,13 +47,8 @@ void ShardedParams::gather_all(const Tensor& compact, Tensor& full) {
   for (int u = 0; u < int(units_.size()); ++u) {
     const FlatRange p = piece(u);
     Tensor whole = full.view(units_[u].begin, {units_[u].size()});
-    if (!dp_) {
-      be_.copy(whole, compact.view(at(u), {p.size()}));
-      continue;
-    }
-    Tensor mine = be_.empty({p.size()}, compact.dtype());  // its own buffer: the input of all_gather
-    be_.copy(mine, compact.view(at(u), {p.size()}));
-    dp_->all_gather(mine, whole);
+    if (dp_) all_gather_piece(be_, *dp_, compact.view(at(u), {p.size()}), whole);
+    else be_.copy(whole, compact.view(at(u), {p.size()}));
   }
 }
 
@@ -62,13 +59,8 @@ Tensor ShardedParams::gather(int unit) {
   g.t = be_.empty({u.size()}, params_.dtype());
   count(g.t.nbytes());
   const FlatRange p = piece(unit);
-  if (!dp_) {
-    be_.copy(g.t, params_.view(at(unit), {p.size()}));
-  } else {
-    Tensor mine = be_.empty({p.size()}, params_.dtype());
-    be_.copy(mine, params_.view(at(unit), {p.size()}));
-    dp_->all_gather(mine, g.t);
-  }
+  if (dp_) all_gather_piece(be_, *dp_, params_.view(at(unit), {p.size()}), g.t);
+  else be_.copy(g.t, params_.view(at(unit), {p.size()}));
   return g.t;
 }
 

@@ -6,6 +6,12 @@
 
 namespace ptdp::testing {
 
+Tensor randn(Shape shape, uint64_t seed, double std) {
+  Tensor t = Tensor::empty(std::move(shape), DType::F64);
+  fill_normal(t, seed, std);
+  return t;
+}
+
 void fill_normal(Tensor& t, uint64_t seed, double std) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = std * normal01(seed, 7, i);

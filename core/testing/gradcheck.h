@@ -10,6 +10,9 @@ namespace ptdp::testing {
 // Fills an f64/f32 tensor with normal(0, std) values from a seed.
 void fill_normal(Tensor& t, uint64_t seed, double std = 1.0);
 
+// A new f64 tensor of normal(0, std) values from a seed.
+Tensor randn(Shape shape, uint64_t seed, double std = 1.0);
+
 // Norm-wise relative error ||analytic - numeric|| / ||numeric|| of the gradient of
 // `objective` with respect to x, by central differences of step eps on up to `max_checks`
 // evenly spread elements of x (all when x is small). x must be f64.

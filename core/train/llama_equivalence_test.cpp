@@ -2,8 +2,7 @@
 // same losses and final weights as one rank (relative error < 1e-5 over the model).
 #include <gtest/gtest.h>
 
-#include <cmath>
-
+#include "core/testing/equivalence.h"
 #include "core/testing/parallel_run.h"
 
 namespace ptdp {
@@ -45,14 +44,8 @@ std::vector<Layout> layouts() {
 class Llama : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Llama, MatchesOneRankOnTheSameGlobalBatch) {
-  RunResult got = testing::train_parallel(llama8(), testing::equivalence_train_config(1), GetParam(), 3, 33);
-  const RunResult& ref = reference();
-  ASSERT_EQ(got.losses.size(), ref.losses.size());
-  for (size_t i = 0; i < ref.losses.size(); ++i)
-    EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-5) << "iteration " << i + 1;
-  testing::WeightDiff d = testing::compare_weights(ref, got);
-  EXPECT_LT(d.whole, 1e-5);
-  EXPECT_LT(d.worst_tensor, 1e-3) << d.worst_name;
+  testing::expect_same_training(
+      reference(), testing::train_parallel(llama8(), testing::equivalence_train_config(1), GetParam(), 3, 33));
 }
 
 std::string name(const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); }

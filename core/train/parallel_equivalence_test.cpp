@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "core/testing/equivalence.h"
 #include "core/testing/parallel_run.h"
 
 namespace ptdp {
@@ -26,13 +27,7 @@ const RunResult& reference() {
 }
 
 void expect_same_as_one_rank(const RunResult& got, const std::string& what) {
-  const RunResult& ref = reference();
-  ASSERT_EQ(got.losses.size(), ref.losses.size());
-  for (size_t i = 0; i < ref.losses.size(); ++i)
-    EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-5) << what << " iteration " << i + 1;
-  testing::WeightDiff d = testing::compare_weights(ref, got);
-  EXPECT_LT(d.worst_tensor, 1e-3) << what << ": " << d.worst_name;
-  EXPECT_LT(d.whole, 1e-5) << what;
+  testing::expect_same_training(reference(), got, what);
 }
 
 class TensorDataParallel : public ::testing::TestWithParam<std::tuple<int, int>> {};

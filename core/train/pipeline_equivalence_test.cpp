@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/testing/equivalence.h"
 #include "core/testing/parallel_run.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
@@ -55,14 +56,7 @@ class Ptdp : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Ptdp, MatchesOneRankOnTheSameGlobalBatch) {
   const Layout& l = GetParam();
-  RunResult got = testing::train_parallel(model8(), train_cfg(), l, 3, 33);
-  const RunResult& ref = reference();
-  ASSERT_EQ(got.losses.size(), ref.losses.size());
-  for (size_t i = 0; i < ref.losses.size(); ++i)
-    EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-5) << "iteration " << i + 1;
-  testing::WeightDiff d = testing::compare_weights(ref, got);
-  EXPECT_LT(d.whole, 1e-5);
-  EXPECT_LT(d.worst_tensor, 1e-3) << d.worst_name;
+  testing::expect_same_training(reference(), testing::train_parallel(model8(), train_cfg(), l, 3, 33));
 }
 
 std::string layout_name(const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); }

@@ -67,20 +67,20 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
                                            store_->owned(), true));
     opt_.back()->set_norm_group(groups.mp, 0);
     sync_.push_back(nullptr);  // the model reduces each unit's gradients itself
-  }
-  const bool sharded = cfg.zero == 1;
-  for (Gpt* c : chunks_) {
-    if (cfg.zero == 3) break;
-    sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), groups.dp, cfg.grad_bucket_elems,
-                                               cfg.overlap_grad_reduce, sharded));
-    // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
-    // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
-    if (sharded && groups.embedding && groups.embedding->size() > 1 && c->config().tied_embedding())
-      for (const ParamEntry& e : c->layout().entries())
-        if (e.name == "wte") sync_.back()->hold(e.offset, e.offset + shape_numel(e.shape));
-    opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer,
-                                           sharded ? sync_.back()->owned() : std::vector<FlatRange>{}));
-    opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
+  } else {
+    const bool sharded = cfg.zero == 1;
+    for (Gpt* c : chunks_) {
+      sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), groups.dp, cfg.grad_bucket_elems,
+                                                 cfg.overlap_grad_reduce, sharded));
+      // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
+      // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
+      const ParamEntry* wte = c->layout().find("wte");
+      if (sharded && groups.embedding && groups.embedding->size() > 1 && c->config().tied_embedding() && wte)
+        sync_.back()->hold(wte->offset, wte->offset + shape_numel(wte->shape));
+      opt_.push_back(std::make_unique<AdamW>(c->backend(), c->layout(), c->params(), c->grads(), cfg.optimizer,
+                                             sharded ? sync_.back()->owned() : std::vector<FlatRange>{}));
+      opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
+    }
   }
   link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather, &chunk(0).backend());
 }

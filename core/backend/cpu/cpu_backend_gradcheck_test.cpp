@@ -10,17 +10,11 @@ namespace ptdp {
 namespace {
 
 using testing::dot;
-using testing::fill_normal;
 using testing::grad_rel_error;
+using testing::randn;
 
 constexpr double kTol = 1e-6;
 constexpr DType F64 = DType::F64;
-
-Tensor randn(Shape s, uint64_t seed, double std = 1.0) {
-  Tensor t = Tensor::empty(std::move(s), F64);
-  fill_normal(t, seed, std);
-  return t;
-}
 
 class CpuOpGrad : public ::testing::Test {
  protected:
