@@ -94,8 +94,8 @@ StepInfo AdamW::step() {
 
 StepInfo AdamW::step_with_norm(double global_norm) {
   StepInfo info;
+  info.lr = cfg_.lr.at(step_);  // read before the step count advances, as Megatron's scheduler
   ++step_;
-  info.lr = cfg_.lr.at(step_);
   info.grad_norm = global_norm;
   double coeff = 1.0;
   if (cfg_.clip_grad > 0) {
