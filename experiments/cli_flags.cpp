@@ -5,6 +5,7 @@
 
 #include "core/common/error.h"
 #include "core/common/one_line.h"
+#include "experiments/recipe.h"
 
 namespace ptdp {
 
@@ -61,6 +62,11 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option_function<std::string>(
          "--seed", [&r](const std::string& v) { r.seed = parse_seed(v); }, "seed of initialisation and data order")
       ->default_str(std::to_string(r.seed));
+  app.add_option("--recipe", f.recipe,
+                 "optimizer recipe: default | llama (Touvron et al.: beta2 0.95, weight decay 0.1, clip 1.0, 2000 "
+                 "warm-up iterations, cosine to 10% of the peak lr at --iters, Table 2's lr for llama-7b..65b); "
+                 "flags given explicitly win")
+      ->capture_default_str();
   app.add_option("--lr", o.lr.max_lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.lr.min_lr, "learning rate at the end of the decay")->capture_default_str();
   app.add_option("--lr-warmup-iters", o.lr.warmup_iters, "linear warm-up iterations")->capture_default_str();
@@ -135,6 +141,10 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   for (char ch : r.experiment)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
       usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
+  if (app.get_option_no_throw("--recipe")) {
+    auto given_run_flag = [&](const char* flag) { return app.get_option_no_throw(flag) && app.count(flag) > 0; };
+    apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given_run_flag, r);
+  }
   validate_run(r);
   return r;
 }

@@ -18,6 +18,7 @@ struct RunFlags {
   int vocab_divisible = 128;
   std::string recompute = "none";
   bool scatter_gather = true;
+  std::string recipe = "default";  // --recipe (experiments/recipe.h)
   RunConfig run;
 };
 

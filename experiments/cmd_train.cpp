@@ -163,7 +163,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   Trainer trainer(model.pointers(), *samples, tc,
                   TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
   CheckpointLayout ckpt{c.par.tp, c.par.pp, c.par.vpp, g.me.tp, g.me.pp, m.layers, m.hidden, m.heads, m.seq_length,
-                        m.vocab_size, c.seed, c.par.global_batch, c.par.zero, c.par.dp, g.me.dp};
+                        m.vocab_size, c.seed, c.par.global_batch, c.par.zero, c.par.dp, g.me.dp, m.arch,
+                        m.ffn_hidden()};
   int start = 0;
   if (!c.load_dir.empty()) {
     int64_t it = 0;
@@ -228,6 +229,15 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
                c.par.scatter_gather ? "on" : "off", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
                c.precision, c.iters, c.warmup, c.data);
+  if (report) {
+    const OptimizerConfig& o = c.opt;
+    fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
+               o.lr.decay_iters > 0 ? fmt::format(" (warm-up {} iterations, cosine to {:g} at iteration {})",
+                                                  o.lr.warmup_iters, o.lr.min_lr, o.lr.decay_iters)
+               : o.lr.warmup_iters > 0 ? fmt::format(" (warm-up {} iterations, then constant)", o.lr.warmup_iters)
+                                       : std::string(" constant"),
+               o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
+  }
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
   std::vector<IterStats> timed;
