@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Compares ptdp with the same GPT written in PyTorch (docs/PYTORCH.md).
+"""Compares ptdp with the same GPT or LLaMA written in PyTorch (docs/PYTORCH.md).
 
   compare_pytorch.py loss        ptdp's per-iteration losses against PyTorch's, from ptdp's own
                                  initial weights on the same batches, with the same AdamW,
-                                 gradient clipping and learning-rate schedule
+                                 gradient clipping and learning-rate schedule (--arch gpt|llama)
   compare_pytorch.py throughput  TFLOP/s per GPU (the paper's Eq. 3) of ptdp, PyTorch eager and
                                  torch.compile on the same device, for given model shapes;
                                  writes results/gpu/compare_pytorch.csv atomically
@@ -115,27 +115,79 @@ def flops_eq3(layers: int, hidden: int, seq: int, vocab: int, global_batch: int)
     return 96.0 * global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
 
 
-def lr_at(step: int, max_lr: float, min_lr: float, warmup: int, decay: int) -> float:
-    """core/optim/lr_schedule.cpp: linear warm-up from 0, then cosine decay to min_lr."""
-    if warmup > 0 and step <= warmup:
-        return max_lr * step / warmup
+def lr_at(num_steps: int, max_lr: float, min_lr: float, warmup: int, decay: int) -> float:
+    """Megatron's OptimizerParamScheduler.get_lr (cosine style, init_lr 0) after num_steps optimizer
+    steps: iteration k (1-based) runs at lr_at(k - 1), so the first iteration of a warm-up runs at
+    0. decay 0: constant max_lr after the warm-up (ptdp refuses 0 < decay <= warmup)."""
+    if warmup > 0 and num_steps <= warmup:
+        return max_lr * num_steps / warmup
     if decay <= warmup:
         return max_lr
-    if step >= decay:
+    if num_steps > decay:
         return min_lr
-    ratio = (step - warmup) / (decay - warmup)
+    ratio = (num_steps - warmup) / (decay - warmup)
     return min_lr + 0.5 * (math.cos(math.pi * ratio) + 1.0) * (max_lr - min_lr)
 
 
 def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, device, recompute="none",
-                attention="auto", eps=1e-5):
+                attention="auto", eps=1e-5, arch="gpt", rope_theta=10000.0):
+    """arch gpt: ptdp's GPT. arch llama: ptdp's LLaMA (RMSNorm with eps, rotary embeddings with base
+    rope_theta, SwiGLU, no biases, untied output layer); ptdp's eps and theta default to 1e-5 and
+    10000 (core/model/config.h)."""
     nn, F = torch.nn, torch.nn.functional
-    entries = ckpt.param_layout(layers, hidden, seq_length, vocab_size)
+    entries = ckpt.param_layout(layers, hidden, seq_length, vocab_size, arch=arch)
     hd = hidden // heads
     use_sdpa = attention == "sdpa" or (attention == "auto" and hasattr(F, "scaled_dot_product_attention"))
 
     def param(shape):
         return nn.Parameter(torch.zeros(shape, dtype=dtype, device=device))
+
+    def attend(q, k, v):
+        """Causal softmax attention of [b, heads, s, hd] tensors."""
+        s = q.shape[2]
+        if use_sdpa:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        return torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
+
+    def rms_norm(x, weight):
+        """x / sqrt(mean(x^2) + eps) * weight over the last dimension, computed in f32."""
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+    # Rotary embeddings, Megatron's non-interleaved convention: dimension i < hd/2 of a head pairs
+    # with i + hd/2, both rotating by position * theta^(-2i/hd). Tables in f64, used in the model dtype.
+    inv_freq = rope_theta ** (-torch.arange(0, hd // 2, dtype=torch.float64) * 2.0 / hd)
+    angles = torch.outer(torch.arange(seq_length, dtype=torch.float64), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)  # [s, hd]
+    rope_cos, rope_sin = angles.cos().to(dtype).to(device), angles.sin().to(dtype).to(device)
+
+    def rotate(x):
+        """x: [b, heads, s, hd]; x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1)."""
+        s = x.shape[2]
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * rope_cos[:s] + torch.cat([-x2, x1], dim=-1) * rope_sin[:s]
+
+    class LlamaLayer(nn.Module):
+        def __init__(self, prefix):
+            super().__init__()
+            for e in entries:
+                if e.name.startswith(prefix):
+                    setattr(self, e.name[len(prefix):].replace(".", "_"), param(e.shape))
+
+        def forward(self, x):
+            b, s, h = x.shape
+            a = rms_norm(x, self.ln1_weight)
+            qkv = F.linear(a, self.qkv_weight)  # per head: q | k | v
+            qkv = qkv.view(b, s, heads, 3, hd).permute(3, 0, 2, 1, 4)
+            q, k, v = rotate(qkv[0]), rotate(qkv[1]), qkv[2]  # [b, heads, s, hd]
+            y = attend(q, k, v).transpose(1, 2).reshape(b, s, h)
+            x = x + F.linear(y, self.proj_weight)
+            m = rms_norm(x, self.ln2_weight)
+            m = F.silu(F.linear(m, self.gate_weight)) * F.linear(m, self.up_weight)
+            return x + F.linear(m, self.down_weight)
 
     class Layer(nn.Module):
         def __init__(self, prefix):
@@ -150,14 +202,7 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
             a = F.layer_norm(x, (h,), self.ln1_weight, self.ln1_bias, eps)
             qkv = F.linear(a, self.qkv_weight, self.qkv_bias)  # per head: q | k | v
             qkv = qkv.view(b, s, heads, 3, hd).permute(3, 0, 2, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]  # [b, heads, s, hd]
-            if use_sdpa:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-                mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
-                scores = scores.masked_fill(mask, float("-inf"))
-                y = torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
+            y = attend(qkv[0], qkv[1], qkv[2])  # q, k, v: [b, heads, s, hd]
             y = y.transpose(1, 2).reshape(b, s, h)
             x = x + F.linear(y, self.proj_weight, self.proj_bias)
             m = F.layer_norm(x, (h,), self.ln2_weight, self.ln2_bias, eps)
@@ -168,11 +213,15 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
         def __init__(self):
             super().__init__()
             self.entries = entries
-            self.wte = param(entries[0].shape)  # [padded V, h], tied with the output layer
-            self.wpe = param(entries[1].shape)
-            self.layers = nn.ModuleList([Layer(f"layers.{i}.") for i in range(layers)])
+            self.wte = param(entries[0].shape)  # [padded V, h]; GPT: tied with the output layer
             self.lnf_weight = param((hidden,))
-            self.lnf_bias = param((hidden,))
+            if arch == "llama":
+                self.output = param(entries[-1].shape)  # [padded V, h], untied
+                self.layers = nn.ModuleList([LlamaLayer(f"layers.{i}.") for i in range(layers)])
+            else:
+                self.wpe = param(entries[1].shape)
+                self.lnf_bias = param((hidden,))
+                self.layers = nn.ModuleList([Layer(f"layers.{i}.") for i in range(layers)])
 
         def ptdp_params(self):
             """(ptdp name, parameter) in ptdp's flat-buffer order."""
@@ -188,14 +237,19 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
         def forward(self, tokens, targets):
             """Sum over tokens of the cross-entropy; the padded vocabulary never enters the softmax."""
             s = tokens.shape[1]
-            x = F.embedding(tokens, self.wte) + self.wpe[:s]
+            x = F.embedding(tokens, self.wte)
+            if arch != "llama":
+                x = x + self.wpe[:s]
             for layer in self.layers:
                 if recompute == "full" and torch.is_grad_enabled():
                     x = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False)
                 else:
                     x = layer(x)
-            x = F.layer_norm(x, (hidden,), self.lnf_weight, self.lnf_bias, eps)
-            logits = F.linear(x, self.wte)[..., :vocab_size]
+            if arch == "llama":
+                logits = F.linear(rms_norm(x, self.lnf_weight), self.output)[..., :vocab_size]
+            else:
+                x = F.layer_norm(x, (hidden,), self.lnf_weight, self.lnf_bias, eps)
+                logits = F.linear(x, self.wte)[..., :vocab_size]
             return F.cross_entropy(logits.float().reshape(-1, vocab_size), targets.reshape(-1), reduction="sum")
 
     if recompute == "full":
@@ -250,8 +304,8 @@ class Trainer:
             coeff = torch.clamp(a.clip_grad / (norm + 1e-6), max=1.0).to(torch.float32)
             for g in grads:
                 g.mul_(coeff)
+        lr = lr_at(self.step_no, a.lr, a.min_lr, a.lr_warmup_iters, a.lr_decay_iters)  # steps done before this one
         self.step_no += 1
-        lr = lr_at(self.step_no, a.lr, a.min_lr, a.lr_warmup_iters, a.lr_decay_iters)
         for group in self.opt.param_groups:
             group["lr"] = lr
         self.opt.step()
@@ -271,8 +325,8 @@ def torch_dtype(torch, precision: str):
 
 
 def model_flags(a) -> list:
-    return ["--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads), "--seq-length",
-            str(a.seq_length), "--vocab-size", str(a.vocab_size)]
+    return ["--arch", a.arch, "--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads),
+            "--seq-length", str(a.seq_length), "--vocab-size", str(a.vocab_size)]
 
 
 def optimizer_flags(a) -> list:
@@ -343,8 +397,12 @@ def cmd_loss(a) -> int:
 
     dtype = torch_dtype(torch, a.precision)
     torch.manual_seed(a.seed)
-    model = build_model(torch, a.layers, a.hidden, a.heads, s, a.vocab_size, dtype, a.device, "none", a.attention)
+    model = build_model(torch, a.layers, a.hidden, a.heads, s, a.vocab_size, dtype, a.device, "none", a.attention,
+                        arch=a.arch)
     init = ckpt.read_checkpoint(init_dir, 0)
+    if init.version >= 4 and init.arch != a.arch:
+        print(f"{PROG}: {init.path} holds a {init.arch} model, expected {a.arch}", file=sys.stderr)
+        return 1
     flat = load_flat(torch, model, init.chunks[0], a.precision)
     trainer = Trainer(torch, model, a, master_init=flat)
     samples = (pdata.DatasetSamples(pdata.read_dataset_tokens(prefix), s, a.seed) if a.data == "dataset"
@@ -375,7 +433,7 @@ def cmd_loss(a) -> int:
         rel = abs(loss - p["loss"]) / max(abs(p["loss"]), 1e-30)
         worst_loss = max(worst_loss, rel)
         worst_norm = max(worst_norm, abs(norm - p["grad_norm"]) / max(abs(p["grad_norm"]), 1e-30))
-        worst_lr = max(worst_lr, abs(lr - p["lr"]) / max(abs(p["lr"]), 1e-30))
+        worst_lr = max(worst_lr, abs(lr - p["lr"]) / max(abs(p["lr"]), abs(lr), 1e-30))  # 0 when both are 0
         print(f"{it:>4} {p['loss']:>14.8f} {loss:>14.8f} {rel:>10.2e} {p['grad_norm']:>11.6f} {norm:>11.6f}"
               f" {lr:>10.3e}")
     ok = worst_loss <= rtol and worst_lr <= 1e-9
@@ -383,8 +441,8 @@ def cmd_loss(a) -> int:
           f"max relative grad-norm difference {worst_norm:.3e}; learning rates agree to {worst_lr:.1e}; "
           f"max |weight difference| after {n} steps {weight_diff:.3e}")
     if ok:
-        print(f"PASS: ptdp ({backend}, {a.precision}) and PyTorch {torch.__version__} ({a.device}) agree on the loss "
-              f"of {n} iterations")
+        print(f"PASS: ptdp ({backend}, {a.precision}, --arch {a.arch}) and PyTorch {torch.__version__} ({a.device}) "
+              f"agree on the loss of {n} iterations")
     else:
         print(f"FAIL: ptdp and PyTorch disagree (max relative loss difference {worst_loss:.3e}, tolerance {rtol:.1e}; "
               f"learning rates {worst_lr:.1e})")
@@ -600,8 +658,11 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     lo = sub.add_parser("loss", parents=[common], help="per-iteration loss agreement with ptdp")
-    lo.add_argument("--model", default="tiny", choices=["tiny", "small", "custom"],
-                    help="tiny: l=4 h=64 a=4 s=32 V=256; small: l=4 h=256 a=8 s=256 V=256; custom: the flags below")
+    lo.add_argument("--model", default="tiny", choices=["tiny", "small", "llama-tiny", "custom"],
+                    help="tiny: l=4 h=64 a=4 s=32 V=256; small: l=4 h=256 a=8 s=256 V=256; llama-tiny: tiny's "
+                         "sizes with --arch llama; custom: the flags below")
+    lo.add_argument("--arch", choices=["gpt", "llama"],
+                    help="the model's architecture (default: llama for --model llama-tiny, else gpt)")
     for flag in ("--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"):
         lo.add_argument(flag, type=int)
     lo.add_argument("--micro-batch", type=int, default=2)
@@ -645,7 +706,9 @@ def main(argv=None) -> int:
     if a.precision is None:
         a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
     if a.command == "loss":
-        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256)}
+        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256), "llama-tiny": (4, 64, 4, 32, 256)}
+        if a.arch is None:
+            a.arch = "llama" if a.model == "llama-tiny" else "gpt"
         given = [a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size]
         if a.model == "custom":
             if any(v is None for v in given):
@@ -659,6 +722,8 @@ def main(argv=None) -> int:
                 p.error(f"--{name.replace('_', '-')} {getattr(a, name)} must be positive")
         if a.hidden % a.heads:
             p.error(f"--heads {a.heads} must divide --hidden {a.hidden}")
+        if a.arch == "llama" and (a.hidden // a.heads) % 2:
+            p.error(f"--arch llama needs an even head size (--hidden {a.hidden} / --heads {a.heads})")
         if a.global_batch % a.micro_batch:
             p.error(f"--micro-batch {a.micro_batch} must divide --global-batch {a.global_batch}")
     else:

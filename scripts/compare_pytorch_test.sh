@@ -1,13 +1,25 @@
 #!/bin/sh
-# ctest PyTorch.TinyModelLossesAgreeOverTenSteps: scripts/compare_pytorch.py's loss check on the
-# CPU (tiny model, f32, 10 steps) against the ptdp binary given as $1. Exits 77 (ctest: skipped)
-# when no Python here can import torch; $PTDP_PYTHON, python3 and /usr/bin/python3 are tried.
+# ctests PyTorch.*: scripts/compare_pytorch.py's loss check on the CPU (f32, 10 steps) against the
+# ptdp binary given as $1, for the case given as $2:
+#   gpt             the tiny GPT, warm-up 3 and cosine decay to iteration 10 (the default)
+#   llama           llama-tiny at a constant learning rate, losses within 1e-5
+#   llama-schedule  llama-tiny with warm-up 3 and cosine decay to iteration 10, within 1e-5
+# Exits 77 (ctest: skipped) when no Python here can import torch; $PTDP_PYTHON, python3 and
+# /usr/bin/python3 are tried.
 ptdp="$1"
+case="${2:-gpt}"
 here=$(dirname "$0")
+case "$case" in
+  gpt) args="--model tiny" ;;
+  llama) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 0 --lr-decay-iters 0" ;;
+  llama-schedule) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10" ;;
+  *) echo "compare_pytorch_test.sh: unknown case '$case' (gpt, llama or llama-schedule)" >&2; exit 2 ;;
+esac
 for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$py" ] || continue
   if "$py" -c "import torch" >/dev/null 2>&1; then
-    exec "$py" "$here/compare_pytorch.py" loss --device cpu --precision f32 --model tiny --iters 10 --ptdp "$ptdp"
+    # shellcheck disable=SC2086 # $args is a list of words
+    exec "$py" "$here/compare_pytorch.py" loss --device cpu --precision f32 $args --iters 10 --ptdp "$ptdp"
   fi
 done
 echo "SKIP: no Python here can import torch (Debian: apt-get install python3-torch)"

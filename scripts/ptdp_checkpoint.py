@@ -12,7 +12,8 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3)
+VERSIONS = (1, 2, 3, 4)
+ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 
@@ -21,10 +22,12 @@ LATEST_FILE = "latest_checkpointed_iteration.txt"
 # i64 vocab_size | u64 seed | i64 global_batch | i64 iteration | f64 loss_scale | i32 chunks |
 # version 2 on: i32 scale_growth, scale_hysteresis (the loss scaler's trackers) |
 # version 3 on: i32 zero, dp, dp_rank (sharded optimizer state: one file per data-parallel rank,
-# zero_dp_rank_DDD.bin, holding that rank's pieces) | padding to 8
+# zero_dp_rank_DDD.bin, holding that rank's pieces) |
+# version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
+# padding to 8
 _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
-            3: struct.Struct("<8sI9iqQqqdiiiiii")}
-assert _HEADERS[1].size == 96 and _HEADERS[2].size == 104 and _HEADERS[3].size == 112
+            3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii")}
+assert (_HEADERS[1].size, _HEADERS[2].size, _HEADERS[3].size, _HEADERS[4].size) == (96, 104, 112, 120)
 
 
 class CheckpointError(Exception):
@@ -66,6 +69,8 @@ class Shard:
     zero: int = 0
     dp: int = 1
     dp_rank: int = 0
+    arch: str | None = None  # "gpt" or "llama", recorded from version 4 on; None before (not recorded)
+    ffn_hidden: int = 0  # the MLP hidden size, recorded from version 4 on; 0 before
     chunks: list = field(default_factory=list)
 
 
@@ -116,8 +121,15 @@ def read_shard(path: str, verify: bool = True) -> Shard:
         (stored,) = struct.unpack_from("<Q", data, body_end)
         if fnv1a64(bytes(data[:body_end])) != stored:
             raise CheckpointError(f"{path} is corrupt or truncated (checksum mismatch)")
+    extra = list(fields[17:22])
+    arch, ffn_hidden = None, 0
+    if version >= 4:
+        code, ffn_hidden = fields[22], fields[23]
+        if code not in ARCHS:
+            raise CheckpointError(f"{path} has an unknown architecture code {code}")
+        arch = ARCHS[code]
     shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
-                  global_batch, iteration, loss_scale, version, *fields[17:])
+                  global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden)
     view = memoryview(data)
     pos = header.size
     for j in range(nchunks):
@@ -175,10 +187,20 @@ class ParamEntry:
         return n
 
 
-def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, divisible_by: int = 128) -> list:
+def llama_ffn_hidden(hidden: int) -> int:
+    """ModelConfig::ffn_hidden for llama: 2/3 of 4h, rounded up to a multiple of 256."""
+    return (8 * hidden // 3 + 255) // 256 * 256
+
+
+def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, divisible_by: int = 128,
+                 arch: str = "gpt", ffn_hidden: int = 0) -> list:
     """ParamLayout of a whole model (t=1, one stage): names, shapes ([out, in] for matrices),
-    offsets in the flat buffer and the weight-decay flag, in ptdp's order."""
-    h, ffn, vp = hidden, 4 * hidden, padded_vocab(vocab_size, 1, divisible_by)
+    offsets in the flat buffer and the weight-decay flag, in ptdp's order. arch "gpt" or "llama";
+    ffn_hidden 0: the architecture's default (4h, or llama_ffn_hidden)."""
+    if arch not in ("gpt", "llama"):
+        raise ValueError(f"arch {arch!r} is not gpt or llama")
+    h, vp = hidden, padded_vocab(vocab_size, 1, divisible_by)
+    ffn = ffn_hidden or (llama_ffn_hidden(hidden) if arch == "llama" else 4 * hidden)
     entries, offset = [], 0
 
     def add(name, shape, decay):
@@ -187,6 +209,22 @@ def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, div
         entries.append(e)
         offset += e.numel
 
+    if arch == "llama":
+        # No biases, no position table, RMSNorm weights only; gate and up adjacent (one [2f, h]
+        # GEMM in ptdp: gate rows, then up rows); an untied output layer after lnf.
+        add("wte", (vp, h), True)
+        for i in range(layers):
+            p = f"layers.{i}."
+            add(p + "ln1.weight", (h,), False)
+            add(p + "qkv.weight", (3 * h, h), True)  # rows: per head q | k | v, head_dim each
+            add(p + "proj.weight", (h, h), True)
+            add(p + "ln2.weight", (h,), False)
+            add(p + "gate.weight", (ffn, h), True)
+            add(p + "up.weight", (ffn, h), True)
+            add(p + "down.weight", (h, ffn), True)
+        add("lnf.weight", (h,), False)
+        add("output", (vp, h), True)
+        return entries
     add("wte", (vp, h), True)
     add("wpe", (seq_length, h), True)
     for i in range(layers):

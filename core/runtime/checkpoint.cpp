@@ -14,7 +14,9 @@ namespace ptdp {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 3;  // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state
+// 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
+// (0 gpt, 1 llama) and the MLP hidden size.
+constexpr uint32_t kVersion = 4;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 
@@ -32,7 +34,9 @@ struct Header {
   int32_t chunks;
   int32_t scale_growth, scale_hysteresis;
   int32_t zero, dp, dp_rank;
+  int32_t arch, ffn_hidden;  // version 4
 };
+static_assert(sizeof(Header) == 120, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
 
 uint64_t fnv(const std::string& bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -47,9 +51,11 @@ void put(std::string& out, const void* p, size_t n) { out.append(static_cast<con
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
 std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}{}, l={} h={} a={} s={} V={}, seed {}, global batch {}", l.tp, l.pp,
-                     l.vpp, l.zero ? fmt::format(" --zero {} on d={}", l.zero, l.dp) : std::string(" --zero 0"),
-                     l.layers, l.hidden, l.heads, l.seq_length, l.vocab_size, l.seed, l.global_batch);
+  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} ffn={} s={} V={}, seed {}, global batch {}",
+                     l.tp, l.pp, l.vpp,
+                     l.zero ? fmt::format(" --zero {} on d={}", l.zero, l.dp) : std::string(" --zero 0"),
+                     arch_name(l.arch), l.layers, l.hidden, l.heads, l.ffn_hidden, l.seq_length, l.vocab_size, l.seed,
+                     l.global_batch);
 }
 
 // The file of this rank: one per (tensor, pipeline) rank, or per data-parallel rank too.
@@ -65,6 +71,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.layers = h.layers, l.hidden = h.hidden, l.heads = h.heads, l.seq_length = h.seq_length;
   l.vocab_size = h.vocab_size, l.seed = h.seed, l.global_batch = h.global_batch;
   l.zero = h.zero, l.dp = h.dp, l.dp_rank = h.dp_rank;
+  l.arch = h.arch == 1 ? Arch::Llama : Arch::Gpt, l.ffn_hidden = h.ffn_hidden;
   return l;
 }
 
@@ -72,7 +79,7 @@ bool same(const CheckpointLayout& a, const CheckpointLayout& b) {
   return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.tp_rank == b.tp_rank && a.pp_rank == b.pp_rank &&
          a.layers == b.layers && a.hidden == b.hidden && a.heads == b.heads && a.seq_length == b.seq_length &&
          a.vocab_size == b.vocab_size && a.seed == b.seed && a.global_batch == b.global_batch && a.zero == b.zero &&
-         (a.zero == 0 || (a.dp == b.dp && a.dp_rank == b.dp_rank));
+         (a.zero == 0 || (a.dp == b.dp && a.dp_rank == b.dp_rank)) && a.arch == b.arch && a.ffn_hidden == b.ffn_hidden;
 }
 
 }  // namespace
@@ -85,6 +92,7 @@ std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, in
 void save_shard(const std::string& dir, const CheckpointLayout& l, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
   PTDP_CHECK(chunks.size() == opts.size(), "one optimizer per chunk");
+  PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
@@ -97,6 +105,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.scale_growth = state.scale_growth;
   h.scale_hysteresis = state.scale_hysteresis;
   h.zero = l.zero, h.dp = l.zero ? l.dp : 1, h.dp_rank = l.zero ? l.dp_rank : 0;
+  h.arch = l.arch == Arch::Llama ? 1 : 0, h.ffn_hidden = l.ffn_hidden;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {
@@ -141,6 +150,7 @@ int64_t read_latest(const std::string& dir) {
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,
                            const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
+  PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
   const std::string path = shard_file(dir, iteration, l);
   std::ifstream f(path, std::ios::binary);
   if (!f) {
@@ -166,6 +176,7 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
   std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
   if (fnv(bytes.substr(0, bytes.size() - sizeof sum)) != sum)
     usage_error("--load {}: {} is corrupt or truncated (checksum mismatch)", dir, path);
+  if (h.arch != 0 && h.arch != 1) usage_error("--load {}: {} has an unknown architecture code {}", dir, path, h.arch);
   if (!same(layout_of(h), l))
     usage_error("--load {}: the checkpoint was saved with {}; this run has {} (resharding is not supported)", dir,
                 describe(layout_of(h)), describe(l));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/config.h"
 #include "core/model/gpt.h"
 #include "core/optim/adamw.h"
 
@@ -27,6 +28,10 @@ struct CheckpointLayout {
   uint64_t seed = 0;
   int64_t global_batch = 0;
   int zero = 0, dp = 1, dp_rank = 0;  // dp and dp_rank matter when zero > 0
+  // The architecture (--arch) and the MLP hidden size (ModelConfig::ffn_hidden(): per gate and
+  // up for llama); ffn_hidden must be set (positive) to save or load.
+  Arch arch = Arch::Gpt;
+  int ffn_hidden = 0;
 };
 
 struct CheckpointState {

@@ -31,6 +31,13 @@ ModelConfig model8() {
   return c;
 }
 
+// The checkpoint layout's model fields that the positional initialisers below leave out.
+CheckpointLayout with_model(CheckpointLayout l, const ModelConfig& c) {
+  l.arch = c.arch;
+  l.ffn_hidden = c.ffn_hidden();
+  return l;
+}
+
 // Trains iterations (from, to] on t*p*d local ranks, loading from `load` first when from > 0 and
 // saving at `to` into `save` when given; returns the loss of every iteration run.
 std::vector<double> train(const Grid& r, int from, int to, const std::string& load, const std::string& save) {
@@ -53,8 +60,8 @@ std::vector<double> train(const Grid& r, int from, int to, const std::string& lo
     tc.optimizer.lr.decay_iters = 6;
     Trainer trainer(m.pointers(), data, tc,
                     TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
-    CheckpointLayout layout{r.t, r.p, r.v, g.me.tp, g.me.pp, c.layers, c.hidden, c.heads, c.seq_length,
-                            c.vocab_size, 7, 8};
+    CheckpointLayout layout = with_model(
+        {r.t, r.p, r.v, g.me.tp, g.me.pp, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
     if (from > 0) {
       ASSERT_EQ(read_latest(load), from);
       load_shard(load, from, layout, m.pointers(), trainer.optimizers());
@@ -106,7 +113,8 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   TrainConfig tc;
   tc.global_batch = 8;
   Trainer trainer(m.pointers(), data, tc);
-  CheckpointLayout layout{1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8};
+  CheckpointLayout layout =
+      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
   EXPECT_EQ(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }), "");
   CheckpointLayout other = layout;
   other.global_batch = 16;
@@ -131,6 +139,45 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   EXPECT_NE(usage_message_of([&] { read_latest(dir.file("nothing")); }).find("no checkpoint there"), std::string::npos);
 }
 
+// A llama checkpoint loaded as GPT (same l, h, a, s, V), or with another MLP size, is refused with
+// both layouts named.
+TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
+  testing::TempDir dir;
+  const std::string ck = dir.file("ckpt");
+  const ModelConfig c = preset_config("llama-tiny");
+  auto be = make_cpu_backend();
+  StageModel m = build_stage_model(c, 1, 0, 1, 0, 1, *be, nullptr, 7);
+  SyntheticSamples data(c.vocab_size, c.seq_length, 7);
+  TrainConfig tc;
+  tc.global_batch = 8;
+  Trainer trainer(m.pointers(), data, tc);
+  const CheckpointLayout layout =
+      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
+  save_shard(ck, layout, CheckpointState{0, 1.0}, m.pointers(), trainer.optimizers());
+  write_latest(ck, 0);
+  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 0, layout, m.pointers(), trainer.optimizers()); }), "");
+
+  ModelConfig gpt = c;
+  gpt.arch = Arch::Gpt;
+  const std::string as_gpt =
+      usage_message_of([&] { load_shard(ck, 0, with_model(layout, gpt), m.pointers(), trainer.optimizers()); });
+  EXPECT_NE(as_gpt.find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 "
+                        "ffn=256 s=32 V=256"),
+            std::string::npos)
+      << as_gpt;
+  EXPECT_NE(as_gpt.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch gpt l=4 h=64 a=4 ffn=256 s=32 V=256"),
+            std::string::npos)
+      << as_gpt;
+
+  CheckpointLayout wider = layout;
+  wider.ffn_hidden = 512;
+  const std::string as_wider = usage_message_of([&] { load_shard(ck, 0, wider, m.pointers(), trainer.optimizers()); });
+  EXPECT_NE(as_wider.find("--arch llama l=4 h=64 a=4 ffn=256"), std::string::npos) << as_wider;
+  EXPECT_NE(as_wider.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 ffn=512"),
+            std::string::npos)
+      << as_wider;
+}
+
 TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
   testing::TempDir dir;
   const std::string ck = dir.file("ckpt");
@@ -140,7 +187,8 @@ TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
   SyntheticSamples data(c.vocab_size, c.seq_length, 3);
   TrainConfig tc;
   Trainer trainer(m.pointers(), data, tc);
-  CheckpointLayout layout{1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 3, 1};
+  CheckpointLayout layout =
+      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 3, 1}, c);
   save_shard(ck, layout, CheckpointState{1, 1.0}, m.pointers(), trainer.optimizers());
   write_latest(ck, 1);
   for (int attempt = 0; attempt < 3; ++attempt) {
