@@ -55,16 +55,16 @@ TEST(Trainer, ClippingBoundsTheUpdateAndReportsTheNorm) {
   EXPECT_NEAR(std::sqrt(be->sum_squares(model.grads())), 1e-3, 1e-6);
 }
 
-// `ptdp preprocess` of the GPL-3 text (on every Debian machine), then training `tiny` on it:
-// the loss falls from ln 256 = 5.55 to below 2.5. Measured: the mean of 10 consecutive
-// iterations first goes below 2.5 at iteration 141 (B=32, b=8, lr 3e-3, seed 1234).
-TEST(Trainer, TinyLearnsRealTextBelowLoss2Point5) {
+// `ptdp preprocess` of the GPL-3 text (on every Debian machine), then training a byte-level model
+// on it (B=32, b=8, lr 3e-3 with 20 warm-up iterations, seed 1234): the first iteration whose
+// 10-iteration mean loss is below 2.5, 0 if none within 200 iterations.
+int iterations_to_loss_2_5(const std::string& preset, double* first_loss) {
   const std::string gpl = "/usr/share/common-licenses/GPL-3";
-  ASSERT_TRUE(std::filesystem::exists(gpl)) << gpl << " is on every Debian machine";
+  EXPECT_TRUE(std::filesystem::exists(gpl)) << gpl << " is on every Debian machine";
   testing::TempDir dir;
   preprocess_text(gpl, dir.file("gpl3"), nullptr);
   IndexedDataset ds = IndexedDataset::open(dir.file("gpl3"));
-  ModelConfig c = preset_config("tiny");
+  ModelConfig c = preset_config(preset);
   DatasetSamples data(ds, c.seq_length, 1234);
   auto be = make_cpu_backend();
   Gpt model(c, ShardSpec{}, *be, DType::F32);
@@ -76,15 +76,29 @@ TEST(Trainer, TinyLearnsRealTextBelowLoss2Point5) {
   tc.optimizer.lr.warmup_iters = 20;
   Trainer t(model, data, tc);
   std::deque<double> last;
-  int reached = 0;
-  double first = 0;
-  for (int it = 1; it <= 200 && !reached; ++it) {
+  for (int it = 1; it <= 200; ++it) {
     double loss = t.step().loss;
-    if (it == 1) first = loss;
+    if (it == 1) *first_loss = loss;
     last.push_back(loss);
     if (last.size() > 10) last.pop_front();
-    if (last.size() == 10 && std::accumulate(last.begin(), last.end(), 0.0) / 10 < 2.5) reached = it;
+    if (last.size() == 10 && std::accumulate(last.begin(), last.end(), 0.0) / 10 < 2.5) return it;
   }
+  return 0;
+}
+
+// The loss falls from ln 256 = 5.55 to below 2.5 (measured: at iteration 162).
+TEST(Trainer, TinyLearnsRealTextBelowLoss2Point5) {
+  double first = 0;
+  const int reached = iterations_to_loss_2_5("tiny", &first);
+  EXPECT_NEAR(first, std::log(256.0), 0.1);
+  EXPECT_GT(reached, 0) << "the 10-iteration mean loss stayed above 2.5 for 200 iterations";
+}
+
+// llama-tiny (same l, h, a, s, V as tiny; 295,488 parameters against 218,496: SwiGLU has three
+// matrices) learns the same text, faster (measured: at iteration 66).
+TEST(Trainer, LlamaTinyLearnsRealTextLikeTiny) {
+  double first = 0;
+  const int reached = iterations_to_loss_2_5("llama-tiny", &first);
   EXPECT_NEAR(first, std::log(256.0), 0.1);
   EXPECT_GT(reached, 0) << "the 10-iteration mean loss stayed above 2.5 for 200 iterations";
 }
