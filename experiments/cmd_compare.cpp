@@ -1,7 +1,9 @@
-// `ptdp compare BASELINE.csv CURRENT.csv [--tolerance PCT] [--alpha A]`: the throughput
-// regression check. Rows of the two result CSVs are matched by their configuration key; rows that
-// repeat a configuration are repeated samples of it (several runs). For each configuration the
-// throughput (tflops_per_gpu, tokens_per_s) and memory (peak_mem_gb) changes are printed: with
+// `ptdp compare BASELINE.csv CURRENT.csv [--tolerance PCT] [--alpha A] [--per-machine]`: the
+// throughput regression check. Rows of the two result CSVs are matched by their configuration key
+// (with --per-machine, by configuration and machine: host and device); rows that repeat a key are
+// repeated samples of it (several runs, each the median over its timed iterations), and a note
+// names the machines when the two sides were measured on different ones. For each configuration
+// the throughput (tflops_per_gpu, tokens_per_s) and memory (peak_mem_gb) changes are printed: with
 // enough samples on both sides as the Hodges-Lehmann estimate with its confidence interval and a
 // Mann-Whitney U test, and a change is a regression only when it is beyond PCT percent AND
 // significant at level A; with too few samples for the test, by the tolerance alone on the medians.
@@ -46,10 +48,19 @@ const std::vector<Metric>& metrics() {
   return m;
 }
 
-// "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1"
+// The machine a row was measured on: its host and device columns.
+const std::vector<std::string>& machine_columns() {
+  static const std::vector<std::string> m = {"host", "device"};
+  return m;
+}
+
+// "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1", with
+// " on HOST/DEVICE" when the key holds the machine (--per-machine).
 std::string label(const std::vector<std::string>& k) {
-  return fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", k[0], k[1], k[2], k[13],
-                     k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12]);
+  std::string s = fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", k[0], k[1], k[2],
+                              k[13], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12]);
+  if (k.size() > key_columns().size()) s += fmt::format(" on {}/{}", k[14], k[15]);
+  return s;
 }
 
 // Relative change of cur against base, in percent (+inf/-inf when the baseline is 0).
@@ -62,6 +73,7 @@ struct Entry {
   std::vector<int> lines;
   std::vector<std::string> key;
   std::vector<std::vector<double>> samples;  // per metric, one value per row (empty fields skipped)
+  std::vector<std::string> machines;         // "host/device" of its rows, each once, first-seen order
 };
 
 struct ResultSet {
@@ -70,22 +82,27 @@ struct ResultSet {
   std::map<std::vector<std::string>, Entry> by_key;
 };
 
-ResultSet load(const std::string& path) {
+ResultSet load(const std::string& path, bool per_machine) {
   std::vector<std::string> cols = key_columns();
   for (const auto& m : metrics()) cols.push_back(m.column);
+  for (const auto& m : machine_columns()) cols.push_back(m);
   const CsvTable t = CsvTable::read(path, cols);
   ResultSet rs;
   rs.path = path;
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<std::string> key;
     for (const auto& k : key_columns()) key.push_back(t.text(i, k));
+    if (per_machine)
+      for (const auto& m : machine_columns()) key.push_back(t.text(i, m));
     auto it = rs.by_key.find(key);
     if (it == rs.by_key.end()) {
       rs.order.push_back(key);
-      it = rs.by_key.emplace(key, Entry{{}, key, std::vector<std::vector<double>>(metrics().size())}).first;
+      it = rs.by_key.emplace(key, Entry{{}, key, std::vector<std::vector<double>>(metrics().size()), {}}).first;
     }
     Entry& e = it->second;
     e.lines.push_back(t.line(i));
+    const std::string machine = fmt::format("{}/{}", t.text(i, "host"), t.text(i, "device"));
+    if (std::find(e.machines.begin(), e.machines.end(), machine) == e.machines.end()) e.machines.push_back(machine);
     for (size_t m = 0; m < metrics().size(); ++m)
       if (auto v = t.number_or_empty(i, metrics()[m].column)) e.samples[m].push_back(*v);
   }
@@ -123,7 +140,7 @@ Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<
   if (b.empty() || c.empty()) return v;
   const bool worse_is_lower = mt.higher_is_better;
   const bool positive = *std::min_element(b.begin(), b.end()) > 0 && *std::min_element(c.begin(), c.end()) > 0;
-  if (positive && smallest_p(b.size(), c.size()) <= alpha) {
+  if (positive && smallest_p(b.size(), c.size()) < alpha) {
     const RelativeChange ch = relative_change(b, c, 1 - alpha);
     const UTest u = mann_whitney(c, b);
     const double d = 100 * ch.estimate;
@@ -147,12 +164,13 @@ Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<
   return v;
 }
 
-int compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha) {
-  const ResultSet base = load(base_path);
-  const ResultSet cur = load(cur_path);
+int compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha, bool per_machine) {
+  const ResultSet base = load(base_path, per_machine);
+  const ResultSet cur = load(cur_path, per_machine);
   fmt::print("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%, "
-             "significance level {}\n",
-             base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha);
+             "significance level {}{}\n",
+             base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha,
+             per_machine ? ", each machine (host/device) on its own" : "");
 
   bool single_runs = false;
   for (const auto& key : base.order)
@@ -175,6 +193,10 @@ int compare(const std::string& base_path, const std::string& cur_path, double to
       continue;
     }
     const Entry& c = it->second;
+    if (b.machines != c.machines || b.machines.size() > 1)
+      fmt::print("  note: baseline measured on {}, current on {}: the change includes the difference between "
+                 "machines (--per-machine compares each machine with itself)\n",
+                 fmt::join(b.machines, ", "), fmt::join(c.machines, ", "));
     bool bad = false;
     for (size_t m = 0; m < metrics().size(); ++m) {
       const Metric& mt = metrics()[m];
@@ -215,6 +237,7 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app) {
     std::string baseline, current;
     double tolerance = 5.0;
     double alpha = 0.05;
+    bool per_machine = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -229,11 +252,14 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app) {
                   "significance level of the Mann-Whitney U test applied when both files hold repeated rows of a "
                   "configuration (several runs); a change beyond the tolerance is a regression only when significant")
       ->capture_default_str();
+  cmd->add_flag("--per-machine", f->per_machine,
+                "match rows by configuration and machine (the host and device columns), so that runs on one "
+                "machine are only compared with runs on the same machine");
   std::function<int()> run = [f] {
     if (!std::isfinite(f->tolerance) || f->tolerance < 0)
       usage_error("--tolerance {} must be a percentage, 0 or more", f->tolerance);
     if (!(f->alpha > 0 && f->alpha < 1)) usage_error("--alpha {} must be a probability between 0 and 1", f->alpha);
-    return compare(f->baseline, f->current, f->tolerance, f->alpha);
+    return compare(f->baseline, f->current, f->tolerance, f->alpha, f->per_machine);
   };
   return {cmd, run};
 }

@@ -1,67 +1,132 @@
 #!/usr/bin/env bash
-# Throughput regression tracking. Runs one fixed training benchmark RUNS times with the current
-# build, appends each run's result row (git sha, host, device, timestamp included) to
-# results/history.csv, compares this build's runs with the previous build's runs of the same
-# configuration on the same machine (`ptdp compare`: Hodges-Lehmann change with its confidence
-# interval and a Mann-Whitney U test; a regression must be beyond TOLERANCE and significant at
-# ALPHA; report only unless STRICT=1) and plots throughput per build with its noise band to
-# plots/history.png.
-# Knobs: TRACK_ARGS (the benchmark's flags), RUNS (default 5; 4 or more per build are needed for a
-# significance test at 0.05), HISTORY, PLOT, TOLERANCE (percent, default 5), ALPHA (default 0.05),
-# STRICT=1 (exit 1 on a regression), THREADS (OMP_NUM_THREADS, default: all cores), PIN (a CPU list
-# for taskset, e.g. 2-3, when taskset exists), BUILD (build folder, default build; built by
-# scripts/setup.sh when it has no ptdp).
+# Throughput regression tracking. For each tracked configuration: WARMUP_RUNS untimed runs, then
+# RUNS runs with the current build, each run's result row (git sha, host, device, timestamp
+# included; its iter_time_ms and throughput are the median over the run's timed iterations)
+# appended to results/history.csv; then this build's runs are compared with the previous build's
+# runs of the same configuration on the same machine (`ptdp compare --per-machine`: Hodges-Lehmann
+# change with its confidence interval and a Mann-Whitney U test; a regression must be beyond
+# TOLERANCE and significant at ALPHA; report only unless STRICT=1). Finally every series is
+# plotted per build with its noise band to plots/history.png.
+# A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
+# between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
+# are compared directly; nothing is appended to the history.
+# Knobs: TRACK_ARGS (one benchmark's `ptdp train` flags), TRACK_CONFIGS (a file of benchmarks,
+# one set of flags a line, '#' comments; replaces TRACK_ARGS), RUNS (default 5; 4 or more per
+# build are needed for a significance test at 0.05, 10 catch a 15% slowdown at this machine's
+# noise nine times in ten), WARMUP_RUNS (default 1), HISTORY, PLOT,
+# TOLERANCE (percent, default 5), ALPHA (default 0.05), STRICT=1 (exit 1 on a regression), THREADS
+# (OMP_NUM_THREADS, default: all cores), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
+# that node's CPUs and memory through numactl), BUILD (build folder, default build; built by
+# scripts/setup.sh when it has no ptdp). The CI recipe: docs/PERFORMANCE.md, "Regression tracking".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+fail() { echo "track: error: $*" >&2; exit 2; }
 build=${BUILD:-build}
 history=${HISTORY:-results/history.csv}
 plot=${PLOT:-plots/history.png}
 tolerance=${TOLERANCE:-5}
 alpha=${ALPHA:-0.05}
-runs=${RUNS:-5}
-[[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "track: error: RUNS=$runs must be a whole number, 1 or more" >&2; exit 2; }
+runs=${RUNS:-10}
+warmup_runs=${WARMUP_RUNS:-1}
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || fail "RUNS=$runs must be a whole number, 1 or more"
+[[ "$warmup_runs" =~ ^[0-9]+$ ]] || fail "WARMUP_RUNS=$warmup_runs must be a whole number, 0 or more"
 export OMP_NUM_THREADS=${THREADS:-$(nproc)}
 pin=()
+if [ -n "${NUMA_NODE:-}" ]; then
+  command -v numactl >/dev/null || fail "NUMA_NODE=$NUMA_NODE needs numactl (apt-get install numactl)"
+  pin=(numactl --cpunodebind="$NUMA_NODE" --membind="$NUMA_NODE")
+fi
 if [ -n "${PIN:-}" ]; then
-  command -v taskset >/dev/null || { echo "track: error: PIN=$PIN needs taskset (apt-get install util-linux)" >&2; exit 2; }
-  pin=(taskset -c "$PIN")
+  command -v taskset >/dev/null || fail "PIN=$PIN needs taskset (apt-get install util-linux)"
+  pin+=(taskset -c "$PIN")
 fi
 # small (l=4, h=256, s=256) for 8 iterations, the first 2 untimed: about 5 s on 2 cores.
-args=${TRACK_ARGS:---model small --micro-batch 4 --global-batch 8 --iters 8 --warmup 2 --seed 1234 --lr 1e-3}
+default_args="--model small --micro-batch 4 --global-batch 8 --iters 8 --warmup 2 --seed 1234 --lr 1e-3"
+configs=()
+if [ -n "${TRACK_CONFIGS:-}" ]; then
+  [ -r "$TRACK_CONFIGS" ] || fail "TRACK_CONFIGS=$TRACK_CONFIGS cannot be read"
+  while IFS= read -r line || [ -n "$line" ]; do
+    line=${line%%#*}
+    [[ "$line" =~ [^[:space:]] ]] && configs+=("$line")
+  done <"$TRACK_CONFIGS"
+  ((${#configs[@]})) || fail "TRACK_CONFIGS=$TRACK_CONFIGS holds no benchmark (one set of ptdp train flags a line)"
+else
+  configs=("${TRACK_ARGS:-$default_args}")
+fi
 
 [ -x "$build/ptdp" ] || scripts/setup.sh
+base_build=${BASELINE_BUILD:-}
+[ -z "$base_build" ] || [ -x "$base_build/ptdp" ] || fail "BASELINE_BUILD=$base_build has no ptdp"
 # matplotlib: the first python3 that has it (Debian's python3-matplotlib lives in /usr/bin/python3).
 py=""
 for cand in python3 /usr/bin/python3; do
   if command -v "$cand" >/dev/null && "$cand" -c "import matplotlib" 2>/dev/null; then py=$cand; break; fi
 done
-[ -n "$py" ] || { echo "track: error: no python3 with matplotlib (apt-get install python3-matplotlib)" >&2; exit 2; }
+[ -n "$py" ] || fail "no python3 with matplotlib (apt-get install python3-matplotlib)"
 
 mkdir -p "$(dirname "$history")" "$(dirname "$plot")" results/tmp
-for i in $(seq 1 "$runs"); do
-  echo "track: run $i of $runs (OMP_NUM_THREADS=$OMP_NUM_THREADS${PIN:+, pinned to $PIN})"
+regressed=0
+# bench BUILD_DIR CSV ARGS: one run of the benchmark, its row appended to CSV.
+bench() {
   # shellcheck disable=SC2086
-  "${pin[@]}" "$build/ptdp" train $args --experiment track --log-interval 100 --csv "$history"
-done
-
-status=0
-set +e
-"$py" plots/history.py "$history" --last-two results/tmp/track-prev.csv results/tmp/track-cur.csv
-split=$?
-set -e
-if [ "$split" -eq 0 ]; then
+  "${pin[@]}" "$1/ptdp" train $3 --experiment track --log-interval 100 --csv "$2"
+}
+for c in "${!configs[@]}"; do
+  args=${configs[$c]}
+  echo "track: benchmark $((c + 1)) of ${#configs[@]}: ptdp train $args"
+  for i in $(seq 1 "$warmup_runs"); do
+    echo "track: warm-up run $i of $warmup_runs (not recorded)"
+    rm -f results/tmp/track-warmup.csv results/tmp/track-warmup-base.csv
+    bench "$build" results/tmp/track-warmup.csv "$args" >/dev/null
+    [ -z "$base_build" ] || bench "$base_build" results/tmp/track-warmup-base.csv "$args" >/dev/null
+  done
+  if [ -n "$base_build" ]; then
+    rm -f results/tmp/track-ab-base.csv results/tmp/track-ab-cur.csv
+    for i in $(seq 1 "$runs"); do
+      echo "track: run $i of $runs, $base_build then $build (OMP_NUM_THREADS=$OMP_NUM_THREADS${PIN:+, CPUs $PIN}${NUMA_NODE:+, NUMA node $NUMA_NODE})"
+      bench "$base_build" results/tmp/track-ab-base.csv "$args"
+      bench "$build" results/tmp/track-ab-cur.csv "$args"
+    done
+    set +e
+    "$build/ptdp" compare results/tmp/track-ab-base.csv results/tmp/track-ab-cur.csv --per-machine \
+      --tolerance "$tolerance" --alpha "$alpha"
+    status=$?
+    set -e
+    [ "$status" -le 1 ] || exit "$status"
+    [ "$status" -eq 0 ] || regressed=$((regressed + 1))
+    continue
+  fi
+  for i in $(seq 1 "$runs"); do
+    echo "track: run $i of $runs (OMP_NUM_THREADS=$OMP_NUM_THREADS${PIN:+, CPUs $PIN}${NUMA_NODE:+, NUMA node $NUMA_NODE})"
+    bench "$build" "$history" "$args"
+  done
+  # The newest row is this benchmark's last run: --last-two picks its series (configuration, host,
+  # device) and writes this build's runs and the previous build's runs of it.
   set +e
-  "$build/ptdp" compare results/tmp/track-prev.csv results/tmp/track-cur.csv --tolerance "$tolerance" --alpha "$alpha"
-  status=$?
+  "$py" plots/history.py "$history" --last-two results/tmp/track-prev.csv results/tmp/track-cur.csv
+  split=$?
   set -e
-  [ "$status" -le 1 ] || exit "$status"
-elif [ "$split" -ne 3 ]; then
-  exit "$split"
-fi
-"$py" plots/history.py "$history" "$plot"
-if [ "$status" -ne 0 ]; then
-  echo "track: throughput regression against the previous build (tolerance ${tolerance}%, significance ${alpha})"
+  if [ "$split" -eq 0 ]; then
+    set +e
+    "$build/ptdp" compare results/tmp/track-prev.csv results/tmp/track-cur.csv --per-machine \
+      --tolerance "$tolerance" --alpha "$alpha"
+    status=$?
+    set -e
+    [ "$status" -le 1 ] || exit "$status"
+    [ "$status" -eq 0 ] || regressed=$((regressed + 1))
+  elif [ "$split" -ne 3 ]; then
+    exit "$split"
+  fi
+done
+[ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot"
+if [ "$regressed" -ne 0 ]; then
+  echo "track: throughput regression against ${base_build:-the previous build} in $regressed of ${#configs[@]} benchmark(s)" \
+       "(tolerance ${tolerance}%, significance ${alpha})"
   [ "${STRICT:-0}" = "1" ] && exit 1
 fi
-echo "track: appended to $history, plot in $plot"
+if [ -n "$base_build" ]; then
+  echo "track: $base_build against $build: results/tmp/track-ab-{base,cur}.csv"
+else
+  echo "track: appended to $history, plot in $plot"
+fi
