@@ -611,3 +611,18 @@ TEST(CliMixedPrecision, F16ResumeRepeatsTheRunWithTheLossScalerState) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Ranks as threads divide the process's threads (OMP_NUM_THREADS, which the runner sets to 1)
+// among themselves instead of taking every core.
+TEST(CliThreads, TrainKeepsToOmpNumThreads) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--iters", "1", "--warmup", "0", "--global-batch", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(1 CPU thread(s) per rank)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -129,7 +129,9 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   const bool rank0 = world.rank() == 0;
   const Topology topo(c.par.tp, c.par.pp, c.par.dp);
   ParallelGroups g = ParallelGroups::create(world, topo);
-  if (c.comm == "local") set_cpu_threads(std::max(1, int(std::thread::hardware_concurrency()) / c.ranks));
+  // Ranks as threads share the process's threads (OMP_NUM_THREADS, else every core).
+  const int rank_threads = std::max(1, cpu_thread_budget() / c.ranks);
+  if (c.comm == "local") set_cpu_threads(rank_threads);
 
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
@@ -222,13 +224,15 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}, backend {} {}, {} iterations ({} "
+               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}, backend {} {}{}, {} iterations ({} "
                "untimed), data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
                c.par.scatter_gather ? "on" : "off", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
-               c.precision, c.iters, c.warmup, c.data);
+               c.precision,
+               c.comm == "local" && c.backend == "cpu" ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads) : "",
+               c.iters, c.warmup, c.data);
   if (report) {
     const OptimizerConfig& o = c.opt;
     fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
