@@ -5,11 +5,13 @@
 
 namespace ptdp {
 
-int cmd_preprocess(const std::string& input, const std::string& output_prefix) {
+int cmd_preprocess(const std::string& input, const std::string& output_prefix, const PreprocessOptions& opts) {
   PreprocessStats st;
-  preprocess_text(input, output_prefix, &st);
-  fmt::print("wrote {}.bin and {}.idx: {} document(s), {} byte-level tokens (vocabulary {}), {} bytes\n",
-             output_prefix, output_prefix, st.documents, st.tokens, kByteVocabSize, st.bytes_written);
+  preprocess_text(input, output_prefix, opts, &st);
+  // The vocabulary is what `ptdp train --vocab-size` must cover.
+  fmt::print("wrote {}.bin and {}.idx: {} document(s), {} tokens ({} tokenizer, vocabulary {}, {}{}), {} bytes\n",
+             output_prefix, output_prefix, st.documents, st.tokens, st.tokenizer, st.vocab_size, st.dtype,
+             opts.append_eod ? ", end-of-document id appended" : "", st.bytes_written);
   return 0;
 }
 

@@ -41,9 +41,17 @@ int main(int argc, char** argv) {
   add_run_flags(*train, train_flags);
 
   std::string pre_input, pre_prefix;
-  CLI::App* pre = app.add_subcommand("preprocess", "text file -> Megatron .bin/.idx dataset (byte-level tokens)");
+  PreprocessOptions pre_opts;
+  CLI::App* pre = app.add_subcommand(
+      "preprocess", "text file -> Megatron .bin/.idx dataset (byte-level or SentencePiece tokens)");
   pre->add_option("--input", pre_input, "text file")->required();
   pre->add_option("--output-prefix", pre_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
+  pre->add_option("--tokenizer-model", pre_opts.tokenizer_model,
+                  "SentencePiece .model file (e.g. LLaMA's tokenizer.model); default: byte-level tokens")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must name a .model file") : ""; },
+                             "FILE"));
+  pre->add_flag("--append-eod", pre_opts.append_eod,
+                "end the document with the model's end-of-document (eos) id (needs --tokenizer-model)");
 
   auto [simulate, run_simulate] = add_simulate_command(app);
   auto [plan, run_plan] = add_plan_command(app);
@@ -116,7 +124,7 @@ int main(int argc, char** argv) {
       return cmd_train(cfg, mpi_world.get());
     }
     if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
-    if (*pre) return cmd_preprocess(pre_input, pre_prefix);
+    if (*pre) return cmd_preprocess(pre_input, pre_prefix, pre_opts);
     if (*simulate) return run_simulate();
     if (*plan) return run_plan();
     if (*accept) return run_accept();
