@@ -9,7 +9,9 @@
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
 #      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2) -> the same CSVs, mode=run
 #      with a GPU present, Figure 7 also at the paper's scale on it (--mode run --scale paper)
-#   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv
+#   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv, and
+#      `tiny` beside `llama-tiny` on the same text and settings -> results/train_gpl3_tiny.csv,
+#      results/loss_gpl3_{tiny,llama-tiny}.csv, plots/loss_gpl3.png
 #   5. the plots: plots/NAME.png for every artefact and plots/summary.png (errors against the paper)
 #      (table1.png and table2.png with a days-for-300B-tokens panel)
 # About 8 to 11 minutes after set-up on a 2-core machine (docs/REPRODUCE.md has the timings).
@@ -69,10 +71,26 @@ if ((iters > 0)); then
     --iters "$iters" --warmup 2 --lr 1e-3 --lr-warmup-iters 20 --lr-decay-iters "$iters" --min-lr 1e-4 \
     --seed 1234 --log-interval 10 --experiment train-small --csv "$out"
   stamp "trained small on GPL-3, row in $out"
+  # 4b. GPT and LLaMA of the same size (l=4 h=64 a=4 s=32, byte-level) on the same text, batches
+  #     and learning rate (300 iterations each, seconds on an idle machine).
+  tiny_csv=results/train_gpl3_tiny.csv
+  if [[ -f "$tiny_csv" ]] && [[ "$(head -1 "$tiny_csv")" != "$(head -1 results/table1.csv)" ]]; then
+    mv "$tiny_csv" "${tiny_csv%.csv}.old.csv"
+  fi
+  for model in tiny llama-tiny; do
+    build/ptdp train --model "$model" --data build/data/gpl3 --micro-batch 8 --global-batch 32 --iters 300 \
+      --warmup 2 --lr 3e-3 --lr-warmup-iters 20 --lr-decay-iters 300 --min-lr 3e-4 --seed 1234 --log-interval 100 \
+      --experiment "gpl3-$model" --csv "$tiny_csv" --loss-log "results/loss_gpl3_$model.csv"
+  done
+  stamp "trained tiny and llama-tiny on GPL-3, rows in $tiny_csv"
 fi
 
 # 5. Plots (matplotlib; Debian's python3-matplotlib when the python3 on PATH has none).
 py=python3
 $py -c "import matplotlib" 2>/dev/null || py=/usr/bin/python3
 $py plots/figures.py --results results --paper results/paper --out plots
+if [[ -f results/loss_gpl3_tiny.csv && -f results/loss_gpl3_llama-tiny.csv ]]; then
+  $py plots/loss_curves.py plots/loss_gpl3.png gpt-tiny=results/loss_gpl3_tiny.csv \
+    llama-tiny=results/loss_gpl3_llama-tiny.csv
+fi
 stamp "plots in plots/, results in results/"
