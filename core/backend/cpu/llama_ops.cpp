@@ -60,10 +60,20 @@ void rope(T* y, const T* x, int64_t n, int s, int a, int hd, double theta, int s
   const int half = hd / 2;
   std::vector<double> inv(half);
   for (int i = 0; i < half; ++i) inv[i] = std::pow(theta, -2.0 * i / hd);
+  // The angles depend on the position and frequency only: one table of s x half, not one sin and
+  // cos per element (bit for bit the same values).
+  std::vector<T> cos_t(size_t(s) * half), sin_t(size_t(s) * half);
+  for (int p = 0; p < s; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double ang = double(p) * inv[i];
+      cos_t[size_t(p) * half + i] = static_cast<T>(std::cos(ang));
+      sin_t[size_t(p) * half + i] = static_cast<T>(sign * std::sin(ang));
+    }
   const int64_t width = int64_t(3) * a * hd;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const double pos = double(r % s);
+    const T* cr = cos_t.data() + (r % s) * half;
+    const T* sr = sin_t.data() + (r % s) * half;
     const T* xr = x + r * width;
     T* yr = y + r * width;
     for (int h = 0; h < a; ++h) {
@@ -71,8 +81,7 @@ void rope(T* y, const T* x, int64_t n, int s, int a, int hd, double theta, int s
         const T* xi = xr + (int64_t(h) * 3 + part) * hd;
         T* yi = yr + (int64_t(h) * 3 + part) * hd;
         for (int i = 0; i < half; ++i) {
-          const double ang = pos * inv[i];
-          const T cs = static_cast<T>(std::cos(ang)), sn = static_cast<T>(sign * std::sin(ang));
+          const T cs = cr[i], sn = sr[i];
           const T x0 = xi[i], x1 = xi[i + half];
           yi[i] = x0 * cs - x1 * sn;
           yi[i + half] = x1 * cs + x0 * sn;
