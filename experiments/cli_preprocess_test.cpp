@@ -59,9 +59,7 @@ TEST(CliPreprocessTokenizer, EmptyOrMissingModelNamesTheFlag) {
 class CliSentencePiece : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sentencepiece_available()) GTEST_SKIP() << "this build has no SentencePiece (libsentencepiece-dev)";
-    const std::string why = testing::spm_tools_missing();
-    if (!why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = testing::spm_unavailable(); !why.empty()) GTEST_SKIP() << why;
     model_ = testing::train_spm_model(dir_, "gpl3", false);
   }
   CliResult preprocess(const std::string& model, const std::string& prefix) {

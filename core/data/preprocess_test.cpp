@@ -113,9 +113,7 @@ TEST(Preprocess, MissingOutputDirectoryNamesTheFlag) {
 class PreprocessSentencePiece : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sentencepiece_available()) GTEST_SKIP() << "this build has no SentencePiece (libsentencepiece-dev)";
-    const std::string why = testing::spm_tools_missing();
-    if (!why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = testing::spm_unavailable(); !why.empty()) GTEST_SKIP() << why;
     model_ = testing::train_spm_model(dir_, "gpl3", false);
   }
   std::vector<int32_t> tokens_of(const std::string& prefix) {

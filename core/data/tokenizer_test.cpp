@@ -49,9 +49,7 @@ TEST(SentencePieceTokenizer, MissingOrDirectoryModelNamesTheFlag) {
 class SentencePieceModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sentencepiece_available()) GTEST_SKIP() << "this build has no SentencePiece (libsentencepiece-dev)";
-    const std::string why = testing::spm_tools_missing();
-    if (!why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = testing::spm_unavailable(); !why.empty()) GTEST_SKIP() << why;
   }
   TempDir dir_;
 };

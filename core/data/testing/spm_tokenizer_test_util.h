@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
+#include "core/data/sentencepiece_tokenizer.h"
 
 namespace ptdp::testing {
 
@@ -36,6 +37,12 @@ inline std::string spm_tools_missing() {
     return "spm_train/spm_encode not found (apt-get install sentencepiece, or scripts/setup.sh)";
   if (!std::filesystem::exists(kGpl3)) return std::string(kGpl3) + " not found (Debian's base-files)";
   return "";
+}
+
+// Why SentencePiece cannot be tested here, the library or the tools ("" when it can).
+inline std::string spm_unavailable() {
+  if (!sentencepiece_available()) return "this build has no SentencePiece (libsentencepiece-dev)";
+  return spm_tools_missing();
 }
 
 // Trains a 512-piece BPE model on GPL-3 into DIR/NAME.model and returns its path.
