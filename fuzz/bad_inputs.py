@@ -96,6 +96,12 @@ case("preprocess empty input", ["preprocess", "--input", f"{T}/empty.txt", "--ou
 case("preprocess directory input", ["preprocess", "--input", T, "--output-prefix", f"{T}/o"])
 case("preprocess --output-prefix in a missing directory", ["preprocess", "--input", f"{T}/in.txt", "--output-prefix", f"{T}/no/o"])
 case("preprocess without --input", ["preprocess", "--output-prefix", f"{T}/o"])
+w("text.model", "not a model\n")
+case("preprocess --tokenizer-model missing", ["preprocess", "--input", f"{T}/in.txt", "--output-prefix", f"{T}/o", "--tokenizer-model", f"{T}/none.model"])
+case("preprocess --tokenizer-model a text file", ["preprocess", "--input", f"{T}/in.txt", "--output-prefix", f"{T}/o", "--tokenizer-model", f"{T}/text.model"])
+case("preprocess --append-eod (byte-level)", ["preprocess", "--input", f"{T}/in.txt", "--output-prefix", f"{T}/o", "--append-eod"])
+case("train --recipe llama, 100 iterations (warm-up 2000)", ["train", "--model", "llama-tiny", "--recipe", "llama", "--iters", "100"])
+case("train --recipe gpt3", ["train", "--model", "tiny", "--recipe", "gpt3"])
 # hardware profiles (simulate)
 sel = open(f"{src}/hardware/a100-selene.toml").read()
 sim = ["simulate", "--model", "gpt-1t", "--tp", "8", "--pp", "64", "--global-batch", "512", "--hardware"]
