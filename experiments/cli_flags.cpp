@@ -104,6 +104,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_option("--loss-log", r.loss_log,
                  "write iteration,loss,grad_norm,lr of every iteration to this CSV at the end (atomically)");
+  app.add_flag("--gemm-rate", r.gemm_rate,
+               "after the run, time OpenBLAS sgemm at this model's GEMM shapes (one layer's and the logits', "
+               "forward and backward) and print the step's model FLOP/s against it (cpu backend, one rank)");
   app.add_option("--save-init", r.save_init_dir,
                  "before training, write the initial weights to DIR as the checkpoint of iteration 0");
 }

@@ -624,5 +624,18 @@ TEST(CliThreads, TrainKeepsToOmpNumThreads) {
   EXPECT_NE(r.out.find("(1 CPU thread(s) per rank)"), std::string::npos) << r.out;
 }
 
+// --gemm-rate: the step's model FLOP/s against sgemm at the model's shapes, one CPU rank only.
+TEST(CliThreads, GemmRateComparesTheStepWithSgemm) {
+  TempDir dir;
+  const CliResult r =
+      run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--warmup", "1", "--global-batch", "2", "--gemm-rate"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("gemm rate: the step runs ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% of sgemm at the model's shapes (", at), std::string::npos) << r.out;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--pp", "2", "--gemm-rate"}),
+                           {"--gemm-rate", "one rank", "2 ranks"}));
+}
+
 }  // namespace
 }  // namespace ptdp

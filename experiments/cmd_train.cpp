@@ -12,6 +12,7 @@
 
 #include "core/data/indexed_dataset.h"
 #include "core/data/samples.h"
+#include "core/backend/cpu/gemm_rate.h"
 #include "core/backend/cpu/threads.h"
 #include "core/comm/agreement.h"
 #include "core/comm/local/local_comm.h"
@@ -320,6 +321,15 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
                "rank 0\n",
                iter_ms, timed.size(), loss, peak_gb, bd.activation_gb, bd.bubble, bd.p2p_bytes);
+  if (report && c.gemm_rate) {
+    // Model FLOPs (recomputation not counted) per second of the median step, against sgemm over
+    // the same GEMM shapes on this thread's CPU threads, timed now that training is done.
+    const double step_gflops = flops_model(m, c.par.global_batch) / (iter_ms / 1e3) / 1e9;
+    const double sgemm = cpu::sgemm_gflops(cpu::model_gemms(m, int64_t(c.par.micro_batch) * m.seq_length), 2.0);
+    fmt::print("gemm rate: the step runs {:.1f} GFLOP/s of model FLOPs = {:.0f}% of sgemm at the model's shapes "
+               "({:.1f} GFLOP/s, {} CPU thread(s))\n",
+               step_gflops, 100.0 * step_gflops / sgemm, sgemm, rank_threads);
+  }
   if (report)
     fmt::print("model and optimizer state on rank 0: {} bytes for {} parameters ({:.3f} bytes per parameter: "
                "weights, gradients, master weights and Adam moments{})\n",

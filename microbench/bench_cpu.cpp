@@ -1,5 +1,5 @@
 // CPU microbenchmarks: OpenBLAS sgemm at the GEMM shapes of a transformer layer, and a whole
-// training step of the `small` model, both as GFLOP/s counters. The step's rate over the sgemm
+// training step, of `small` and of a 6-layer h=512 s=512 model, both as GFLOP/s counters. The step's rate over the sgemm
 // rate shows how much time goes outside the GEMMs (the budget: at least 50%).
 //   build/bench_cpu --benchmark_out=results/bench_cpu.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "core/backend/cpu/blas.h"
+#include "core/backend/cpu/gemm_rate.h"
 #include "core/data/samples.h"
 #include "core/runtime/flops.h"
 #include "core/runtime/provenance.h"
@@ -21,45 +23,30 @@ namespace {
 
 constexpr int kMicroBatch = 4;
 
-struct Gemm {
-  bool ta, tb;
-  int64_t m, n, k;
-};
-
-// The GEMMs of one layer's forward and backward pass and of the output layer, for rows tokens.
-std::vector<Gemm> model_gemms(const ModelConfig& c, int64_t rows) {
-  const int64_t h = c.hidden, f = c.ffn_hidden(), v = c.padded_vocab(1);
-  std::vector<Gemm> g;
-  for (auto [out, in] : {std::pair{3 * h, h}, {h, h}, {f, h}, {h, f}, {v, h}}) {
-    g.push_back({false, true, rows, out, in});   // forward: y = x w^T
-    g.push_back({false, false, rows, in, out});  // input grad: dx = dy w
-    g.push_back({true, false, out, in, rows});   // weight grad: dw = dy^T x
-  }
-  return g;
-}
-
-void BM_SgemmModelShapes(benchmark::State& state) {
+// The models measured: 0 `small` (l=4 h=256 a=8 s=256 V=256), 1 a 6-layer h=512 a=8 s=512 V=256.
+ModelConfig bench_model(int64_t which) {
+  if (which == 0) return preset_config("small");
   ModelConfig c = preset_config("small");
-  auto gemms = model_gemms(c, int64_t(kMicroBatch) * c.seq_length);
-  double flops = 0;
-  std::vector<std::vector<float>> a, b, out;
-  for (const auto& g : gemms) {
-    a.emplace_back(g.m * g.k, 0.01f);
-    b.emplace_back(g.k * g.n, 0.02f);
-    out.emplace_back(g.m * g.n, 0.0f);
-    flops += 2.0 * g.m * g.n * g.k;
-  }
-  for (auto _ : state) {
-    for (size_t i = 0; i < gemms.size(); ++i) {
-      const Gemm& g = gemms[i];
-      cpu::gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a[i].data(), g.ta ? g.m : g.k, b[i].data(),
-                       g.tb ? g.k : g.n, 0.0f, out[i].data(), g.n);
-    }
-    benchmark::DoNotOptimize(out.back().data());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  c.name = "l6-h512-s512";
+  c.layers = 6;
+  c.hidden = 512;
+  c.heads = 8;
+  c.seq_length = 512;
+  return c;
 }
+
+void sgemm_model_shapes(benchmark::State& state, const ModelConfig& c) {
+  cpu::SgemmSet set(cpu::model_gemms(c, int64_t(kMicroBatch) * c.seq_length));
+  for (auto _ : state) {
+    set.run();
+    benchmark::DoNotOptimize(set.last_output());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(set.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_SgemmModelShapes(benchmark::State& state) { sgemm_model_shapes(state, bench_model(0)); }
+void BM_SgemmModelShapesL6(benchmark::State& state) { sgemm_model_shapes(state, bench_model(1)); }
 BENCHMARK(BM_SgemmModelShapes)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+BENCHMARK(BM_SgemmModelShapesL6)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
 
 void BM_Sgemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -81,8 +68,7 @@ BENCHMARK(BM_Sgemm)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_TrainStepSmall(benchmark::State& state) {
-  ModelConfig c = preset_config("small");
+void train_step(benchmark::State& state, const ModelConfig& c) {
   auto be = make_cpu_backend();
   Gpt model(c, ShardSpec{}, *be, DType::F32);
   model.init(1);
@@ -99,7 +85,10 @@ void BM_TrainStepSmall(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(double(kMicroBatch) * c.seq_length, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_TrainStepSmall(benchmark::State& state) { train_step(state, bench_model(0)); }
+void BM_TrainStepL6(benchmark::State& state) { train_step(state, bench_model(1)); }
 BENCHMARK(BM_TrainStepSmall)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_TrainStepL6)->Unit(benchmark::kMillisecond)->MinTime(6.0)->UseRealTime();
 
 // Console output as usual, and remembers each benchmark's GFLOP/s.
 class RateReporter : public benchmark::ConsoleReporter {
@@ -130,10 +119,12 @@ int main(int argc, char** argv) {
                                                     : benchmark::ConsoleReporter::OO_Tabular);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   auto& g = reporter.gflops;
-  if (g.count("BM_SgemmModelShapes") && g.count("BM_TrainStepSmall")) {
-    double step = g["BM_TrainStepSmall"], gemm = g["BM_SgemmModelShapes"];
-    fmt::print("training step of small (b={}): {:.1f} GFLOP/s = {:.0f}% of sgemm at the model's shapes ({:.1f} GFLOP/s)\n",
-               ptdp::kMicroBatch, step, 100.0 * step / gemm, gemm);
+  for (auto [model, step_name, gemm_name] : {std::tuple{0, "BM_TrainStepSmall", "BM_SgemmModelShapes"},
+                                             std::tuple{1, "BM_TrainStepL6", "BM_SgemmModelShapesL6"}}) {
+    if (!g.count(step_name) || !g.count(gemm_name)) continue;
+    const double step = g[step_name], gemm = g[gemm_name];
+    fmt::print("training step of {} (b={}): {:.1f} GFLOP/s = {:.0f}% of sgemm at the model's shapes ({:.1f} GFLOP/s)\n",
+               ptdp::bench_model(model).name, ptdp::kMicroBatch, step, 100.0 * step / gemm, gemm);
   }
   benchmark::Shutdown();
   return 0;

@@ -52,6 +52,10 @@ void validate_run(RunConfig& c) {
   if (c.ranks != world)
     usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --pp {} x --dp {} = {}",
                 c.ranks, p.tp, p.pp, p.dp, world);
+  if (c.gemm_rate && (c.backend != "cpu" || world != 1))
+    usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
+                "has --backend {} and {} ranks)",
+                c.backend, world);
   if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
   if (p.global_batch % (p.micro_batch * p.dp) != 0)
     usage_error("--global-batch {} must be a multiple of --micro-batch {} x --dp {} = {}", p.global_batch,

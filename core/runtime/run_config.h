@@ -51,6 +51,7 @@ struct RunConfig {
   bool skip_nonfinite = false;               // skip steps with non-finite loss/gradients
   std::string loss_log;                      // --loss-log: iteration,loss,... CSV (world rank 0)
   std::string save_init_dir;                 // --save-init: the initial weights, as iteration 0
+  bool gemm_rate = false;                    // --gemm-rate: the step against sgemm at the model's shapes
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
   // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.
