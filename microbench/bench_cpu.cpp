@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -90,17 +91,25 @@ void BM_TrainStepL6(benchmark::State& state) { train_step(state, bench_model(1))
 BENCHMARK(BM_TrainStepSmall)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 BENCHMARK(BM_TrainStepL6)->Unit(benchmark::kMillisecond)->MinTime(6.0)->UseRealTime();
 
-// Console output as usual, and remembers each benchmark's GFLOP/s.
+// Console output as usual, and remembers each benchmark's GFLOP/s, one value per repetition.
 class RateReporter : public benchmark::ConsoleReporter {
  public:
   explicit RateReporter(OutputOptions opts) : ConsoleReporter(opts) {}
-  std::map<std::string, double> gflops;  // by function name, e.g. BM_TrainStepSmall
+  std::map<std::string, std::vector<double>> gflops;  // by function name, e.g. BM_TrainStepSmall
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
       auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.run_name.function_name] = it->second;
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration)
+        gflops[r.run_name.function_name].push_back(it->second);
     }
     ConsoleReporter::ReportRuns(runs);
+  }
+  // The median over the repetitions (--benchmark_repetitions), 0 when the benchmark did not run.
+  double median(const std::string& name) {
+    std::vector<double> v = gflops[name];
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   }
 };
 
@@ -118,13 +127,13 @@ int main(int argc, char** argv) {
   ptdp::RateReporter reporter(isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
                                                     : benchmark::ConsoleReporter::OO_Tabular);
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  auto& g = reporter.gflops;
   for (auto [model, step_name, gemm_name] : {std::tuple{0, "BM_TrainStepSmall", "BM_SgemmModelShapes"},
                                              std::tuple{1, "BM_TrainStepL6", "BM_SgemmModelShapesL6"}}) {
-    if (!g.count(step_name) || !g.count(gemm_name)) continue;
-    const double step = g[step_name], gemm = g[gemm_name];
-    fmt::print("training step of {} (b={}): {:.1f} GFLOP/s = {:.0f}% of sgemm at the model's shapes ({:.1f} GFLOP/s)\n",
-               ptdp::bench_model(model).name, ptdp::kMicroBatch, step, 100.0 * step / gemm, gemm);
+    const double step = reporter.median(step_name), gemm = reporter.median(gemm_name);
+    if (step <= 0 || gemm <= 0) continue;
+    fmt::print("training step of {} (b={}): {:.1f} GFLOP/s = {:.0f}% of sgemm at the model's shapes ({:.1f} GFLOP/s){}\n",
+               ptdp::bench_model(model).name, ptdp::kMicroBatch, step, 100.0 * step / gemm, gemm,
+               reporter.gflops[step_name].size() > 1 ? ", medians over the repetitions" : "");
   }
   benchmark::Shutdown();
   return 0;
