@@ -144,7 +144,7 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   for (char ch : r.experiment)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
       usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
-  if (app.get_option_no_throw("--recipe")) {
+  if (f.trains && app.get_option_no_throw("--recipe")) {
     auto given_run_flag = [&](const char* flag) { return app.get_option_no_throw(flag) && app.count(flag) > 0; };
     apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given_run_flag, r);
   }

@@ -19,6 +19,7 @@ struct RunFlags {
   std::string recompute = "none";
   bool scatter_gather = true;
   std::string recipe = "default";  // --recipe (experiments/recipe.h)
+  bool trains = true;              // false for simulate: the optimizer flags and --recipe do not apply
   RunConfig run;
 };
 

@@ -54,6 +54,7 @@ void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::Ha
 int run_simulate(const CLI::App& app, SimulateFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
   apply_profile_and_gpus(app, f, hw);
+  f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);
   if (!c.csv.empty()) check_result_csv(c.csv);
   const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
