@@ -113,7 +113,8 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
 
 RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   RunConfig r = f.run;
-  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  // Whether the user gave FLAG (false for a flag this command does not have).
+  auto given = [&](const char* flag) { return app.get_option_no_throw(flag) && app.count(flag) > 0; };
   const char* sizes[] = {"--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"};
   if (given("--model")) {
     r.model = preset_config(f.model);
@@ -139,15 +140,13 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   r.par.scatter_gather = f.scatter_gather;
   // A path flag given an empty value is a mistake (an unset variable in a script), not "none".
   for (const char* flag : {"--csv", "--save", "--load", "--loss-log", "--save-init", "--data", "--experiment"})
-    if (app.get_option_no_throw(flag) && given(flag) && app.get_option(flag)->as<std::string>().empty())
+    if (given(flag) && app.get_option(flag)->as<std::string>().empty())
       usage_error("{} '': needs a value (leave the flag out for none)", flag);
   for (char ch : r.experiment)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
       usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
-  if (f.trains && app.get_option_no_throw("--recipe")) {
-    auto given_run_flag = [&](const char* flag) { return app.get_option_no_throw(flag) && app.count(flag) > 0; };
-    apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given_run_flag, r);
-  }
+  if (f.trains && app.get_option_no_throw("--recipe"))
+    apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given, r);
   validate_run(r);
   return r;
 }

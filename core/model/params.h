@@ -35,6 +35,9 @@ struct ParamEntry {
   double init_value = 0;   // when init_std == 0
 };
 
+// The word embedding and llama's output layer: vocabulary rows, padded to a multiple of 128 t.
+inline bool has_vocab_rows(const std::string& name) { return name == "wte" || name == "output"; }
+
 class ParamLayout {
  public:
   ParamLayout(const ModelConfig& cfg, const ShardSpec& shard);

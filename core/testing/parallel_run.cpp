@@ -91,8 +91,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
       if (!e.shared_copy) mine[e.name] = {&e, masters[j].data<float>()};
   ParamLayout full_layout(c, ShardSpec{});
   for (const auto& fe : full_layout.entries()) {
-    const bool vocab = fe.name == "wte" || fe.name == "output";  // padded to a multiple of 128 t
-    const int64_t n = vocab ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);
+    const int64_t n = has_vocab_rows(fe.name) ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);
     Tensor full = Tensor::zeros({n}, DType::F64);
     auto it = mine.find(fe.name);
     if (it != mine.end() && g.me.dp == 0) {
@@ -128,7 +127,7 @@ WeightDiff compare_weights(const RunResult& ref, const RunResult& got) {
     auto it = got.weights.find(name);
     // The word embedding may be padded to a different size (a multiple of 128 t): its real
     // rows come first, so the common prefix is compared.
-    const bool padded = name == "wte" || name == "output";
+    const bool padded = has_vocab_rows(name);
     if (it == got.weights.end() || (!padded && it->second.size() != w.size())) {
       d.worst_tensor = INFINITY;
       d.worst_name = name + " (missing)";
