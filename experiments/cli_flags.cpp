@@ -44,6 +44,11 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_flag("--scatter-gather,!--no-scatter-gather", f.scatter_gather,
                "scatter/gather optimisation of pipeline sends (default on)");
+  app.add_flag("--sequence-parallel", p.sequence_parallel,
+               "sequence parallelism (Korthikanti et al. 2022): LayerNorms, residuals and the activations between "
+               "layers and stages hold 1/t of the b*s rows per tensor-parallel rank; all-gather before and "
+               "reduce-scatter after the tensor-parallel GEMMs replace the all-reduces (needs --tp > 1 dividing "
+               "--micro-batch x --seq-length)");
   app.add_option("--zero", p.zero,
                  "sharded data parallelism: 0 none, 1 the distributed optimizer (optimizer state sharded over d, "
                  "gradients reduce-scattered), 3 ZeRO-3 (parameters sharded too; t = p = 1)")

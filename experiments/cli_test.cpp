@@ -173,6 +173,15 @@ TEST(CliParallelFlags, UnknownRecomputeIsRefused) {
   expect_refused({"--model", "tiny", "--recompute", "maybe"}, "--recompute 'maybe' must be none, full or selective");
 }
 
+TEST(CliParallelFlags, SequenceParallelNeedsTensorParallelism) {
+  expect_refused({"--model", "tiny", "--sequence-parallel"}, "--sequence-parallel needs --tp > 1");
+}
+
+TEST(CliParallelFlags, SequenceParallelNeedsTpToDivideTheRowsOfAMicroBatch) {
+  expect_refused({"--model", "tiny", "--tp", "4", "--seq-length", "6", "--sequence-parallel"},
+                 "--sequence-parallel needs --tp 4 to divide --micro-batch 1 x --seq-length 6 = 6");
+}
+
 // ---- run flags ----
 
 TEST(CliRunFlags, CudaWithoutAGpuIsRefusedNamingTheReason) {

@@ -34,6 +34,7 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   r.set("schedule", p.schedule);
   r.set("recompute", std::string(recompute_name(p.recompute)));
   r.set("scatter_gather", p.scatter_gather ? 1 : 0);
+  r.set("sequence_parallel", p.sequence_parallel ? 1 : 0);
   r.set("iters", c.iters);
   r.set("iter_time_ms", iter_ms);
   const double tflops = flops_eq3(m, p.global_batch) / sec / gpus / 1e12;

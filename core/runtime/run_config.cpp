@@ -65,6 +65,13 @@ void validate_run(RunConfig& c) {
     usage_error("--zero 3 needs --tp 1 and --pp 1 (ZeRO-3 shards whole layers over the data-parallel group, as in "
                 "the paper's comparison), not --tp {} --pp {}",
                 p.tp, p.pp);
+  if (p.sequence_parallel && p.tp == 1)
+    usage_error("--sequence-parallel needs --tp > 1 (it splits the rows of the tensor-parallel group; --tp 1 has "
+                "none to split)");
+  if (p.sequence_parallel && (int64_t(p.micro_batch) * c.model.seq_length) % p.tp != 0)
+    usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
+                "tensor-parallel rank holds an equal share of the rows)",
+                p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
   if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
     usage_error("--schedule '{}' must be gpipe, 1f1b or interleaved", p.schedule);
   if (p.vpp > 1 && p.schedule != "interleaved")

@@ -20,6 +20,10 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   Recompute recompute = Recompute::None;
   bool scatter_gather = true;
+  // Sequence parallelism (--sequence-parallel; Korthikanti et al. 2022, section 4.2.2): the
+  // LayerNorm, residual and between-layer regions hold n/t of the n = b*s rows on each tensor-
+  // parallel rank; all-gather / reduce-scatter replace the tensor-parallel all-reduces. Needs t > 1.
+  bool sequence_parallel = false;
   // Sharded data parallelism (--zero): 0 plain (replicated optimizer, all-reduced gradients);
   // 1 Megatron's distributed optimizer (master weights and Adam state sharded over dp, gradients
   // reduce-scattered, parameters all-gathered); 3 ZeRO-3 (parameters sharded too, gathered per

@@ -43,6 +43,7 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--schedule", p.schedule);
   add("--recompute", std::string(recompute_name(p.recompute)));
   add("--scatter-gather", p.scatter_gather);
+  add("--sequence-parallel", p.sequence_parallel);
   add("--zero", p.zero);
   // Run.
   add("--experiment", c.experiment);

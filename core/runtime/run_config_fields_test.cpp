@@ -33,6 +33,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.par.micro_batch = 3; },      [](RunConfig& c) { c.par.global_batch = 3; },
       [](RunConfig& c) { c.par.schedule = "gpipe"; },   [](RunConfig& c) { c.par.recompute = Recompute::Full; },
       [](RunConfig& c) { c.par.scatter_gather = false; }, [](RunConfig& c) { c.par.zero = 1; },
+      [](RunConfig& c) { c.par.sequence_parallel = true; },
       [](RunConfig& c) { c.experiment = "x"; },         [](RunConfig& c) { c.backend = "cuda"; },
       [](RunConfig& c) { c.comm = "mpi"; },             [](RunConfig& c) { c.ranks = 3; },
       [](RunConfig& c) { c.precision = "bf16"; },       [](RunConfig& c) { c.iters = 3; },
