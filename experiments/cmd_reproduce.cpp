@@ -121,15 +121,23 @@ std::string layout(const RunConfig& c) {
 
 const char* metric_unit(const std::string& metric) {
   if (metric == "tflops_per_gpu") return "TFLOP/s per GPU";
+  if (metric == "model_tflops_per_gpu") return "model TFLOP/s per GPU (no recomputation counted)";
+  if (metric == "iter_time_s") return "seconds per iteration";
+  if (metric == "layer_fwd_ms") return "ms, forward of one layer";
+  if (metric == "layer_bwd_ms") return "ms, backward of one layer (with its recomputation)";
   if (metric == "seq_per_s") return "sequences/s";
   if (metric == "bubble_fraction") return "bubble fraction";
   return "sequences/s (normalised per series at b = 1)";
 }
 
-// The column a metric is read from (normalized_throughput: seq_per_s, normalised afterwards).
+// The column a metric is read from (normalized_throughput: seq_per_s, normalised afterwards;
+// iter_time_s: iter_time_ms, scaled by metric_scale).
 std::string metric_column(const std::string& metric) {
-  return metric == "normalized_throughput" ? "seq_per_s" : metric;
+  if (metric == "normalized_throughput") return "seq_per_s";
+  if (metric == "iter_time_s") return "iter_time_ms";
+  return metric;
 }
+double metric_scale(const std::string& metric) { return metric == "iter_time_s" ? 1e-3 : 1.0; }
 
 // ---- the paper's values --------------------------------------------------------------------------
 
@@ -187,7 +195,10 @@ std::map<std::pair<std::string, std::string>, double> paper_values(const SweepSp
       const CsvTable t = CsvTable::read(path, {"scheme", "params_b", "gpus", "tflops_per_gpu"});
       for (size_t i = 0; i < t.size(); ++i) v[{table2_series(t, i), t.text(i, "gpus")}] = t.number(i, "tflops_per_gpu");
     } else {
-      const std::string path = dir + "/figures.csv";
+      // Another paper's artefacts have their own file (kor22.csv, mcore_h100.csv); the SC'21
+      // figures share figures.csv. Both: figure, series, x, value.
+      std::string path = dir + "/" + spec.paper + ".csv";
+      if (!fs::exists(path, ec)) path = dir + "/figures.csv";
       if (!fs::exists(path, ec)) continue;
       const CsvTable t = CsvTable::read(path, {"figure", "series", "x", "value"});
       for (size_t i = 0; i < t.size(); ++i)
@@ -204,6 +215,7 @@ struct Job {
   SweepSpec spec;
   std::vector<SweepPoint> points;
   std::string csv;
+  std::optional<sim::HardwareProfile> hw;  // simulate: --hardware, else the spec's, else a100-selene
 };
 
 struct Context {
@@ -360,6 +372,8 @@ Outcome run_eq1(const RunConfig& c, std::map<int, ResultRow>& measured) {
 // Reads back the sweep's rows of this mode (and profile) and prints them against the paper.
 void print_summary(const Job& job, const Context& ctx, const std::vector<std::string>& keys) {
   const std::string col = metric_column(job.spec.metric);
+  std::map<std::string, std::string> series_metric;  // series -> its metric
+  for (const auto& se : job.spec.series) series_metric[se.name] = se.metric;
   std::error_code ec;
   if (!fs::exists(job.csv, ec)) return;
   // Tables 1 and 2: also the days to train on 300B tokens by Eq. (4), ours against the paper's.
@@ -367,14 +381,18 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   const bool days = (job.spec.paper == "table1" || job.spec.paper == "table2") && col == "tflops_per_gpu" &&
                     ctx.scale == SweepScale::Paper;
   std::vector<std::string> cols = sweep_key_columns();
-  cols.push_back(col);
+  for (const auto& [name, m] : series_metric)
+    if (std::find(cols.begin(), cols.end(), metric_column(m)) == cols.end()) cols.push_back(metric_column(m));
   if (days) cols.push_back("params");
   const CsvTable t = CsvTable::read(job.csv, cols);
-  std::map<std::string, std::optional<double>> value, day;  // key -> the last row's metric (and days)
+  // key -> the last row's metrics by column (and days)
+  std::map<std::string, std::map<std::string, std::optional<double>>> metrics;
+  std::map<std::string, std::optional<double>> value, day;
   for (size_t i = 0; i < t.size(); ++i) {
     std::string k;
     for (const auto& c : sweep_key_columns()) k += t.text(i, c) + '\x1f';
-    value[k] = t.number_or_empty(i, col);
+    for (const auto& [name, m] : series_metric) metrics[k][m] = t.number_or_empty(i, metric_column(m));
+    value[k] = metrics[k][job.spec.metric];
     if (days && value[k]) {
       const auto params = t.number_or_empty(i, "params");
       day[k] = params ? std::optional<double>(sim::training_days_eq4(kDaysTokens, *params, t.number(i, "gpus"),
@@ -384,8 +402,10 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   }
   std::vector<std::optional<double>> ours(job.points.size()), ours_days(job.points.size());
   for (size_t i = 0; i < job.points.size(); ++i)
-    if (value.count(keys[i])) {
-      ours[i] = value[keys[i]];
+    if (metrics.count(keys[i])) {
+      const std::string& m = series_metric[job.points[i].series];
+      ours[i] = metrics[keys[i]][m];
+      if (ours[i]) *ours[i] *= metric_scale(m);
       if (days && day.count(keys[i])) ours_days[i] = day[keys[i]];
     }
   if (job.spec.metric == "normalized_throughput") {  // each series over its x = 1 point
@@ -502,8 +522,9 @@ int run_job(const Job& job, Context& ctx) {
     std::string result;
     if (o.row) {
       const std::string col = metric_column(spec.metric);
-      const char* unit = col == "seq_per_s" ? "sequences/s" : col == "bubble_fraction" ? "bubble" : "TFLOP/s per GPU";
-      result = fmt::format("{:.4g} {}", std::stod(o.row->get(col)), unit);
+      const std::string v = o.row->get(col);
+      result = v.empty() ? std::string("-") : fmt::format("{:.4g} {}", std::stod(v) * metric_scale(spec.metric),
+                                                          metric_unit(spec.metric));
       if (ctx.mode == "run")
         result += fmt::format(", {:.4g} ms/iteration, loss {:.4f}", std::stod(o.row->get("iter_time_ms")),
                               std::stod(o.row->get("loss")));
@@ -571,7 +592,9 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     return 0;
   }
 
-  if (f.mode == "simulate") ctx.hw = sim::load_profile(f.hardware);
+  if (f.mode == "simulate")
+    for (auto& j : jobs)
+      j.hw = sim::load_profile(app.count("--hardware") || j.spec.hardware.empty() ? f.hardware : j.spec.hardware);
 
 #ifdef PTDP_HAVE_MPI
   std::unique_ptr<MpiSession> mpi;
@@ -601,6 +624,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs)
     for (const auto& pt : j.points) {
       try {
+        ctx.hw = j.hw;
         const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
         if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
           require_supported(c);
@@ -631,8 +655,11 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs) sweep_keys_in_csv(j.csv);  // a malformed file is refused before any work
 
   install_interrupt_handlers();
-  for (const auto& j : jobs) run_job(j, ctx);
-  if (llama && ctx.report) reproduce_llama("llama", llama_csv, *ctx.hw, false);
+  for (const auto& j : jobs) {
+    ctx.hw = j.hw;
+    run_job(j, ctx);
+  }
+  if (llama && ctx.report) reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
                duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));

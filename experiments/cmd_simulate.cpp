@@ -12,6 +12,7 @@
 #include "core/runtime/flops.h"
 #include "core/runtime/results_csv.h"
 #include "core/sim/hardware.h"
+#include "core/sim/stack.h"
 #include "core/sim/simulator.h"
 #include "experiments/cli_flags.h"
 #include "experiments/result_row.h"
@@ -56,6 +57,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   apply_profile_and_gpus(app, f, hw);
   f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);
+  sim::software_stack(c.stack);  // UsageError naming --stack before anything runs
   if (!c.csv.empty()) check_result_csv(c.csv);
   const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
 
@@ -64,10 +66,11 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("ptdp simulate: model {} (l={} h={} a={} s={} V={}, {:.4g}B parameters) on {} x {} ({})\n", m.name,
              m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e9, c.ranks, hw.device,
              hw.name);
-  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}\n", p.tp, p.pp,
-             p.dp, p.vpp, p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
+  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
+             p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
-             p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "");
+             p.sequence_parallel ? ", sequence parallel" : "",
+             p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
   fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
@@ -120,6 +123,11 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
                   "--precision defaults to the profile's")
       ->required();
   sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
+  sub->add_option("--stack", f->run.run.stack,
+                  "software modelled: megatron-2021 (the paper's code), megatron-2022 (asynchronous tensor-parallel "
+                  "communication in backward, fused gradient accumulation), mcore (Megatron-Core 2024: also flash "
+                  "attention, TP/DP communication overlap, fp32 gradients); docs/SIMULATOR.md")
+      ->capture_default_str();
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
 }
 

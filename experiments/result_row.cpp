@@ -35,6 +35,7 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   r.set("recompute", std::string(recompute_name(p.recompute)));
   r.set("scatter_gather", p.scatter_gather ? 1 : 0);
   r.set("sequence_parallel", p.sequence_parallel ? 1 : 0);
+  if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
   r.set("iters", c.iters);
   r.set("iter_time_ms", iter_ms);
   const double tflops = flops_eq3(m, p.global_batch) / sec / gpus / 1e12;
@@ -65,6 +66,9 @@ ResultRow make_simulated_row(const RunConfig& c, const sim::HardwareProfile& hw,
   row.set("optimizer_ms", r.stage0.optimizer_s * 1e3);
   row.set("p2p_bytes", static_cast<long long>(r.stage0.p2p_bytes));
   row.set("activation_gb", r.activation_bytes / 1e9);
+  // One layer, one micro-batch (Korthikanti et al.'s Table 4); backward with its recomputation.
+  row.set("layer_fwd_ms", r.layer.forward.total() * 1e3);
+  row.set("layer_bwd_ms", (r.layer.recompute.total() + r.layer.backward.total()) * 1e3);
   return row;
 }
 

@@ -12,6 +12,7 @@
 #include "core/common/one_line.h"
 #include "core/model/config.h"
 #include "core/runtime/csv_reader.h"
+#include "core/sim/stack.h"
 
 namespace ptdp {
 
@@ -56,7 +57,8 @@ const std::vector<std::string>& setting_keys() {
       "model",      "model_name",     "layers",         "hidden",     "heads",     "seq_length",
       "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
       "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
-      "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero"};
+      "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero",
+      "sequence_parallel", "stack"};
   return k;
 }
 
@@ -188,6 +190,14 @@ void apply(Assembly& a, const SpecSettings& s) {
     } else if (key == "scatter_gather") c.par.scatter_gather = as_bool(v, w, key);
     else if (key == "precision") c.precision = as_text(v, w, key);
     else if (key == "overlap_grad_reduce") c.overlap_grad_reduce = as_bool(v, w, key);
+    else if (key == "sequence_parallel") c.par.sequence_parallel = as_bool(v, w, key);
+    else if (key == "stack") {
+      try {
+        c.stack = sim::software_stack(as_text(v, w, key)).name;
+      } catch (const UsageError& e) {
+        usage_error("{}: {}", w, one_line(e.what()));
+      }
+    }
     else if (key == "zero") {
       const long long z = as_int(v, w, key);
       if (z != 0 && z != 1 && z != 3) usage_error("{}: key 'zero' = {} must be 0, 1 or 3", w, z);
@@ -219,8 +229,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   } catch (const toml::parse_error& e) {
     usage_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, one_line(e.description()));
   }
-  static const std::vector<std::string> top = {"name",  "title", "kind",   "metric", "paper",
-                                               "small_note", "base", "small", "series", "points"};
+  static const std::vector<std::string> top = {"name",       "title", "kind",  "metric", "paper",   "hardware",
+                                               "small_note", "base",  "small", "series", "points"};
   for (const auto& [k, node] : root)
     if (std::find(top.begin(), top.end(), std::string(k.str())) == top.end())
       usage_error("{}: unknown key '{}' (keys: {})", path, one_line(k.str()), joined(top));
@@ -239,15 +249,14 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   s.metric = text_field(root, "metric", path, true);
   s.paper = text_field(root, "paper", path, true);
   s.small_note = text_field(root, "small_note", path, false);
+  s.hardware = text_field(root, "hardware", path, false);
   const std::string kind = text_field(root, "kind", path, false);
   if (kind.empty() || kind == "train") s.kind = SweepKind::Train;
   else if (kind == "bubble") s.kind = SweepKind::Bubble;
   else if (kind == "eq1") s.kind = SweepKind::Eq1;
   else usage_error("{}: kind '{}' must be train, bubble or eq1", path, one_line(kind));
-  static const std::vector<std::string> metrics = {"tflops_per_gpu", "seq_per_s", "bubble_fraction",
-                                                   "normalized_throughput"};
-  if (std::find(metrics.begin(), metrics.end(), s.metric) == metrics.end())
-    usage_error("{}: metric '{}' must be one of {}", path, one_line(s.metric), joined(metrics));
+  if (std::find(sweep_metrics().begin(), sweep_metrics().end(), s.metric) == sweep_metrics().end())
+    usage_error("{}: metric '{}' must be one of {}", path, one_line(s.metric), joined(sweep_metrics()));
 
   for (const char* t : {"base", "small"}) {
     const toml::node* n = root.get(t);
@@ -286,7 +295,11 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
     const std::string where = fmt::format("{}: [[series]] #{}", path, i + 1);
     SpecSeries se;
     se.name = text_field(*sers[i], "name", where, true);
-    se.settings = read_settings(*sers[i], where, {"name", "only", "small", "at"});
+    se.settings = read_settings(*sers[i], where, {"name", "only", "small", "at", "metric"});
+    se.metric = text_field(*sers[i], "metric", where, false);
+    if (se.metric.empty()) se.metric = s.metric;
+    if (std::find(sweep_metrics().begin(), sweep_metrics().end(), se.metric) == sweep_metrics().end())
+      usage_error("{}: metric '{}' must be one of {}", where, one_line(se.metric), joined(sweep_metrics()));
     se.small = read_sub_settings(*sers[i], "small", where);
     if (const toml::node* at = sers[i]->get("at")) {
       const toml::table* t = at->as_table();
@@ -435,11 +448,19 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
   return out;
 }
 
+const std::vector<std::string>& sweep_metrics() {
+  static const std::vector<std::string> m = {"tflops_per_gpu", "model_tflops_per_gpu", "seq_per_s",
+                                             "bubble_fraction", "normalized_throughput", "iter_time_s",
+                                             "layer_fwd_ms", "layer_bwd_ms"};
+  return m;
+}
+
 const std::vector<std::string>& sweep_key_columns() {
   static const std::vector<std::string> k = {
       "experiment", "mode",   "backend",     "precision",    "model",    "layers",    "hidden",
       "heads",      "seq_length", "vocab_size", "gpus",      "tp",       "pp",        "dp",
-      "vpp",        "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather"};
+      "vpp",        "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather",
+      "sequence_parallel", "stack"};
   return k;
 }
 

@@ -45,6 +45,7 @@ struct SpecSeries {
   std::vector<std::string> only;    // x labels this series has (empty: every point)
   SpecSettings settings, small;
   std::vector<SpecAt> at;           // per-point settings of this series
+  std::string metric;               // the column this series is compared on (default: the spec's)
 };
 struct SpecPoint {
   std::string x;                    // as results/paper/figures.csv names the point (table1: params_b)
@@ -56,10 +57,11 @@ struct SweepSpec {
   std::string title;   // one line: what the paper's artefact shows
   std::string path;    // the spec file
   SweepKind kind = SweepKind::Train;
-  std::string metric;  // the column the paper plots: tflops_per_gpu | seq_per_s | bubble_fraction |
-                       // normalized_throughput (seq_per_s over the series' b = 1 point)
+  std::string metric;  // the column the paper plots: one of sweep_metrics() (normalized_throughput:
+                       // seq_per_s over the series' b = 1 point; iter_time_s: iter_time_ms / 1000)
   std::string paper;   // "table1" (results/paper/table1.csv) or the figure in results/paper/figures.csv
   std::string small_note;  // how --scale small differs from the paper's settings
+  std::string hardware;    // the profile --mode simulate uses unless --hardware is given (empty: a100-selene)
   SpecSettings base, small;
   std::vector<SpecSeries> series;
   std::vector<SpecPoint> points;
@@ -88,6 +90,9 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path);
 // naming the spec, series and point and the broken rule). Eq1 points keep the paper's p even
 // where p does not divide the layers (the estimate needs only per-layer times).
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale);
+
+// Metrics a spec (or one of its series) may compare on.
+const std::vector<std::string>& sweep_metrics();
 
 // The configuration columns that identify a row (resume and --force replace rows by this key).
 const std::vector<std::string>& sweep_key_columns();

@@ -56,6 +56,9 @@ struct RunConfig {
   std::string loss_log;                      // --loss-log: iteration,loss,... CSV (world rank 0)
   std::string save_init_dir;                 // --save-init: the initial weights, as iteration 0
   bool gemm_rate = false;                    // --gemm-rate: the step against sgemm at the model's shapes
+  // The software a simulated run models (--stack, core/sim/stack.h): megatron-2021 (the paper's
+  // code), megatron-2022 or mcore. `ptdp train` runs ptdp's own code and leaves it as it is.
+  std::string stack = "megatron-2021";
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
   // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.

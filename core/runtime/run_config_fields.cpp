@@ -76,6 +76,7 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--loss-log", c.loss_log);
   add("--save-init", c.save_init_dir);
   add("--gemm-rate", c.gemm_rate);
+  add("--stack", c.stack);
   add("--loss-scale", c.loss_scale);
   add("--initial-loss-scale", c.initial_loss_scale);
   add("--min-loss-scale", c.min_loss_scale);

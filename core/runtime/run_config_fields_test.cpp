@@ -48,7 +48,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.comm_timeout_s = 3; },       [](RunConfig& c) { c.save_dir = "x"; },
       [](RunConfig& c) { c.load_dir = "x"; },           [](RunConfig& c) { c.save_interval = 3; },
       [](RunConfig& c) { c.skip_nonfinite = true; },    [](RunConfig& c) { c.loss_log = "x"; },
-      [](RunConfig& c) { c.gemm_rate = true; },
+      [](RunConfig& c) { c.gemm_rate = true; },         [](RunConfig& c) { c.stack = "mcore"; },
       [](RunConfig& c) { c.save_init_dir = "x"; },      [](RunConfig& c) { c.loss_scale = 3; },
       [](RunConfig& c) { c.initial_loss_scale = 3; },   [](RunConfig& c) { c.min_loss_scale = 3; },
       [](RunConfig& c) { c.loss_scale_window = 3; },    [](RunConfig& c) { c.hysteresis = 3; },
@@ -71,7 +71,7 @@ TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 96u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 664u);
+  EXPECT_EQ(sizeof(RunConfig), 696u);
 }
 
 }  // namespace

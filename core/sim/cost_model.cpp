@@ -44,7 +44,11 @@ struct Pass {
   int t;         // tensor-parallel ranks
   int per_node;  // of them in one node
 
-  void gemm(double m, double n, double k) { c.gemm += gemm_time(cm.hw, cm.peak, cm.elem, m, n, k); }
+  double gemm(double m, double n, double k) {
+    const double x = gemm_time(cm.hw, cm.peak, cm.elem, m, n, k);
+    c.gemm += x;
+    return x;
+  }
   void attn(double m, double n, double k, double batch) {
     c.attention += gemm_time(cm.hw, cm.peak, cm.elem, m, n, k, batch);
   }
@@ -52,18 +56,17 @@ struct Pass {
   void mem(double bytes) {
     c.membound += bytes / (cm.hw.memory_bw * cm.hw.membound_efficiency) + cm.hw.launch_overhead_s;
   }
-  void allreduce(double bytes) { c.tp_comm += cm.net.allreduce(bytes, t, per_node); }
-  // The three GEMMs of a linear layer Y[m,n] = X[m,k] W[k,n] in backward: dX and dW.
-  void gemm_backward(double m, double n, double k) {
-    gemm(m, k, n);
-    gemm(k, n, m);
-  }
+  // A tensor-parallel collective taking `time`, of which up to `hidden` runs under a concurrent GEMM.
+  void tp(double time, double hidden = 0) { c.tp_comm += std::max(0.0, time - hidden); }
+  double allreduce(double bytes) const { return cm.net.allreduce(bytes, t, per_node); }
+  double allgather(double bytes) const { return cm.net.allgather(bytes, t, per_node); }
+  double reduce_scatter(double bytes) const { return cm.net.reduce_scatter(bytes, t, per_node); }
 };
 
 }  // namespace
 
 CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const SimOptions& o)
-    : hw(profile), net(profile), cfg(c), opt(o) {
+    : hw(profile), net(profile), cfg(c), opt(o), stack(software_stack(c.stack)) {
   const ModelConfig& mc = cfg.model;
   const ParallelConfig& pc = cfg.par;
   peak = hw.peak(cfg.precision);
@@ -71,6 +74,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", cfg.precision, hw.name, hw.path,
                 cfg.precision);
   elem = HardwareProfile::element_bytes(cfg.precision);
+  grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
   const double E = elem;
   const int t = pc.tp;
   const int per_node = std::min(t, hw.gpus_per_node);
@@ -80,6 +84,14 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const double vt = double(mc.padded_vocab(t)) / t;
   const double scores = b * at * s * s;  // attention score elements on this device
   const double bsh = rows * h;
+  // Sequence parallelism: the norms, residuals and dropouts work on 1/t of the rows; all-gathers
+  // before the column-parallel GEMMs and reduce-scatters after the row-parallel ones replace the
+  // all-reduces (the same bytes on the wire: an all-reduce is a reduce-scatter and an all-gather).
+  const bool sp = pc.sequence_parallel && t > 1;
+  const double rowshare = sp ? 1.0 / t : 1.0;
+  const bool flash = stack.flash_attention;
+  // Transformer Engine pipelines each sequence-parallel collective with the GEMM beside it.
+  const bool tp_pipelined = stack.tp_comm_overlap && sp;
 
   // ---- forward of one layer, module by module ----
   using Passes = std::array<Pass, kLayerModules>;
@@ -87,36 +99,56 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     return Passes{Pass{*this, {}, t, per_node}, Pass{*this, {}, t, per_node}, Pass{*this, {}, t, per_node},
                   Pass{*this, {}, t, per_node}};
   };
-  auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
-    Pass& q = p[kModuleQkv];
-    if (!core_attention_only) {
-      pre[kModuleQkv].mem(2 * E * bsh);  // LayerNorm 1 (llama: RMSNorm, the same traffic)
-      q.gemm(rows, 3 * ht, h);   // QKV (gpt: bias in the GEMM epilogue)
-      if (llama) q.mem(2 * E * 2 * rows * ht);  // rotary embedding of q and k
+  // The attention core: Q K^T, softmax, dropout, P V. Flash attention: the scores stay on chip and
+  // the causal mask skips the blocks above the diagonal (half the products).
+  auto core_attention = [&](Pass& q) {
+    if (flash) {
+      q.attn(s, s, hd, b * at / 2);
+      q.attn(s, hd, s, b * at / 2);
+      return;
     }
     q.attn(s, s, hd, b * at);    // Q K^T
     q.mem(2 * E * scores);       // fused scale + causal mask + softmax
     if (!llama) q.mem((2 * E + 1) * scores);  // attention dropout (1-byte mask)
     q.attn(s, hd, s, b * at);    // P V
+  };
+  // A column-parallel GEMM fed by an all-gather (sequence parallelism) of its b*s*h input.
+  auto column_forward = [&](Pass& x, double n) {
+    const double ag = sp ? x.allgather(E * bsh) : 0.0;
+    const double g = x.gemm(rows, n, h);
+    x.tp(ag, tp_pipelined ? g : 0.0);
+  };
+  // A row-parallel GEMM whose partial b*s*h outputs are summed over the group.
+  auto row_forward = [&](Pass& x, double k) {
+    const double g = x.gemm(rows, h, k);
+    if (sp) x.tp(x.reduce_scatter(E * bsh), tp_pipelined ? g : 0.0);
+    else x.tp(x.allreduce(E * bsh));
+  };
+  auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
+    Pass& q = p[kModuleQkv];
+    if (!core_attention_only) {
+      pre[kModuleQkv].mem(2 * E * bsh * rowshare);  // LayerNorm 1 (llama: RMSNorm, the same traffic)
+      column_forward(q, 3 * ht);  // QKV (gpt: bias in the GEMM epilogue)
+      if (llama) q.mem(2 * E * 2 * rows * ht);  // rotary embedding of q and k
+    }
+    core_attention(q);
     if (core_attention_only) return;
     q.mem(2 * E * rows * ht);    // [b, a, s, d] -> [s, b, h] copy
     Pass& o = p[kModuleProj];
-    o.gemm(rows, h, ht);         // output projection
-    o.allreduce(E * bsh);        // g: row-parallel output
-    o.mem(llama ? 3 * E * bsh : (3 * E + 1) * bsh);  // residual add (gpt: fused bias + dropout)
-    o.mem(2 * E * bsh);          // LayerNorm 2 (llama: RMSNorm)
+    row_forward(o, ht);          // output projection, g
+    o.mem((llama ? 3 * E : 3 * E + 1) * bsh * rowshare);  // residual add (gpt: fused bias + dropout)
+    o.mem(2 * E * bsh * rowshare);  // LayerNorm 2 (llama: RMSNorm)
     Pass& f1 = p[kModuleFc1];
     if (llama) {
-      f1.gemm(rows, 2 * ft, h);  // gate and up, one GEMM
-      f1.mem(3 * E * rows * ft); // SwiGLU: silu(gate) * up
+      column_forward(f1, 2 * ft);  // gate and up, one GEMM
+      f1.mem(3 * E * rows * ft);   // SwiGLU: silu(gate) * up
     } else {
-      f1.gemm(rows, ft, h);      // fc1
-      f1.mem(2 * E * rows * ft); // fused bias + GeLU
+      column_forward(f1, ft);      // fc1
+      f1.mem(2 * E * rows * ft);   // fused bias + GeLU
     }
     Pass& f2 = p[kModuleFc2];
-    f2.gemm(rows, h, ft);        // fc2 (llama: down)
-    f2.allreduce(E * bsh);       // g
-    f2.mem(llama ? 3 * E * bsh : (3 * E + 1) * bsh);  // residual add (gpt: bias + dropout too)
+    row_forward(f2, ft);           // fc2 (llama: down), g
+    f2.mem((llama ? 3 * E : 3 * E + 1) * bsh * rowshare);  // residual add (gpt: bias + dropout too)
   };
   Passes fwd = passes(), fwd_pre = passes();
   layer_forward(fwd, fwd_pre, false);
@@ -125,43 +157,71 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   if (pc.recompute == Recompute::Selective) layer_forward(rc, rc_pre, true);
 
   // ---- backward of one layer (fc2 first) ----
+  // Column-parallel Y[rows, n] = X[rows, h] W: the input gradient, then its all-reduce (sequence
+  // parallel: reduce-scatter) and the weight gradient. Megatron since Sept. 2021 runs the collective
+  // during the weight-gradient GEMM, and sequence parallelism's second all-gather of X (it keeps X
+  // sharded) during the input-gradient GEMM.
+  auto column_backward = [&](Pass& x, double n) {
+    const bool async = stack.tp_backward_overlap;
+    const double ag = sp ? x.allgather(E * bsh) : 0.0;
+    const double dgrad = x.gemm(rows, h, n);
+    x.tp(ag, async ? dgrad : 0.0);
+    const double reduce = sp ? x.reduce_scatter(E * bsh) : x.allreduce(E * bsh);
+    const double wgrad = x.gemm(h, n, rows);
+    x.tp(reduce, async ? wgrad : 0.0);
+  };
+  // Row-parallel Y[rows, h] = X[rows, k] W: sequence parallelism first gathers the output gradient.
+  auto row_backward = [&](Pass& x, double k) {
+    const double ag = sp ? x.allgather(E * bsh) : 0.0;
+    const double dgrad = x.gemm(rows, k, h);
+    x.gemm(k, h, rows);
+    x.tp(ag, tp_pipelined ? dgrad : 0.0);
+  };
   Passes bw = passes(), bw_pre = passes();
   // llama has no biases and no dropout: their backward kernels are skipped.
-  if (!llama) bw_pre[kModuleFc2].mem((3 * E + 1) * bsh);  // bias-dropout-add backward (+ residual sum)
+  if (!llama) bw_pre[kModuleFc2].mem((3 * E + 1) * bsh * rowshare);  // bias-dropout-add backward (+ residual sum)
   Pass& b2 = bw[kModuleFc2];
-  b2.gemm_backward(rows, h, ft);  // fc2 (llama: down)
-  if (!llama) b2.mem(E * bsh);    // fc2 bias gradient (column sums)
+  row_backward(b2, ft);           // fc2 (llama: down)
+  if (!llama) b2.mem(E * bsh * rowshare);  // fc2 bias gradient (column sums)
   Pass& b1 = bw[kModuleFc1];
   if (llama) {
     b1.mem(5 * E * rows * ft);    // SwiGLU backward: gate, up, dy in; dgate, dup out
-    b1.gemm_backward(rows, 2 * ft, h);  // gate and up
+    column_backward(b1, 2 * ft);  // gate and up, f
   } else {
     b1.mem(3 * E * rows * ft);    // GeLU backward
-    b1.gemm_backward(rows, ft, h);  // fc1
     b1.mem(E * rows * ft);        // fc1 bias gradient
+    column_backward(b1, ft);      // fc1, f
   }
-  b1.allreduce(E * bsh);          // f: column-parallel input gradient
   Pass& po = bw_pre[kModuleProj];
-  po.mem(4 * E * bsh);            // LayerNorm 2 backward (x, dy, dx, residual sum)
-  if (!llama) po.mem((3 * E + 1) * bsh);  // bias-dropout-add backward
+  po.mem(4 * E * bsh * rowshare); // LayerNorm 2 backward (x, dy, dx, residual sum)
+  if (!llama) po.mem((3 * E + 1) * bsh * rowshare);  // bias-dropout-add backward
   Pass& bo = bw[kModuleProj];
-  bo.gemm_backward(rows, h, ht);  // output projection
-  if (!llama) bo.mem(E * bsh);    // its bias gradient
+  row_backward(bo, ht);           // output projection
+  if (!llama) bo.mem(E * bsh * rowshare);  // its bias gradient
   bo.mem(2 * E * rows * ht);      // copy back to [b, a, s, d]
   Pass& pq = bw_pre[kModuleQkv];
-  pq.attn(s, s, hd, b * at);      // dP = dY V^T
-  pq.attn(s, hd, s, b * at);      // dV = P^T dY
-  if (!llama) pq.mem((2 * E + 1) * scores);  // dropout backward
-  pq.mem(3 * E * scores);         // softmax backward
-  pq.attn(s, hd, s, b * at);      // dQ = dS K
-  pq.attn(s, hd, s, b * at);      // dK = dS^T Q
+  if (flash) {
+    // The fused backward recomputes Q K^T and the softmax on chip: five products over the
+    // causal half (the scores, dP, dV, dQ, dK), no s x s traffic.
+    pq.attn(s, s, hd, b * at / 2);
+    pq.attn(s, s, hd, b * at / 2);
+    pq.attn(s, hd, s, b * at / 2);
+    pq.attn(s, hd, s, b * at / 2);
+    pq.attn(s, hd, s, b * at / 2);
+  } else {
+    pq.attn(s, s, hd, b * at);    // dP = dY V^T
+    pq.attn(s, hd, s, b * at);    // dV = P^T dY
+    if (!llama) pq.mem((2 * E + 1) * scores);  // dropout backward
+    pq.mem(3 * E * scores);       // softmax backward
+    pq.attn(s, hd, s, b * at);    // dQ = dS K
+    pq.attn(s, hd, s, b * at);    // dK = dS^T Q
+  }
   if (llama) pq.mem(2 * E * 2 * rows * ht);  // rotary backward of dq and dk
   pq.mem(2 * E * 3 * rows * ht);  // q, k, v gradients into the fused QKV layout
   Pass& bq = bw[kModuleQkv];
-  bq.gemm_backward(rows, 3 * ht, h);  // QKV
   if (!llama) bq.mem(E * 3 * rows * ht);  // its bias gradient
-  bq.allreduce(E * bsh);          // f
-  bq.mem(4 * E * bsh);            // LayerNorm 1 backward
+  column_backward(bq, 3 * ht);    // QKV, f
+  bq.mem(4 * E * bsh * rowshare); // LayerNorm 1 backward
 
   // The parameters of each module on one device: its weight shard, and its biases and LayerNorm.
   // llama: gate and up are fc1 (2f), down is fc2; its only small tensors are the two RMSNorms.
@@ -174,9 +234,13 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // Weight gradients: Megatron v2.5 accumulates them into the main-gradient buffer (read grad, read
   // and write main_grad: no fused accumulation); DeepSpeed's ZeRO-3 copies each gradient into its
   // reduce bucket (read, write). One pass over the layer's parameters, shared by the modules.
-  const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : E + 2.0 * opt.grad_bytes;
-  const double accumulate = grad_bytes_per_param * params_per_layer / (hw.memory_bw * hw.membound_efficiency) +
-                            hw.launch_overhead_s;
+  // Fused accumulation (megatron-2022, mcore): the weight-gradient GEMMs add into main_grad
+  // themselves, no pass.
+  const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : E + 2.0 * grad_bytes;
+  const double accumulate =
+      stack.fused_grad_accumulation && pc.zero != 3
+          ? 0.0
+          : grad_bytes_per_param * params_per_layer / (hw.memory_bw * hw.membound_efficiency) + hw.launch_overhead_s;
   layer = {};
   for (int i = 0; i < kLayerModules; ++i) {
     ModuleCosts& mc = modules[i];
@@ -202,11 +266,12 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   params_position = llama ? 0 : s * h;  // llama: rotary, no position table
   Pass ef{*this, {}, t, per_node};
   ef.mem((llama ? 2 : 3) * E * bsh);  // word-embedding gather (gpt: + position embedding add)
-  ef.allreduce(t > 1 ? E * bsh : 0);  // vocab-parallel embedding
-  if (!llama) ef.mem((2 * E + 1) * bsh);  // embedding dropout
+  if (t > 1) ef.tp(sp ? ef.reduce_scatter(E * bsh) : ef.allreduce(E * bsh));  // vocab-parallel embedding
+  if (!llama) ef.mem((2 * E + 1) * bsh * rowshare);  // embedding dropout
   edges.embed_forward = ef.c;
   Pass eb{*this, {}, t, per_node};
-  if (!llama) eb.mem((2 * E + 1) * bsh);  // dropout backward
+  if (!llama) eb.mem((2 * E + 1) * bsh * rowshare);  // dropout backward
+  if (sp) eb.tp(eb.allgather(E * bsh));  // the gradient of the reduce-scatter
   eb.mem(E * params_embedding);  // dense embedding gradient: zero-fill
   eb.mem(3 * E * bsh);           // scatter-add of the rows
   eb.mem(grad_bytes_per_param * (params_embedding + params_position));  // into main_grad
@@ -214,31 +279,29 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
 
   const double logits = rows * vt;
   Pass hf{*this, {}, t, per_node};
-  hf.mem(2 * E * bsh);           // final LayerNorm
-  hf.gemm(rows, vt, h);          // logits
+  hf.mem(2 * E * bsh * rowshare);  // final LayerNorm
+  column_forward(hf, vt);          // logits (sequence parallel: after an all-gather)
   hf.mem((E + 4) * logits);      // to fp32
   hf.mem(4 * logits);            // max
   hf.mem(8 * logits);            // subtract
   hf.mem(8 * logits);            // exp
   hf.mem(4 * logits);            // sum
   hf.mem(8 * logits);            // normalise (kept for backward)
-  hf.allreduce(4 * rows);        // max, target logit, sum: three small all-reduces
-  hf.allreduce(4 * rows);
-  hf.allreduce(4 * rows);
+  for (int i = 0; i < 3; ++i) hf.tp(hf.allreduce(4 * rows));  // max, target logit, sum: three small all-reduces
   edges.head_forward = hf.c;
   Pass hb{*this, {}, t, per_node};
   hb.mem(8 * logits);            // softmax - one-hot
   hb.mem((4 + E) * logits);      // scale, back to fp16
-  hb.gemm_backward(rows, vt, h); // logits
+  column_backward(hb, vt);       // logits, f
   hb.mem(grad_bytes_per_param * params_embedding);  // output-weight gradient into main_grad
-  hb.allreduce(E * bsh);         // f: column-parallel input gradient
-  hb.mem(4 * E * bsh);           // final LayerNorm backward
+  hb.mem(4 * E * bsh * rowshare);  // final LayerNorm backward
   edges.head_backward = hb.c;
 
   // ---- pipeline sends: b*s*h activations; scatter/gather sends 1/t per rank, then an NVLink all-gather
   act_bytes = E * bsh;
-  const bool sg = pc.scatter_gather && t > 1;
-  const double piece = sg ? act_bytes / t : act_bytes;
+  // Sequence parallelism sends each rank's own rows: nothing to gather after.
+  const bool sg = pc.scatter_gather && t > 1 && !sp;
+  const double piece = sg || sp ? act_bytes / t : act_bytes;
   send_cross = net.p2p(piece, true);
   send_local = net.p2p(piece, false);
   gather = sg ? net.allgather(act_bytes, t, per_node) + hw.launch_overhead_s : 0.0;
@@ -246,7 +309,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and
   // check for inf (4+4), norm (4), Adam (grad, param, m, v read; param, m, v written: 28), copy
   // the master to fp16 (4+2), zero the gradient buffer (2). f32 training: no copies (4+28+4).
-  optimizer_bytes_per_param = cfg.precision == "f32" ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + opt.grad_bytes;
+  optimizer_bytes_per_param = cfg.precision == "f32" ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + grad_bytes;
 }
 
 int CostModel::node_of_stage(int stage) const {
@@ -265,7 +328,7 @@ double CostModel::dp_allreduce(double params) const {
   if (d <= 1) return 0;
   // Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
   const int per_node = t >= hw.gpus_per_node ? 1 : std::min(d, hw.gpus_per_node / t);
-  return net.allreduce(params * opt.grad_bytes, d, per_node);
+  return net.allreduce(params * grad_bytes, d, per_node);
 }
 
 namespace {
@@ -277,7 +340,7 @@ int dp_peers_per_node(const ParallelConfig& p, const HardwareProfile& hw) {
 
 double CostModel::dp_reduce_scatter(double params) const {
   if (cfg.par.dp <= 1) return 0;
-  return net.reduce_scatter(params * opt.grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+  return net.reduce_scatter(params * grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::dp_allgather(double params) const {
@@ -295,7 +358,7 @@ double CostModel::embedding_allreduce() const {
   // llama's output layer is not tied to the embedding: nothing to sum across stages.
   if (cfg.par.pp <= 1 || !cfg.model.tied_embedding()) return 0;
   const bool cross = cross_node(0, cfg.par.pp - 1);
-  return net.allreduce(params_embedding * opt.grad_bytes, 2, cross ? 1 : 2);
+  return net.allreduce(params_embedding * grad_bytes, 2, cross ? 1 : 2);
 }
 
 double CostModel::optimizer_step(double params) const {

@@ -2,7 +2,8 @@
 // layer (GEMMs, attention, memory-bound kernels, tensor-parallel all-reduces, recomputation), of
 // the embedding and the output layer, of pipeline sends, and of the data-parallel all-reduce and
 // the optimizer step. Mirrors Megatron-LM as of the paper (v2.5): fp16 with fp32 master weights,
-// fused softmax / bias-GeLU / bias-dropout-add, no fused gradient accumulation.
+// fused softmax / bias-GeLU / bias-dropout-add, no fused gradient accumulation; the later code's
+// optimisations (stack.h) and sequence parallelism where the run has them.
 #pragma once
 #include <array>
 #include <string>
@@ -11,6 +12,7 @@
 #include "core/runtime/run_config.h"
 #include "core/sim/hardware.h"
 #include "core/sim/network.h"
+#include "core/sim/stack.h"
 
 namespace ptdp::sim {
 
@@ -108,7 +110,9 @@ struct CostModel {
   Network net;
   RunConfig cfg;
   SimOptions opt;
+  SoftwareStack stack;  // cfg.stack
   double peak = 0;  // FLOP/s in the run's precision
+  int grad_bytes = 2;  // of a gradient element in the data-parallel reduction (the stack's, else opt's)
   int elem = 2;     // bytes per element
 };
 

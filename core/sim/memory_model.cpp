@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/parallel/schedule.h"
+#include "core/sim/stack.h"
 #include "core/sim/zero3.h"
 
 namespace ptdp::sim {
@@ -24,6 +25,8 @@ namespace {
 struct Dims {
   double E, b, s, h, a, t, f, sbh;
   bool llama;
+  double rowshare;  // of the b*s rows a rank keeps outside the tensor-parallel GEMMs (1/t: sequence parallel)
+  bool flash;       // fused attention: no s x s scores kept or in the working set
   explicit Dims(const RunConfig& c)
       : E(HardwareProfile::element_bytes(c.precision)),
         b(c.par.micro_batch),
@@ -33,23 +36,27 @@ struct Dims {
         t(c.par.tp),
         f(c.model.ffn_hidden()),
         sbh(b * s * h),
-        llama(c.model.arch == Arch::Llama) {}
+        llama(c.model.arch == Arch::Llama),
+        rowshare(c.par.sequence_parallel && c.par.tp > 1 ? 1.0 / c.par.tp : 1.0),
+        flash(software_stack(c.stack).flash_attention) {}
 };
 
 }  // namespace
 
 double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
   const Dims d(cfg);
-  if (mode == Recompute::Full) return d.E * d.sbh;
+  if (mode == Recompute::Full) return d.E * d.sbh * d.rowshare;
+  // Flash attention keeps the softmax statistics (fp32, one per row and head), not the scores.
+  const double attention_core =
+      d.flash ? 4 * d.a * d.s * d.b / d.t
+              : (d.llama ? d.E : 2 * d.E + 1) * d.a * d.s * d.s * d.b / d.t;  // llama: no dropout mask
   if (d.llama) {
     // No dropout masks; q, k, v, the projection input, gate and up (2f), the down input (f).
-    const double dense = d.sbh * (4 * d.E + (4 * d.E + 3 * d.E * d.f / d.h) / d.t);
-    if (mode == Recompute::Selective) return dense;
-    return dense + d.E * d.a * d.s * d.s * d.b / d.t;  // softmax output only (no dropout)
+    const double dense = d.sbh * (4 * d.E * d.rowshare + (4 * d.E + 3 * d.E * d.f / d.h) / d.t);
+    return mode == Recompute::Selective ? dense : dense + attention_core;
   }
-  const double dense = d.sbh * (4 * d.E + 2 + 12 * d.E / d.t);
-  if (mode == Recompute::Selective) return dense;
-  return dense + (2 * d.E + 1) * d.a * d.s * d.s * d.b / d.t;
+  const double dense = d.sbh * ((4 * d.E + 2) * d.rowshare + 12 * d.E / d.t);
+  return mode == Recompute::Selective ? dense : dense + attention_core;
 }
 
 int peak_in_flight(const RunConfig& cfg, int stage) {
@@ -79,11 +86,13 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const double per_layer = layer_params_per_device(mc, par.tp);
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
-  const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + d.E * d.sbh;
+  // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
+  const double sent = software_stack(cfg.stack).free_pipeline_outputs ? 0.0 : d.E * d.sbh * d.rowshare;
+  const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + sent;
   // Working set of one layer's backward: its activations (recomputed if need be) and gradients
   // of the largest intermediates (scores, the MLP's widest activation: 4h, llama's gate and up 2f;
   // two b*s*h buffers).
-  const double scores = d.a / d.t * d.s * d.s * d.b;
+  const double scores = d.flash ? 0.0 : d.a / d.t * d.s * d.s * d.b;
   const double mlp_width = d.llama ? 2 * d.f : 4 * d.h;
   const double layer_ws = layer_activation_bytes(cfg, Recompute::None) +
                           d.E * (scores + mlp_width * d.b * d.s / d.t + 2 * d.sbh);

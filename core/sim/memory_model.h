@@ -24,7 +24,9 @@ double state_bytes_per_param(const std::string& precision, int zero, int dp);
 // al. 2022, without sequence parallelism): none: sbh(4E + 2 + 12E/t) + (2E+1) a s^2 b / t;
 // selective: the attention scores are recomputed; full: the layer input only (E sbh). llama: no
 // dropout masks and no dropout output, SwiGLU's 3f wide inputs instead of 8h:
-// sbh(4E + (4E + 3E f/h)/t) + E a s^2 b / t.
+// sbh(4E + (4E + 3E f/h)/t) + E a s^2 b / t. Sequence parallelism divides the first term (and full
+// recomputation's input) by t too: Korthikanti's sbh(34/t + 5as/(ht)) at E = 2. Flash attention
+// (the mcore stack) keeps 4 a s b / t bytes of softmax statistics instead of the scores.
 double layer_activation_bytes(const RunConfig& cfg, Recompute mode);
 
 // Most (micro-batch, chunk) forwards whose backward has not run yet, on `stage`.

@@ -131,7 +131,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   // After the pipeline flush, every stage all-reduces its gradients over the data-parallel group
   // (the first and last stage also the tied embedding), then steps the optimizer; the grad-norm
   // and inf checks make every stage wait for the slowest.
-  const bool overlap = opt.dp_overlap || cfg.overlap_grad_reduce;
+  const bool overlap = opt.dp_overlap || cfg.overlap_grad_reduce || cm.stack.dp_overlap;
   const double chunk_backward = double(cfg.model.layers) / (par.pp * par.vpp) *
                                 (cm.layer.recompute.total() + cm.layer.backward.total());
   double end = 0;
@@ -160,7 +160,10 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     t += emb;
     const double optim = cm.optimizer_step(zero1 ? params / par.dp : params);
     t += optim;
-    const double gather = zero1 ? cm.dp_allgather(params) : 0.0;
+    // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
+    // first forward micro-batch, which hides up to that much of it.
+    double gather = zero1 ? cm.dp_allgather(params) : 0.0;
+    if (cm.stack.param_gather_overlap) gather = std::max(0.0, gather - st.forward / par.num_microbatches());
     t += gather;
     if (s == 0) {
       r.stage0.forward_s = st.forward;
@@ -168,7 +171,8 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
       r.stage0.p2p_wait_s = st.wait;
       r.stage0.dp_s = (overlap ? std::max(0.0, t - gather - optim - st.finish - emb) : dp) + emb + gather;
       r.stage0.optimizer_s = optim;
-      if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.act_bytes / (par.scatter_gather && par.tp > 1 ? par.tp : 1);
+      if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.act_bytes /
+          ((par.scatter_gather || par.sequence_parallel) && par.tp > 1 ? par.tp : 1);
     }
     if (t > end) {
       end = t;

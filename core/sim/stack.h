@@ -1,0 +1,46 @@
+// Software stacks (--stack): which of Megatron's optimisations a simulated run has. The same
+// layout ran 8-10% faster in Korthikanti et al. 2022 than in Narayanan et al. 2021 because the code
+// changed, so the code is part of the model, chosen per experiment from what its source ran
+// (docs/SIMULATOR.md, "Software stacks").
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ptdp::sim {
+
+struct SoftwareStack {
+  std::string name;
+  // The column-parallel layers' input-gradient all-reduce (reduce-scatter under sequence
+  // parallelism) runs during the weight-gradient GEMM, and the all-gather sequence parallelism
+  // redoes in backward during the input-gradient GEMM (Megatron-LM, Sept. 2021:
+  // LinearWithGradAccumulationAndAsyncCommunication).
+  bool tp_backward_overlap = false;
+  // The weight-gradient GEMM accumulates into the main gradient buffer itself: no separate
+  // accumulation pass over the parameters (--gradient-accumulation-fusion, Feb. 2022).
+  bool fused_grad_accumulation = false;
+  // A stage frees the data of each activation it sends once sent, keeping only its autograd
+  // node (deallocate_output_tensor, Megatron-LM early 2022); before, the output was kept until the
+  // micro-batch's backward.
+  bool free_pipeline_outputs = false;
+  // Fused (flash) attention: the s x s scores never reach memory, the causal mask skips the
+  // blocks above the diagonal (half the attention FLOPs), backward recomputes the scores.
+  bool flash_attention = false;
+  // Every tensor-parallel all-gather and reduce-scatter is split and pipelined with the GEMM it
+  // feeds or follows (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap).
+  bool tp_comm_overlap = false;
+  // Data-parallel gradient reduction during the backward pass (--overlap-grad-reduce).
+  bool dp_overlap = false;
+  // The distributed optimizer's parameter all-gather during the next forward (--overlap-param-gather).
+  bool param_gather_overlap = false;
+  // Bytes of a main-gradient element reduced over the data-parallel group (0: the simulator's
+  // default, fp16 as Megatron v2.5).
+  int grad_bytes = 0;
+};
+
+// megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
+// asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core
+// r0.8, 2024: all of them, fp32 gradients). UsageError naming --stack otherwise.
+SoftwareStack software_stack(const std::string& name);
+const std::vector<std::string>& stack_names();
+
+}  // namespace ptdp::sim
