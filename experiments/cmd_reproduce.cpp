@@ -577,17 +577,18 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.dry_run) {  // the expanded configurations, as CSV
     fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
                "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
-               "warmup,zero\n");
+               "warmup,zero,sequence_parallel,stack\n");
     auto q = [](const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; };
     for (const auto& j : jobs)
       for (const auto& pt : j.points) {
         const RunConfig& c = pt.cfg;
         const ParallelConfig& p = c.par;
-        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
+        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
                    sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
                    c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
                    p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
-                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero);
+                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero,
+                   p.sequence_parallel ? 1 : 0, c.stack);
       }
     return 0;
   }
@@ -615,7 +616,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     }
   // One-GPU figures (Figure 7) run here on the CUDA backend; the others need a launcher.
   if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched && hi > 1) {
-    usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one A100 each), the CUDA "
+    usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one GPU each), the CUDA "
                 "backend and NCCL; launch it on a cluster under mpirun or srun (scripts/launch/README.md), or use "
                 "--scale small (CPU ranks here) or --mode simulate",
                 f.name, lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi));
@@ -673,7 +674,8 @@ std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) 
   CLI::App* sub = app.add_subcommand(
       "reproduce", "run the sweep of a paper figure or table (experiments/specs/NAME.toml), one row per configuration "
                    "in OUT/NAME.csv; configurations already there are skipped");
-  sub->add_option("name", f->name, "table1, table2, fig6, fig7, fig8, fig10 ... fig18, llama, all, or a spec FILE.toml")->required();
+  sub->add_option("name", f->name, "table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5, mcore-h100, llama, all, or a "
+                  "spec FILE.toml")->required();
   sub->add_option("--mode", f->mode, "simulate (performance model) | run (the real training core)")
       ->capture_default_str();
   sub->add_option("--scale", f->scale,

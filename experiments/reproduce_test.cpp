@@ -278,7 +278,7 @@ TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
       {{"reproduce", "fig13", "--mode", "fast", "--out", out}, {"--mode 'fast'"}},
       {{"reproduce", "fig13", "--scale", "huge", "--out", out}, {"--scale 'huge'"}},
       {{"reproduce", "fig13", "--mode", "run", "--out", out}, {"--mode run --scale paper", "64 GPU ranks", "mpirun"}},
-      {{"reproduce", "all", "--mode", "run", "--out", out}, {"--mode run --scale paper", "1 to 3072"}},
+      {{"reproduce", "all", "--mode", "run", "--out", out}, {"--mode run --scale paper", "1 to 6144"}},
       // Figure 7 runs on one GPU here: refused before anything is written where there is none.
       {{"reproduce", "fig7", "--mode", "run", "--out", out}, {"fig7.toml", "--backend cuda: "}},
       {{"reproduce", "fig13", "--mode", "run", "--scale", "small", "--hardware", "h100-dgx", "--out", out},

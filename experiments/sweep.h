@@ -75,7 +75,8 @@ struct SweepPoint {
 
 // Where specs are looked up: $PTDP_SPEC_DIR, ./experiments/specs, the source tree's experiments/specs.
 std::vector<std::string> spec_dirs();
-// The artefacts in the paper's order: table1, fig6, fig7, fig8, fig11, ..., fig18.
+// The artefacts in the paper's order: table1, fig6, fig7, fig8, fig11, ..., fig18, then
+// kor22-table4, kor22-table5 (Korthikanti et al. 2022) and mcore-h100 (Megatron-Core on H100).
 const std::vector<std::string>& sweep_names();
 // Reads a spec: `name_or_path` is a name looked up in spec_dirs() or a .toml file. UsageError
 // naming the file (and line, or table and key) for a syntax error, an unknown key, a value of

@@ -312,8 +312,58 @@ TEST(SweepSpecs, AllExpandsEveryArtefactInThePapersOrder) {
   for (const auto& c : cfgs)
     if (order.empty() || order.back() != c.at("experiment")) order.push_back(c.at("experiment"));
   EXPECT_EQ(order, (std::vector<std::string>{"table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12",
-                                             "fig13", "fig14", "fig15", "fig16", "fig17", "fig18"}));
-  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10);
+                                             "fig13", "fig14", "fig15", "fig16", "fig17", "fig18", "kor22-table4",
+                                             "kor22-table5", "mcore-h100"}));
+  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10 + 10 + 8 + 9);
+}
+
+// Korthikanti et al. 2022, Table 3 (and Table 4's 22B layer): s = 2048, V = 51200, fp16, t = 8, the
+// 2022 code; full recomputation against sequence parallelism with selective recomputation.
+TEST(SweepSpecs, Kor22HasTheirTable3Settings) {
+  const auto t5 = dry_run("kor22-table5");
+  ASSERT_EQ(t5.size(), 8u);
+  for (const auto& c : t5) {
+    EXPECT_EQ(c.at("seq_length"), "2048");
+    EXPECT_EQ(c.at("vocab_size"), "51200");
+    EXPECT_EQ(c.at("precision"), "f16");
+    EXPECT_EQ(num(c, "tp"), 8);
+    EXPECT_EQ(num(c, "dp"), 1);
+    EXPECT_EQ(c.at("stack"), "megatron-2022");
+    const bool present = c.at("series") == "Present work";
+    EXPECT_EQ(c.at("recompute"), present ? "selective" : "full");
+    EXPECT_EQ(c.at("sequence_parallel"), present ? "1" : "0");
+    EXPECT_EQ(num(c, "global_batch"), c.at("x") == "22B" ? 4 : num(c, "gpus"));
+  }
+  expect_model(t5[3], 128, 25600, 160);  // 1T
+  EXPECT_EQ(num(t5[3], "pp"), 64);
+  expect_model(t5[2], 105, 20480, 128);  // 530B
+  EXPECT_EQ(num(t5[2], "pp"), 35);
+  EXPECT_EQ(num(t5[2], "vpp"), 3);
+  const auto t4 = dry_run("kor22-table4");
+  ASSERT_EQ(t4.size(), 10u);
+  for (const auto& c : t4) {
+    EXPECT_EQ(num(c, "hidden"), 6144);
+    EXPECT_EQ(num(c, "micro_batch"), 4);
+    EXPECT_EQ(num(c, "tp"), 8);
+  }
+}
+
+// The Megatron-LM README's H100 table: d = 48, s = 4096, V = 131072, bf16, Megatron-Core.
+TEST(SweepSpecs, McoreH100HasTheReadmesLayouts) {
+  const auto cfgs = dry_run("mcore-h100");
+  ASSERT_EQ(cfgs.size(), 9u);
+  for (const auto& c : cfgs) {
+    EXPECT_EQ(num(c, "dp"), 48);
+    EXPECT_EQ(c.at("seq_length"), "4096");
+    EXPECT_EQ(c.at("vocab_size"), "131072");
+    EXPECT_EQ(c.at("precision"), "bf16");
+    EXPECT_EQ(c.at("stack"), "mcore");
+    EXPECT_EQ(c.at("zero"), "1");
+    EXPECT_EQ(c.at("sequence_parallel"), num(c, "tp") > 1 ? "1" : "0");
+  }
+  expect_model(cfgs[8], 112, 18432, 144);
+  EXPECT_EQ(num(cfgs[8], "gpus"), 6144);
+  EXPECT_EQ(num(cfgs[8], "global_batch"), 3072);
 }
 
 // ---- bad specs -----------------------------------------------------------------------------------
@@ -370,6 +420,11 @@ TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
       {std::string(kGoodSpec).replace(0, 13, "name = \"../x\""), {"bad.toml", "name '../x' must be a plain file name"}},
       {std::string(kGoodSpec).replace(0, 13, "name = \"/tmp/x\""), {"bad.toml", "name '/tmp/x' must be a plain"}},
       {std::string(kGoodSpec).replace(0, 13, "name = \"a/b\""), {"bad.toml", "name 'a/b' must be a plain"}},
+      {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "stack = \"mcore-2030\""),
+       {"bad.toml", "--stack 'mcore-2030' must be megatron-2021, megatron-2022 or mcore"}},
+      {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "sequence_parallel = 1"),
+       {"bad.toml", "'sequence_parallel' must be"}},
+      {good + "[[series]]\nname = \"m\"\nmetric = \"speed\"\n", {"bad.toml", "[[series]] #2", "metric 'speed'"}},
   };
   for (const auto& c : cases) {
     const std::string path = write(dir, "bad.toml", c.text);

@@ -1,0 +1,99 @@
+// The performance model against published runs it was not calibrated on (docs/SIMULATOR.md,
+// "Other published runs"): Korthikanti et al. 2022 Tables 4 and 5 on the a100-selene profile with
+// the 2022 code, and Megatron-Core's H100 weak scaling on h100-dgx with mcore. One profile per
+// machine, the same for every experiment; what differs is only the software the source ran.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "core/runtime/csv_reader.h"
+#include "core/runtime/flops.h"
+#include "core/sim/simulator.h"
+#include "experiments/sweep.h"
+
+namespace ptdp {
+namespace {
+
+struct Compared {
+  double mape = 0, worst = 0;
+  int points = 0, out_of_memory = 0;
+};
+
+// Simulates every point of spec `name` on its profile and compares `metric` of each series with
+// results/paper/NAME.csv, printing paper, ours and error per point.
+Compared compare(const std::string& name) {
+  const SweepSpec spec = load_sweep_spec(name);
+  const sim::HardwareProfile hw = sim::load_profile(spec.hardware);
+  std::map<std::pair<std::string, std::string>, double> paper;
+  const CsvTable t = CsvTable::read(std::string(PTDP_SOURCE_DIR) + "/results/paper/" + spec.paper + ".csv",
+                                    {"figure", "series", "x", "value"});
+  for (size_t i = 0; i < t.size(); ++i) paper[{t.text(i, "series"), t.text(i, "x")}] = t.number(i, "value");
+  std::map<std::string, std::string> metric;
+  for (const auto& s : spec.series) metric[s.name] = s.metric;
+  Compared c;
+  for (const SweepPoint& p : expand_sweep(spec, SweepScale::Paper)) {
+    RunConfig cfg = p.cfg;
+    cfg.precision = cfg.precision.empty() ? hw.default_precision : cfg.precision;
+    const sim::SimResult r = sim::simulate(cfg, hw);
+    if (!r.memory.fits) ++c.out_of_memory;
+    const std::string& m = metric[p.series];
+    const double ours = m == "iter_time_s"            ? r.iter_time_s
+                        : m == "layer_fwd_ms"         ? r.layer.forward.total() * 1e3
+                        : m == "layer_bwd_ms"         ? (r.layer.recompute.total() + r.layer.backward.total()) * 1e3
+                        : m == "model_tflops_per_gpu" ? r.model_tflops_per_gpu
+                                                      : r.tflops_per_gpu;
+    const double want = paper.at({p.series, p.x});
+    const double err = 100 * (ours - want) / want;
+    std::printf("%-14s %-22s %-24s paper %8.4g  ours %8.4g  %+6.1f%%%s\n", name.c_str(), p.series.c_str(),
+                p.x.c_str(), want, ours, err, r.memory.fits ? "" : "  OUT OF MEMORY");
+    c.mape += std::abs(err);
+    c.worst = std::max(c.worst, std::abs(err));
+    ++c.points;
+  }
+  c.mape /= c.points;
+  std::printf("%s: MAPE %.2f%%, largest %.2f%%, %d points\n", name.c_str(), c.mape, c.worst, c.points);
+  return c;
+}
+
+TEST(PublishedRuns, Korthikanti2022Table5IterationTimes) {
+  const Compared c = compare("kor22-table5");
+  EXPECT_EQ(c.points, 8);
+  EXPECT_EQ(c.out_of_memory, 0);
+  EXPECT_LE(c.mape, 3.0);
+  EXPECT_LE(c.worst, 6.0);
+}
+
+TEST(PublishedRuns, Korthikanti2022Table4LayerTimes) {
+  const Compared c = compare("kor22-table4");
+  EXPECT_EQ(c.points, 10);
+  EXPECT_LE(c.worst, 5.0);
+}
+
+TEST(PublishedRuns, MegatronCoreH100WeakScaling) {
+  const Compared c = compare("mcore-h100");
+  EXPECT_EQ(c.points, 9);
+  EXPECT_EQ(c.out_of_memory, 0) << "every row of the table ran";
+  EXPECT_LE(c.mape, 8.0);
+}
+
+// The same per-pipeline work ran 8-10% faster in 2022 than in 2021 (Korthikanti et al.'s full
+// recomputation rows against the SC'21 paper's 530B and 1T): the 2021 code on the 2022 runs is slower
+// by about that much, and only because of the code.
+TEST(PublishedRuns, TheSameRunsWithThe2021CodeAreSlower) {
+  const SweepSpec spec = load_sweep_spec("kor22-table5");
+  const sim::HardwareProfile hw = sim::load_profile(spec.hardware);
+  for (const SweepPoint& p : expand_sweep(spec, SweepScale::Paper)) {
+    if (p.series != "Full recompute") continue;
+    RunConfig old = p.cfg;
+    old.stack = "megatron-2021";
+    const double ratio = sim::simulate(old, hw).iter_time_s / sim::simulate(p.cfg, hw).iter_time_s;
+    EXPECT_GT(ratio, 1.04) << p.x;
+    EXPECT_LT(ratio, 1.15) << p.x;
+  }
+}
+
+}  // namespace
+}  // namespace ptdp
