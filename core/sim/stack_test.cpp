@@ -1,0 +1,98 @@
+// Software stacks (--stack) and sequence parallelism in the performance model: what each stack
+// changes, Korthikanti et al.'s activation formula with sequence parallelism, and that the
+// paper's stack leaves every existing prediction as it was.
+#include "core/sim/stack.h"
+
+#include <gtest/gtest.h>
+
+#include "core/common/error.h"
+#include "core/sim/memory_model.h"
+#include "core/sim/paper_setups.h"
+#include "core/sim/simulator.h"
+#include "core/sim/testing/paper_data.h"
+
+namespace ptdp::sim {
+namespace {
+
+using testing::selene;
+
+TEST(SimStack, NamesAndWhatEachHas) {
+  EXPECT_EQ(stack_names(), (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore"}));
+  const SoftwareStack old = software_stack("megatron-2021");
+  EXPECT_FALSE(old.tp_backward_overlap || old.fused_grad_accumulation || old.flash_attention || old.tp_comm_overlap ||
+               old.dp_overlap || old.param_gather_overlap || old.free_pipeline_outputs);
+  const SoftwareStack k22 = software_stack("megatron-2022");
+  EXPECT_TRUE(k22.tp_backward_overlap && k22.fused_grad_accumulation && k22.free_pipeline_outputs);
+  EXPECT_FALSE(k22.flash_attention || k22.tp_comm_overlap || k22.dp_overlap);
+  const SoftwareStack mc = software_stack("mcore");
+  EXPECT_TRUE(mc.flash_attention && mc.tp_comm_overlap && mc.dp_overlap && mc.param_gather_overlap);
+  EXPECT_EQ(mc.grad_bytes, 4);
+  try {
+    software_stack("megatron-2023");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--stack 'megatron-2023' must be megatron-2021, megatron-2022 or mcore");
+  }
+}
+
+// Korthikanti et al. 2022, Table 2 (E = 2 bytes): sequence parallelism divides the replicated
+// 10 sbh by t: sbh(34/t + 5as/(ht)) without recomputation, 34 sbh/t selective, 2 sbh/t full.
+TEST(SimStack, SequenceParallelActivationsAreKorthikantisFormula) {
+  RunConfig c = paper_run(80, 12288, 96, 8, 16, 1, 1, 16);
+  c.par.sequence_parallel = true;
+  const double sbh = 2048.0 * 12288, t = 8, a = 96, s = 2048, h = 12288;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::None), sbh * (34 / t + 5 * a * s / (h * t)));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective), sbh * 34 / t);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Full), 2 * sbh / t);
+  // Flash attention (mcore) keeps 4 bytes of softmax statistics per (row, head) instead of the scores.
+  c.stack = "mcore";
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::None), sbh * 34 / t + 4 * a * s / t);
+}
+
+// Sequence parallelism moves the same bytes (an all-reduce is a reduce-scatter plus an
+// all-gather), divides the replicated element-wise work by t, and sends 1/t of the activation
+// between stages with nothing to gather after.
+TEST(SimStack, SequenceParallelismSplitsTheReplicatedWorkAndThePipelineSends) {
+  RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
+  const CostModel off(c, selene());
+  c.par.sequence_parallel = true;
+  const CostModel on(c, selene());
+  EXPECT_LT(on.layer.forward.membound, off.layer.forward.membound);
+  EXPECT_NEAR(on.layer.forward.tp_comm, off.layer.forward.tp_comm, 0.1 * off.layer.forward.tp_comm);
+  EXPECT_DOUBLE_EQ(on.layer.forward.gemm, off.layer.forward.gemm);
+  EXPECT_EQ(on.gather, 0.0);
+  EXPECT_GT(off.gather, 0.0);  // scatter/gather's all-gather after each receive
+  EXPECT_DOUBLE_EQ(on.send_cross, off.send_cross);  // both send b*s*h/t per rank
+}
+
+// The 2022 code hides the backward's tensor-parallel all-reduces behind the weight-gradient GEMMs
+// and accumulates gradients in the GEMM; the forward is unchanged.
+TEST(SimStack, The2022CodeOverlapsTheBackwardAllReduce) {
+  RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
+  const CostModel old(c, selene());
+  c.stack = "megatron-2022";
+  const CostModel now(c, selene());
+  EXPECT_DOUBLE_EQ(now.layer.forward.total(), old.layer.forward.total());
+  EXPECT_LT(now.layer.backward.tp_comm, 0.5 * old.layer.backward.tp_comm);
+  EXPECT_LT(now.layer.backward.membound, old.layer.backward.membound);  // no accumulation pass
+  EXPECT_DOUBLE_EQ(now.layer.backward.gemm, old.layer.backward.gemm);
+}
+
+// Flash attention: no s x s memory traffic, half the attention products under the causal mask.
+TEST(SimStack, FlashAttentionHasNoScoreTraffic) {
+  RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
+  c.stack = "megatron-2022";
+  const CostModel unfused(c, selene());
+  c.stack = "mcore";
+  const CostModel flash(c, selene());
+  EXPECT_LT(flash.layer.forward.attention, unfused.layer.forward.attention);
+  EXPECT_LT(flash.layer.forward.membound, unfused.layer.forward.membound);
+  EXPECT_LT(memory_verdict(c, selene()).peak, [&] {
+    RunConfig u = c;
+    u.stack = "megatron-2022";
+    return memory_verdict(u, selene()).peak;
+  }());
+}
+
+}  // namespace
+}  // namespace ptdp::sim
