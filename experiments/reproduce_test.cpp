@@ -471,5 +471,28 @@ TEST(PlotScript, DrawsTheFigureWithThePapersPoints) {
   EXPECT_NE(r.out.find("| fig18 | 10 |"), std::string::npos) << r.out;  // every paper point compared
 }
 
+// kor22-table5 (a100-selene) and mcore-h100 (h100-dgx) drawn together: each from its own profile's
+// rows, their published values read from results/paper/NAME.csv, both in the summary and its table.
+TEST(PlotScript, DrawsKorthikantiTable5AndMegatronCoreH100EachFromItsOwnProfile) {
+  if (std::system((python() + " -c 'import matplotlib' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << python() << " has no matplotlib";
+  TempDir dir;
+  ASSERT_EQ(run_ptdp(dir, {"reproduce", "kor22-table5", "--out", dir.file("")}).exit_code, 0);
+  ASSERT_EQ(run_ptdp(dir, {"reproduce", "mcore-h100", "--out", dir.file("")}).exit_code, 0);
+  const CliResult r = run_python(dir, {"kor22-table5", "mcore-h100", "--results", dir.file(""), "--out", dir.file("")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* png : {"kor22-table5.png", "mcore-h100.png", "summary.png"})
+    EXPECT_GT(fs::file_size(dir.file(png)), 10000u) << png;
+  // Every published point compared: Table 5's two series on four models, the nine H100 sizes.
+  EXPECT_NE(r.out.find("| kor22-table5 | 8 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| mcore-h100 | 9 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("no simulated value"), std::string::npos) << r.err;
+  // --hardware names one profile for all: the H100 rows are not a100-selene's, so none is compared.
+  const CliResult a100 = run_python(dir, {"mcore-h100", "--hardware", "a100-selene", "--results", dir.file(""),
+                                          "--out", dir.file("")});
+  ASSERT_EQ(a100.exit_code, 0) << a100.err;
+  EXPECT_NE(a100.out.find("| mcore-h100 | 0 |"), std::string::npos) << a100.out;
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""The paper's figures and Tables 1 and 2 from our result CSVs, with the paper's points overlaid.
+"""The paper's figures and Tables 1 and 2, two tables of Korthikanti et al. 2022 and the Megatron-Core H100
+weak scaling, from our result CSVs, with the published points overlaid.
 
     plots/figures.py [NAME ...] [--results DIR] [--paper DIR] [--out DIR] [--hardware PROFILE]
 
 Reads DIR/NAME.csv (written by `ptdp reproduce NAME`, the result CSV contract of docs/RESULTS.md)
-and the paper's values (results/paper/figures.csv, table1.csv, table2.csv); writes OUT/NAME.png for
-every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18 by default) in the paper's axes and units:
-our simulated line (mode=simulate, the --hardware profile, paper scale) with the paper's points
+and the published values (results/paper/figures.csv, table1.csv, table2.csv for the SC'21 paper;
+results/paper/NAME.csv for kor22-table4, kor22-table5 and mcore-h100); writes OUT/NAME.png for
+every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5,
+mcore-h100 and llama by default) in the paper's axes and units:
+our simulated line (mode=simulate, the hardware profile, paper scale) with the paper's points
 as markers, and, where the CSV has them, the rows measured at small scale (mode=run) in a second
 panel; Tables 1 and 2 also get the days to train on 300B tokens by Eq. (4) against the paper's.
+kor22-table4 (Korthikanti et al. 2022, arXiv 2205.05198, Table 4): one 22B layer's forward and backward
+time (ms) for the five techniques (no recompute, sequence parallelism, full recompute, selective
+recompute, selective + sequence), bars of ours beside the paper's. kor22-table5 (their Table 5): the
+iteration time (s) of 22B, 175B, 530B and 1T with full recompute and with their present work (selective
+recompute + sequence parallelism), bars on a log axis, and the present work's speed-up ours vs theirs.
+mcore-h100 (Megatron-LM README, H100 weak scaling, Megatron-Core r0.8.0): model TFLOP/s per GPU of
+1.7B to 462B on 48 to 6,144 H100s.
+Each artefact is drawn from the simulated rows of its own profile: h100-dgx for mcore-h100, a100-selene
+for every other (fig6 is analytic); --hardware PROFILE picks one profile for all.
 llama (`ptdp reproduce llama`): the planner's tokens/s per GPU and days for LLaMA's four sizes on
 2,048 A100-80GB against the LLaMA paper's one published figure (65B: ~380 tokens/s/GPU).
-Then OUT/summary.png: the error against the paper of every point, and the same errors as a
+Then OUT/summary.png: the error against the published value of every point, and the same errors as a
 table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
 "plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
 """
@@ -20,9 +32,17 @@ import csv
 import math
 import os
 import sys
+import textwrap
 
 ARTEFACTS = ["table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig15",
-             "fig16", "fig17", "fig18", "llama"]
+             "fig16", "fig17", "fig18", "kor22-table4", "kor22-table5", "mcore-h100", "llama"]
+
+# Artefacts of later publications: their published values are in PAPER/NAME.csv (figure,series,x,value,unit).
+OWN_PAPER_FILE = ["kor22-table4", "kor22-table5", "mcore-h100"]
+
+# The hardware profile whose simulated rows an artefact draws, unless --hardware names one for all.
+DEFAULT_HARDWARE = "a100-selene"
+ARTEFACT_HARDWARE = {"mcore-h100": "h100-dgx"}
 
 # Columns of the result CSV this script uses (a subset of the contract's).
 RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
@@ -30,6 +50,12 @@ RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", 
                   "seq_per_s", "bubble_fraction", "loss", "params"]
 INT_COLUMNS = ["gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "scatter_gather"]
 FLOAT_COLUMNS = ["iter_time_ms", "tflops_per_gpu", "seq_per_s", "bubble_fraction", "loss", "params"]
+# The further columns an artefact needs: (integer columns, number columns).
+EXTRA_COLUMNS = {
+    "kor22-table4": (["hidden", "sequence_parallel"], ["layer_fwd_ms", "layer_bwd_ms"]),
+    "kor22-table5": (["hidden", "sequence_parallel"], []),
+    "mcore-h100": (["hidden"], ["model_tflops_per_gpu"]),
+}
 
 # Training time for this many tokens by the paper's Eq. (4), 8 T P / (n X), for Tables 1 and 2.
 DAYS_TOKENS = 300e9
@@ -137,6 +163,30 @@ def fig10_x(r):
     return "560" if x == "640" else x
 
 
+# Korthikanti et al. 2022, Table 4: a row's technique from its recompute and sequence_parallel columns.
+KOR22_TECHNIQUES = {("none", 0): "Baseline no recompute", ("none", 1): "Sequence parallelism",
+                    ("full", 0): "Baseline with recompute", ("selective", 0): "Selective recompute",
+                    ("selective", 1): "Selective + sequence"}
+# Their Table 5 and the Megatron-Core H100 table: the model of a row from its hidden size.
+KOR22_MODELS = {6144: "22B", 12288: "175B", 20480: "530B", 25600: "1T"}
+MCORE_MODELS = {2048: "1.7B", 4096: "7.1B", 6144: "16B", 7168: "32B", 8192: "70B", 10240: "119B", 12288: "177B",
+                16384: "314B", 18432: "462B"}
+
+
+def kor22_table4_values(r):
+    """One row is both series: the layer's forward time and its backward time (recomputation included)."""
+    x = KOR22_TECHNIQUES.get((r["recompute"], r["sequence_parallel"]))
+    return [("Forward", x, r["layer_fwd_ms"]), ("Backward", x, r["layer_bwd_ms"])]
+
+
+def kor22_table5_series(r):
+    if r["recompute"] == "full" and r["sequence_parallel"] == 0:
+        return "Full recompute"
+    if r["recompute"] == "selective" and r["sequence_parallel"] == 1:
+        return "Present work"
+    return None
+
+
 FIGURES = {
     "table1": dict(title="Table 1: weak scaling, GPT 1.7B to 1T on 32 to 3072 GPUs",
                    xlabel="Model size (billions of parameters)", ylabel="Achieved teraFLOP/s per GPU",
@@ -192,13 +242,44 @@ FIGURES = {
                   xlabel="Batch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
                   series=lambda r: "Scatter/gather optimization" if r["scatter_gather"] == 1 else "Unoptimized",
                   x=lambda r: str(r["global_batch"]), xorder=["12", "24", "36", "48", "60"]),
+    "kor22-table4": dict(title="Korthikanti et al. 2022 (arXiv 2205.05198), Table 4: one layer of their 22B GPT, "
+                               "forward and backward time per technique (t = 8)",
+                         xlabel="Technique", ylabel="Time of one layer (ms)", metric="layer_fwd_ms",
+                         values=kor22_table4_values, xorder=list(KOR22_TECHNIQUES.values()), kind="bars",
+                         width=9.6),
+    "kor22-table5": dict(title="Korthikanti et al. 2022 (arXiv 2205.05198), Table 5: iteration time, full "
+                               "recompute vs present work (selective recompute + sequence parallelism)",
+                         xlabel="Model", ylabel="Iteration time (s)", metric="iter_time_ms", scale=1e-3,
+                         series=kor22_table5_series, x=lambda r: KOR22_MODELS.get(r["hidden"]),
+                         xorder=list(KOR22_MODELS.values()), kind="bars", logy=True,
+                         speedup=("Full recompute", "Present work")),
+    "mcore-h100": dict(title="Megatron-LM README, H100 weak scaling (Megatron-Core r0.8.0): GPT 1.7B to 462B "
+                             "on 48 to 6144 H100s",
+                       xlabel="Model size (parameters)", ylabel="Model teraFLOP/s per GPU",
+                       metric="model_tflops_per_gpu", series=lambda r: "Megatron-Core r0.8.0",
+                       x=lambda r: MCORE_MODELS.get(r["hidden"]), xorder=list(MCORE_MODELS.values()),
+                       published="Megatron-LM README"),
 }
 
 
-def read_paper(paper_dir):
+def read_paper(paper_dir, names=()):
     """(artefact, series, x) -> the paper's value; and (artefact, series, x) -> its days for 300B tokens
-    (Table 2's column; for Table 1, Eq. (4) with its throughput)."""
+    (Table 2's column; for Table 1, Eq. (4) with its throughput). The artefacts of OWN_PAPER_FILE among
+    `names` are read from their own file, PAPER/NAME.csv, whose rows must all be of that artefact."""
     out, days = {}, {}
+    for name in names:
+        if name not in OWN_PAPER_FILE:
+            continue
+        path = os.path.join(paper_dir, f"{name}.csv")
+        for r in read_csv(path, ["figure", "series", "x", "value"], floats=["value"]):
+            if r["figure"] != name:
+                raise InputError(f"{path}:{r['_line']}: column 'figure': '{r['figure']}' is not {name}")
+            if r["value"] is None:
+                raise InputError(f"{path}:{r['_line']}: column 'value' is empty")
+            if r["x"] not in FIGURES[name]["xorder"]:
+                raise InputError(f"{path}:{r['_line']}: column 'x': '{r['x']}' is not one of "
+                                 f"{', '.join(FIGURES[name]['xorder'])}")
+            out[(name, r["series"], r["x"])] = r["value"]
     figs = read_csv(os.path.join(paper_dir, "figures.csv"), ["figure", "series", "x", "value"], floats=["value"])
     for r in figs:
         if r["value"] is None:
@@ -219,18 +300,26 @@ def read_paper(paper_dir):
     return out, days
 
 
+def row_values(spec, r):
+    """[(series, x, value)] of one row: the spec's own `values`, else its series, x and metric (times its scale)."""
+    if "values" in spec:
+        return spec["values"](r)
+    metric = "seq_per_s" if spec["metric"] == "normalized_throughput" else spec["metric"]
+    v = r[metric]
+    return [(spec["series"](r), spec["x"](r), None if v is None else v * spec.get("scale", 1.0))]
+
+
 def points(rows, fig, want):
     """{series: {x: value}} of the rows `want` selects (the last row of a configuration wins)."""
     spec = FIGURES[fig]
-    metric = "seq_per_s" if spec["metric"] == "normalized_throughput" else spec["metric"]
     out = {}
     for r in rows:
-        if not want(r) or r[metric] is None:
+        if not want(r):
             continue
-        x, series = spec["x"](r), spec["series"](r)
-        if x is None or series is None:
-            continue
-        out.setdefault(series, {})[x] = r[metric]
+        for series, x, v in row_values(spec, r):
+            if x is None or series is None or v is None:
+                continue
+            out.setdefault(series, {})[x] = v
     if spec["metric"] == "normalized_throughput":
         for s, pts in out.items():
             base = pts.get("1")
@@ -242,7 +331,7 @@ def is_small(r):
     return r["model"].endswith("-small")
 
 
-def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scale=1.0):
+def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scale=1.0, published="paper"):
     xorder = spec["xorder"]
     pos = {x: i for i, x in enumerate(xorder)}
     names = list(dict.fromkeys(list(paper.keys()) + list(ours.keys())))
@@ -256,7 +345,7 @@ def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scal
             xs = sorted((pos[x] for x in paper[s] if x in pos))
             ys = [paper[s][xorder[k]] for k in xs]
             ax.plot(xs, ys, linestyle="none", marker="o", markersize=7, markerfacecolor="none", markeredgewidth=1.5,
-                    color=c, label=f"{s} (paper)")
+                    color=c, label=f"{s} ({published})")
     ax.set_xticks(range(len(xorder)))
     ax.set_xticklabels(xorder, rotation=30 if len(xorder[0]) > 3 else 0)
     ax.grid(True, alpha=0.3)
@@ -299,6 +388,55 @@ def draw_days(ax, spec, ours, paper_days, colours):
     ax.legend(fontsize=6, loc="best")
 
 
+def bar_text(v):
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def draw_bars(ax, spec, ours, paper, colours, our_label, published="paper"):
+    """Grouped bars per x: every series ours (solid) beside the published (hatched), values written on top."""
+    xorder = spec["xorder"]
+    names = list(dict.fromkeys(list(paper.keys()) + list(ours.keys())))
+    width = 0.84 / max(2 * len(names), 1)
+    k = 0
+    for i, s in enumerate(names):
+        c = colours[i % len(colours)]
+        for source, pts, style in ((our_label, ours.get(s, {}), dict(alpha=0.9)),
+                                   (published, paper.get(s, {}), dict(alpha=0.35, hatch="//", edgecolor=c))):
+            xs = [j for j, x in enumerate(xorder) if x in pts]
+            if xs:
+                bars = ax.bar([j - 0.42 + (k + 0.5) * width for j in xs], [pts[xorder[j]] for j in xs], width,
+                              color=c, label=f"{s} ({source})", **style)
+                ax.bar_label(bars, labels=[bar_text(pts[xorder[j]]) for j in xs], fontsize=6.5, padding=1.5)
+            k += 1
+    ax.set_xticks(range(len(xorder)))
+    ax.set_xticklabels([x.replace(" ", "\n", 1) if len(x) > 12 else x for x in xorder])
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def draw_speedup(ax, spec, ours, paper, our_label, published="paper"):
+    """Bars per x: the first series' value over the second's (spec['speedup']), ours beside the published."""
+    slow, fast = spec["speedup"]
+    xorder = spec["xorder"]
+    for k, (source, pts, style) in enumerate(((our_label, ours, dict(color="tab:blue", alpha=0.9)),
+                                              (published, paper, dict(color="tab:blue", alpha=0.35, hatch="//",
+                                                                      edgecolor="tab:blue")))):
+        a, b = pts.get(slow, {}), pts.get(fast, {})
+        xs = [j for j, x in enumerate(xorder) if a.get(x) and b.get(x)]
+        if xs:
+            vals = [a[xorder[j]] / b[xorder[j]] for j in xs]
+            bars = ax.bar([j - 0.2 + 0.4 * k for j in xs], vals, 0.4, label=source, **style)
+            ax.bar_label(bars, labels=[f"{v:.2f}x" for v in vals], fontsize=7, padding=1.5)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(xorder)))
+    ax.set_xticklabels(xorder)
+    ax.set_xlabel(spec["xlabel"])
+    ax.set_ylabel(f"Speed-up: {slow} time / {fast} time")
+    ax.set_title(f"speed-up of {fast.lower()} over {slow.lower()}", fontsize=10)
+    ax.set_ylim(bottom=0, top=max([1.6] + [p.get_height() * 1.15 for p in ax.patches]))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+
+
 def draw(fig_name, rows, paper, out_dir, hardware, paper_days=None):
     import matplotlib
     matplotlib.use("Agg")
@@ -317,18 +455,33 @@ def draw(fig_name, rows, paper, out_dir, hardware, paper_days=None):
         if f == fig_name:
             paper_day_pts.setdefault(s, {})[x] = v
     with_days = fig_name in ("table1", "table2")
+    with_speedup = "speedup" in spec
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    panels = 1 + (1 if run else 0) + (1 if with_days else 0)
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), squeeze=False)
+    panels = 1 + (1 if run else 0) + (1 if with_days else 0) + (1 if with_speedup else 0)
+    width = spec.get("width", 6.4)
+    fig, axes = plt.subplots(1, panels, figsize=(width + 6.4 * (panels - 1), 4.6), squeeze=False)
     ax = axes[0][0]
     label = "ours, analytic" if fig_name == "fig6" else f"ours, simulated {hardware}"
-    plot_panel(ax, spec, sim, paper_pts, colours, label)
+    published = spec.get("published", "paper")
+    if spec.get("kind") == "bars":
+        draw_bars(ax, spec, sim, paper_pts, colours, label, published)
+    else:
+        plot_panel(ax, spec, sim, paper_pts, colours, label, published=published)
     ax.set_xlabel(spec["xlabel"])
     ax.set_ylabel(spec["ylabel"])
     ax.set_title("the paper's formula vs published" if fig_name == "fig6" else "paper scale: simulated vs published",
                  fontsize=10)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="best")
+    if spec.get("logy"):
+        ax.set_yscale("log")
+        top = max([v for pts in list(sim.values()) + list(paper_pts.values()) for v in pts.values()], default=1.0)
+        ax.set_ylim(top=top * 3)  # room for the values written on the bars
+    else:
+        ax.set_ylim(bottom=0)
+        if spec.get("kind") == "bars":
+            ax.set_ylim(top=ax.get_ylim()[1] * 1.08)
+    ax.legend(fontsize=7, loc="upper left" if spec.get("kind") == "bars" else "best")
+    if with_speedup:
+        draw_speedup(axes[0][1], spec, sim, paper_pts, label, published)
     if with_days:
         ours_days = days_points(rows, fig_name, simulated)
         draw_days(axes[0][1], spec, ours_days, paper_day_pts, colours)
@@ -354,7 +507,8 @@ def draw(fig_name, rows, paper, out_dir, hardware, paper_days=None):
         ax2.set_title("small scale: measured on CPU ranks (threads)", fontsize=10)
         ax2.set_ylim(bottom=0)
         ax2.legend(fontsize=7, loc="best")
-    fig.suptitle(spec["title"], fontsize=11)
+    # A title longer than the figure is wide goes on two lines (about 12 characters an inch at 11 points).
+    fig.suptitle(textwrap.fill(spec["title"], width=int(fig.get_figwidth() * 12)), fontsize=11)
     fig.tight_layout()
     path = os.path.join(out_dir, f"{fig_name}.png")
     fig.savefig(path, dpi=110)
@@ -363,40 +517,59 @@ def draw(fig_name, rows, paper, out_dir, hardware, paper_days=None):
     for s, pts in sim.items():
         for x, v in pts.items():
             p = paper.get((fig_name, s, x))
-            if p is None or p == 0 or (spec["metric"] == "normalized_throughput" and x == "1"):
+            if p is None or p == 0 or (spec.get("metric") == "normalized_throughput" and x == "1"):
                 continue
             errors.append((s, x, v, p, 100.0 * (v - p) / p))
     missing = [(s, x) for s, pts in paper_pts.items() for x in pts if x not in sim.get(s, {})]
     return path, errors, missing
 
 
-def draw_summary(all_errors, out_dir):
+def draw_summary(all_errors, out_dir, hardware_of):
+    """One column per artefact: the error of each point and their mean absolute error. `hardware_of`:
+    artefact -> the profile its simulated rows came from."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # The SC'21 paper's artefacts only: llama compares with another paper's single figure.
+    # llama compares with another paper's single figure, so it is left out.
     names = [n for n in ARTEFACTS if all_errors.get(n) and n != "llama"]
-    fig, ax = plt.subplots(figsize=(11, 4.8))
+    fig, ax = plt.subplots(figsize=(13, 5.2))
     for i, n in enumerate(names):
         errs = [e[4] for e in all_errors[n]]
         k = len(errs)
         xs = [i + (j - (k - 1) / 2) * (0.6 / max(k, 1)) for j in range(k)]
-        ax.scatter(xs, errs, s=14, color="tab:blue", zorder=3, label="one point (ours vs paper)" if i == 0 else None)
+        ax.scatter(xs, errs, s=14, color="tab:blue", zorder=3,
+                   label="one point (ours vs published)" if i == 0 else None)
         mape = sum(abs(e) for e in errs) / k
         ax.plot([i - 0.35, i + 0.35], [mape, mape], color="tab:red", linewidth=2,
                 label="mean absolute error" if i == 0 else None)
         ax.annotate(f"{mape:.1f}%", (i, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, color="tab:red")
+    # The SC'21 paper's artefacts, then the later publications' (OWN_PAPER_FILE), split by a line.
+    later = [i for i, n in enumerate(names) if n in OWN_PAPER_FILE]
+    if later and later[0] > 0:
+        ax.axvline(later[0] - 0.5, color="grey", linewidth=1.0)
+        ax.annotate("Narayanan et al. 2021 (SC'21)", (later[0] - 0.6, 0.03), xycoords=("data", "axes fraction"),
+                    ha="right", fontsize=8, color="dimgrey")
+        ax.annotate("Korthikanti et al. 2022; Megatron-Core H100", (later[0] - 0.4, 0.03),
+                    xycoords=("data", "axes fraction"), ha="left", fontsize=8, color="dimgrey")
     ax.axhline(0, color="black", linewidth=0.8)
     for y in (-10, 10):
         ax.axhline(y, color="grey", linewidth=0.6, linestyle="--")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
-    ax.set_xlabel("Artefact of the paper")
-    ax.set_ylabel("Error against the paper (%)")
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_xlabel("Published artefact")
+    ax.set_ylabel("Error against the published value (%)")
     total = [abs(e[4]) for n in names for e in all_errors[n]]
-    ax.set_title(f"Ours (simulated on a100-selene; fig6 analytic) vs published, every point: mean absolute error "
+    by_hw = {}
+    for n in names:
+        by_hw.setdefault("analytic" if n == "fig6" else hardware_of[n], []).append(n)
+    main_hw = max((h for h in by_hw if h != "analytic"), key=lambda h: len(by_hw[h]), default=None)
+    parts = [f"simulated on {main_hw}"] if main_hw else []
+    parts += [f"{', '.join(ns)} on {h}" for h, ns in by_hw.items() if h not in (main_hw, "analytic")]
+    parts += ["fig6 analytic"] if "analytic" in by_hw else []
+    where = "; ".join(parts)
+    ax.set_title(f"Ours ({where}) vs published, every point: mean absolute error "
                  f"{sum(total) / max(len(total), 1):.1f}% over {len(total)} points", fontsize=10, pad=16)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
@@ -474,18 +647,24 @@ def main(argv):
     ap.add_argument("--results", default=os.path.join(here, "results"), help="directory of NAME.csv")
     ap.add_argument("--paper", default=os.path.join(here, "results", "paper"), help="the paper's CSVs")
     ap.add_argument("--out", default=os.path.join(here, "plots"), help="where the PNGs go")
-    ap.add_argument("--hardware", default="a100-selene", help="profile of the simulated rows to plot")
+    ap.add_argument("--hardware", default=None,
+                    help=f"profile of the simulated rows to plot, for every artefact (default: {DEFAULT_HARDWARE}; "
+                         + ", ".join(f"{n}: {h}" for n, h in ARTEFACT_HARDWARE.items()) + ")")
     a = ap.parse_args(argv)
     names = a.names or ARTEFACTS
     for n in names:
         if n not in FIGURES and n != "llama":
             print(f"plots: error: '{n}' is not an artefact ({', '.join(ARTEFACTS)})", file=sys.stderr)
             return 2
+    hardware_of = {n: a.hardware or ARTEFACT_HARDWARE.get(n, DEFAULT_HARDWARE) for n in names}
     try:  # every input is read and checked before anything is drawn
-        paper, paper_days = read_paper(a.paper)
-        data = {n: read_llama(os.path.join(a.results, f"{n}.csv")) if n == "llama" else
-                read_csv(os.path.join(a.results, f"{n}.csv"), RESULT_COLUMNS, INT_COLUMNS, FLOAT_COLUMNS)
-                for n in names}
+        paper, paper_days = read_paper(a.paper, names)
+        data = {}
+        for n in names:
+            path = os.path.join(a.results, f"{n}.csv")
+            ints, floats = EXTRA_COLUMNS.get(n, ([], []))
+            data[n] = read_llama(path) if n == "llama" else \
+                read_csv(path, RESULT_COLUMNS + ints + floats, INT_COLUMNS + ints, FLOAT_COLUMNS + floats)
     except InputError as e:
         print(f"plots: error: {e}", file=sys.stderr)
         return 2
@@ -497,9 +676,9 @@ def main(argv):
     print("|---|---|---|---|")
     for n in names:
         if n == "llama":
-            path, errors, missing = draw_llama(data[n], a.out, a.hardware)
+            path, errors, missing = draw_llama(data[n], a.out, hardware_of[n])
         else:
-            path, errors, missing = draw(n, data[n], paper, a.out, a.hardware, paper_days)
+            path, errors, missing = draw(n, data[n], paper, a.out, hardware_of[n], paper_days)
         all_errors[n] = errors
         if errors:
             worst = max(errors, key=lambda e: abs(e[4]))
@@ -512,7 +691,7 @@ def main(argv):
                   + "; ".join(f"{s}, {x}" for s, x in missing), file=sys.stderr)
         print(f"  wrote {path}", file=sys.stderr)
     if len(names) > 1:
-        print(f"  wrote {draw_summary(all_errors, a.out)}", file=sys.stderr)
+        print(f"  wrote {draw_summary(all_errors, a.out, hardware_of)}", file=sys.stderr)
     return 0
 
 
