@@ -27,6 +27,7 @@ struct PlanFlags {
   std::vector<int> micro_batches = {1, 2, 4, 8, 16};
   std::vector<int> zero_modes = {0};
   bool overlap_grad_reduce = false;
+  std::string stack = "megatron-2021";
 };
 
 void print_entry(const char* rank, const sim::PlanEntry& e) {
@@ -58,6 +59,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   req.max_vpp = f.max_vpp;
   req.zero_modes = f.zero_modes;
   req.top = f.top;
+  req.stack = f.stack;
   sim::SimOptions opt;
   opt.dp_overlap = f.overlap_grad_reduce;
   const sim::PlanResult res = sim::plan(req, hw, opt);
@@ -113,6 +115,10 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
   sub->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
                 "overlap the data-parallel all-reduce with the backward pass");
   sub->add_option("--csv", f->csv, "append the best configurations as result rows (mode=simulate)");
+  sub->add_option("--stack", f->stack,
+                  "software modelled: megatron-2021, megatron-2022 or mcore (the last two run sequence parallelism "
+                  "wherever t > 1); docs/SIMULATOR.md")
+      ->capture_default_str();
   return {sub, [sub, f]() { return run_plan(*sub, *f); }};
 }
 

@@ -1,9 +1,12 @@
 #include "core/sim/planner.h"
 
+#include "core/sim/stack.h"
+
 #include <algorithm>
 #include <limits>
 
 #include "core/common/error.h"
+#include "core/sim/stack.h"
 
 namespace ptdp::sim {
 
@@ -34,6 +37,8 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   c.par.schedule = schedule;
   c.par.recompute = rc;
   c.par.scatter_gather = true;
+  c.stack = req.stack;
+  c.par.sequence_parallel = t > 1 && req.stack != "megatron-2021";
   c.ranks = t * p * d;
   c.backend = precision == "f32" ? "cpu" : "cuda";
   c.precision = precision;
@@ -47,6 +52,7 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   for (int b : req.micro_batches)
     if (b <= 0) usage_error("--micro-batches: {} must be positive", b);
   if (req.zero_modes.empty()) usage_error("--zero-modes: give at least one of 0, 1, 3");
+  software_stack(req.stack);  // UsageError naming --stack
   for (int z : req.zero_modes)
     if (z != 0 && z != 1 && z != 3) usage_error("--zero-modes: {} must be 0, 1 or 3", z);
   const std::string prec = precision_of(req, hw);

@@ -24,6 +24,9 @@ struct PlanRequest {
   // Sharded data parallelism to try (--zero-modes): 0 plain; 1 the distributed optimizer (d > 1);
   // 3 ZeRO-3 (t = p = 1, d > 1).
   std::vector<int> zero_modes = {0};
+  // The software (stack.h). Under megatron-2022 and mcore every layout with t > 1 runs sequence
+  // parallelism, as those codes' runs do.
+  std::string stack = "megatron-2021";
 };
 
 struct PlanEntry {
