@@ -28,7 +28,7 @@ struct SimulateFlags {
 };
 
 std::string pass_line(const sim::PassCost& c) {
-  return fmt::format("{:.2f} (GEMM {:.2f}, attention {:.2f}, memory-bound {:.2f}, TP all-reduce {:.2f})",
+  return fmt::format("{:.2f} (GEMM {:.2f}, attention {:.2f}, memory-bound {:.2f}, TP communication {:.2f})",
                      c.total() * 1e3, c.gemm * 1e3, c.attention * 1e3, c.membound * 1e3, c.tp_comm * 1e3);
 }
 
