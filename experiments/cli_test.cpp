@@ -555,6 +555,38 @@ TEST(CliLossLog, WritesEveryIterationAndTheLastLossMatchesTheRow) {
   EXPECT_NEAR(std::stod(split_csv_line(log.back())[1]), std::stod(row[at]), 1e-5);
 }
 
+// `ptdp train --tp 2 --sequence-parallel` (and with --pp 2) gives the losses of the run without
+// it, and records sequence_parallel = 1 in its row.
+TEST(CliSequenceParallel, LossesEqualThoseWithoutIt) {
+  auto run = [](Args extra, bool sp) {
+    TempDir dir;
+    Args args = good_train_args();
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--loss-log", dir.file("loss.csv")});
+    if (sp) args.push_back("--sequence-parallel");
+    const TrainRun r = train(dir, args);
+    EXPECT_EQ(r.result.exit_code, 0) << r.result.err;
+    std::vector<double> losses;
+    const std::vector<std::string> log = lines_of(testing::text_of(dir.file("loss.csv")));
+    for (size_t i = 1; i < log.size(); ++i) losses.push_back(std::stod(split_csv_line(log[i])[1]));
+    const std::vector<std::string> rows = lines_of(testing::text_of(r.csv));
+    EXPECT_EQ(rows.size(), 2u);
+    if (rows.size() == 2) {
+      const std::vector<std::string> cols = split_csv_line(rows[0]), row = split_csv_line(rows[1]);
+      const size_t at = static_cast<size_t>(std::find(cols.begin(), cols.end(), "sequence_parallel") - cols.begin());
+      EXPECT_LT(at, row.size());
+      if (at < row.size()) EXPECT_EQ(row[at], sp ? "1" : "0");
+    }
+    return losses;
+  };
+  for (const Args& layout : {Args{"--tp", "2"}, Args{"--tp", "2", "--pp", "2"}}) {
+    const std::vector<double> without = run(layout, false), with = run(layout, true);
+    ASSERT_EQ(without.size(), 3u);
+    ASSERT_EQ(with.size(), 3u);
+    for (size_t i = 0; i < with.size(); ++i) EXPECT_NEAR(with[i], without[i], 1e-5 * without[i]) << "iteration " << i + 1;
+  }
+}
+
 TEST(CliLossLog, MissingDirectoryIsRefusedBeforeTraining) {
   TempDir dir;
   Args args = good_train_args();

@@ -149,7 +149,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   if (rank0) dev.reset_peak();
   world.barrier();
   StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed,
-                                       precision_dtype(c.precision));
+                                       precision_dtype(c.precision), c.par.sequence_parallel);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;
@@ -224,12 +224,13 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   if (report)
     fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}, backend {} {}{}, {} iterations ({} "
+               "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}{}, backend {} {}{}, {} iterations ({} "
                "untimed), data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
                trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
-               c.par.scatter_gather ? "on" : "off", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
+               c.par.scatter_gather && !c.par.sequence_parallel ? "on" : "off",
+               c.par.sequence_parallel ? ", sequence parallel" : "", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
                c.precision,
                c.comm == "local" && c.backend == "cpu" ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads) : "",
                c.iters, c.warmup, c.data);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/backend/nvtx.h"
+
 namespace ptdp {
 
 namespace {
@@ -18,6 +20,7 @@ Gpt::Gpt(const ModelConfig& cfg, const ShardSpec& shard, Backend& be, DType dtyp
   if (shard_.tp_size > 1)
     PTDP_CHECK(tp && tp->size() == shard_.tp_size && tp->rank() == shard_.tp_rank,
                "a tensor-parallel shard needs its group (t={}, rank {})", shard_.tp_size, shard_.tp_rank);
+  PTDP_CHECK(!shard_.sequence_parallel || shard_.tp_size > 1, "sequence parallelism needs t > 1");
   params_ = be_.empty({layout_.total()}, dtype_);
   grads_ = be_.empty({layout_.total()}, acc_dtype(dtype_));  // f32 accumulation under mixed precision
   be_.fill(params_, 0);
@@ -93,9 +96,52 @@ LayerDims Gpt::dims(int b) const {
   d.eps = cfg_.layernorm_eps;
   d.tp = tp_;
   d.bias_owner = shard_.tp_rank == 0;
+  d.sp = shard_.sequence_parallel;
+  PTDP_CHECK(!d.sp || d.rows() % shard_.tp_size == 0, "sequence parallelism: t = {} must divide b*s = {}",
+             shard_.tp_size, d.rows());
   d.llama = cfg_.arch == Arch::Llama;
   d.rope_theta = cfg_.rope_theta;
   return d;
+}
+
+int64_t Gpt::stage_rows(int b) const { return dims(b).local_rows(); }
+
+namespace {
+// The LayerNorm (RMSNorm) parameters: replicated, applied to the rows of this rank only under
+// sequence parallelism.
+bool norm_param(const std::string& name) {
+  return name.rfind("lnf.", 0) == 0 || name.find(".ln1.") != std::string::npos ||
+         name.find(".ln2.") != std::string::npos;
+}
+}  // namespace
+
+void Gpt::sum_sequence_parallel_grads() {
+  if (!shard_.sequence_parallel || !tp_) return;
+  std::vector<const ParamEntry*> norms;
+  int64_t total = 0;
+  for (const ParamEntry& e : layout_.entries())
+    if (norm_param(e.name)) {
+      norms.push_back(&e);
+      total += shape_numel(e.shape);
+    }
+  if (total == 0) return;
+  NvtxRange r("sp layernorm grads all-reduce");
+  Tensor bucket = be_.empty({total}, grads_.dtype());  // one all-reduce for all of them
+  int64_t at = 0;
+  for (const ParamEntry* e : norms) {
+    const int64_t k = shape_numel(e->shape);
+    Tensor dst = bucket.view(at, {k});
+    be_.copy(dst, grads_.view(e->offset, {k}));
+    at += k;
+  }
+  tp_->all_reduce(bucket, ReduceOp::Sum);
+  at = 0;
+  for (const ParamEntry* e : norms) {
+    const int64_t k = shape_numel(e->shape);
+    Tensor dst = grads_.view(e->offset, {k});
+    be_.copy(dst, bucket.view(at, {k}));
+    at += k;
+  }
 }
 
 int64_t Gpt::Cache::bytes() const {
@@ -109,29 +155,30 @@ int64_t Gpt::Cache::bytes() const {
 std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tensor* targets, Recompute mode,
                                          Tensor* x_out, double* loss_sum) {
   const LayerDims d = dims(b);
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();  // nl: the rows of this rank (n/t with sp)
   auto c = std::make_unique<Cache>();
   c->b = b;
   c->mode = mode;
   if (shard_.pre) {
     PTDP_CHECK(input.dtype() == DType::I32 && input.numel() == n, "first stage takes {} token ids", n);
     c->tokens = input;
-    c->x_in = be_.empty({n, d.h}, dtype_);
+    c->x_in = be_.empty({nl, d.h}, dtype_);
+    Tensor part = partial_rows(be_, d, c->x_in);
     const Buf w = params_of(0);
     Tensor wpe = cfg_.tied_embedding() ? at(w, "wpe") : Tensor();  // llama: rotary positions, no table
     // wpe is added once, by tensor-parallel rank 0, before the sum.
-    be_.embedding_forward(c->x_in, input, at(w, "wte"), vocab_start(), d.bias_owner && wpe.defined() ? &wpe : nullptr,
+    be_.embedding_forward(part, input, at(w, "wte"), vocab_start(), d.bias_owner && wpe.defined() ? &wpe : nullptr,
                           d.s);
     release(0);
-    tp_all_reduce(d, c->x_in);
+    reduce_rows(d, part, c->x_in);  // sum the vocab shards (sp: reduce-scatter to this rank's rows)
   } else {
-    PTDP_CHECK(input.numel() == n * d.h, "stage input must be [{}, {}]", n, d.h);
+    PTDP_CHECK(input.numel() == nl * d.h, "stage input must be [{}, {}]", nl, d.h);
     c->x_in = input;
   }
   Tensor x = c->x_in;
   c->layers.resize(shard_.layer_end - shard_.layer_begin);
   for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
-    Tensor y = be_.empty({n, d.h}, dtype_);
+    Tensor y = be_.empty({nl, d.h}, dtype_);
     const Buf w = params_of(unit_of_layer(l));
     layer_forward(be_, d, LayerWeights::view(w.t, layout_, l, w.base), x, y, c->layers[l - shard_.layer_begin], mode);
     release(unit_of_layer(l));
@@ -145,10 +192,10 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   PTDP_CHECK(targets && targets->numel() == n, "the last stage needs {} targets", n);
   c->targets = *targets;
   c->xl = x;
-  c->lnf = be_.empty({n, d.h}, dtype_);
+  c->lnf = be_.empty({nl, d.h}, dtype_);
   const DType stat = acc_dtype(dtype_);  // statistics and the loss in f32 under mixed precision
-  c->mean = be_.empty({n}, stat);
-  c->rstd = be_.empty({n}, stat);
+  c->mean = be_.empty({nl}, stat);
+  c->rstd = be_.empty({nl}, stat);
   const bool tied = cfg_.tied_embedding();
   const Buf hw = params_of(head_unit());
   const Buf ow = tied ? params_of(0) : hw;  // the output layer: the word embedding, or its own (llama)
@@ -156,7 +203,7 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
   else be_.rmsnorm_forward(c->lnf, c->rstd, x, at(hw, "lnf.weight"), d.eps);
   const int64_t v_shard = vp_ / shard_.tp_size;
   c->logits = be_.empty({n, v_shard}, dtype_);
-  be_.linear_forward(c->logits, c->lnf, at(ow, output_name()), nullptr);
+  be_.linear_forward(c->logits, sp_gather(be_, d, c->lnf), at(ow, output_name()), nullptr);  // sp: all-gather
   release(head_unit());
   if (tied) release(0);
   const int64_t v_valid = valid_vocab();  // padded columns never enter the softmax
@@ -182,21 +229,22 @@ int64_t Gpt::valid_vocab() const {
 void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx_in,
                    const std::function<void(int64_t)>& grads_ready) {
   const LayerDims d = dims(c.b);
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();
   Tensor dx;
   if (shard_.post) {
     Tensor dlogits = be_.empty({n, c.logits.dim(1)}, dtype_);
     be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
     c.logits = Tensor();
-    Tensor dlnf = be_.empty({n, d.h}, dtype_);
+    Tensor dlnf = be_.empty({nl, d.h}, dtype_);
+    Tensor part = partial_rows(be_, d, dlnf);
     const bool tied = cfg_.tied_embedding();
     const Buf hw = params_of(head_unit()), hg = grads_of(head_unit());
     const Buf ow = tied ? params_of(0) : hw, og = tied ? grads_of(0) : hg;
     Tensor gout = at(og, output_name());
-    be_.linear_backward(&dlnf, false, gout, nullptr, dlogits, c.lnf, at(ow, output_name()));
+    be_.linear_backward(&part, false, gout, nullptr, dlogits, sp_gather(be_, d, c.lnf), at(ow, output_name()));
     if (tied) release(0);
-    tp_all_reduce(d, dlnf);  // the output layer's input is replicated: sum its gradient
-    dx = be_.empty({n, d.h}, dtype_);
+    reduce_rows(d, part, dlnf);  // the output layer's input is replicated: sum its gradient (sp: reduce-scatter)
+    dx = be_.empty({nl, d.h}, dtype_);
     be_.fill(dx, 0);
     Tensor gw = at(hg, "lnf.weight");
     if (tied) {
@@ -215,7 +263,7 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
   for (int l = shard_.layer_end - 1; l >= shard_.layer_begin; --l) {
     const Buf wb = params_of(unit_of_layer(l)), gb = grads_of(unit_of_layer(l));
     LayerWeights g = LayerWeights::view(gb.t, layout_, l, gb.base);
-    Tensor dxl = be_.empty({n, d.h}, dtype_);
+    Tensor dxl = be_.empty({nl, d.h}, dtype_);
     layer_backward(be_, d, LayerWeights::view(wb.t, layout_, l, wb.base), g, c.layers[l - shard_.layer_begin], dx, dxl,
                    c.mode);
     release(unit_of_layer(l));
@@ -226,7 +274,9 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
   if (shard_.pre) {
     const Buf eg = grads_of(0);
     Tensor gwte = at(eg, "wte"), gwpe = cfg_.tied_embedding() ? at(eg, "wpe") : Tensor();
-    be_.embedding_backward(gwte, gwpe.defined() ? &gwpe : nullptr, dx, c.tokens, vocab_start(), d.s);
+    // sp: the gradient of the reduce-scatter is the all-gather of this rank's rows
+    be_.embedding_backward(gwte, gwpe.defined() ? &gwpe : nullptr, sp_gather(be_, d, dx), c.tokens, vocab_start(),
+                           d.s);
     reduce(0);
   } else {
     PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");

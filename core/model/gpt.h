@@ -5,6 +5,10 @@
 // With t > 1 the word embedding and the output layer are vocab-parallel: the embedding sums
 // its shards with one all-reduce; the loss reduces row max, sum of exponentials and target
 // logit over the group in forward and communicates nothing in backward.
+// With sequence parallelism (ShardSpec::sequence_parallel) the embedding's all-reduce is a
+// reduce-scatter to this rank's n/t rows, the stages take and return n/t rows, the final
+// LayerNorm runs on them and is all-gathered before the output layer (whose input gradient is
+// reduce-scattered); the LayerNorm gradients are partial until sum_sequence_parallel_grads().
 #pragma once
 #include <functional>
 #include <memory>
@@ -39,6 +43,14 @@ class Gpt {
 
   void init(uint64_t seed);  // Megatron's initialisation, from the seed only
   void zero_grads();
+  bool sequence_parallel() const { return shard_.sequence_parallel; }
+  // Rows of the activations a stage takes and returns for b sequences: b*s, or b*s/t with
+  // sequence parallelism.
+  int64_t stage_rows(int b) const;
+  // Sequence parallelism: sums the LayerNorm (RMSNorm) weight and bias gradients, computed
+  // from this rank's rows only, over the tensor-parallel group, in one all-reduce (Megatron's
+  // finalize_model_grads). Once per step, after the last backward pass; nothing without sp.
+  void sum_sequence_parallel_grads();
   // ZeRO-3: from now on the parameters and gradients live in `source` (sharded), which the
   // passes ask for unit by unit (param_units); the whole buffers are freed. Whole model, t = 1.
   void use_param_source(ParamSource* source);
@@ -56,7 +68,7 @@ class Gpt {
   };
 
   // Forward of b sequences. First stage: `input` holds tokens [b*s] (i32); otherwise the
-  // previous stage's activations [b*s, h]. Last stage: targets [b*s] give the per-token loss
+  // previous stage's activations [stage_rows(b), h] (so is *x_out, and the gradients). Last stage: targets [b*s] give the per-token loss
   // and *loss_sum receives its sum; otherwise *x_out receives this shard's output.
   std::unique_ptr<Cache> forward(int b, const Tensor& input, const Tensor* targets, Recompute mode,
                                  Tensor* x_out, double* loss_sum);

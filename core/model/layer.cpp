@@ -43,6 +43,29 @@ void tp_all_reduce(const LayerDims& d, Tensor& x) {
   d.tp->all_reduce(x, ReduceOp::Sum);
 }
 
+Tensor sp_gather(Backend& be, const LayerDims& d, const Tensor& local) {
+  if (!d.sp) return local;
+  NvtxRange r("sp all-gather");
+  Tensor full = be.empty({d.rows(), local.dim(1)}, local.dtype());
+  Tensor flat = full.reshape({full.numel()});
+  d.tp->all_gather(local.reshape({local.numel()}), flat);
+  return full;
+}
+
+Tensor partial_rows(Backend& be, const LayerDims& d, const Tensor& out) {
+  return d.sp ? be.empty({d.rows(), out.dim(1)}, out.dtype()) : out;
+}
+
+void reduce_rows(const LayerDims& d, const Tensor& partial, Tensor& out) {
+  if (!d.sp) {
+    tp_all_reduce(d, out);
+    return;
+  }
+  NvtxRange r("sp reduce-scatter");
+  Tensor flat = out.reshape({out.numel()});
+  d.tp->reduce_scatter(partial.reshape({partial.numel()}), flat, ReduceOp::Sum);
+}
+
 int64_t LayerCache::bytes() const {
   int64_t n = 0;
   for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act})
@@ -54,33 +77,35 @@ namespace {
 
 void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                  LayerCache& c) {
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();  // nl: this rank's rows (n/t with sp)
   const DType dt = x.dtype();
   c.x = x;
-  c.ln1 = be.empty({n, d.h}, dt);
-  c.mean1 = be.empty({n}, acc_dtype(dt));
-  c.rstd1 = be.empty({n}, acc_dtype(dt));
+  c.ln1 = be.empty({nl, d.h}, dt);
+  c.mean1 = be.empty({nl}, acc_dtype(dt));
+  c.rstd1 = be.empty({nl}, acc_dtype(dt));
   be.layernorm_forward(c.ln1, c.mean1, c.rstd1, x, w.ln1_w, w.ln1_b, d.eps);
   c.qkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
-  be.linear_forward(c.qkv, c.ln1, w.qkv_w, &w.qkv_b);
+  be.linear_forward(c.qkv, sp_gather(be, d, c.ln1), w.qkv_w, &w.qkv_b);  // sp: g-bar all-gather
   c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
   c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.attention_forward(c.atty, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
-  c.x2 = be.empty({n, d.h}, dt);
-  be.linear_forward(c.x2, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
-  tp_all_reduce(d, c.x2);  // g: sum the row-parallel partial outputs
-  be.add_(c.x2, x);        // residual
-  c.ln2 = be.empty({n, d.h}, dt);
-  c.mean2 = be.empty({n}, acc_dtype(dt));
-  c.rstd2 = be.empty({n}, acc_dtype(dt));
+  c.x2 = be.empty({nl, d.h}, dt);
+  Tensor part = partial_rows(be, d, c.x2);
+  be.linear_forward(part, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
+  reduce_rows(d, part, c.x2);  // g: sum the row-parallel partial outputs (sp: reduce-scatter)
+  be.add_(c.x2, x);            // residual
+  c.ln2 = be.empty({nl, d.h}, dt);
+  c.mean2 = be.empty({nl}, acc_dtype(dt));
+  c.rstd2 = be.empty({nl}, acc_dtype(dt));
   be.layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, w.ln2_w, w.ln2_b, d.eps);
   c.fc = be.empty({n, d.ffn}, dt);
-  be.linear_forward(c.fc, c.ln2, w.fc_w, &w.fc_b);
+  be.linear_forward(c.fc, sp_gather(be, d, c.ln2), w.fc_w, &w.fc_b);
   c.act = be.empty({n, d.ffn}, dt);
   be.gelu_forward(c.act, c.fc);
-  be.linear_forward(y, c.act, w.fc2_w, d.bias_owner ? &w.fc2_b : nullptr);
-  tp_all_reduce(d, y);  // g
-  be.add_(y, c.x2);     // residual
+  part = partial_rows(be, d, y);
+  be.linear_forward(part, c.act, w.fc2_w, d.bias_owner ? &w.fc2_b : nullptr);
+  reduce_rows(d, part, y);  // g
+  be.add_(y, c.x2);         // residual
 }
 
 }  // namespace
@@ -98,14 +123,16 @@ void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const
 
 void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g,
                     LayerCache& c, const Tensor& dy, Tensor& dx, Recompute mode) {
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();
   const DType dt = dy.dtype();
-  if (mode == Recompute::Full) {  // rerun the forward pass from the kept input
+  if (mode == Recompute::Full) {  // rerun the forward pass from the kept input (sp: its local rows)
     NvtxRange r("recompute");
-    Tensor y = be.empty({n, d.h}, dt);
+    Tensor y = be.empty({nl, d.h}, dt);
     if (d.llama) llama_forward_all(be, d, w, c.x, y, c);
     else forward_all(be, d, w, c.x, y, c);
-  } else if (mode == Recompute::Selective) {  // recompute the attention probabilities only
+  } else if (mode == Recompute::Selective) {
+    // Korthikanti et al.'s selective recomputation: the attention core (QK^T, softmax, the
+    // product with V, whose output goes to scratch) from the kept qkv, for the probabilities.
     NvtxRange r("recompute");
     c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
     Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
@@ -118,21 +145,22 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   }
   // MLP: y = x2 + fc2(gelu(fc(ln2(x2))))
   Tensor dact = be.empty({n, d.ffn}, dt);
-  be.linear_backward(&dact, false, g.fc2_w, &g.fc2_b, dy, c.act, w.fc2_w);
+  be.linear_backward(&dact, false, g.fc2_w, &g.fc2_b, sp_gather(be, d, dy), c.act, w.fc2_w);
   be.gelu_backward(dact, c.fc, dact);
-  Tensor dln = be.empty({n, d.h}, dt);
-  be.linear_backward(&dln, false, g.fc_w, &g.fc_b, dact, c.ln2, w.fc_w);
-  tp_all_reduce(d, dln);  // f: the column-parallel input gradient is a sum over ranks
-  Tensor dx2 = be.empty({n, d.h}, dt);
+  Tensor dln = be.empty({nl, d.h}, dt);
+  Tensor part = partial_rows(be, d, dln);
+  be.linear_backward(&part, false, g.fc_w, &g.fc_b, dact, sp_gather(be, d, c.ln2), w.fc_w);
+  reduce_rows(d, part, dln);  // f: the column-parallel input gradient is a sum over ranks
+  Tensor dx2 = be.empty({nl, d.h}, dt);
   be.copy(dx2, dy);
   be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2);
   // Attention: x2 = x + proj(attn(qkv(ln1(x))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-  be.linear_backward(&datty, false, g.proj_w, &g.proj_b, dx2, c.atty, w.proj_w);
+  be.linear_backward(&datty, false, g.proj_w, &g.proj_b, sp_gather(be, d, dx2), c.atty, w.proj_w);
   Tensor dqkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
   be.attention_backward(dqkv, datty, c.qkv, c.probs, d.b, d.s, d.heads, d.hd);
-  be.linear_backward(&dln, false, g.qkv_w, &g.qkv_b, dqkv, c.ln1, w.qkv_w);
-  tp_all_reduce(d, dln);  // f
+  be.linear_backward(&part, false, g.qkv_w, &g.qkv_b, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
+  reduce_rows(d, part, dln);  // f
   be.copy(dx, dx2);
   be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1);
   c = LayerCache{};  // activations are freed as soon as they are used

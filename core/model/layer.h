@@ -3,6 +3,21 @@
 // Tensor-parallel as Megatron: QKV and fc column-parallel, proj and fc2 row-parallel, so a
 // layer all-reduces twice in forward (after proj and fc2, the g operator) and twice in
 // backward (the input gradients of QKV and fc, the f operator).
+//
+// Sequence parallelism (LayerDims::sp, --sequence-parallel; Korthikanti et al. 2022, section
+// 4.2.2): the layer's input and output, its LayerNorms and residual adds hold only this tensor-
+// parallel rank's n/t rows: rows [r*n/t, (r+1)*n/t) of the n = b*s rows (row j*s + i is token i
+// of sequence j). With b = 1 that is Megatron's split of the sequence; with b > 1 it is a split
+// of the b*s rows taken as one sequence (Megatron splits s of its [s, b, h] layout instead): the
+// same arithmetic, since every operation in these regions works row by row. The all-reduces
+// become an all-gather of the LayerNorm output before QKV and fc (g-bar; reduce-scatter of the
+// input gradient in backward) and a reduce-scatter of the proj and fc2 outputs (all-gather of
+// their gradient in backward). The kept LayerNorm outputs are the local rows: backward gathers
+// them again for the weight gradients of QKV and fc, as Megatron does. The LayerNorm weight and
+// bias gradients are then partial sums over the local rows: the trainer sums them over the
+// tensor-parallel group (Gpt::sum_sequence_parallel_grads). The row-parallel biases are still
+// added by rank 0 alone before the reduce-scatter, so their gradients (from the gathered output
+// gradient) are whole on every rank.
 #pragma once
 #include <string>
 
@@ -29,11 +44,22 @@ struct LayerDims {
   // the row-parallel layers (one rank only, before the all-reduce sums the partial outputs).
   Communicator* tp = nullptr;
   bool bias_owner = true;
+  bool sp = false;  // sequence parallelism (needs tp; rows() % t == 0)
   int64_t rows() const { return int64_t(b) * s; }
+  // Rows of the layer's input, output, LayerNorms and residuals on this rank: n/t with sp.
+  int64_t local_rows() const { return sp ? rows() / tp->size() : rows(); }
 };
 
 // Sums x over the tensor-parallel group (nothing when t = 1).
 void tp_all_reduce(const LayerDims& d, Tensor& x);
+// Sequence parallelism's g-bar: the whole [n, cols] tensor from every rank's local rows
+// (all-gather); without sp, `local` itself.
+Tensor sp_gather(Backend& be, const LayerDims& d, const Tensor& local);
+// Where a row-parallel GEMM writes its partial [n, cols] output that reduce_rows() then sums
+// into `out`: `out` itself (all-reduced in place) or, with sp, a whole-row scratch
+// reduce-scattered into the local rows `out`.
+Tensor partial_rows(Backend& be, const LayerDims& d, const Tensor& out);
+void reduce_rows(const LayerDims& d, const Tensor& partial, Tensor& out);
 
 // Views of one layer's tensors inside a flat parameter (or gradient) buffer.
 // LLaMA: no biases (undefined tensors); fc_w is gate and up as one [2f, h] matrix, fc2_w down.
@@ -46,6 +72,19 @@ struct LayerWeights {
 // What the forward pass of one layer keeps for its backward pass. With full recomputation only
 // x is kept; with selective recomputation everything but the attention probabilities. LLaMA:
 // ln1/ln2 are the RMSNorm outputs (no means), qkv is after the rotary embedding, fc is gate | up.
+//
+// Selective recomputation is Korthikanti et al.'s (2022, section 5): Q, K, V (qkv) and the
+// attention output (atty) are kept; the attention core (QK^T, the causal softmax and the
+// product with V) is recomputed in backward to rebuild the probabilities, its output going to
+// scratch. ptdp has no dropout, so there is no softmax-dropout to recompute.
+//
+// Bytes kept per layer (GPT, one dtype of e bytes for activations and 4-byte statistics; b
+// sequences of s tokens, hidden h, a heads, t tensor-parallel ranks; docs/ARCHITECTURE.md):
+//   none:      e*sbh*(8 + 24/t) + e*a*s*s*b/t + 16*sb     (sp: e*sbh*32/t + e*a*s*s*b/t + 16*sb/t)
+//   selective: e*sbh*(8 + 24/t) + 16*sb                   (sp: e*sbh*32/t + 16*sb/t)
+//   full:      e*sbh                                       (sp: e*sbh/t)
+// x, ln1, x2, ln2 are sbh each (n/t rows with sp), qkv 3sbh/t, atty sbh/t, fc and act 4sbh/t,
+// probs a*s*s*b/t; mean and rstd of both LayerNorms one f32 per row.
 struct LayerCache {
   Tensor x, ln1, mean1, rstd1, qkv, probs, atty, x2, ln2, mean2, rstd2, fc, act;
   int64_t bytes() const;

@@ -6,57 +6,60 @@ namespace ptdp {
 
 void llama_forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                        LayerCache& c) {
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();  // nl: this rank's rows (n/t with sp)
   const DType dt = x.dtype();
   c.x = x;
-  c.ln1 = be.empty({n, d.h}, dt);
-  c.rstd1 = be.empty({n}, acc_dtype(dt));
+  c.ln1 = be.empty({nl, d.h}, dt);
+  c.rstd1 = be.empty({nl}, acc_dtype(dt));
   be.rmsnorm_forward(c.ln1, c.rstd1, x, w.ln1_w, d.eps);
   c.qkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
-  be.linear_forward(c.qkv, c.ln1, w.qkv_w, nullptr);
+  be.linear_forward(c.qkv, sp_gather(be, d, c.ln1), w.qkv_w, nullptr);  // sp: g-bar all-gather
   be.rope(c.qkv, c.qkv, d.s, d.heads, d.hd, d.rope_theta, false);  // q and k of each head, in place
   c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
   c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.attention_forward(c.atty, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
-  c.x2 = be.empty({n, d.h}, dt);
-  be.linear_forward(c.x2, c.atty, w.proj_w, nullptr);
-  tp_all_reduce(d, c.x2);  // g
-  be.add_(c.x2, x);        // residual
-  c.ln2 = be.empty({n, d.h}, dt);
-  c.rstd2 = be.empty({n}, acc_dtype(dt));
+  c.x2 = be.empty({nl, d.h}, dt);
+  Tensor part = partial_rows(be, d, c.x2);
+  be.linear_forward(part, c.atty, w.proj_w, nullptr);
+  reduce_rows(d, part, c.x2);  // g (sp: reduce-scatter)
+  be.add_(c.x2, x);            // residual
+  c.ln2 = be.empty({nl, d.h}, dt);
+  c.rstd2 = be.empty({nl}, acc_dtype(dt));
   be.rmsnorm_forward(c.ln2, c.rstd2, c.x2, w.ln2_w, d.eps);
   c.fc = be.empty({n, int64_t(2) * d.ffn}, dt);
-  be.linear_forward(c.fc, c.ln2, w.fc_w, nullptr);  // gate | up in one GEMM
+  be.linear_forward(c.fc, sp_gather(be, d, c.ln2), w.fc_w, nullptr);  // gate | up in one GEMM
   c.act = be.empty({n, d.ffn}, dt);
   be.swiglu_forward(c.act, c.fc);
-  be.linear_forward(y, c.act, w.fc2_w, nullptr);
-  tp_all_reduce(d, y);  // g
-  be.add_(y, c.x2);     // residual
+  part = partial_rows(be, d, y);
+  be.linear_forward(part, c.act, w.fc2_w, nullptr);
+  reduce_rows(d, part, y);  // g
+  be.add_(y, c.x2);         // residual
 }
 
 void llama_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g, LayerCache& c,
                     const Tensor& dy, Tensor& dx) {
-  const int64_t n = d.rows();
+  const int64_t n = d.rows(), nl = d.local_rows();
   const DType dt = dy.dtype();
   // MLP: y = x2 + down(swiglu(gate|up(rmsnorm(x2))))
   Tensor dact = be.empty({n, d.ffn}, dt);
-  be.linear_backward(&dact, false, g.fc2_w, nullptr, dy, c.act, w.fc2_w);
+  be.linear_backward(&dact, false, g.fc2_w, nullptr, sp_gather(be, d, dy), c.act, w.fc2_w);
   Tensor dfc = be.empty({n, int64_t(2) * d.ffn}, dt);
   be.swiglu_backward(dfc, c.fc, dact);
-  Tensor dln = be.empty({n, d.h}, dt);
-  be.linear_backward(&dln, false, g.fc_w, nullptr, dfc, c.ln2, w.fc_w);
-  tp_all_reduce(d, dln);  // f
-  Tensor dx2 = be.empty({n, d.h}, dt);
+  Tensor dln = be.empty({nl, d.h}, dt);
+  Tensor part = partial_rows(be, d, dln);
+  be.linear_backward(&part, false, g.fc_w, nullptr, dfc, sp_gather(be, d, c.ln2), w.fc_w);
+  reduce_rows(d, part, dln);  // f (sp: reduce-scatter)
+  Tensor dx2 = be.empty({nl, d.h}, dt);
   be.copy(dx2, dy);
   be.rmsnorm_backward(dx2, g.ln2_w, dln, c.x2, w.ln2_w, c.rstd2);
   // Attention: x2 = x + proj(attn(rope(qkv(rmsnorm(x)))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-  be.linear_backward(&datty, false, g.proj_w, nullptr, dx2, c.atty, w.proj_w);
+  be.linear_backward(&datty, false, g.proj_w, nullptr, sp_gather(be, d, dx2), c.atty, w.proj_w);
   Tensor dqkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
   be.attention_backward(dqkv, datty, c.qkv, c.probs, d.b, d.s, d.heads, d.hd);
   be.rope(dqkv, dqkv, d.s, d.heads, d.hd, d.rope_theta, true);  // the rotation's transpose
-  be.linear_backward(&dln, false, g.qkv_w, nullptr, dqkv, c.ln1, w.qkv_w);
-  tp_all_reduce(d, dln);  // f
+  be.linear_backward(&part, false, g.qkv_w, nullptr, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
+  reduce_rows(d, part, dln);  // f
   be.copy(dx, dx2);
   be.rmsnorm_backward(dx, g.ln1_w, dln, c.x, w.ln1_w, c.rstd1);
 }

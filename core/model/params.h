@@ -19,6 +19,9 @@ struct ShardSpec {
   int layer_begin = 0, layer_end = -1;  // -1: to the last layer
   bool pre = true;                      // word + position embeddings
   bool post = true;                     // final LayerNorm, output layer (tied to wte) and loss
+  // Sequence parallelism (t > 1): activations outside the tensor-parallel regions hold this
+  // rank's n/t rows (core/model/layer.h). Changes no parameter.
+  bool sequence_parallel = false;
 };
 
 struct ParamEntry {

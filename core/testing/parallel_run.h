@@ -22,6 +22,7 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   Recompute recompute = Recompute::None;
   bool scatter_gather = true;
+  bool sequence_parallel = false;  // t > 1
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
   int zero = 0;              // 1: the distributed optimizer (sharded over dp)

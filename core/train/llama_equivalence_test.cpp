@@ -1,4 +1,5 @@
-// Strict optimizer semantics for --arch llama: t, p, v, d layouts (and --zero 1 and 3) give the
+// Strict optimizer semantics for --arch llama: t, p, v, d layouts (and --zero 1 and 3, and
+// sequence parallelism) give the
 // same losses and final weights as one rank (relative error < 1e-5 over the model).
 #include <gtest/gtest.h>
 
@@ -25,10 +26,10 @@ const RunResult& reference() {
 
 std::vector<Layout> layouts() {
   std::vector<Layout> out;
-  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, int zero) {
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, int zero, bool sp = false) {
     Layout l;
     l.tp = t, l.pp = p, l.dp = d, l.vpp = k == ScheduleKind::Interleaved ? 2 : 1, l.schedule = k;
-    l.recompute = r, l.zero = zero, l.bucket_elems = 20001;
+    l.recompute = r, l.zero = zero, l.bucket_elems = 20001, l.sequence_parallel = sp;
     out.push_back(l);
   };
   add(2, 1, 1, ScheduleKind::OneFOneB, Recompute::None, 0);
@@ -38,6 +39,11 @@ std::vector<Layout> layouts() {
   add(1, 1, 4, ScheduleKind::OneFOneB, Recompute::Full, 0);
   add(2, 2, 2, ScheduleKind::OneFOneB, Recompute::None, 1);
   add(1, 1, 2, ScheduleKind::OneFOneB, Recompute::Full, 3);
+  // Sequence parallelism: RMSNorm on n/t rows, all-gather / reduce-scatter, n/t rows between stages.
+  add(2, 1, 1, ScheduleKind::OneFOneB, Recompute::None, 0, true);
+  add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::Full, 0, true);
+  add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, 0, true);
+  add(4, 1, 2, ScheduleKind::GPipe, Recompute::Selective, 1, true);
   return out;
 }
 

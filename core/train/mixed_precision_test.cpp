@@ -80,7 +80,8 @@ TEST(MixedPrecision, Bf16TrainingFollowsF32) {
   EXPECT_LT(testing::compare_weights(f32, b16).whole, 1e-2);
 }
 
-// t=2, p=2 and t=1, p=2, d=2 (interleaved) in bf16 against one bf16 rank: the same mathematics,
+// t=2, p=2 (without and with sequence parallelism) and t=1, p=2, d=2 (interleaved) in bf16
+// against one bf16 rank: the same mathematics,
 // rounded at different places (tensor-parallel partial sums), so close but not bitwise.
 TEST(MixedPrecision, Bf16ParallelLayoutsMatchOneRank) {
   const ModelConfig c = preset_config("tiny");
@@ -91,7 +92,9 @@ TEST(MixedPrecision, Bf16ParallelLayoutsMatchOneRank) {
   tp.tp = 2, tp.pp = 2, tp.dtype = DType::BF16;
   Layout il;
   il.pp = 2, il.dp = 2, il.vpp = 2, il.schedule = ScheduleKind::Interleaved, il.dtype = DType::BF16;
-  for (const Layout& l : {tp, il}) {
+  Layout sp = tp;  // sequence parallelism: bf16 all-gathers and reduce-scatters
+  sp.sequence_parallel = true;
+  for (const Layout& l : {tp, il, sp}) {
     const RunResult got = testing::train_parallel(c, tiny_train(), l, 3, 5);
     for (size_t i = 0; i < ref.losses.size(); ++i) EXPECT_NEAR(got.losses[i], ref.losses[i], 5e-3 * ref.losses[i]) << l.name();
     EXPECT_LT(testing::compare_weights(ref, got).whole, 5e-3) << l.name();

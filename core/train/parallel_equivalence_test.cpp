@@ -50,6 +50,30 @@ INSTANTIATE_TEST_SUITE_P(Grid, TensorDataParallel,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// Sequence parallelism (b = 2, s = 32: each of t ranks holds 64/t rows between the tensor-
+// parallel regions): t = 2 and 4, d = 1 and 2, and d = 2 with overlapped small buckets.
+class SequenceParallel : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(SequenceParallel, MatchesOneRankOnTheSameGlobalBatch) {
+  const auto [t, d, overlap] = GetParam();
+  Layout layout;
+  layout.tp = t;
+  layout.dp = d;
+  layout.sequence_parallel = true;
+  layout.overlap = overlap;
+  if (overlap) layout.bucket_elems = 5000;
+  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_train(), layout, 3, 21), layout.name());
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, SequenceParallel,
+                         ::testing::Values(std::tuple{2, 1, false}, std::tuple{2, 2, false}, std::tuple{4, 1, false},
+                                           std::tuple{4, 2, false}, std::tuple{2, 2, true}),
+                         [](const auto& info) {
+                           return "t" + std::to_string(std::get<0>(info.param)) + "_d" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_overlap" : "");
+                         });
+
 TEST(DataParallel, OverlappedBucketsGiveTheSameResult) {
   Layout layout;
   layout.tp = 2;

@@ -134,6 +134,49 @@ std::vector<Layout> zero_host_device_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(ZeroHostDevice, Ptdp, ::testing::ValuesIn(zero_host_device_layouts()), layout_name);
 
+// Sequence parallelism: each tensor-parallel rank holds n/t rows between the tensor-parallel
+// regions and sends exactly those to the next stage (no scatter/gather). t = 2 and 4, every
+// schedule and recompute mode, d = 1 and 2, the distributed optimizer with overlapped buckets,
+// and b = 2 (rows of two sequences split over t = 4).
+std::vector<Layout> sequence_parallel_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool overlap = false, int zero = 0) {
+    out.push_back(layout(t, p, d, k, r, true, overlap));
+    out.back().sequence_parallel = true;
+    out.back().zero = zero;
+  };
+  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective}) {
+    add(2, 1, 1, ScheduleKind::OneFOneB, r);
+    add(2, 2, 1, ScheduleKind::OneFOneB, r);
+    add(2, 2, 2, ScheduleKind::Interleaved, r);
+  }
+  add(2, 1, 2, ScheduleKind::OneFOneB, Recompute::None);
+  add(2, 4, 1, ScheduleKind::GPipe, Recompute::Selective);
+  add(4, 2, 1, ScheduleKind::OneFOneB, Recompute::Full);
+  add(2, 2, 2, ScheduleKind::OneFOneB, Recompute::None, true, 1);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, Ptdp, ::testing::ValuesIn(sequence_parallel_layouts()), layout_name);
+
+// b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
+TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
+  for (int t : {2, 4}) {
+    Layout l = layout(t, 2, 1, ScheduleKind::OneFOneB, Recompute::None, true, false);
+    l.sequence_parallel = true;
+    testing::expect_same_training(reference(),
+                                  testing::train_parallel(model8(), testing::equivalence_train_config(2), l, 3, 33));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallelHostDevice, Ptdp, ::testing::Values([] {
+                           Layout l = layout(2, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, true, true);
+                           l.sequence_parallel = true;
+                           l.backend = "host-device";
+                           return l;
+                         }()),
+                         layout_name);
+
 #ifdef PTDP_HAVE_CUDA
 // The whole grid with every rank a thread on GPU 0 (the CUDA backend, f32, communicators
 // staging through host memory), against the CPU reference. cuBLAS sums in another order than OpenBLAS, so the bounds are those of two
@@ -156,6 +199,16 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, CudaPtdp, ::testing::ValuesIn(grid()), layout_name);
 
+// Sequence parallelism on the CUDA backend (device all-gathers and reduce-scatters staged
+// through the host communicator): t = 2 with a pipeline, 1F1B and interleaved.
+std::vector<Layout> cuda_sequence_parallel_layouts() {
+  const std::vector<Layout> all = sequence_parallel_layouts();
+  return {all[1], all[8]};  // t2 p2 d1 1f1b none, t2 p2 d2 interleaved selective
+}
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_sequence_parallel_layouts()),
+                         layout_name);
+
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather
 // setting and the overlapped data-parallel all-reduce appear at least once.
@@ -173,6 +226,11 @@ std::vector<Layout> nccl_layouts() {
   add(1, 4, 1, ScheduleKind::Interleaved, Recompute::None, true, false);
   add(2, 4, 1, ScheduleKind::GPipe, Recompute::Full, true, false);
   add(1, 2, 4, ScheduleKind::OneFOneB, Recompute::None, true, true);
+  // Sequence parallelism over ncclAllGather / ncclReduceScatter, and its LayerNorm all-reduce.
+  add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::Selective, true, false);
+  out.back().sequence_parallel = true;
+  add(2, 1, 2, ScheduleKind::GPipe, Recompute::Full, true, true);
+  out.back().sequence_parallel = true;
   for (Layout l : zero1_layouts())  // the distributed optimizer over NCCL's reduce-scatter and all-gather
     if (l.tp * l.pp * l.dp <= 4 || l.schedule == ScheduleKind::Interleaved) {
       l.comm = "nccl";

@@ -17,12 +17,13 @@ int64_t StageModel::parameters() const {
 }
 
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
-                             Communicator* tp, uint64_t seed, DType dtype) {
+                             Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel) {
   StageModel m;
   for (int j = 0; j < v; ++j) {
     ShardSpec shard;
     shard.tp_size = t;
     shard.tp_rank = tp_rank;
+    shard.sequence_parallel = sequence_parallel;
     LayerRange r = chunk_layers(c.layers, p, v, stage, j);
     shard.layer_begin = r.begin;
     shard.layer_end = r.end;

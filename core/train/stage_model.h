@@ -16,8 +16,9 @@ struct StageModel {
 };
 
 // tp: the tensor-parallel group (size t, may be null when t = 1). Weights are initialised
-// from the seed (the same logical weights whatever the layout).
+// from the seed (the same logical weights whatever the layout). sequence_parallel: t > 1 only.
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
-                             Communicator* tp, uint64_t seed, DType dtype = DType::F32);
+                             Communicator* tp, uint64_t seed, DType dtype = DType::F32,
+                             bool sequence_parallel = false);
 
 }  // namespace ptdp

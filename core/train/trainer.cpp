@@ -82,13 +82,17 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
       opt_.back()->set_norm_group(groups.mp, c->shard().tp_rank);
     }
   }
-  link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather, &chunk(0).backend());
+  // Sequence parallelism: each tensor-parallel rank already holds its own n/t rows of the
+  // activations between stages, and sends exactly those; scatter/gather has nothing to add.
+  link_ = std::make_unique<StageLink>(groups.pp, groups.tp, cfg.scatter_gather && !chunk(0).sequence_parallel(),
+                                      &chunk(0).backend());
 }
 
 void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   const int b = cfg_.micro_batch, s = chunk(0).config().seq_length, h = chunk(0).config().hidden;
   const int p = stages(), v = static_cast<int>(chunks_.size()), m = num_microbatches();
   const int64_t n = int64_t(b) * s;
+  const int64_t rows = chunk(0).stage_rows(b);  // of the activations between stages: n, or n/t (sp)
   // d(objective)/d(per-token loss), times the loss scale (undone before the update)
   const double loss_scale = scaler_.scale() / (double(cfg_.global_batch) * s);
   const DType act_dtype = chunk(0).dtype();
@@ -98,7 +102,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   std::map<Key, Tensor> inputs, outputs, grads_in;
   std::map<Key, std::unique_ptr<Gpt::Cache>> caches;
   int64_t live_bytes = 0;
-  const Shape act_shape{n, h};
+  const Shape act_shape{rows, h};
   struct Mark {
     Backend* be;
     int64_t from, to;
@@ -209,6 +213,10 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
   if (cfg_.zero) sum_embedding();
   for (auto& s : sync_)
     if (s) s->finish();
+  // Sequence parallelism: the LayerNorm gradients are sums over this rank's rows; sum them over
+  // the tensor-parallel group (after the data-parallel reduction, which no longer touches the
+  // buffer; sharded, the owned pieces are right and the rest is unused).
+  for (Gpt* c : chunks_) c->sum_sequence_parallel_grads();
   if (!cfg_.zero) sum_embedding();
   st.dp_ms = ms_since(t0);
   dp_range.reset();

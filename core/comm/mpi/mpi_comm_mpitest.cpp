@@ -105,6 +105,21 @@ TEST(MpiTraining, DistributedOptimizerMatchesOneRank) {
   expect_matches_one_rank(preset_config("tiny"), tc, t2);
 }
 
+// Sequence parallelism over MPI's all-gather and reduce-scatter: t = 2, d = 2, and t = 2, p = 2
+// (n/t rows between the stages), selective recomputation.
+TEST(MpiTraining, SequenceParallelMatchesOneRank) {
+  if (g_world->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  TrainConfig tc;
+  tc.micro_batch = 2;
+  tc.global_batch = 8;
+  testing::Layout l;
+  l.tp = 2, l.dp = 2, l.sequence_parallel = true;
+  expect_matches_one_rank(preset_config("tiny"), tc, l);
+  testing::Layout pipe;
+  pipe.tp = 2, pipe.pp = 2, pipe.sequence_parallel = true, pipe.recompute = Recompute::Selective;
+  expect_matches_one_rank(preset_config("tiny"), tc, pipe);
+}
+
 // ZeRO-3 over MPI: the layer-by-layer gathers and reduce-scatters on 4 processes.
 TEST(MpiTraining, Zero3MatchesOneRank) {
   if (g_world->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
