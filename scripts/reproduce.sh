@@ -2,12 +2,15 @@
 # The main job: reproduces every figure and table of the paper that ptdp covers, on this machine.
 #   1. scripts/setup.sh (packages, build)
 #   2. every artefact through the performance model, at the paper's scale (a100-selene profile):
-#      ptdp reproduce all --mode simulate -> results/{table1,table2,fig6,fig7,fig8,fig10..fig18,llama}.csv
+#      ptdp reproduce all --mode simulate -> results/{table1,table2,fig6,fig7,fig8,fig10..fig18,llama}.csv,
+#      and the other published runs: results/{kor22-table4,kor22-table5}.csv (Korthikanti et al. 2022,
+#      a100-selene, the 2022 code) and results/mcore-h100.csv (Megatron-Core on h100-dgx)
 #      (table2 and fig10: PTD-P against ZeRO-3; the summaries of table1 and table2 print the days
 #      for 300B tokens by the paper's Eq. 4), and results/llama.csv: the planner's layouts for LLaMA
 #      7B-65B on 2,048 A100-80GB against the LLaMA paper's 65B throughput
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
-#      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2) -> the same CSVs, mode=run
+#      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2 kor22-table5
+#      mcore-h100; the last two run sequence parallelism on CPU ranks) -> the same CSVs, mode=run
 #      with a GPU present, Figure 7 also at the paper's scale on it (--mode run --scale paper)
 #   4. the `small` GPT trained on real text (the GPL-3 licence) -> results/train_small.csv, and
 #      `tiny` beside `llama-tiny` on the same text and settings -> results/train_gpl3_tiny.csv,
@@ -36,8 +39,8 @@ build/ptdp reproduce all --mode simulate --out results $force
 stamp "simulated every artefact"
 
 # 3. Scaled-down sweeps trained for real on CPU ranks (fig13: 64 ranks as threads, ~3-5 minutes).
-run_small=${RUN_SMALL:-fig13 fig8 fig7 table2}
-[[ "$run_small" == all ]] && run_small="table1 table2 fig7 fig8 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18"
+run_small=${RUN_SMALL:-fig13 fig8 fig7 table2 kor22-table5 mcore-h100}
+[[ "$run_small" == all ]] && run_small="table1 table2 fig7 fig8 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18 kor22-table4 kor22-table5 mcore-h100"
 for name in $run_small; do
   build/ptdp reproduce "$name" --mode run --scale small --out results $force
   stamp "ran $name at small scale"
