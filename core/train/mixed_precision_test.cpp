@@ -101,6 +101,24 @@ TEST(MixedPrecision, Bf16ParallelLayoutsMatchOneRank) {
   }
 }
 
+// f16 with sequence parallelism (t=2, p=2, a dynamic scale that fits): the f16 all-gathers,
+// reduce-scatters and the LayerNorm gradients' all-reduce (f32, after the loss scale) give the
+// losses and weights of the same layout without it, to f16 rounding.
+TEST(MixedPrecision, F16SequenceParallelFollowsTheSameLayoutWithoutIt) {
+  const ModelConfig c = preset_config("tiny");
+  TrainConfig tc = tiny_train();
+  tc.loss_scale.dynamic = true;
+  tc.loss_scale.initial = 1024;
+  Layout tp;
+  tp.tp = 2, tp.pp = 2, tp.dtype = DType::F16;
+  Layout sp = tp;
+  sp.sequence_parallel = true;
+  const RunResult ref = testing::train_parallel(c, tc, tp, 3, 5);
+  const RunResult got = testing::train_parallel(c, tc, sp, 3, 5);
+  for (size_t i = 0; i < ref.losses.size(); ++i) EXPECT_NEAR(got.losses[i], ref.losses[i], 2e-3 * ref.losses[i]) << i;
+  EXPECT_LT(testing::compare_weights(ref, got).whole, 2e-3);
+}
+
 #ifdef PTDP_HAVE_CUDA
 // The CUDA backend in bf16 and f16 (t=2, p=2, every rank a thread on GPU 0) against the CPU
 // backend in the same precision: the same rounding points, sums in other orders.
