@@ -147,8 +147,11 @@ void Gpt::sum_sequence_parallel_grads() {
 int64_t Gpt::Cache::bytes() const {
   int64_t n = 0;
   for (const auto& l : layers) n += l.bytes();
+  // The stage's input is also its first layer's kept input (the same tensor): count it once.
+  const bool input_kept = !layers.empty() && layers.front().x.defined() && x_in.defined() &&
+                          layers.front().x.raw() == x_in.raw();
   for (const Tensor* t : {&x_in, &xl, &lnf, &mean, &rstd, &logits, &max, &sum_exp})
-    if (t->defined()) n += t->nbytes();
+    if (t->defined() && !(t == &x_in && input_kept)) n += t->nbytes();
   return n;
 }
 

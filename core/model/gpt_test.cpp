@@ -115,6 +115,13 @@ TEST(GptGradient, FullRecomputationKeepsOnlyLayerInputs) {
     EXPECT_EQ(full->layers[l].bytes(), 2 * c.seq_length * c.hidden * 4);  // the input only
   EXPECT_LT(sel->bytes(), none->bytes());
   EXPECT_LT(full->bytes(), sel->bytes());
+  // The shard's input is its first layer's kept input: counted once.
+  ASSERT_EQ(full->x_in.raw(), full->layers.front().x.raw());
+  int64_t expect = 0;
+  for (const LayerCache& l : full->layers) expect += l.bytes();
+  for (const Tensor* t : {&full->xl, &full->lnf, &full->mean, &full->rstd, &full->logits, &full->max, &full->sum_exp})
+    if (t->defined()) expect += t->nbytes();
+  EXPECT_EQ(full->bytes(), expect);
 }
 
 TEST(GptInit, InitialLossIsLogVocab) {
