@@ -55,6 +55,17 @@ std::string header_line() {
 
 std::string result_header_line() { return header_line(); }
 
+std::string foreign_header_reason(const std::string& first_line) {
+  const std::string h = header_line();
+  // An older ptdp wrote the same columns up to one it did not have yet.
+  if (!first_line.empty() && first_line.size() < h.size() && h.compare(0, first_line.size(), first_line) == 0 &&
+      h[first_line.size()] == ',')
+    return fmt::format("was written by an older ptdp: its header lacks the columns {} (rows are never appended "
+                       "under another header)",
+                       h.substr(first_line.size() + 1));
+  return "exists but its header is not the result CSV header";
+}
+
 void ResultRow::set(const std::string& column, const std::string& value) { values_[column_index(column)] = value; }
 void ResultRow::set(const std::string& column, double value) { values_[column_index(column)] = fmt::format("{:.6g}", value); }
 void ResultRow::set(const std::string& column, long long value) { values_[column_index(column)] = std::to_string(value); }
@@ -158,7 +169,7 @@ void check_result_csv(const std::string& path, const std::string& flag) {
     usage_error("{} {}: is not a regular file (a FIFO, device or socket); rows go to a regular file", flag, path);
   if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0) usage_error("{} {}: is not writable", flag, path);
   if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header_line())
-    usage_error("{} {}: exists but its header is not the result CSV header; choose another file", flag, path);
+    usage_error("{} {}: {}; choose another file", flag, path, foreign_header_reason(first_line_of(path)));
 }
 
 namespace {
@@ -230,8 +241,7 @@ std::string header_checked(const std::string& path, const std::string& content) 
   const std::string first = content.substr(0, content.find('\n'));
   const std::string h = !first.empty() && first.back() == '\r' ? first.substr(0, first.size() - 1) : first;
   if (h != header_line())
-    throw UsageError(fmt::format("{}: exists but its header is not the result CSV header; choose another --csv file",
-                                 path));
+    throw UsageError(fmt::format("{}: {}; choose another --csv file", path, foreign_header_reason(h)));
   return content;
 }
 

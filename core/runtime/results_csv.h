@@ -10,6 +10,9 @@ namespace ptdp {
 // The contract's columns, in order, and the header line they make (no newline).
 const std::vector<std::string>& result_columns();
 std::string result_header_line();
+// Why a file whose first line is `first_line` takes no rows: written by an older ptdp (its header
+// a prefix of today's: the missing columns are named) or a foreign header.
+std::string foreign_header_reason(const std::string& first_line);
 
 // A row: one value per column, by name; unset columns are written empty.
 class ResultRow {

@@ -130,6 +130,28 @@ TEST(ResultsCsv, AFileWithAnotherHeaderIsLeftAlone) {
   EXPECT_EQ(slurp(path), "a,b\n1,2\n");
 }
 
+// A file an older ptdp wrote (today's header up to a column it did not have) is named as such,
+// with the missing columns, and left alone.
+TEST(ResultsCsv, AFileFromAnOlderPtdpIsNamedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.file("old.csv");
+  const std::string h = result_header_line();
+  const std::string older = h.substr(0, h.rfind(','));  // without the last column
+  std::ofstream(path) << older << "\n";
+  try {
+    append_result_rows(path, {row_named("x")});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    const std::string last = h.substr(h.rfind(',') + 1);
+    EXPECT_NE(std::string(e.what()).find("written by an older ptdp: its header lacks the columns " + last),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(slurp(path), older + "\n");
+  EXPECT_EQ(foreign_header_reason("a,b"), "exists but its header is not the result CSV header");
+  EXPECT_EQ(foreign_header_reason(h.substr(0, 5)), "exists but its header is not the result CSV header");  // not at a comma
+}
+
 TEST(ResultsCsv, AMissingFinalNewlineIsRepairedBeforeTheRow) {
   TempDir dir;
   const std::string path = dir.file("rows.csv");
