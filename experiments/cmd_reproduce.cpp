@@ -130,14 +130,6 @@ const char* metric_unit(const std::string& metric) {
   return "sequences/s (normalised per series at b = 1)";
 }
 
-// The column a metric is read from (normalized_throughput: seq_per_s, normalised afterwards;
-// iter_time_s: iter_time_ms, scaled by metric_scale).
-std::string metric_column(const std::string& metric) {
-  if (metric == "normalized_throughput") return "seq_per_s";
-  if (metric == "iter_time_s") return "iter_time_ms";
-  return metric;
-}
-double metric_scale(const std::string& metric) { return metric == "iter_time_s" ? 1e-3 : 1.0; }
 
 // ---- the paper's values --------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "core/runtime/csv_reader.h"
-#include "core/runtime/flops.h"
 #include "core/sim/simulator.h"
+#include "experiments/result_row.h"
 #include "experiments/sweep.h"
 
 namespace ptdp {
@@ -35,16 +35,11 @@ Compared compare(const std::string& name) {
   for (const auto& s : spec.series) metric[s.name] = s.metric;
   Compared c;
   for (const SweepPoint& p : expand_sweep(spec, SweepScale::Paper)) {
-    RunConfig cfg = p.cfg;
-    cfg.precision = cfg.precision.empty() ? hw.default_precision : cfg.precision;
-    const sim::SimResult r = sim::simulate(cfg, hw);
+    const sim::SimResult r = sim::simulate(p.cfg, hw);
     if (!r.memory.fits) ++c.out_of_memory;
+    // The value `ptdp reproduce` compares: the metric's column of the row it writes.
     const std::string& m = metric[p.series];
-    const double ours = m == "iter_time_s"            ? r.iter_time_s
-                        : m == "layer_fwd_ms"         ? r.layer.forward.total() * 1e3
-                        : m == "layer_bwd_ms"         ? (r.layer.recompute.total() + r.layer.backward.total()) * 1e3
-                        : m == "model_tflops_per_gpu" ? r.model_tflops_per_gpu
-                                                      : r.tflops_per_gpu;
+    const double ours = std::stod(make_simulated_row(p.cfg, hw, r).get(metric_column(m))) * metric_scale(m);
     const double want = paper.at({p.series, p.x});
     const double err = 100 * (ours - want) / want;
     std::printf("%-14s %-22s %-24s paper %8.4g  ours %8.4g  %+6.1f%%%s\n", name.c_str(), p.series.c_str(),

@@ -457,6 +457,14 @@ const std::vector<std::string>& sweep_metrics() {
   return m;
 }
 
+std::string metric_column(const std::string& metric) {
+  if (metric == "normalized_throughput") return "seq_per_s";
+  if (metric == "iter_time_s") return "iter_time_ms";
+  return metric;
+}
+
+double metric_scale(const std::string& metric) { return metric == "iter_time_s" ? 1e-3 : 1.0; }
+
 const std::vector<std::string>& sweep_key_columns() {
   static const std::vector<std::string> k = {
       "experiment", "mode",   "backend",     "precision",    "model",    "layers",    "hidden",

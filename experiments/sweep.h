@@ -94,6 +94,10 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale);
 
 // Metrics a spec (or one of its series) may compare on.
 const std::vector<std::string>& sweep_metrics();
+// The result column a metric is read from, and the factor to its unit: normalized_throughput is
+// seq_per_s (normalised afterwards), iter_time_s is iter_time_ms / 1000; the others are columns.
+std::string metric_column(const std::string& metric);
+double metric_scale(const std::string& metric);
 
 // The configuration columns that identify a row (resume and --force replace rows by this key).
 const std::vector<std::string>& sweep_key_columns();

@@ -367,24 +367,12 @@ def days_points(rows, fig, want):
 
 def draw_days(ax, spec, ours, paper_days, colours):
     """Bars: the days to train on 300B tokens, ours (Eq. 4) beside the paper's."""
+    draw_bars(ax, spec, ours, paper_days, colours, "ours", values=False)
     xorder = spec["xorder"]
-    names = list(dict.fromkeys(list(paper_days.keys()) + list(ours.keys())))
-    width = 0.8 / max(2 * len(names), 1)
-    k = 0
-    for i, s in enumerate(names):
-        c = colours[i % len(colours)]
-        for source, pts, hatch in (("ours", ours.get(s, {}), None), ("paper", paper_days.get(s, {}), "//")):
-            xs = [j for j, x in enumerate(xorder) if x in pts]
-            if xs:
-                ax.bar([j - 0.4 + (k + 0.5) * width for j in xs], [pts[xorder[j]] for j in xs], width, color=c,
-                       alpha=0.85 if source == "ours" else 0.35, hatch=hatch, label=f"{s} ({source})")
-            k += 1
-    ax.set_xticks(range(len(xorder)))
     ax.set_xticklabels(xorder, rotation=30 if len(xorder[0]) > 3 else 0)
     ax.set_xlabel(spec["xlabel"])
     ax.set_ylabel("Training time for 300B tokens (days), Eq. (4)")
     ax.set_title("days for 300B tokens: ours (Eq. 4) vs paper", fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=6, loc="best")
 
 
@@ -392,8 +380,9 @@ def bar_text(v):
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
-def draw_bars(ax, spec, ours, paper, colours, our_label, published="paper"):
-    """Grouped bars per x: every series ours (solid) beside the published (hatched), values written on top."""
+def draw_bars(ax, spec, ours, paper, colours, our_label, published="paper", values=True):
+    """Grouped bars per x: every series ours (solid) beside the published (hatched), values written on top
+    (unless not `values`)."""
     xorder = spec["xorder"]
     names = list(dict.fromkeys(list(paper.keys()) + list(ours.keys())))
     width = 0.84 / max(2 * len(names), 1)
@@ -406,7 +395,8 @@ def draw_bars(ax, spec, ours, paper, colours, our_label, published="paper"):
             if xs:
                 bars = ax.bar([j - 0.42 + (k + 0.5) * width for j in xs], [pts[xorder[j]] for j in xs], width,
                               color=c, label=f"{s} ({source})", **style)
-                ax.bar_label(bars, labels=[bar_text(pts[xorder[j]]) for j in xs], fontsize=6.5, padding=1.5)
+                if values:
+                    ax.bar_label(bars, labels=[bar_text(pts[xorder[j]]) for j in xs], fontsize=6.5, padding=1.5)
             k += 1
     ax.set_xticks(range(len(xorder)))
     ax.set_xticklabels([x.replace(" ", "\n", 1) if len(x) > 12 else x for x in xorder])

@@ -127,21 +127,19 @@ void Gpt::sum_sequence_parallel_grads() {
   if (total == 0) return;
   NvtxRange r("sp layernorm grads all-reduce");
   Tensor bucket = be_.empty({total}, grads_.dtype());  // one all-reduce for all of them
-  int64_t at = 0;
-  for (const ParamEntry* e : norms) {
-    const int64_t k = shape_numel(e->shape);
-    Tensor dst = bucket.view(at, {k});
-    be_.copy(dst, grads_.view(e->offset, {k}));
-    at += k;
-  }
+  // Each norm gradient and its place in the bucket.
+  auto each = [&](auto&& fn) {
+    int64_t at = 0;
+    for (const ParamEntry* e : norms) {
+      const int64_t k = shape_numel(e->shape);
+      Tensor grad = grads_.view(e->offset, {k}), packed = bucket.view(at, {k});
+      fn(grad, packed);
+      at += k;
+    }
+  };
+  each([&](Tensor& grad, Tensor& packed) { be_.copy(packed, grad); });
   tp_->all_reduce(bucket, ReduceOp::Sum);
-  at = 0;
-  for (const ParamEntry* e : norms) {
-    const int64_t k = shape_numel(e->shape);
-    Tensor dst = grads_.view(e->offset, {k});
-    be_.copy(dst, bucket.view(at, {k}));
-    at += k;
-  }
+  each([&](Tensor& grad, Tensor& packed) { be_.copy(grad, packed); });
 }
 
 int64_t Gpt::Cache::bytes() const {

@@ -36,6 +36,27 @@ void batch(int b, const ModelConfig& c, Tensor& tokens, Tensor& targets) {
   }
 }
 
+// One micro-batch's forward pass on each of t tensor-parallel CPU ranks (threads), then
+// `after(rank, model, cache, loss_sum)` on that rank.
+template <class Fn>
+void forward_on_ranks(const ModelConfig& c, int t, int b, Recompute mode, bool sp, DType dt, Fn after) {
+  run_local_ranks(t, [&](int rank, Communicator& tp) {
+    set_cpu_threads(1);
+    auto be = make_cpu_backend();
+    ShardSpec shard;
+    shard.tp_size = t;
+    shard.tp_rank = rank;
+    shard.sequence_parallel = sp;
+    Gpt model(c, shard, *be, dt, t > 1 ? &tp : nullptr);
+    model.init(7);
+    Tensor tokens, targets;
+    batch(b, c, tokens, targets);
+    double sum = 0;
+    auto cache = model.forward(b, tokens, &targets, mode, nullptr, &sum);
+    after(rank, model, *cache, sum);
+  });
+}
+
 // Every logical gradient element of one micro-batch (f64), by parameter name; with t > 1 from
 // tensor-parallel shards with sequence parallelism on. sum_norms: call
 // sum_sequence_parallel_grads() after the backward pass (what the trainer does).
@@ -47,21 +68,9 @@ struct Grads {
 Grads gradients(const ModelConfig& c, int t, int b, Recompute mode, bool sum_norms) {
   Grads out;
   std::mutex mu;
-  run_local_ranks(t, [&](int rank, Communicator& tp) {
-    set_cpu_threads(1);
-    auto be = make_cpu_backend();
-    ShardSpec shard;
-    shard.tp_size = t;
-    shard.tp_rank = rank;
-    shard.sequence_parallel = t > 1;
-    Gpt model(c, shard, *be, DType::F64, t > 1 ? &tp : nullptr);
-    model.init(7);
-    Tensor tokens, targets;
-    batch(b, c, tokens, targets);
-    double sum = 0;
-    auto cache = model.forward(b, tokens, &targets, mode, nullptr, &sum);
+  forward_on_ranks(c, t, b, mode, t > 1, DType::F64, [&](int rank, Gpt& model, Gpt::Cache& cache, double sum) {
     const double n = double(b) * c.seq_length;
-    model.backward(*cache, 1.0 / n, nullptr, nullptr);
+    model.backward(cache, 1.0 / n, nullptr, nullptr);
     if (sum_norms) model.sum_sequence_parallel_grads();
     std::lock_guard<std::mutex> lock(mu);
     if (rank == 0) out.loss = sum / n;
@@ -172,22 +181,10 @@ int64_t layer_bytes(const ModelConfig& c, const Sizes& z, Recompute mode, bool s
 // rank 0 (the same on every rank).
 std::vector<int64_t> measured(const ModelConfig& c, int t, int b, Recompute mode, bool sp, DType dt) {
   std::vector<int64_t> out;
-  run_local_ranks(t, [&](int rank, Communicator& tp) {
-    set_cpu_threads(1);
-    auto be = make_cpu_backend();
-    ShardSpec shard;
-    shard.tp_size = t;
-    shard.tp_rank = rank;
-    shard.sequence_parallel = sp;
-    Gpt model(c, shard, *be, dt, t > 1 ? &tp : nullptr);
-    model.init(7);
-    Tensor tokens, targets;
-    batch(b, c, tokens, targets);
-    double sum = 0;
-    auto cache = model.forward(b, tokens, &targets, mode, nullptr, &sum);
+  forward_on_ranks(c, t, b, mode, sp, dt, [&](int rank, Gpt& model, Gpt::Cache& cache, double) {
     if (rank == 0)
-      for (const LayerCache& l : cache->layers) out.push_back(l.bytes());
-    model.backward(*cache, 1.0, nullptr, nullptr);  // the collectives of backward, on every rank
+      for (const LayerCache& l : cache.layers) out.push_back(l.bytes());
+    model.backward(cache, 1.0, nullptr, nullptr);  // the collectives of backward, on every rank
   });
   return out;
 }

@@ -301,9 +301,9 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   act_bytes = E * bsh;
   // Sequence parallelism sends each rank's own rows: nothing to gather after.
   const bool sg = pc.scatter_gather && t > 1 && !sp;
-  const double piece = sg || sp ? act_bytes / t : act_bytes;
-  send_cross = net.p2p(piece, true);
-  send_local = net.p2p(piece, false);
+  send_bytes = sg || sp ? act_bytes / t : act_bytes;
+  send_cross = net.p2p(send_bytes, true);
+  send_local = net.p2p(send_bytes, false);
   gather = sg ? net.allgather(act_bytes, t, per_node) + hw.launch_overhead_s : 0.0;
 
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and

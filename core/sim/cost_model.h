@@ -87,6 +87,7 @@ struct CostModel {
   std::array<ModuleCosts, kLayerModules> modules;  // `layer` split by module
   EdgeCosts edges;
   double act_bytes = 0;            // b*s*h elements of the pipeline's activation, in bytes
+  double send_bytes = 0;           // of it, what one rank sends (1/t with scatter/gather or sequence parallelism)
   double send_cross = 0, send_local = 0;  // one pipeline send, across nodes / inside a node
   double gather = 0;               // the receiver's all-gather (scatter/gather), 0 when off
   double params_per_layer = 0;     // on one device (tensor-parallel shard)

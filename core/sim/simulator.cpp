@@ -171,8 +171,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
       r.stage0.p2p_wait_s = st.wait;
       r.stage0.dp_s = (overlap ? std::max(0.0, t - gather - optim - st.finish - emb) : dp) + emb + gather;
       r.stage0.optimizer_s = optim;
-      if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.act_bytes /
-          ((par.scatter_gather || par.sequence_parallel) && par.tp > 1 ? par.tp : 1);
+      if (par.pp > 1) r.stage0.p2p_bytes = st.sends * cm.send_bytes;
     }
     if (t > end) {
       end = t;
