@@ -504,26 +504,25 @@ std::set<std::string> sweep_keys_in_csv(const std::string& path) {
 
 void put_sweep_row(const std::string& path, const ResultRow& row, bool replace) {
   std::error_code ec;
-  if (!replace || !fs::exists(path, ec)) {
-    append_result_rows(path, {row});
-    return;
-  }
-  check_result_csv(path, "--out");
-  // Under the file's lock: another writer's row cannot slip in between the read and the rewrite.
+  if (fs::exists(path, ec)) check_result_csv(path, "--out");
+  // Under the file's lock: another writer's row cannot slip in between the read and the write, so
+  // concurrent runs keep one row per configuration. Without `replace`, a row of the same key
+  // written meanwhile (by a run that started at the same time) stays and this one is not added.
   update_result_file(path, [&](const std::string& old) {
     if (old.empty()) return result_header_line() + "\n" + row.to_csv_line() + "\n";
     const CsvTable t = CsvTable::read(path, sweep_key_columns(), /*lock=*/false);  // we hold it exclusively
     const std::string key = sweep_row_key(row);
-    std::set<int> drop;  // file lines (1-based) of rows with the same key
+    std::set<int> same;  // file lines (1-based) of rows with the same key
     for (size_t i = 0; i < t.size(); ++i) {
       std::vector<std::string> f;
       for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
-      if (key_of(f) == key) drop.insert(t.line(i));
+      if (key_of(f) == key) same.insert(t.line(i));
     }
+    if (!replace && !same.empty()) return old;
     std::istringstream in(old);
     std::string line, content;
     for (int n = 1; std::getline(in, line); ++n)
-      if (!drop.count(n)) content += line + "\n";
+      if (!same.count(n)) content += line + "\n";
     return content + row.to_csv_line() + "\n";
   });
 }

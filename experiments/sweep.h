@@ -105,8 +105,9 @@ std::string sweep_row_key(const ResultRow& row);
 // Keys of the rows of an existing result CSV (empty when there is no file). UsageError naming the
 // file for a malformed one.
 std::set<std::string> sweep_keys_in_csv(const std::string& path);
-// Appends `row` atomically; with `replace`, rows of the same key are dropped in the same atomic
-// write (the file holds either the old rows or the new one, never neither).
+// Appends `row` atomically unless a row of its key is there already (another run wrote it since
+// this one read the keys); with `replace`, rows of the same key are dropped in the same atomic
+// write instead (the file holds either the old rows or the new one, never neither).
 void put_sweep_row(const std::string& path, const ResultRow& row, bool replace);
 
 }  // namespace ptdp
