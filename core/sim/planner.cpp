@@ -70,16 +70,25 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
   int t = 1;
   for (int c : divisors(std::min(hw.gpus_per_node, req.gpus)))
     if (m.heads % c == 0 && m.ffn_hidden() % c == 0 && req.gpus % c == 0) t = c;
+  // Why no layout came out, for the note: memory, the batch not dividing, or the replay bound.
+  int fitting = 0, batch_mismatch = 0, beyond_bound = 0;
   for (int p : divisors(m.layers)) {
     if (req.gpus % (t * p) != 0) continue;
     const int d = req.gpus / (t * p);
-    if (req.global_batch % d != 0) continue;
+    if (req.global_batch % d != 0) {
+      ++batch_mismatch;
+      continue;
+    }
     if (!memory_verdict(make_config(req, prec, t, p, d, 1, 1, "1f1b", Recompute::Full), hw).fits) continue;
+    ++fitting;
     // Takeaway #3: the best micro-batch size for this (t, p, d) among those that fit.
     std::optional<PlanEntry> best;
     for (int b : req.micro_batches) {
       if ((req.global_batch / d) % b != 0) continue;
-      if (req.global_batch / d / b > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
+      if (req.global_batch / d / b > kMaxSimMicrobatches) {  // beyond what the simulator replays
+        ++beyond_bound;
+        continue;
+      }
       const RunConfig c = make_config(req, prec, t, p, d, 1, b, "1f1b", Recompute::Full);
       if (!memory_verdict(c, hw).fits) continue;
       PlanEntry e{c, simulate(c, hw, opt)};
@@ -92,7 +101,20 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
                           t, hw.gpus_per_node, p, d, best->cfg.par.micro_batch);
     return best;
   }
-  if (note) *note = fmt::format("no p with t = {} fits in memory with full recomputation", t);
+  if (note) {
+    if (fitting == 0)
+      *note = fmt::format("no p with t = {} fits in memory with full recomputation", t);
+    else if (beyond_bound > 0)
+      *note = fmt::format("t = {}: the layouts that fit in memory need more than {} micro-batches per pipeline "
+                          "(--global-batch / d / b), beyond what the simulator replays",
+                          t, kMaxSimMicrobatches);
+    else
+      *note = fmt::format("t = {}: no micro-batch size in the list divides --global-batch / d for a layout that fits",
+                          t);
+    if (batch_mismatch > 0)
+      *note += fmt::format("; {} layout(s) skipped because d does not divide --global-batch {}", batch_mismatch,
+                           req.global_batch);
+  }
   return std::nullopt;
 }
 

@@ -65,6 +65,17 @@ TEST(SimPlanner, HeuristicFindsTable1sLayoutForThe39BModel) {
   EXPECT_NEAR(h->result.tflops_per_gpu, 138, 0.1 * 138);
 }
 
+// When the heuristic finds nothing, its note names the reason that held, not always memory.
+TEST(SimPlanner, HeuristicNamesWhyNoLayoutCameOut) {
+  std::string note;
+  EXPECT_FALSE(paper_heuristic(request("gpt-1t", 8, 8), selene(), {}, &note).has_value());
+  EXPECT_NE(note.find("fits in memory"), std::string::npos) << note;
+  // 8 GPUs, t = 8: p = 1 and d = 1 fit, but 2^21 samples are more micro-batches than the replay bound.
+  EXPECT_FALSE(paper_heuristic(request("gpt-1.7b", 8, 1 << 21), selene(), {}, &note).has_value());
+  EXPECT_NE(note.find("micro-batches per pipeline"), std::string::npos) << note;
+  EXPECT_EQ(note.find("fits in memory with"), std::string::npos) << note;
+}
+
 TEST(SimPlanner, PruningKeepsTheSameBestAsSimulatingEverything) {
   PlanRequest req = request("gpt-18b", 256, 1024, 3);
   const PlanResult pruned = plan(req, selene());
