@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vgpu {
@@ -81,6 +82,22 @@ struct Range {
 // as on a GPU), reported by the next synchronisation or query. After it runs, the guard zones
 // of the allocations in `ranges` are checked.
 void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work);
+
+// Where a queued item stands in the race checker's order (filled by enqueue_stamped when the
+// checker is on): lets work that learns its real extent while it runs (a kernel, whose pointer
+// arguments say where its accesses start, not where they end) add it afterwards.
+struct RaceStamp;
+// As enqueue, and fills `stamp` (made by new_race_stamp) before the work can run.
+std::shared_ptr<RaceStamp> new_race_stamp();
+void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
+                     const std::shared_ptr<RaceStamp>& stamp);
+// Whether `stamp` was filled (the race checker is on).
+bool race_stamp_filled(const RaceStamp& stamp);
+// From the work of a stamped item: the bytes [p + lo, p + hi) of each run changed while it ran.
+// Less what unordered writers of other streams declared in that allocation, they are its writes:
+// checked against every recorded access of another stream ordered neither before nor after the
+// item, then recorded.
+void race_record_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs);
 
 // Marks that the host thread now observes everything queued on s so far (as cudaStreamSynchronize
 // does), for the race checker; used by libraries that wait for a stream themselves.

@@ -39,6 +39,31 @@ std::string operand(const KernelSpec& spec, const PointerArg& p) {
   return s;
 }
 
+// Larger written allocations are not snapshot (their extent stays the first byte).
+constexpr size_t kMaxSnapshotBytes = size_t(256) << 20;
+
+// The runs of bytes that differ between `before` and `now` (its length), runs closer than
+// kRunGap merged: a kernel's writes are dense or strided, and row-sparse ones (embedding
+// gradients) need not be one record per row.
+std::vector<std::pair<size_t, size_t>> changed_runs(const std::vector<unsigned char>& before,
+                                                    const unsigned char* now) {
+  constexpr size_t kRunGap = 256;
+  std::vector<std::pair<size_t, size_t>> runs;
+  const size_t n = before.size();
+  for (size_t i = 0; i < n;) {
+    if (before[i] == now[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < n && before[j] != now[j]) ++j;
+    if (!runs.empty() && i - runs.back().second < kRunGap) runs.back().second = j;
+    else runs.emplace_back(i, j);
+    i = j;
+  }
+  return runs;
+}
+
 }  // namespace
 
 void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vector<PointerArg>& pointers,
@@ -51,6 +76,11 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
   // written. Kernels can dereference device memory and (mapped) pinned host memory only.
   int device = -2;  // looked up once a device pointer needs it
   std::vector<Range> ranges;
+  struct Written {
+    Range range;
+    bool learn;  // its extent is learnt from a snapshot
+  };
+  std::vector<Written> written;
   bool ok = true;
   for (const PointerArg& p : pointers) {
     if (!p.ptr) continue;
@@ -79,29 +109,46 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     }
     const size_t rest = static_cast<size_t>(a->base + a->bytes - static_cast<const char*>(p.ptr));
     ranges.push_back(Range{p.ptr, rest, p.read_only ? Access::Read : Access::Write});
+    // Written memory counts as initialised once the kernel has run (as the runtime's copies mark
+    // theirs); in device memory, which only streams write, what changed is what the kernel wrote.
+    if (!p.read_only) written.push_back(Written{ranges.back(), a->device >= 0 && rest <= kMaxSnapshotBytes});
   }
-  // Written memory counts as initialised once the kernel has run (as the runtime's copies mark theirs).
-  std::vector<Range> written;
-  for (const Range& r : ranges)
-    if (r.access == Access::Write) written.push_back(r);
-  // For the race checker a kernel argument is the byte it points at: where a kernel's accesses
-  // end is unknown (a grid-stride loop over n elements, a view into a larger buffer such as the
-  // flat gradient buffer whose other buckets NCCL reduces meanwhile), but a kernel that uses its
-  // buffer touches where the pointer points. Races on later bytes only are missed (docs/CUDA.md);
-  // the guard zones of the whole allocation are still checked after the kernel.
+  // For the race checker a kernel argument is first the byte it points at: where a kernel's
+  // accesses end is unknown at the launch (a grid-stride loop over n elements, a view into a
+  // larger buffer such as the flat gradient buffer whose other buckets NCCL reduces meanwhile),
+  // but a kernel that uses its buffer touches where the pointer points. What the kernel really
+  // wrote is learnt when it runs: the bytes that changed in the rest of each written argument's
+  // allocation (a snapshot taken just before), added to the checker afterwards and checked then
+  // (race_record_written). Reads past the first byte, and writes of a value already there, stay
+  // unseen (docs/CUDA.md). The guard zones of the whole allocation are checked after the kernel.
   for (Range& r : ranges) r.bytes = 1;
 
   Site site = capture_site(std::string("kernel ") + spec.name + " <<<" + dims(spec.grid) + ", " + dims(spec.block) +
                                ">>>",
                            spec.file, spec.line);
-  enqueue(stream, std::move(site), std::move(ranges),
-          [spec, closure = std::move(closure), body, ok, written = std::move(written)]() -> cudaError_t {
-            if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
-            const cudaError_t e = kernel::run_grid(spec, body, closure.get());
-            if (e == cudaSuccess)
-              for (const Range& r : written) mark_initialized(r.ptr, r.bytes);
-            return e;
-          });
+  std::shared_ptr<RaceStamp> stamp = new_race_stamp();
+  enqueue_stamped(
+      stream, std::move(site), std::move(ranges),
+      [spec, closure = std::move(closure), body, ok, written = std::move(written), stamp]() -> cudaError_t {
+        if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
+        const bool learn = race_stamp_filled(*stamp);
+        std::vector<std::vector<unsigned char>> before(written.size());
+        for (size_t i = 0; i < written.size(); ++i)
+          if (learn && written[i].learn) {
+            const auto* p = static_cast<const unsigned char*>(written[i].range.ptr);
+            before[i].assign(p, p + written[i].range.bytes);
+          }
+        const cudaError_t e = kernel::run_grid(spec, body, closure.get());
+        if (e != cudaSuccess) return e;
+        for (size_t i = 0; i < written.size(); ++i) {
+          const Range& r = written[i].range;
+          mark_initialized(r.ptr, r.bytes);
+          if (!learn || !written[i].learn) continue;
+          race_record_written(*stamp, r.ptr, changed_runs(before[i], static_cast<const unsigned char*>(r.ptr)));
+        }
+        return e;
+      },
+      stamp);
 }
 
 }  // namespace vgpu::detail

@@ -5,6 +5,7 @@
 #include <vgpu/launch.h>
 #include <vgpu/runtime.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -316,6 +317,87 @@ TEST(KernelLaunch, KernelsOnTwoStreamsRaceUnlessAnEventOrdersThem) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
     cudaEventDestroy(e);
+  }
+  cudaFree(x);
+  cudaFree(y);
+}
+
+// A launch knows where each pointer argument starts, not how far the kernel goes: what it wrote
+// is learnt when it runs (the bytes that changed) and checked then, against accesses recorded
+// before it ran as well as after.
+__global__ void fill_range(float* x, float v, int64_t from, int64_t to) {
+  for (int64_t i = from + threadIdx.x; i < to; i += blockDim.x) x[i] = v;
+}
+std::atomic<bool> g_kernel_may_end{false};
+__global__ void fill_range_then_wait(float* x, float v, int64_t from, int64_t to) {
+  for (int64_t i = from + threadIdx.x; i < to; i += blockDim.x) x[i] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    while (!g_kernel_may_end.load()) std::this_thread::yield();
+}
+void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }
+
+TEST(KernelLaunch, WritesPastAPointersFirstByteAreCheckedForRaces) {
+  Stream a, b;
+  const int64_t n = 1024;
+  const size_t half = n / 2 * sizeof(float);
+  float* x = device_alloc<float>(n);
+  float* y = device_alloc<float>(n);
+  ASSERT_EQ(cudaMemset(x, 0, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0, n * sizeof(float)), cudaSuccess);
+  auto expect_race = [](const std::vector<std::string>& m) {
+    EXPECT_TRUE(has(m, "race: ")) << joined(m);
+    EXPECT_TRUE(has(m, "kernel fill_range")) << joined(m);
+    EXPECT_TRUE(has(m, "cudaMemcpyAsync")) << joined(m);
+  };
+  {  // the kernel (writing the tail through a pointer to the head) has run when b reads the tail
+    vgpu::CaptureViolations cap;
+    std::atomic<bool> ran{false};
+    TEST_LAUNCH(1, 64, 0, a.s, fill_range)(x, 1.0f, n / 2, n);
+    ASSERT_EQ(cudaLaunchHostFunc(a.s, set_flag, &ran), cudaSuccess);
+    while (!ran.load()) std::this_thread::yield();  // nothing the race checker sees as ordering
+    ASSERT_EQ(cudaMemcpyAsync(y, x + n / 2, half, cudaMemcpyDeviceToDevice, b.s), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_race(cap.messages());
+  }
+  {  // b's read of the tail is queued and recorded before the kernel runs
+    vgpu::CaptureViolations cap;
+    Gate g;
+    ASSERT_EQ(cudaLaunchHostFunc(a.s, Gate::wait, &g), cudaSuccess);
+    TEST_LAUNCH(1, 64, 0, a.s, fill_range)(x, 2.0f, n / 2, n);
+    ASSERT_EQ(cudaMemcpyAsync(y, x + n / 2, half, cudaMemcpyDeviceToDevice, b.s), cudaSuccess);
+    g.release();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_race(cap.messages());
+  }
+  {  // the same, ordered by an event: learnt after b's read was recorded, and still no race
+    cudaEvent_t e;
+    ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    vgpu::CaptureViolations cap;
+    Gate g;
+    ASSERT_EQ(cudaLaunchHostFunc(a.s, Gate::wait, &g), cudaSuccess);
+    TEST_LAUNCH(1, 64, 0, a.s, fill_range)(x, 3.0f, n / 2, n);
+    ASSERT_EQ(cudaEventRecord(e, a.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(b.s, e, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(y, x + n / 2, half, cudaMemcpyDeviceToDevice, b.s), cudaSuccess);
+    g.release();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
+    cudaEventDestroy(e);
+  }
+  {  // disjoint halves of one allocation written at the same time, as a gradient bucket reduced
+     // beside a kernel writing another: the other stream's bytes changed during the kernel are
+     // not taken for the kernel's
+    vgpu::CaptureViolations cap;
+    g_kernel_may_end = false;
+    TEST_LAUNCH(1, 64, 0, a.s, fill_range_then_wait)(x, 4.0f, 0, n / 2);
+    ASSERT_EQ(cudaMemsetAsync(x + n / 2, 0x3f, half, b.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);  // the memset has run, inside the kernel's run
+    g_kernel_may_end = true;
+    ASSERT_EQ(cudaStreamSynchronize(a.s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(y, x + n / 2, half, cudaMemcpyDeviceToDevice, b.s), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
   }
   cudaFree(x);
   cudaFree(y);

@@ -33,6 +33,21 @@ struct VClock {
   }
 };
 
+}  // namespace rt
+
+// An item's place in the race checker's order: its stream's agent, its epoch, the stream's clock
+// at submission (what is ordered before it), the site that queued it.
+struct RaceStamp {
+  bool filled = false;
+  uint32_t agent = 0;
+  uint64_t epoch = 0;
+  const StreamImpl* stream = nullptr;
+  std::shared_ptr<const rt::VClock> clock;
+  std::shared_ptr<const Site> site;
+};
+
+namespace rt {
+
 // One entry of a stream's FIFO: work to run, or a wait for another stream's item, or an event
 // record (the worker stamps the event's time).
 struct Item {
@@ -43,6 +58,7 @@ struct Item {
   uint64_t record_gen = 0;
   std::shared_ptr<const Site> site;
   std::vector<Range> ranges;  // guard zones checked after the work ran
+  std::shared_ptr<RaceStamp> stamp;  // filled by the race checker at submission (enqueue_stamped)
 };
 
 // Per host thread: current device, last error, whether it runs a cudaLaunchHostFunc callback.
@@ -113,7 +129,10 @@ void race_attach_agent(StreamImpl* s);  // gives a new stream its agent slot
 void race_retire_agent(StreamImpl* s);  // cudaStreamDestroy: the slot may be reused
 VClock& host_clock();
 // Records s's new item (epoch assigned here) and checks its ranges against earlier accesses.
-void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site);
+void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site,
+                  RaceStamp* stamp = nullptr);
+// A stamped item's work changed the bytes [p + lo, p + hi) of each run (vgpu::race_record_written).
+void race_on_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs);
 // Drops the access history of an allocation (cudaFree).
 struct AllocRecord;
 void race_forget(AllocRecord* a);

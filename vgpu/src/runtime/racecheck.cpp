@@ -111,12 +111,23 @@ void race_retire_agent(StreamImpl* s) {
   ag.free.push_back(s->agent);
 }
 
-void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site) {
+void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site,
+                  RaceStamp* stamp) {
   VClock& host = host_clock();
   s->clock.join(host);                // what the host did before queuing precedes the item
   host.set(0, host.get(0) + 1);       // and what it does next does not
   const uint64_t epoch = s->clock.get(s->agent) + 1;
   s->clock.set(s->agent, epoch);
+  std::shared_ptr<const VClock> clock;
+  if (!ranges.empty() || stamp) clock = std::make_shared<const VClock>(s->clock);
+  if (stamp) {
+    stamp->agent = s->agent;
+    stamp->epoch = epoch;
+    stamp->stream = s;
+    stamp->clock = clock;
+    stamp->site = site;
+    stamp->filled = true;
+  }
   for (const Range& r : ranges) {
     if (r.bytes == 0 || !r.ptr) continue;
     AllocRecord* a;
@@ -128,7 +139,66 @@ void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::sh
     if (!a || a->freed) continue;
     const size_t lo = static_cast<size_t>(static_cast<const char*>(r.ptr) - a->base);
     const size_t hi = std::min(a->bytes, lo + r.bytes);
-    check_and_record(*a, AccessRec{lo, hi, s->agent, epoch, r.access == Access::Write, false, s, site}, s->clock);
+    check_and_record(*a, AccessRec{lo, hi, s->agent, epoch, r.access == Access::Write, false, s, site, clock},
+                     s->clock);
+  }
+}
+
+void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::pair<size_t, size_t>>& runs) {
+  AllocRecord* a;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry().mu);
+    a = find_locked(p);
+  }
+  if (!a || a->freed || runs.empty()) return;
+  const size_t base = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+  // The accesses recorded since the item was queued may come after it in the host's order, so
+  // order is tested both ways: either access ordered before the other is no race.
+  auto unordered = [&](const AccessRec& o) {
+    const bool before = o.epoch <= st.clock->get(o.agent);
+    const bool after = o.clock && st.epoch <= o.clock->get(st.agent);
+    return o.agent != st.agent && !before && !after;
+  };
+  // Bytes that changed while the kernel ran are its own writes, except inside the ranges that
+  // unordered writers of other streams declared (they may have run at the same time: a reduction
+  // of one gradient bucket beside a kernel writing another). Those are left out.
+  using Runs = std::vector<std::pair<size_t, size_t>>;
+  auto minus_unordered_writers = [&](Runs own) {
+    for (const AccessRec& o : a->accesses) {
+      if (!o.write || !unordered(o)) continue;
+      Runs rest;
+      for (const auto& [lo, hi] : own) {
+        if (o.hi <= lo || o.lo >= hi) {
+          rest.emplace_back(lo, hi);
+          continue;
+        }
+        if (lo < o.lo) rest.emplace_back(lo, o.lo);
+        if (o.hi < hi) rest.emplace_back(o.hi, hi);
+      }
+      own.swap(rest);
+    }
+    return own;
+  };
+  Runs own;
+  for (const auto& [lo, hi] : runs)
+    if (base + lo < a->bytes) own.emplace_back(base + lo, std::min(a->bytes, base + hi));
+  own = minus_unordered_writers(std::move(own));
+  if (own.empty()) return;
+  for (const auto& [lo, hi] : own) {
+    const AccessRec now{lo, hi, st.agent, st.epoch, true, false, st.stream, st.site, st.clock};
+    for (AccessRec& o : a->accesses) {
+      if (o.hi <= lo || o.lo >= hi || o.reported || !unordered(o)) continue;
+      o.reported = true;
+      report_race(*a, o, now);
+    }
+  }
+  // Recorded for later accesses: the runs, or with many (row-sparse writes) their hull less the
+  // unordered writers' ranges, so that the bounded history is not flushed.
+  constexpr size_t kMaxRuns = 8;
+  if (own.size() > kMaxRuns) own = minus_unordered_writers(Runs{{own.front().first, own.back().second}});
+  for (const auto& [lo, hi] : own) {
+    a->accesses.push_back(AccessRec{lo, hi, st.agent, st.epoch, true, false, st.stream, st.site, st.clock});
+    if (a->accesses.size() > kMaxAccessesPerAllocation) a->accesses.erase(a->accesses.begin());
   }
 }
 

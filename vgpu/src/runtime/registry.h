@@ -23,6 +23,7 @@ struct AccessRec {
   bool reported;
   const StreamImpl* stream;  // for messages (streams are never deleted)
   std::shared_ptr<const Site> site;
+  std::shared_ptr<const VClock> clock;  // the agent's clock at the access: what was ordered before it
 };
 
 struct AllocRecord {

@@ -228,7 +228,7 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
   }
   if (race) {
     if (wait_clock) s->clock.join(*wait_clock);
-    race_on_item(s, item.ranges, item.site);
+    race_on_item(s, item.ranges, item.site, item.stamp.get());
     if (item.record) item.record->clock = s->clock;
     if (clock_out) *clock_out = s->clock;
   }
@@ -317,6 +317,15 @@ int stream_device(cudaStream_t s) {
 }
 
 void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work) {
+  enqueue_stamped(s, std::move(site), std::move(ranges), std::move(work), nullptr);
+}
+
+std::shared_ptr<RaceStamp> new_race_stamp() { return std::make_shared<RaceStamp>(); }
+
+bool race_stamp_filled(const RaceStamp& stamp) { return stamp.filled; }
+
+void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
+                     const std::shared_ptr<RaceStamp>& stamp) {
   cudaError_t e = cudaSuccess;
   StreamImpl* st = rt::lookup_stream(s, site.what.c_str(), &e);
   if (!st) {
@@ -327,7 +336,14 @@ void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function
   it.work = std::move(work);
   it.site = std::make_shared<const Site>(std::move(site));
   it.ranges = std::move(ranges);
+  it.stamp = stamp;
   rt::submit(st, std::move(it));
+}
+
+void race_record_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs) {
+  if (!stamp.filled || runs.empty()) return;
+  std::lock_guard<std::mutex> race(rt::race_mutex());
+  rt::race_on_written(stamp, p, runs);
 }
 
 void reset_device_for_testing(int device) {
