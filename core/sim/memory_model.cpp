@@ -89,13 +89,24 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
   const double sent = software_stack(cfg.stack).free_pipeline_outputs ? 0.0 : d.E * d.sbh * d.rowshare;
   const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + sent;
-  // Working set of one layer's backward: its activations (recomputed if need be) and gradients
-  // of the largest intermediates (scores, the MLP's widest activation: 4h, llama's gate and up 2f;
-  // two b*s*h buffers).
+  // Working set of one layer's backward (recomputed if need be), by liveness: autograd frees what
+  // a module saved once its backward has run, so the peak is the larger of two moments.
+  //  - The MLP's backward: every saved tensor of the layer, the incoming b*s*h gradient and the
+  //    gradients of the MLP's two widest tensors (gpt: 4h each; llama: gate|up 2f and the f input
+  //    of down).
+  //  - The attention core's backward (without flash attention): the MLP's tensors are gone; the
+  //    norm's input and output, q|k|v and the core's saved tensors stay, beside the gradients of
+  //    the scores (one s x s buffer), of the core's output and q|k|v (b*s*h/t each) and the
+  //    residual stream's.
   const double scores = d.flash ? 0.0 : d.a / d.t * d.s * d.s * d.b;
-  const double mlp_width = d.llama ? 2 * d.f : 4 * d.h;
-  const double layer_ws = layer_activation_bytes(cfg, Recompute::None) +
-                          d.E * (scores + mlp_width * d.b * d.s / d.t + 2 * d.sbh);
+  const double mlp_grads = d.llama ? 3 * d.f : 8 * d.h;
+  const double all_saved = layer_activation_bytes(cfg, Recompute::None);
+  const double mlp_peak = all_saved + d.E * (d.sbh + mlp_grads * d.b * d.s / d.t);
+  const double core_saved = (d.llama ? d.E : 2 * d.E + 1) * scores;  // probs (+ dropout mask and output)
+  const double attention_peak = scores > 0 ? core_saved + d.E * scores + d.E * d.sbh * (2 * d.rowshare + 1) +
+                                                 5 * d.E * d.sbh / d.t
+                                           : 0.0;
+  const double layer_ws = std::max(mlp_peak, attention_peak);
   const double logits = d.b * d.s * vt;
 
   MemoryVerdict out;

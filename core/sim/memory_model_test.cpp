@@ -37,6 +37,25 @@ TEST(SimMemory, RecomputationKeepsLessThanSelectiveKeepsLessThanNone) {
   EXPECT_DOUBLE_EQ(none, sel + 5.0 * 96 * 2048 * 2048 / 8);    // + softmax, mask, dropout output
 }
 
+// The working set is the recomputed layer's backward peak by liveness. Fig. 7 at b = 16 (a = 128,
+// h = 4096, s = 2048, one GPU): the attention core's backward holds the softmax output, the
+// dropout mask and output and the scores' gradient (7 bytes a score), beside the norm's input and
+// output, the residual stream's gradient and five b*s*h tensors (q|k|v, the core's output and
+// their gradients); Korthikanti's none-recompute total plus every gradient would be 4 GB more.
+TEST(SimMemory, WorkingSetIsTheLayersBackwardPeakByLiveness) {
+  RunConfig c = paper_run(4, 4096, 128, 1, 1, 1, 16, 16);
+  c.model.vocab_size = 8;  // the logits' working set stays below the layer's
+  const MemoryVerdict v = memory_verdict(c, selene());
+  const double sbh = 16.0 * 2048 * 4096, scores = 128.0 * 2048 * 2048 * 16;
+  const double attention_peak = 7 * scores + 2 * sbh * 3 + 5 * 2 * sbh;
+  EXPECT_DOUBLE_EQ(v.stages[0].working, attention_peak * selene().allocator_overhead);
+  EXPECT_FALSE(v.fits);  // 62.3 GB x 1.2 beside 20.5 GB of state: see docs/SIMULATOR.md, Fig. 7
+  // With flash attention (mcore) no score is kept: the MLP's backward is the peak.
+  c.stack = "mcore";
+  const double mlp_peak = layer_activation_bytes(c, Recompute::None) + 2 * (sbh + 8 * sbh);
+  EXPECT_DOUBLE_EQ(memory_verdict(c, selene()).stages[0].working, mlp_peak * selene().allocator_overhead);
+}
+
 TEST(SimMemory, OneFOneBHoldsAtMostPMicrobatchesAndGPipeHoldsAll) {
   RunConfig c = paper_run(32, 3840, 32, 1, 8, 1, 1, 64);
   EXPECT_EQ(peak_in_flight(c, 0), 8);
