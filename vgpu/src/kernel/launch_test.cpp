@@ -345,6 +345,7 @@ TEST(KernelLaunch, WritesPastAPointersFirstByteAreCheckedForRaces) {
   float* y = device_alloc<float>(n);
   ASSERT_EQ(cudaMemset(x, 0, n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMemset(y, 0, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // cudaMemset is asynchronous on the legacy stream
   auto expect_race = [](const std::vector<std::string>& m) {
     EXPECT_TRUE(has(m, "race: ")) << joined(m);
     EXPECT_TRUE(has(m, "kernel fill_range")) << joined(m);
