@@ -10,7 +10,7 @@
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/gemm.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/nvtx.h"
+#include "core/backend/cuda/op_profile.h"
 
 namespace ptdp {
 namespace {
@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
     try {
       PTDP_CUDA_CHECK(cudaMallocHost(&host_scalar_, sizeof(double)));
       gemm_ = std::make_unique<cuda::GemmRunner>(device_, stream_);
+      prof_ = cuda::OpProfile::from_env(device_);
     } catch (...) {
       if (host_scalar_) cudaFreeHost(host_scalar_);
       cudaStreamDestroy(stream_);
@@ -74,6 +75,7 @@ class CudaBackend final : public Backend {
     sum_scratch_ = Tensor();
     rope_table_ = Tensor();
     cudaStreamSynchronize(stream_);
+    prof_.reset();  // writes PTDP_OP_PROFILE's rows
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     gemm_.reset();
     alloc_.forget_stream(stream_);
@@ -99,7 +101,9 @@ class CudaBackend final : public Backend {
 
   void fill(Tensor& x, double value) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "fill", stream_);
     expect(x, "fill target", x.shape(), x.dtype());
+    r.count(0, double(x.nbytes()));
     cuda::fill(x.raw(), x.dtype(), x.numel(), value, stream_);
   }
 
@@ -109,7 +113,10 @@ class CudaBackend final : public Backend {
     if (!dd && !sd) return dst.copy_from(src);
     if (dst.numel() == 0) return;
     on_device();
-    NvtxRange r("copy");
+    // Device to device: "copy" (HBM bytes read and written); host <-> device: "upload" / "download"
+    // (the bytes that cross the bus).
+    cuda::OpScope r(prof_.get(), dd && sd ? "copy" : dd ? "upload" : "download", stream_);
+    r.count(0, dd && sd ? double(src.nbytes() + dst.nbytes()) : double(dd ? dst.nbytes() : src.nbytes()));
     if (dd && sd) {
       if (dst.dtype() == src.dtype())
         PTDP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
@@ -169,10 +176,12 @@ class CudaBackend final : public Backend {
 
   void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
     on_device();
-    NvtxRange r("linear_forward");
+    cuda::OpScope r(prof_.get(), "linear_forward", stream_);
     const auto [dt, n, in, out] = linear_dims(x, w, "linear_forward");
     expect(y, "linear output", {n, out}, dt);
     if (b) expect(*b, "linear bias", {out}, dt);
+    const double e = double(dtype_size(dt));
+    r.count(2.0 * n * in * out, e * (double(n) * in + double(out) * in + double(n) * out + (b ? out : 0)));
     const GemmShape g{.trans_a = true, .trans_b = false, .m = out, .n = n, .k = in, .lda = in, .ldb = in,
                       .ldc = out, .ab = dt, .c = dt};
     gemm_->run(g, 1.0f, w.raw(), x.raw(), 0.0f, y.raw(), b ? b->raw() : nullptr);
@@ -181,12 +190,18 @@ class CudaBackend final : public Backend {
   void linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
                        const Tensor& w) override {
     on_device();
-    NvtxRange r("linear_backward");
+    cuda::OpScope r(prof_.get(), "linear_backward", stream_);
     const auto [dt, n, in, out] = linear_dims(x, w, "linear_backward");
     expect(dy, "linear output grad", {n, out}, dt);
     expect(dw, "linear weight grad", {out, in}, acc_dtype(dt));
     if (dx) expect(*dx, "linear input grad", {n, in}, dt);
     if (db) expect(*db, "linear bias grad", {out}, acc_dtype(dt));
+    {
+      const double e = double(dtype_size(dt)), nin = double(n) * in, nout = double(n) * out, w_el = double(out) * in;
+      // dx = dy w (reads w, dy; writes dx, reads it too when accumulating); dw += dy^T x in f32; db.
+      const double dx_bytes = dx ? e * (w_el + nout + nin * (acc ? 2 : 1)) : 0;
+      r.count(2.0 * nin * out * (dx ? 2 : 1), dx_bytes + e * (nin + nout) + 8 * w_el + (db ? e * nout + 8.0 * out : 0));
+    }
     if (dx) {  // dx = dy w
       const GemmShape g{.trans_a = false, .trans_b = false, .m = in, .n = n, .k = out, .lda = in, .ldb = out,
                         .ldc = in, .ab = dt, .c = dt};
@@ -206,7 +221,7 @@ class CudaBackend final : public Backend {
   void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
                          double eps) override {
     on_device();
-    NvtxRange r("layernorm_forward");
+    cuda::OpScope r(prof_.get(), "layernorm_forward", stream_);
     const DType dt = compute_dtype(x, "layernorm_forward");
     expect_2d(x, "layernorm input");
     const int64_t n = x.dim(0), c = x.dim(1);
@@ -215,6 +230,7 @@ class CudaBackend final : public Backend {
     expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
     expect(g, "layernorm weight", {c}, dt);
     expect(b, "layernorm bias", {c}, dt);
+    r.count(8.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + 2.0 * c) + 8.0 * n);
     cuda::layernorm_forward(y.raw(), mean.data<float>(), rstd.data<float>(), x.raw(), g.raw(), b.raw(), dt, n, c,
                             static_cast<float>(eps), stream_);
   }
@@ -222,7 +238,7 @@ class CudaBackend final : public Backend {
   void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
                           const Tensor& mean, const Tensor& rstd) override {
     on_device();
-    NvtxRange r("layernorm_backward");
+    cuda::OpScope r(prof_.get(), "layernorm_backward", stream_);
     const DType dt = compute_dtype(x, "layernorm_backward");
     expect_2d(x, "layernorm input");
     const int64_t n = x.dim(0), c = x.dim(1);
@@ -234,32 +250,35 @@ class CudaBackend final : public Backend {
     expect(mean, "layernorm mean", {n}, acc_dtype(dt));
     expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
     Tensor partials = empty({2 * cuda::column_sum_chunks(n) * c}, DType::F32);
+    r.count(12.0 * n * c, double(dtype_size(dt)) * (3.0 * n * c + c) + 8.0 * n + 4.0 * partials.numel() * 2 + 16.0 * c);
     cuda::layernorm_backward(dx.raw(), dg.data<float>(), db.data<float>(), dy.raw(), x.raw(), g.raw(),
                              mean.data<float>(), rstd.data<float>(), dt, n, c, partials.data<float>(), stream_);
   }
 
   void gelu_forward(Tensor& y, const Tensor& x) override {
     on_device();
-    NvtxRange r("gelu_forward");
+    cuda::OpScope r(prof_.get(), "gelu_forward", stream_);
     const DType dt = compute_dtype(x, "gelu_forward");
     expect(x, "gelu input", x.shape(), dt);
     expect(y, "gelu output", x.shape(), dt);
+    r.count(12.0 * x.numel(), 2.0 * dtype_size(dt) * x.numel());
     cuda::gelu_forward(y.raw(), x.raw(), dt, x.numel(), stream_);
   }
 
   void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     on_device();
-    NvtxRange r("gelu_backward");
+    cuda::OpScope r(prof_.get(), "gelu_backward", stream_);
     const DType dt = compute_dtype(x, "gelu_backward");
     expect(x, "gelu input", x.shape(), dt);
     expect(dx, "gelu input grad", x.shape(), dt);
     expect(dy, "gelu output grad", x.shape(), dt);
+    r.count(20.0 * x.numel(), 3.0 * dtype_size(dt) * x.numel());
     cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
   }
 
   void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
     on_device();
-    NvtxRange r("rmsnorm_forward");
+    cuda::OpScope r(prof_.get(), "rmsnorm_forward", stream_);
     const DType dt = compute_dtype(x, "rmsnorm_forward");
     expect_2d(x, "rmsnorm input");
     const int64_t n = x.dim(0), c = x.dim(1);
@@ -267,13 +286,14 @@ class CudaBackend final : public Backend {
     expect(y, "rmsnorm output", {n, c}, dt);
     expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
     expect(g, "rmsnorm weight", {c}, dt);
+    r.count(4.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + c) + 4.0 * n);
     cuda::rmsnorm_forward(y.raw(), rstd.data<float>(), x.raw(), g.raw(), dt, n, c, static_cast<float>(eps), stream_);
   }
 
   void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
                         const Tensor& rstd) override {
     on_device();
-    NvtxRange r("rmsnorm_backward");
+    cuda::OpScope r(prof_.get(), "rmsnorm_backward", stream_);
     const DType dt = compute_dtype(x, "rmsnorm_backward");
     expect_2d(x, "rmsnorm input");
     const int64_t n = x.dim(0), c = x.dim(1);
@@ -284,6 +304,7 @@ class CudaBackend final : public Backend {
     expect(dg, "rmsnorm weight grad", {c}, acc_dtype(dt));
     expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
     Tensor partials = empty({cuda::column_sum_chunks(n) * c}, DType::F32);
+    r.count(8.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + c) + 4.0 * n + 8.0 * partials.numel() + 8.0 * c);
     cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(), dt, n, c,
                            partials.data<float>(), stream_);
   }
@@ -292,7 +313,7 @@ class CudaBackend final : public Backend {
   // f64 and kept (the last one) by the backend.
   void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
     on_device();
-    NvtxRange r("rope");
+    cuda::OpScope r(prof_.get(), "rope", stream_);
     const DType dt = compute_dtype(x, "rope");
     PTDP_CHECK(s > 0 && a > 0 && hd > 0 && hd % 2 == 0 && theta > 0,
                "rope: bad sizes s={} a={} hd={} theta={} (hd must be even)", s, a, hd, theta);
@@ -309,29 +330,32 @@ class CudaBackend final : public Backend {
       rope_hd_ = hd;
       rope_theta_ = theta;
     }
+    r.count(4.0 * x.numel(), 2.0 * dtype_size(dt) * x.numel() + 4.0 * s * hd);  // q and k rotated, v copied
     cuda::rope(y.raw(), x.raw(), rope_table_.data<float>(), dt, x.dim(0), s, a, hd, inverse, stream_);
   }
 
   void swiglu_forward(Tensor& y, const Tensor& x) override {
     on_device();
-    NvtxRange r("swiglu_forward");
+    cuda::OpScope r(prof_.get(), "swiglu_forward", stream_);
     const DType dt = compute_dtype(x, "swiglu_forward");
     PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
     const int64_t n = x.dim(0), f = x.dim(1) / 2;
     expect(x, "swiglu input", x.shape(), dt);
     expect(y, "swiglu output", {n, f}, dt);
+    r.count(8.0 * n * f, 3.0 * dtype_size(dt) * n * f);
     cuda::swiglu_forward(y.raw(), x.raw(), dt, n, f, stream_);
   }
 
   void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     on_device();
-    NvtxRange r("swiglu_backward");
+    cuda::OpScope r(prof_.get(), "swiglu_backward", stream_);
     const DType dt = compute_dtype(x, "swiglu_backward");
     PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
     const int64_t n = x.dim(0), f = x.dim(1) / 2;
     expect(x, "swiglu input", x.shape(), dt);
     expect(dx, "swiglu input grad", x.shape(), dt);
     expect(dy, "swiglu output grad", {n, f}, dt);
+    r.count(16.0 * n * f, 5.0 * dtype_size(dt) * n * f);
     cuda::swiglu_backward(dx.raw(), x.raw(), dy.raw(), dt, n, f, stream_);
   }
 
@@ -339,7 +363,7 @@ class CudaBackend final : public Backend {
   // (sequence, head), so that each product is a single strided batch of b * a GEMMs.
   void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
     on_device();
-    NvtxRange r("attention_forward");
+    cuda::OpScope r(prof_.get(), "attention_forward", stream_);
     const DType dt = compute_dtype(qkv, "attention_forward");
     PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
     const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
@@ -351,6 +375,11 @@ class CudaBackend final : public Backend {
     const int64_t heads = int64_t(b) * a, w = 3 * int64_t(hd);
     const float scale = 1.0f / std::sqrt(float(hd));
     Tensor qh = empty({heads * s * w}, dt), yh = empty({heads * s * hd}, dt);
+    {  // permute in (3 nh read and written), q k^T (reads q, k; writes the full s x s scores), the softmax
+       // in place, p v (reads p, v; writes y), permute out (nh read and written)
+      const double nh = double(n) * hl, p = double(heads) * ss;
+      r.count(4.0 * p * hd, double(e) * (6 * nh + (2 * nh + p) + 2 * p + (p + 2 * nh) + 2 * nh));
+    }
     cuda::permute_heads(qh.raw(), qkv.raw(), dt, b, s, a, w, true, stream_);
     // scores = q k^T / sqrt(hd)
     const GemmShape qk{.trans_a = true, .trans_b = false, .m = s, .n = s, .k = hd, .lda = w, .ldb = w, .ldc = s,
@@ -367,7 +396,7 @@ class CudaBackend final : public Backend {
   void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
                           int hd) override {
     on_device();
-    NvtxRange r("attention_backward");
+    cuda::OpScope r(prof_.get(), "attention_backward", stream_);
     const DType dt = compute_dtype(qkv, "attention_backward");
     PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
     const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
@@ -381,6 +410,11 @@ class CudaBackend final : public Backend {
     const float scale = 1.0f / std::sqrt(float(hd));
     Tensor qh = empty({heads * s * w}, dt), dqh = empty({heads * s * w}, dt), dyh = empty({heads * s * hd}, dt);
     Tensor ds = empty({heads, s, s}, dt);  // dP, then dS in place
+    {  // permutes in (3 nh and nh, read and written), dP = dY V^T, dV = P^T dY, the softmax backward
+       // (reads dP and P, writes dS), dQ = dS K, dK = dS^T Q, permute out (3 nh read and written)
+      const double nh = double(n) * hl, p = double(heads) * ss;
+      r.count(8.0 * p * hd, double(e) * (8 * nh + (2 * nh + p) + (nh + p + nh) + 3 * p + 2 * (p + 2 * nh) + 6 * nh));
+    }
     cuda::permute_heads(qh.raw(), qkv.raw(), dt, b, s, a, w, true, stream_);
     cuda::permute_heads(dyh.raw(), dy.raw(), dt, b, s, a, hd, true, stream_);
     const char* q = bytes(qh);
@@ -407,7 +441,7 @@ class CudaBackend final : public Backend {
   void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
                          int s) override {
     on_device();
-    NvtxRange r("embedding_forward");
+    cuda::OpScope r(prof_.get(), "embedding_forward", stream_);
     const DType dt = compute_dtype(wte, "embedding_forward");
     expect_2d(wte, "word embedding");
     const int64_t n = tokens.numel(), h = wte.dim(1);
@@ -420,6 +454,7 @@ class CudaBackend final : public Backend {
                  shape_str(wpe->shape()), s, h);
       expect(*wpe, "position embedding", wpe->shape(), dt);
     }
+    r.count(double(n) * h, double(dtype_size(dt)) * n * h * (wpe ? 3 : 2) + 4.0 * n);
     cuda::embedding_forward(x.raw(), tokens.data<int32_t>(), wte.raw(), wte.dim(0), vocab_start,
                             wpe ? wpe->raw() : nullptr, dt, n, h, s, stream_);
   }
@@ -427,7 +462,7 @@ class CudaBackend final : public Backend {
   void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
                           int s) override {
     on_device();
-    NvtxRange r("embedding_backward");
+    cuda::OpScope r(prof_.get(), "embedding_backward", stream_);
     const DType dt = compute_dtype(dx, "embedding_backward");
     expect_2d(dwte, "word embedding grad");
     const int64_t n = tokens.numel(), h = dwte.dim(1);
@@ -441,22 +476,27 @@ class CudaBackend final : public Backend {
                  shape_str(dwpe->shape()), s, h);
       expect(*dwpe, "position embedding grad", dwpe->shape(), acc_dtype(dt));
     }
+    r.count(double(n) * h * (dwpe ? 2 : 1), double(n) * h * (dtype_size(dt) + 8.0 * (dwpe ? 2 : 1)) + 4.0 * n);
     cuda::embedding_backward(dwte.data<float>(), dwpe ? dwpe->data<float>() : nullptr, dx.raw(), dt,
                              tokens.data<int32_t>(), dwte.dim(0), vocab_start, n, h, s, stream_);
   }
 
   void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "xent_row_max", stream_);
     const DType dt = check_logits(logits, v_valid, "xent_row_max");
     expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
+    r.count(double(logits.numel()), double(dtype_size(dt)) * logits.numel() + 4.0 * logits.dim(0));
     cuda::xent_row_max(max.data<float>(), logits.raw(), dt, logits.dim(0), logits.dim(1), v_valid, stream_);
   }
 
   void xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "xent_sum_exp", stream_);
     const DType dt = check_logits(logits, v_valid, "xent_sum_exp");
     expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
     expect(se, "cross-entropy sum_exp", {logits.dim(0)}, acc_dtype(dt));
+    r.count(3.0 * logits.numel(), double(dtype_size(dt)) * logits.numel() + 8.0 * logits.dim(0));
     cuda::xent_sum_exp(se.data<float>(), logits.raw(), max.data<float>(), dt, logits.dim(0), logits.dim(1), v_valid,
                        stream_);
   }
@@ -464,6 +504,7 @@ class CudaBackend final : public Backend {
   void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
                          int64_t v_valid) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "xent_target_logit", stream_);
     const DType dt = check_logits(logits, v_valid, "xent_target_logit");
     expect(targets, "targets", targets.shape(), DType::I32);
     PTDP_CHECK(targets.numel() == logits.dim(0), "{} targets for {} rows of logits", targets.numel(), logits.dim(0));
@@ -474,6 +515,7 @@ class CudaBackend final : public Backend {
 
   void xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "xent_loss", stream_);
     const int64_t n = loss.numel();
     expect(loss, "cross-entropy loss", {n}, DType::F32);
     expect(max, "cross-entropy max", {n}, DType::F32);
@@ -485,7 +527,7 @@ class CudaBackend final : public Backend {
   void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
                      const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
     on_device();
-    NvtxRange r("xent_backward");
+    cuda::OpScope r(prof_.get(), "xent_backward", stream_);
     const DType dt = check_logits(logits, v_valid, "xent_backward");
     const int64_t n = logits.dim(0);
     expect(dlogits, "logits grad", logits.shape(), dt);
@@ -493,6 +535,7 @@ class CudaBackend final : public Backend {
     expect(se, "cross-entropy sum_exp", {n}, acc_dtype(dt));
     expect(targets, "targets", targets.shape(), DType::I32);
     PTDP_CHECK(targets.numel() == n, "{} targets for {} rows of logits", targets.numel(), n);
+    r.count(4.0 * logits.numel(), 2.0 * dtype_size(dt) * logits.numel() + 12.0 * n);
     cuda::xent_backward(dlogits.raw(), logits.raw(), max.data<float>(), se.data<float>(), dt,
                         targets.data<int32_t>(), n, logits.dim(1), vocab_start, v_valid, static_cast<float>(scale),
                         stream_);
@@ -500,26 +543,32 @@ class CudaBackend final : public Backend {
 
   void add(Tensor& y, const Tensor& a, const Tensor& b) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "add", stream_);
     const DType dt = compute_dtype(y, "add");
     expect(y, "add output", y.shape(), dt);
     expect(a, "add lhs", y.shape(), dt);
     expect(b, "add rhs", y.shape(), dt);
+    r.count(double(y.numel()), 3.0 * dtype_size(dt) * y.numel());
     cuda::add(y.raw(), a.raw(), b.raw(), dt, y.numel(), stream_);
   }
 
   void add_(Tensor& y, const Tensor& x) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "add_", stream_);
     const DType dt = compute_dtype(y, "add_");
     expect(y, "add_ target", y.shape(), dt);
     expect(x, "add_ operand", x.shape(), dt);
     PTDP_CHECK(x.numel() == y.numel(), "add_: {} elements into {}", x.numel(), y.numel());
+    r.count(double(y.numel()), 3.0 * dtype_size(dt) * y.numel());
     cuda::add_inplace(y.raw(), x.raw(), dt, y.numel(), stream_);
   }
 
   void scale_(Tensor& y, double alpha) override {
     on_device();
+    cuda::OpScope r(prof_.get(), "scale_", stream_);
     const DType dt = compute_dtype(y, "scale_");
     expect(y, "scale_ target", y.shape(), dt);
+    r.count(double(y.numel()), 2.0 * dtype_size(dt) * y.numel());
     cuda::scale_inplace(y.raw(), dt, alpha, y.numel(), stream_);
   }
 
@@ -528,7 +577,7 @@ class CudaBackend final : public Backend {
 
   void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
     on_device();
-    NvtxRange r("adamw");
+    cuda::OpScope r(prof_.get(), "adamw", stream_);
     const int64_t n = param.numel();
     expect(param, "adamw param", param.shape(), DType::F32);
     for (auto [t, what] : {std::pair{&grad, "adamw grad"}, std::pair{(const Tensor*)&m, "adamw m"},
@@ -536,6 +585,7 @@ class CudaBackend final : public Backend {
       expect(*t, what, t->shape(), DType::F32);
       PTDP_CHECK(t->numel() == n, "{} has {} elements, the parameter {}", what, t->numel(), n);
     }
+    r.count(12.0 * n, 28.0 * n);  // reads param, grad, m, v; writes param, m, v (f32)
     const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, double(p.step))));
     const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, double(p.step))));
     const float decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
@@ -561,9 +611,11 @@ class CudaBackend final : public Backend {
 
   double reduce(const Tensor& x, bool squares, const char* op) {
     on_device();
+    cuda::OpScope r(prof_.get(), op, stream_);
     const DType dt = compute_dtype(x, op);
     expect(x, op, x.shape(), dt);
     if (x.numel() == 0) return 0.0;
+    r.count(2.0 * x.numel(), double(dtype_size(dt)) * x.numel());
     if (!sum_scratch_.defined()) sum_scratch_ = empty({cuda::kSumPartials + 1}, DType::F64);
     double* out = sum_scratch_.data<double>();
     cuda::sum(out, x.raw(), dt, x.numel(), squares, out + 1, stream_);
@@ -577,6 +629,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   double* host_scalar_ = nullptr;  // pinned
   std::unique_ptr<cuda::GemmRunner> gemm_;
+  std::unique_ptr<cuda::OpProfile> prof_;  // PTDP_OP_PROFILE: GPU time per op (null: off)
   Tensor sum_scratch_;  // the f64 result and the partial sums
   Tensor rope_table_;   // rope's cos and sin for (rope_s_, rope_hd_, rope_theta_)
   int rope_s_ = 0, rope_hd_ = 0;

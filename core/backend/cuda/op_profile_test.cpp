@@ -1,0 +1,117 @@
+// PTDP_OP_PROFILE: a CUDA backend sums the GPU time of each top-level op and appends the table to
+// the file when it is destroyed; two backends append to one file under its lock.
+#include <gtest/gtest.h>
+
+#ifdef PTDP_HAVE_CUDA
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/op_profile.h"
+
+namespace ptdp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProfileRow {
+  long calls = 0;
+  double ms = 0, gflop = 0, gbyte = 0;
+  int rows = 0;
+};
+
+// op -> calls, time and how many rows named it (one per backend).
+std::map<std::string, ProfileRow> read_profile(const fs::path& path, std::string* header) {
+  std::ifstream in(path);
+  std::getline(in, *header);
+  std::map<std::string, ProfileRow> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string device, op, calls, ms, gflop, gbyte;
+    std::getline(ss, device, ',');
+    std::getline(ss, op, ',');
+    std::getline(ss, calls, ',');
+    std::getline(ss, ms, ',');
+    std::getline(ss, gflop, ',');
+    std::getline(ss, gbyte, ',');
+    ProfileRow& r = out[op];
+    r.calls += std::stol(calls);
+    r.ms += std::stod(ms);
+    r.gflop += std::stod(gflop);
+    r.gbyte += std::stod(gbyte);
+    r.rows += 1;
+  }
+  return out;
+}
+
+TEST(CudaOpProfile, SumsEachTopLevelOpAndAppendsOneRowPerOpAndBackend) {
+  std::string reason;
+  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  const fs::path path = fs::temp_directory_path() / ("ptdp_op_profile_" + std::to_string(::getpid()) + ".csv");
+  fs::remove(path);
+  ::setenv("PTDP_OP_PROFILE", path.c_str(), 1);
+  for (int backend = 0; backend < 2; ++backend) {
+    auto gpu = make_cuda_backend(0);
+    Tensor x = gpu->empty({64, 32}, DType::F32), w = gpu->empty({48, 32}, DType::F32);
+    Tensor y = gpu->empty({64, 48}, DType::F32);
+    gpu->fill(x, 0.5);
+    gpu->fill(w, 0.25);
+    for (int i = 0; i < 3; ++i) gpu->linear_forward(y, x, w, nullptr);
+    EXPECT_NEAR(gpu->sum(y), 64.0 * 48 * 32 * 0.125, 1e-6);
+  }
+  ::unsetenv("PTDP_OP_PROFILE");
+  std::string header;
+  const auto ops = read_profile(path, &header);
+  fs::remove(path);
+  EXPECT_EQ(header, "device,op,calls,total_ms,gflop,gbyte");
+  ASSERT_EQ(ops.count("linear_forward"), 1u);
+  const ProfileRow& lin = ops.at("linear_forward");
+  EXPECT_EQ(lin.calls, 6);
+  EXPECT_EQ(lin.rows, 2);
+  EXPECT_GE(lin.ms, 0.0);
+  // 2 n in out FLOPs a call; x, w read and y written once, f32.
+  EXPECT_NEAR(lin.gflop, 6 * 2.0 * 64 * 32 * 48 / 1e9, 1e-9);
+  EXPECT_NEAR(lin.gbyte, 6 * 4.0 * (64 * 32 + 48 * 32 + 64 * 48) / 1e9, 1e-9);
+  EXPECT_EQ(ops.at("fill").calls, 4);
+  EXPECT_NEAR(ops.at("fill").gbyte, 2 * 4.0 * (64 * 32 + 48 * 32) / 1e9, 1e-9);
+  EXPECT_EQ(ops.at("sum").calls, 2);
+  EXPECT_EQ(ops.size(), 3u);  // nothing else ran
+}
+
+TEST(CudaOpProfile, NestedScopesCountOnlyTheOutermostOp) {
+  std::string reason;
+  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  auto gpu = make_cuda_backend(0);
+  const fs::path path = fs::temp_directory_path() / ("ptdp_op_nested_" + std::to_string(::getpid()) + ".csv");
+  {
+    cuda::OpProfile prof(path.string(), 0);
+    {
+      cuda::OpScope outer(&prof, "outer", cuda_stream(*gpu));
+      cuda::OpScope inner(&prof, "inner", cuda_stream(*gpu));
+    }
+    { cuda::OpScope again(&prof, "inner", cuda_stream(*gpu)); }
+    const auto& t = prof.totals();
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(t.at("outer").calls, 1);
+    EXPECT_EQ(t.at("inner").calls, 1);
+  }
+  EXPECT_TRUE(fs::exists(path));
+  fs::remove(path);
+}
+
+TEST(CudaOpProfile, NoFileWithoutTheVariable) {
+  ::unsetenv("PTDP_OP_PROFILE");
+  EXPECT_EQ(cuda::OpProfile::from_env(0), nullptr);
+}
+
+}  // namespace
+}  // namespace ptdp
+#endif
