@@ -44,9 +44,9 @@ PROG = "compare_pytorch.py"
 # places on each side.
 LOSS_RTOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 2e-2}
 DEFAULT_SHAPES = ["h=2048,a=16,l=4,s=2048,b=4,V=51200", "h=4096,a=32,l=4,s=2048,b=2,V=51200"]
-CSV_COLUMNS = ["implementation", "status", "device", "precision", "recompute", "layers", "hidden", "heads",
+CSV_COLUMNS = ["implementation", "status", "device", "precision", "recompute", "arch", "layers", "hidden", "heads",
                "seq_length", "vocab_size", "micro_batch", "global_batch", "iters", "warmup", "iter_time_ms",
-               "tflops_per_gpu", "tokens_per_s", "peak_mem_gb", "note", "git_sha", "host", "torch_version",
+               "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "tokens_per_s", "peak_mem_gb", "note", "git_sha", "host", "torch_version",
                "timestamp", "command", "pair", "threads", "ratio_min", "ratio_median", "ratio_max"]
 
 
@@ -109,10 +109,23 @@ def device_name(torch, device: str) -> str:
 # The model: ptdp's GPT (core/model) in PyTorch, parameters named and shaped as ptdp's
 
 
-def flops_eq3(layers: int, hidden: int, seq: int, vocab: int, global_batch: int) -> float:
-    """The paper's Eq. (3), as core/runtime/flops.cpp: 96 B s l h^2 (1 + s/(6h) + V/(16 l h))."""
-    l, h, s, V = float(layers), float(hidden), float(seq), float(vocab)
-    return 96.0 * global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+def llama_ffn_hidden(hidden: int) -> int:
+    """ptdp's LLaMA FFN size (core/model/config.h): 8h/3 rounded up to a multiple of 256."""
+    return (8 * hidden // 3 + 255) // 256 * 256
+
+
+def flops_iteration(shape: dict, recompute: str) -> tuple:
+    """(hardware FLOPs, model FLOPs) of one iteration, as core/runtime/flops.cpp counts them:
+    forward per token l (2 (4h^2 + mlp) + 4 s h) + 2 h V, mlp 2 h 4h (gpt) or 3 h f (llama); model
+    FLOPs are 3 passes, hardware FLOPs add the layers' forward again under full recomputation
+    (for gpt exactly the paper's Eq. 3)."""
+    l, h, s, V, B = (shape[k] for k in ("layers", "hidden", "seq_length", "vocab_size", "global_batch"))
+    mlp = 3 * h * llama_ffn_hidden(h) if shape.get("arch", "gpt") == "llama" else 2 * h * 4 * h
+    layer = 2.0 * (4 * h * h + mlp) + 4.0 * s * h
+    logits = 2.0 * h * V
+    model = 3.0 * B * s * (l * layer + logits)
+    hardware = model + (B * s * l * layer if recompute == "full" else 0.0)
+    return hardware, model
 
 
 def lr_at(num_steps: int, max_lr: float, min_lr: float, warmup: int, decay: int) -> float:
@@ -461,18 +474,25 @@ def cmd_loss(a) -> int:
 def parse_shape(text: str) -> dict:
     keys = {"h": "hidden", "a": "heads", "l": "layers", "s": "seq_length", "b": "micro_batch", "V": "vocab_size",
             "B": "global_batch"}
-    out = {}
+    out = {"arch": "gpt"}
     for part in text.split(","):
         k, _, v = part.strip().partition("=")
+        if k == "arch":
+            if v not in ("gpt", "llama"):
+                raise argparse.ArgumentTypeError(f"shape '{text}': arch={v} is not gpt or llama")
+            out["arch"] = v
+            continue
         if k not in keys or not v.strip().isdigit() or int(v) <= 0:
             raise argparse.ArgumentTypeError(f"shape '{text}': '{part}' is not one of h=, a=, l=, s=, b=, V=, B= "
-                                             "with a positive integer")
+                                             "with a positive integer, or arch=gpt|llama")
         out[keys[k]] = int(v)
     missing = [k for k in ("h", "a", "l", "s", "b", "V") if keys[k] not in out]
     if missing:
         raise argparse.ArgumentTypeError(f"shape '{text}' lacks {', '.join(m + '=' for m in missing)}")
     if out["hidden"] % out["heads"]:
         raise argparse.ArgumentTypeError(f"shape '{text}': a={out['heads']} must divide h={out['hidden']}")
+    if out["arch"] == "llama" and (out["hidden"] // out["heads"]) % 2:
+        raise argparse.ArgumentTypeError(f"shape '{text}': arch=llama needs an even head size h/a")
     out.setdefault("global_batch", out["micro_batch"])
     if out["global_batch"] % out["micro_batch"]:
         raise argparse.ArgumentTypeError(f"shape '{text}': b={out['micro_batch']} must divide B={out['global_batch']}")
@@ -485,7 +505,7 @@ def time_pytorch(torch, a, shape: dict, compiled: bool) -> dict:
     L, h, heads, s, V = shape["layers"], shape["hidden"], shape["heads"], shape["seq_length"], shape["vocab_size"]
     b, B = shape["micro_batch"], shape["global_batch"]
     torch.manual_seed(a.seed)
-    model = build_model(torch, L, h, heads, s, V, dtype, dev, a.recompute, a.attention)
+    model = build_model(torch, L, h, heads, s, V, dtype, dev, a.recompute, a.attention, arch=shape["arch"])
     with torch.no_grad():
         for e, (_, p) in zip(model.entries, model.ptdp_params()):
             if e.decay:
@@ -530,7 +550,7 @@ def time_pytorch(torch, a, shape: dict, compiled: bool) -> dict:
 def time_ptdp(a, shape: dict, backend: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="ptdp_compare_") as d:
         out = os.path.join(d, "ptdp.csv")
-        cmd = [a.ptdp, "train", "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads",
+        cmd = [a.ptdp, "train", "--arch", shape["arch"], "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads",
                str(shape["heads"]), "--seq-length", str(shape["seq_length"]), "--vocab-size", str(shape["vocab_size"]),
                "--micro-batch", str(shape["micro_batch"]), "--global-batch", str(shape["global_batch"]),
                "--backend", backend, "--precision", a.precision, "--recompute", a.recompute, "--iters", str(a.iters),
@@ -580,8 +600,7 @@ def cmd_throughput(a) -> int:
     base["threads"] = a.threads or torch.get_num_threads()
     rows, failed = [], False
     for shape in shapes:
-        flops = flops_eq3(shape["layers"], shape["hidden"], shape["seq_length"], shape["vocab_size"],
-                          shape["global_batch"])
+        flops, model_flops = flops_iteration(shape, a.recompute)
         tokens = shape["global_batch"] * shape["seq_length"]
         rates = {impl: [] for impl in a.implementations}  # tokens/s per pair
         for pair in range(a.pairs):
@@ -605,12 +624,15 @@ def cmd_throughput(a) -> int:
                 if row["status"] == "ok":
                     ms = row["iter_time_ms"]
                     row["tflops_per_gpu"] = flops / (ms / 1e3) / 1e12
+                    row["model_tflops_per_gpu"] = model_flops / (ms / 1e3) / 1e12
+                    if a.peak_tflops:
+                        row["mfu"] = row["model_tflops_per_gpu"] / a.peak_tflops
                     row["tokens_per_s"] = tokens / (ms / 1e3)
                     rates[impl].append(row["tokens_per_s"])
                 failed = failed or row["status"] == "failed"
                 label = (f"{row['tflops_per_gpu']:8.2f} TFLOP/s/GPU  {row['iter_time_ms']:10.2f} ms"
                          if row["status"] == "ok" else row["status"])
-                print(f"h={shape['hidden']} a={shape['heads']} l={shape['layers']} s={shape['seq_length']} "
+                print(f"{shape['arch']} h={shape['hidden']} a={shape['heads']} l={shape['layers']} s={shape['seq_length']} "
                       f"b={shape['micro_batch']} B={shape['global_batch']} V={shape['vocab_size']}  {impl:<16} {label}"
                       f"  {row.get('note', '')}", flush=True)
                 rows.append(row)
@@ -686,7 +708,7 @@ def main(argv=None) -> int:
 
     th = sub.add_parser("throughput", parents=[common], help="TFLOP/s per GPU of ptdp, PyTorch eager, torch.compile")
     th.add_argument("--shape", type=parse_shape, action="append",
-                    help="h=,a=,l=,s=,b=,V=[,B=] (repeatable; default: " + " and ".join(DEFAULT_SHAPES) + ")")
+                    help="h=,a=,l=,s=,b=,V=[,B=][,arch=gpt|llama] (repeatable; default: " + " and ".join(DEFAULT_SHAPES) + ")")
     th.add_argument("--iters", type=int, default=10)
     th.add_argument("--warmup", type=int, default=3, help="first iterations left out of the timing")
     th.add_argument("--recompute", choices=["none", "full"], default="full",
@@ -694,6 +716,9 @@ def main(argv=None) -> int:
     th.add_argument("--implementations", nargs="+", default=["ptdp", "pytorch-eager", "pytorch-compile"],
                     choices=["ptdp", "pytorch-eager", "pytorch-compile"])
     th.add_argument("--tf32", action="store_true", help="allow TF32 GEMMs with --precision f32")
+    th.add_argument("--peak-tflops", type=float, default=0.0,
+                    help="the device's peak rate in this precision (TFLOP/s): adds the mfu column, model FLOPs "
+                         "(no recomputation counted) over the peak")
     th.add_argument("--pairs", type=int, default=1,
                     help="interleaved rounds: each runs every implementation once; with ptdp and a PyTorch "
                          "implementation the tokens/s ratio of each round is summarised (min, median, max)")
@@ -733,6 +758,8 @@ def main(argv=None) -> int:
             p.error(f"--pairs {a.pairs} must be 1 or more")
         if a.threads < 0:
             p.error(f"--threads {a.threads} must be 0 (default) or more")
+        if a.peak_tflops < 0:
+            p.error(f"--peak-tflops {a.peak_tflops} must be positive (or 0: no mfu column)")
     if a.command == "loss" or "ptdp" in a.implementations:
         a.ptdp = check_ptdp(a.ptdp)
     return cmd_loss(a) if a.command == "loss" else cmd_throughput(a)
