@@ -1,104 +1,351 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in stages that each fit a 10-minute call, writing what it
-# measures under OUT (default results/gpu; each file carries git sha, host and device):
+# The whole first-contact run on one GPU machine (H100 or H200), as one command of at most
+# 8 minutes, from the bundle scripts/device_bundle.sh makes here (docs/CUDA.md, "A GPU session"):
 #
-#   scripts/gpu_session.sh build     # CUDA build in build-gpu/ (sm_80;sm_90), no tests
-#   scripts/gpu_session.sh test      # CUDA kernel tests against the CPU backend, the PTD-P grid on one GPU
-#   scripts/gpu_session.sh bench     # GEMMs, fused kernels, copies, NCCL, one layer: Google Benchmark JSON -> CSV
-#   scripts/gpu_session.sh bench bench_nccl bench_layer_cuda   # only these suites (one 10-minute call each)
-#   scripts/gpu_session.sh pytorch   # compare_pytorch.py: losses (f32, bf16) and throughput vs eager/compile
-#   scripts/gpu_session.sh fig7      # the paper's Figure 7 (b = 1..16 on one GPU), ptdp reproduce --mode run
-#   scripts/gpu_session.sh accept    # ptdp accept on the matching GPU profile (h100-dgx or h200)
-#   scripts/gpu_session.sh all       # every stage in this order
+#   bash scripts/gpu_session.sh --bundle build-bundle/ptdp-device.tar.xz OUTDIR
+#   bash scripts/gpu_session.sh --bin build-gpu OUTDIR     # binaries of a build made there instead
+#   bash scripts/gpu_session.sh --dry-run OUTDIR           # CI: the same stages on the virtual GPU (build-vgpu)
 #
-# Stages after `build` reuse build-gpu/. Logs go to OUT/logs/. Exit code: the first failing
-# stage's (later stages still run under `all`). See docs/CUDA.md.
+# Stages, in the order of what the run must answer, each under its own time budget (timeout), so
+# that a slow or hung stage costs its budget and no more; the session stops starting stages at
+# PTDP_SESSION_LIMIT seconds (480; the dry run 1500, with every budget tripled):
+#   probe      the C library, driver, CUDA, the machine's cuBLAS(Lt) and NCCL, ldd of every binary:
+#              stops the session in seconds, with the report, when something the bundle needs is missing
+#   correct    the CUDA kernel tests against the CPU backend (f32, bf16, f16, llama ops), the PTD-P
+#              grid with thread ranks sharing the GPU; compute-sanitizer memcheck, racecheck and
+#              synccheck over a subset and a 2-iteration train --backend cuda
+#   pytorch    scripts/compare_pytorch.py: losses over 10 steps (f32, bf16), then tokens/s and MFU of
+#              ptdp, PyTorch eager and torch.compile (GPT 1.3B, LLaMA-7B shape with 4 layers; bf16, s 2048)
+#   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured
+#   profile    GPU time per backend op (PTDP_OP_PROFILE) of the two throughput models
+#   bench      GEMMs, fused kernels, one layer, copies (Google Benchmark JSON -> CSV)
+#   accept     ptdp accept on the matching profile (gemm, memory, train)
+#   kernels    ncu: every kernel's duration in one training step (if time is left)
+#
+# OUTDIR receives at most 8 files: summary.csv (every stage and the headline numbers, with git sha,
+# host, GPU, driver and CUDA), probe.txt, compare_pytorch.csv, fig7.csv, op_profile.csv,
+# microbench.csv, and session.tar.gz (every log, JSON and CSV). Exit code: 0 when every stage
+# passed, 1 when one failed, 3 when the probe stopped the session.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage=${1:-all}
-out=${OUT:-results/gpu}
-build=${PTDP_GPU_BUILD:-build-gpu}
-jobs=${PTDP_JOBS:-$(nproc)}
-mkdir -p "$out/logs"
-status=0
+repo=$(pwd)
 
-log() { echo "[gpu_session $(date -u +%H:%M:%S)] $*"; }
-run_stage() {  # name command...: runs it with its output in OUT/logs/NAME.log and on the terminal
-  local name=$1
-  shift
-  log "$name: $*"
-  "$@" 2>&1 | tee "$out/logs/$name.log"
-  local rc=${PIPESTATUS[0]}
-  log "$name: exit $rc"
-  if ((rc != 0 && status == 0)); then status=$rc; fi
-  return "$rc"
-}
-
-gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
-
-do_build() {
-  command -v nvidia-smi >/dev/null && nvidia-smi -L
-  run_stage configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CUDA=ON \
-    "-DCMAKE_CUDA_ARCHITECTURES=80;90"
-  run_stage build cmake --build "$build" -j "$jobs"
-}
-
-do_test() {
-  # Kernel tests first (fast, and everything else rests on them), then the whole suite.
-  run_stage test_cuda_kernels "$build/core/ptdp_tests" --gtest_filter='Cuda*:CudaAllocator*:CudaGemm*:CudaErrors*'
-  run_stage test_cuda_grid "$build/core/ptdp_tests" --gtest_filter='Grid/CudaPtdp.*'
-  run_stage test_all ctest --test-dir "$build" --output-on-failure -j 4 -E 'Mpi|CliMpi'
-}
-
-do_bench() {  # [SUITE...]: default every CUDA suite
-  local suites=("$@")
-  ((${#suites[@]})) || suites=(bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_nccl bench_layer_cuda)
-  for suite in "${suites[@]}"; do
-    if [[ ! -x "$build/$suite" ]]; then  # bench_nccl is built only where NCCL was found
-      log "$suite: not built in $build, skipped"
-      continue
-    fi
-    run_stage "$suite" "$build/$suite" --benchmark_out="$out/$suite.json" --benchmark_out_format=json &&
-      python3 scripts/gbench_to_csv.py "$out/$suite.json"
-  done
-}
-
-do_pytorch() {
-  run_stage pytorch_loss_f32 python3 scripts/compare_pytorch.py loss --device cuda --precision f32 --ptdp "$build/ptdp"
-  run_stage pytorch_loss_bf16 python3 scripts/compare_pytorch.py loss --device cuda --precision bf16 --ptdp "$build/ptdp"
-  run_stage pytorch_throughput python3 scripts/compare_pytorch.py throughput --device cuda --precision bf16 \
-    --ptdp "$build/ptdp" --out "$out/compare_pytorch.csv"
-}
-
-do_fig7() {
-  run_stage fig7 "$build/ptdp" reproduce fig7 --mode run --scale paper --out "$out"
-}
-
-do_accept() {
-  local name profile
-  name=$(gpu_name)
-  case "$name" in
-    *H200*) profile=h200 ;;
-    *H100*) profile=h100-dgx ;;
-    *) log "accept: no acceptance profile for '$name'"; return 0 ;;
+dry=0 bundle="" bindir="" outdir=""
+while (($#)); do
+  case "$1" in
+    --dry-run) dry=1 ;;
+    --bundle) bundle=$2; shift ;;
+    --bin) bindir=$2; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_session.sh: unknown option '$1' (--bundle TAR, --bin DIR, --dry-run)" >&2; exit 2 ;;
+    *) [[ -z "$outdir" ]] || { echo "gpu_session.sh: one OUTDIR only ('$outdir', '$1')" >&2; exit 2; }
+       outdir=$1 ;;
   esac
-  # The first GPU run records the CUDA golden losses (results/golden/tiny_cuda.csv); later runs
-  # are checked against them.
-  if [[ ! -f results/golden/tiny_cuda.csv ]]; then
-    run_stage golden_cuda "$build/ptdp" accept --hardware "$profile" --checks train \
-      --write-golden results/golden/tiny_cuda.csv --out "$out/golden_$profile.json"
+  shift
+done
+outdir=${outdir:-${OUT:-}}
+[[ -n "$outdir" ]] || { echo "gpu_session.sh: give the output folder (OUTDIR, or OUT in the environment)" >&2; exit 2; }
+((dry)) && [[ -z "$bundle" && -z "$bindir" ]] && bindir=build-vgpu
+[[ -n "$bundle" || -n "$bindir" ]] || { echo "gpu_session.sh: --bundle TAR or --bin DIR is needed" >&2; exit 2; }
+mkdir -p "$outdir" || exit 2
+outdir=$(cd "$outdir" && pwd)
+
+# The session's limit, and a factor on every stage's budget: the virtual GPU of the dry run is slower
+# than any GPU (3x), and the dry run is not bound by a lease.
+if ((dry)); then limit=${PTDP_SESSION_LIMIT:-1500} budget_scale=3; else limit=${PTDP_SESSION_LIMIT:-480} budget_scale=1; fi
+t0=$(date +%s)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ptdp_session.XXXXXX")
+mkdir -p "$work/logs" "$work/raw"
+stages="$work/stages.csv"
+echo "stage,status,rc,start_s,seconds,budget_s,command" >"$stages"
+failed=0
+
+log() { echo "[gpu_session +$(($(date +%s) - t0))s] $*"; }
+elapsed() { echo $(($(date +%s) - t0)); }
+
+# ---- the binaries ----
+if [[ -n "$bundle" ]]; then
+  [[ -f "$bundle" ]] || { echo "gpu_session.sh: --bundle $bundle: no such file (scripts/device_bundle.sh makes it)" >&2; exit 2; }
+  xz -dc "$bundle" | tar -C "$work" -xf - || { echo "gpu_session.sh: --bundle $bundle: cannot unpack" >&2; exit 2; }
+  bindir="$work/ptdp-device/bin"
+  libdir="$work/ptdp-device/lib"
+  manifest="$work/ptdp-device/MANIFEST"
+else
+  libdir="" manifest=""
+fi
+bin() {  # NAME: the path of a binary under bindir (bundle: bin/; a build tree: ., core/)
+  local d
+  for d in "$bindir" "$bindir/core" "$bindir/bin"; do
+    [[ -x "$d/$1" && -f "$d/$1" ]] && { echo "$d/$1"; return 0; }
+  done
+  return 1
+}
+PTDP=$(bin ptdp) || { echo "gpu_session.sh: no ptdp binary under $bindir" >&2; exit 2; }
+TESTS=$(bin ptdp_tests) || TESTS=""
+
+# python3 with PyTorch: $PTDP_PYTHON, python3 or /usr/bin/python3 (Debian's python3-torch), the first that imports it.
+PY=python3
+for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
+  if [[ -n "$py" ]] && "$py" -c "import torch" >/dev/null 2>&1; then PY=$py; break; fi
+done
+
+# ---- stage runner ----
+# stage NAME BUDGET CMD...: runs CMD under `timeout BUDGET` (capped by the session's time left)
+# with its output in logs/NAME.log; records ok | failed | timeout | skipped in stages.csv.
+record() {  # STAGE STATUS RC SECONDS BUDGET COMMAND (the stage started SECONDS before now)
+  printf '%s,%s,%s,%s,%s,%s,"%s"\n' "$1" "$2" "$3" $(($(elapsed) - $4)) "$4" "$5" "${6//\"/\"\"}" >>"$stages"
+}
+stage() {
+  local name=$1 budget=$(($2 * budget_scale))
+  shift 2
+  local left=$((limit - $(elapsed)))
+  if ((left < 5)); then
+    record "$name" skipped "" 0 "$budget" "session time used up: $*"
+    log "$name: skipped (the session's ${limit}s are used up)"
+    return 0
   fi
-  run_stage accept "$build/ptdp" accept --hardware "$profile" --out "$out/accept_$profile.json"
+  ((budget > left)) && budget=$left
+  log "$name (budget ${budget}s): $*"
+  local s=$(date +%s)
+  timeout -k 5 "$budget" "$@" >"$work/logs/$name.log" 2>&1
+  local rc=$? secs=$(($(date +%s) - s)) status=ok
+  if ((rc == 124 || rc == 137)); then status=timeout; elif ((rc != 0)); then status=failed; fi
+  [[ $status == ok ]] || failed=1
+  record "$name" "$status" "$rc" "$secs" "$budget" "$*"
+  log "$name: $status (exit $rc, ${secs}s)"
+  tail -n 3 "$work/logs/$name.log" | sed 's/^/    /'
+  return 0
+}
+skip() {  # NAME REASON
+  record "$1" skipped "" 0 0 "$2"
+  log "$1: skipped ($2)"
 }
 
-case "$stage" in
-  build) do_build ;;
-  test) do_test ;;
-  bench) do_bench "${@:2}" ;;
-  pytorch) do_pytorch ;;
-  fig7) do_fig7 ;;
-  accept) do_accept ;;
-  all) do_build && { do_test; do_bench; do_pytorch; do_fig7; do_accept; } ;;
-  *) echo "gpu_session.sh: unknown stage '$stage' (build, test, bench, pytorch, fig7, accept, all)" >&2; exit 2 ;;
-esac
-exit "$status"
+finish() {
+  local code=$1
+  [[ -n "${smi_pid:-}" ]] && kill "$smi_pid" 2>/dev/null
+  "$PY" "$repo/scripts/gpu_summary.py" "$work" "$outdir" --dry-run "$dry" >"$work/logs/summary.log" 2>&1 ||
+    { log "summary: failed"; cat "$work/logs/summary.log"; code=1; }
+  cat "$work/logs/summary.log"
+  tar -C "$work" -czf "$outdir/session.tar.gz.tmp" logs raw stages.csv probe.txt 2>/dev/null &&
+    mv "$outdir/session.tar.gz.tmp" "$outdir/session.tar.gz"
+  rm -rf "$work"
+  log "done in $(elapsed)s: $(ls "$outdir" | tr '\n' ' ')"
+  exit "$code"
+}
+
+# ---- probe ----
+find_lib() {  # SONAME: the folder of the machine's copy (ldconfig, CUDA folders, PyTorch's wheels)
+  local p
+  p=$(ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}')
+  [[ -n "$p" ]] && { dirname "$p"; return 0; }
+  for p in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
+    /usr/lib/x86_64-linux-gnu /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib \
+    /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3/dist-packages/nvidia/*/lib; do
+    [[ -e "$p/$1" ]] && { echo "$p"; return 0; }
+  done
+  # Anywhere else under /opt, /usr or /root (seconds at most).
+  p=$(timeout 10 find /opt /usr /root -xdev -name "$1" -print -quit 2>/dev/null)
+  [[ -n "$p" ]] && { dirname "$p"; return 0; }
+  return 1
+}
+probe() {
+  local missing=0 d lib
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(hostname)"
+  echo "kernel: $(uname -sr) $(uname -m)"
+  echo "glibc: $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  [[ -n "$manifest" ]] && sed 's/^/bundle /' "$manifest"
+  if command -v nvidia-smi >/dev/null; then
+    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,pstate,clocks.sm,clocks.max.sm,power.limit,persistence_mode,ecc.mode.current --format=csv,noheader 2>&1 | head -1)"
+    echo "cuda_driver: $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: \([0-9.]*\).*/\1/p' | head -1)"
+    echo "gpus: $(nvidia-smi -L 2>/dev/null | wc -l)"
+    echo "gpu_processes: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | wc -l)"
+  else
+    echo "gpu: none (no nvidia-smi)"
+  fi
+  echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  echo "python3: $PY $("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1 | tail -1)"
+  for tool in compute-sanitizer ncu; do echo "$tool: $(command -v "$tool" || echo none)"; done
+  echo "cpus: $(nproc)"
+  local paths=()
+  [[ -n "$libdir" ]] && paths+=("$libdir")
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudart.so.13; do
+    if d=$(find_lib "$lib"); then
+      echo "lib $lib: $d"
+      paths+=("$d")
+    else
+      echo "lib $lib: not found on this machine"
+    fi
+  done
+  # The bundle's programs get these folders through their wrappers (bin/NAME reads libpath); nothing
+  # is exported to the session, whose python3 must keep PyTorch's own libraries.
+  local libpath
+  libpath=$(printf '%s\n' "${paths[@]}" | awk 'NF && !seen[$0]++' | paste -sd:)
+  if [[ -n "$libdir" ]]; then
+    printf '%s\n' "$libpath" >"$(dirname "$libdir")/libpath"
+    echo "libpath: $libpath"
+  fi
+  local f
+  for f in "$PTDP" $TESTS $(for b in bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_nccl; do bin "$b"; done); do
+    local real=$f nf
+    [[ -n "$libdir" ]] && real="$(dirname "$libdir")/libexec/$(basename "$f")"
+    nf=$(LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$real" 2>&1 |
+      grep -E 'not found|version .* not found' || true)
+    if [[ -n "$nf" ]]; then
+      echo "MISSING for $(basename "$f"):"
+      echo "$nf" | sed 's/^/  /'
+      missing=1
+    else
+      echo "ldd $(basename "$f"): ok"
+    fi
+  done
+  if ! "$PTDP" --help >/dev/null 2>&1; then
+    echo "MISSING: $PTDP --help does not run: $("$PTDP" --help 2>&1 | tail -1)"
+    missing=1
+  fi
+  return $missing
+}
+probe >"$work/probe.txt" 2>&1
+probe_rc=$?
+cp "$work/probe.txt" "$outdir/probe.txt"
+cat "$work/probe.txt"
+if ((probe_rc != 0)); then
+  record probe failed "$probe_rc" "$(elapsed)" 15 "probe"
+  log "probe: the bundle cannot run here (above); nothing else was started"
+  finish 3
+fi
+record probe ok 0 "$(elapsed)" 15 "probe"
+if ((!dry)) && ! grep -q '^gpus: [1-9]' "$work/probe.txt"; then
+  record gpu failed 3 0 0 "nvidia-smi -L"
+  log "probe: no GPU visible (nvidia-smi); nothing else was started"
+  finish 3
+fi
+# The GPU's memory, load, clocks, power and throttling twice a second for the whole session
+# (raw/nvidia_smi.csv; stages.csv's start_s places each stage on it).
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 500 >"$work/raw/nvidia_smi.csv" 2>&1 &
+  smi_pid=$!
+fi
+
+# ---- the stages: real sizes, or small ones on the virtual GPU (--dry-run) ----
+nogpu='*WithoutGpu*:*WithoutAGpu*:*NoGpu*'
+if ((dry)); then
+  # The virtual GPU runs kernels on the CPU, thousands of times slower: the same commands at the
+  # smallest sizes that still exercise every stage's logic, files and parsing.
+  k_filter="Cuda/CudaOps.LayerNorm*/f32:Cuda/CudaOps.Swiglu*/bf16:CudaAllocator.*:CudaGemm.*"
+  g_filter="Grid/CudaPtdp.*/t2_p2_d1_v1_1f1b_full_sg:SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
+  san_filter="Cuda/CudaOps.Gelu*/f32"
+  device=cpu precision=f32
+  gpt_shape="h=64,a=4,l=2,s=32,b=2,V=256"
+  llama_shape="arch=llama,h=64,a=4,l=2,s=32,b=2,V=256"
+  gpt_train=(--layers 2 --hidden 64 --heads 4 --seq-length 32 --vocab-size 256 --micro-batch 2)
+  llama_train=(--arch llama "${gpt_train[@]}")
+  tp_iters=(--iters 3 --warmup 1)
+  fig7=(--scale small)
+  accept_hw=vgpu
+else
+  k_filter="Cuda*:MixedPrecision.Cuda*"
+  g_filter="Grid/CudaPtdp.*:SequenceParallel/CudaPtdp.*"
+  san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu"
+  device=cuda precision=bf16
+  gpt_shape="h=2048,a=16,l=24,s=2048,b=4,V=51200"           # Megatron's GPT 1.3B (gpt-1.3b of its examples)
+  llama_shape="arch=llama,h=4096,a=32,l=4,s=2048,b=2,V=32000"  # LLaMA-7B's layer and vocabulary, 4 layers
+  gpt_train=(--layers 24 --hidden 2048 --heads 16 --seq-length 2048 --vocab-size 51200 --micro-batch 4)
+  llama_train=(--arch llama --layers 4 --hidden 4096 --heads 32 --seq-length 2048 --vocab-size 32000 --micro-batch 2)
+  tp_iters=(--iters 8 --warmup 3)
+  fig7=(--scale paper)
+  accept_hw=""
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+sanitize() {  # NAME BUDGET TOOL CMD...: under compute-sanitizer (the dry run: the command alone)
+  local name=$1 budget=$2 tool=$3
+  shift 3
+  if ((dry)); then stage "$name" "$budget" "$@"; return; fi
+  if ! command -v compute-sanitizer >/dev/null; then skip "$name" "no compute-sanitizer here"; return; fi
+  stage "$name" "$budget" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 "$@"
+}
+tiny_train=("$PTDP" train --model tiny --backend cuda --iters 2 --data synthetic)
+
+# 1. Correct on the GPU.
+if [[ -n "$TESTS" ]]; then
+  stage test_kernels 40 "$TESTS" "--gtest_filter=$k_filter:-$nogpu" \
+    "--gtest_output=json:$work/raw/test_kernels.json"
+  stage test_grid 45 "$TESTS" "--gtest_filter=$g_filter:-$nogpu" --gtest_shuffle --gtest_random_seed=7 \
+    "--gtest_output=json:$work/raw/test_grid.json"
+  sanitize sanitize_memcheck_ops 25 memcheck "$TESTS" "--gtest_filter=$san_filter"
+else
+  skip test_kernels "no ptdp_tests binary"
+  skip test_grid "no ptdp_tests binary"
+  skip sanitize_memcheck_ops "no ptdp_tests binary"
+fi
+sanitize sanitize_memcheck_train 15 memcheck "${tiny_train[@]}"
+if [[ -n "$TESTS" ]]; then
+  sanitize sanitize_racecheck 20 racecheck "$TESTS" "--gtest_filter=$san_filter"
+  sanitize sanitize_synccheck 15 synccheck "$TESTS" "--gtest_filter=$san_filter"
+fi
+
+# 2. Against PyTorch on the same GPU.
+cmp=("$PY" "$repo/scripts/compare_pytorch.py")
+stage pytorch_loss_f32 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision f32 --ptdp "$PTDP"
+stage pytorch_loss_bf16 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision bf16 --ptdp "$PTDP"
+tp=("${cmp[@]}" throughput --device "$device" --ptdp-backend cuda --precision "$precision" --recompute none
+    "${tp_iters[@]}" --ptdp "$PTDP" --peak-tflops 989.4)
+stage pytorch_eager_gpt 35 "${tp[@]}" --shape "$gpt_shape" --implementations ptdp pytorch-eager \
+  --out "$work/raw/compare_eager_gpt.csv"
+stage pytorch_eager_llama 30 "${tp[@]}" --shape "$llama_shape" --implementations ptdp pytorch-eager \
+  --out "$work/raw/compare_eager_llama.csv"
+stage pytorch_compile_gpt 50 "${tp[@]}" --shape "$gpt_shape" --implementations pytorch-compile \
+  --out "$work/raw/compare_compile_gpt.csv"
+stage pytorch_compile_llama 30 "${tp[@]}" --shape "$llama_shape" --implementations pytorch-compile \
+  --out "$work/raw/compare_compile_llama.csv"
+
+# 3. The paper's Figure 7 on this GPU.
+# Six iterations a point (two untimed), not the 30 of a cluster run: the spec with iters and warmup set.
+sed '/^\[base\]/a iters = 6\nwarmup = 2' experiments/specs/fig7.toml >"$work/fig7.toml"
+stage fig7 35 "$PTDP" reproduce "$work/fig7.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7"
+
+# 4. GPU time per op, the throughput models (one process each; rows appended to one file).
+prof_train=("$PTDP" train --backend cuda --precision "$precision" --data synthetic "${tp_iters[@]}")
+stage profile_gpt 15 env PTDP_OP_PROFILE="$work/raw/op_profile_gpt.csv" "${prof_train[@]}" "${gpt_train[@]}" \
+  --csv "$work/raw/profile_train.csv"
+stage profile_llama 12 env PTDP_OP_PROFILE="$work/raw/op_profile_llama.csv" "${prof_train[@]}" "${llama_train[@]}" \
+  --csv "$work/raw/profile_train.csv"
+
+# 5. Microbenchmarks (short: 0.05 s a benchmark), then ptdp accept.
+bench() {  # NAME BUDGET FILTER
+  local b
+  if ! b=$(bin "$1"); then skip "$1" "not built here (the virtual GPU has no timing to benchmark)"; return; fi
+  stage "$1" "$2" "$b" "--benchmark_filter=$3" --benchmark_min_time=0.05 \
+    "--benchmark_out=$work/raw/$1.json" --benchmark_out_format=json
+}
+bench bench_gemm_cuda 20 'BM_GemmCuda/gpt3-175b/t:(1|8)/.*/bf16|BM_LinearCuda/h:(2048|4096)/t:1/.*/bf16'
+bench bench_kernels_cuda 12 '.*'
+bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
+bench bench_copy_cuda 10 'bytes:(1048576|67108864|1073741824)/'
+if [[ -z "$accept_hw" ]]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) accept_hw=h200 ;;
+    *H100*) accept_hw=h100-dgx ;;
+  esac
+fi
+if [[ -n "$accept_hw" ]]; then
+  stage accept 25 "$PTDP" accept --hardware "$accept_hw" --checks gemm,memory,train --quick \
+    --out "$work/raw/accept.json"
+  stage golden_cuda 10 "$PTDP" accept --hardware "$accept_hw" --checks train \
+    --write-golden "$work/raw/tiny_cuda.csv" --out "$work/raw/golden.json"
+else
+  skip accept "no acceptance profile for this GPU"
+fi
+
+# 6. Every kernel of one GPT step by duration (ncu), with what time is left.
+if ((!dry)) && command -v ncu >/dev/null; then
+  stage ncu_kernels 30 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    --log-file "$work/raw/ncu.csv" "$PTDP" train --backend cuda --precision bf16 --data synthetic --iters 1 \
+    --warmup 0 --layers 2 --hidden 2048 --heads 16 --seq-length 2048 --vocab-size 51200 --micro-batch 4
+else
+  skip ncu_kernels "$( ((dry)) && echo "dry run" || echo "no ncu here")"
+fi
+
+finish $((failed ? 1 : 0))
