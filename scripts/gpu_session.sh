@@ -66,7 +66,12 @@ elapsed() { echo $(($(date +%s) - t0)); }
 # ---- the binaries ----
 if [[ -n "$bundle" ]]; then
   [[ -f "$bundle" ]] || { echo "gpu_session.sh: --bundle $bundle: no such file (scripts/device_bundle.sh makes it)" >&2; exit 2; }
-  xz -dc "$bundle" | tar -C "$work" -xf - || { echo "gpu_session.sh: --bundle $bundle: cannot unpack" >&2; exit 2; }
+  # xz, or Python's lzma where the machine has no xz.
+  if command -v xz >/dev/null; then
+    xz -dc "$bundle" | tar -C "$work" -xf -
+  else
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$bundle" "$work"
+  fi || { echo "gpu_session.sh: --bundle $bundle: cannot unpack" >&2; exit 2; }
   bindir="$work/ptdp-device/bin"
   libdir="$work/ptdp-device/lib"
   manifest="$work/ptdp-device/MANIFEST"
