@@ -5,6 +5,7 @@
 #   bash scripts/gpu_session.sh --bundle build-bundle/ptdp-device.tar.xz OUTDIR
 #   bash scripts/gpu_session.sh --bin build-gpu OUTDIR     # binaries of a build made there instead
 #   bash scripts/gpu_session.sh --dry-run OUTDIR           # CI: the same stages on the virtual GPU (build-vgpu)
+#   bash scripts/gpu_session.sh --only fig7,profile_gpt ... # these stages only (after the probe)
 #
 # Stages, in the order of what the run must answer, each under its own time budget (timeout), so
 # that a slow or hung stage costs its budget and no more; the session stops starting stages at
@@ -30,14 +31,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-dry=0 bundle="" bindir="" outdir=""
+dry=0 bundle="" bindir="" outdir="" only=""
 while (($#)); do
   case "$1" in
     --dry-run) dry=1 ;;
     --bundle) bundle=$2; shift ;;
     --bin) bindir=$2; shift ;;
+    --only) only=",$2,"; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "gpu_session.sh: unknown option '$1' (--bundle TAR, --bin DIR, --dry-run)" >&2; exit 2 ;;
+    -*) echo "gpu_session.sh: unknown option '$1' (--bundle TAR, --bin DIR, --dry-run, --only STAGES)" >&2; exit 2 ;;
     *) [[ -z "$outdir" ]] || { echo "gpu_session.sh: one OUTDIR only ('$outdir', '$1')" >&2; exit 2; }
        outdir=$1 ;;
   esac
@@ -103,6 +105,10 @@ record() {  # STAGE STATUS RC SECONDS BUDGET COMMAND (the stage started SECONDS 
 stage() {
   local name=$1 budget=$(($2 * budget_scale))
   shift 2
+  if [[ -n "$only" && "$only" != *",$name,"* ]]; then
+    record "$name" skipped "" 0 "$budget" "not in --only"
+    return 0
+  fi
   local left=$((limit - $(elapsed)))
   if ((left < 5)); then
     record "$name" skipped "" 0 "$budget" "session time used up: $*"
@@ -309,13 +315,13 @@ stage pytorch_compile_llama 30 "${tp[@]}" --shape "$llama_shape" --implementatio
 # 3. The paper's Figure 7 on this GPU.
 # Six iterations a point (two untimed), not the 30 of a cluster run: the spec with iters and warmup set.
 sed '/^\[base\]/a iters = 6\nwarmup = 2' experiments/specs/fig7.toml >"$work/fig7.toml"
-stage fig7 35 "$PTDP" reproduce "$work/fig7.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7"
+stage fig7 90 "$PTDP" reproduce "$work/fig7.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7"
 
 # 4. GPU time per op, the throughput models (one process each; rows appended to one file).
 prof_train=("$PTDP" train --backend cuda --precision "$precision" --data synthetic "${tp_iters[@]}")
-stage profile_gpt 15 env PTDP_OP_PROFILE="$work/raw/op_profile_gpt.csv" "${prof_train[@]}" "${gpt_train[@]}" \
+stage profile_gpt 30 env PTDP_OP_PROFILE="$work/raw/op_profile_gpt.csv" "${prof_train[@]}" "${gpt_train[@]}" \
   --csv "$work/raw/profile_train.csv"
-stage profile_llama 12 env PTDP_OP_PROFILE="$work/raw/op_profile_llama.csv" "${prof_train[@]}" "${llama_train[@]}" \
+stage profile_llama 20 env PTDP_OP_PROFILE="$work/raw/op_profile_llama.csv" "${prof_train[@]}" "${llama_train[@]}" \
   --csv "$work/raw/profile_train.csv"
 
 # 5. Microbenchmarks (short: 0.05 s a benchmark), then ptdp accept.

@@ -141,7 +141,11 @@ void Tensor::copy_from(const Tensor& src) {
   }
   const void* s = src.raw();
   void* d = raw();
-  for (int64_t i = 0; i < numel_; ++i) store(d, dtype_, i, load(s, src.dtype_, i));
+  // Element-wise conversion on every core: a billion-parameter model's f32 weights become bf16 in a
+  // fraction of a second instead of several (each element is independent; the result is the same).
+  const DType from = src.dtype_, to = dtype_;
+#pragma omp parallel for schedule(static) if (numel_ >= (int64_t(1) << 16))
+  for (int64_t i = 0; i < numel_; ++i) store(d, to, i, load(s, from, i));
 }
 
 }  // namespace ptdp

@@ -55,6 +55,14 @@ LinearDims linear_dims(const Tensor& x, const Tensor& w, const char* op) {
 
 char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
 
+// The kernels take their pointers as __restrict__ (no two overlap), which lets the compiler keep
+// loads in flight across stores: an output that overlaps an input is refused.
+void expect_apart(const Tensor& out, const Tensor& in, const char* op, const char* out_name, const char* in_name) {
+  const char *o = bytes(out), *i = bytes(in);
+  const bool overlap = out.nbytes() && in.nbytes() && o < i + in.nbytes() && i < o + out.nbytes();
+  PTDP_CHECK(!overlap, "{}: {} overlaps {} (the CUDA kernels need them apart)", op, out_name, in_name);
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device), alloc_(cuda::DeviceAllocator::for_device(device)) {
@@ -230,6 +238,7 @@ class CudaBackend final : public Backend {
     expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
     expect(g, "layernorm weight", {c}, dt);
     expect(b, "layernorm bias", {c}, dt);
+    expect_apart(y, x, "layernorm_forward", "the output", "the input");
     r.count(8.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + 2.0 * c) + 8.0 * n);
     cuda::layernorm_forward(y.raw(), mean.data<float>(), rstd.data<float>(), x.raw(), g.raw(), b.raw(), dt, n, c,
                             static_cast<float>(eps), stream_);
@@ -249,6 +258,8 @@ class CudaBackend final : public Backend {
     expect(db, "layernorm bias grad", {c}, acc_dtype(dt));
     expect(mean, "layernorm mean", {n}, acc_dtype(dt));
     expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
+    expect_apart(dx, dy, "layernorm_backward", "the input grad", "the output grad");
+    expect_apart(dx, x, "layernorm_backward", "the input grad", "the input");
     Tensor partials = empty({2 * cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(12.0 * n * c, double(dtype_size(dt)) * (3.0 * n * c + c) + 8.0 * n + 4.0 * partials.numel() * 2 + 16.0 * c);
     cuda::layernorm_backward(dx.raw(), dg.data<float>(), db.data<float>(), dy.raw(), x.raw(), g.raw(),
@@ -286,6 +297,7 @@ class CudaBackend final : public Backend {
     expect(y, "rmsnorm output", {n, c}, dt);
     expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
     expect(g, "rmsnorm weight", {c}, dt);
+    expect_apart(y, x, "rmsnorm_forward", "the output", "the input");
     r.count(4.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + c) + 4.0 * n);
     cuda::rmsnorm_forward(y.raw(), rstd.data<float>(), x.raw(), g.raw(), dt, n, c, static_cast<float>(eps), stream_);
   }
@@ -303,6 +315,8 @@ class CudaBackend final : public Backend {
     expect(g, "rmsnorm weight", {c}, dt);
     expect(dg, "rmsnorm weight grad", {c}, acc_dtype(dt));
     expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
+    expect_apart(dx, dy, "rmsnorm_backward", "the input grad", "the output grad");
+    expect_apart(dx, x, "rmsnorm_backward", "the input grad", "the input");
     Tensor partials = empty({cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(8.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + c) + 4.0 * n + 8.0 * partials.numel() + 8.0 * c);
     cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(), dt, n, c,

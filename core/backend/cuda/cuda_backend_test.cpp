@@ -519,6 +519,31 @@ TEST(CudaBackend, RefusesF64AndWrongDtypesWithAClearError) {
   EXPECT_THROW(gpu->gelu_forward(yb, host), RuntimeError);
 }
 
+// The norm kernels take __restrict__ pointers: an output overlapping an input is refused, not computed wrong.
+TEST(CudaBackend, NormsRefuseAnOutputThatOverlapsAnInput) {
+  PTDP_SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_backend(0);
+  const int64_t n = 4, c = 8;
+  Tensor both = gpu->empty({2 * n, c}, F32), g = gpu->empty({c}, F32), b = gpu->empty({c}, F32);
+  Tensor mean = gpu->empty({n}, F32), rstd = gpu->empty({n}, F32), dg = gpu->empty({c}, F32), db = gpu->empty({c}, F32);
+  Tensor x = both.view(0, {n, c}), shifted = both.view(c, {n, c});  // rows 1..n overlap rows 0..n-1
+  auto expect_refused = [](auto&& call, const char* what) {
+    try {
+      call();
+      FAIL() << what << ": an overlapping output accepted";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("overlaps"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { gpu->layernorm_forward(shifted, mean, rstd, x, g, b, 1e-5); }, "layernorm_forward");
+  expect_refused([&] { gpu->layernorm_backward(x, dg, db, shifted, x, g, mean, rstd); }, "layernorm_backward dx = x");
+  expect_refused([&] { gpu->layernorm_backward(shifted, dg, db, x, gpu->empty({n, c}, F32), g, mean, rstd); },
+                 "layernorm_backward dx overlapping dy");
+  expect_refused([&] { gpu->rmsnorm_forward(x, rstd, x, g, 1e-5); }, "rmsnorm_forward in place");
+  expect_refused([&] { gpu->rmsnorm_backward(shifted, dg, x, gpu->empty({n, c}, F32), g, rstd); },
+                 "rmsnorm_backward dx overlapping dy");
+}
+
 TEST(CudaBackend, LlamaOpsRefuseBadShapesAndDtypes) {
   PTDP_SKIP_WITHOUT_GPU();
   auto gpu = make_cuda_backend(0);

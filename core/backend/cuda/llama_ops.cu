@@ -13,7 +13,8 @@ unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock
 
 // y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row.
 template <class T>
-__global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* g, int64_t n, int64_t c, float eps) {
+__global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
+                                       const T* __restrict__ g, int64_t n, int64_t c, float eps) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
@@ -31,7 +32,8 @@ __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* g
 
 // With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)).
 template <class T>
-__global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const T* g, const float* rstd, int64_t n,
+__global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
+                                           const T* __restrict__ g, const float* __restrict__ rstd, int64_t n,
                                            int64_t c) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;

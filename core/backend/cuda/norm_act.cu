@@ -8,7 +8,8 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
 template <class T>
-__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* g, const T* b,
+__global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
+                                         const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
                                          int64_t n, int64_t c, float eps) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -32,8 +33,9 @@ __global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T
 }
 
 template <class T>
-__global__ void layernorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const T* g, const float* mean,
-                                             const float* rstd, int64_t n, int64_t c) {
+__global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
+                                             const T* __restrict__ g, const float* __restrict__ mean,
+                                             const float* __restrict__ rstd, int64_t n, int64_t c) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;

@@ -26,7 +26,8 @@ template <class T> __global__ void causal_softmax_forward_kernel(T* p, int64_t r
 }
 
 template <class T>
-__global__ void causal_softmax_backward_kernel(T* dp, const T* p, int64_t rows, int s, float scale) {
+__global__ void causal_softmax_backward_kernel(T* __restrict__ dp, const T* __restrict__ p, int64_t rows, int s,
+                                               float scale) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -40,22 +41,26 @@ __global__ void causal_softmax_backward_kernel(T* dp, const T* p, int64_t rows, 
     dr[j] = from_f32<T>(j <= i ? to_f32(pr[j]) * (to_f32(dr[j]) - dot) * scale : 0.0f);
 }
 
-// Rows of w elements: [b, s, a] order (activations) <-> [b, a, s] (one batch per head).
+// Rows of w elements: [b, s, a] order (activations) <-> [b, a, s] (one batch per head). One warp
+// per output row, so that the row's source is found with one set of divisions, not one per element
+// (64-bit divisions per element made this kernel compute-bound), and reads and writes run along rows.
 template <class T>
-__global__ void permute_heads_kernel(T* out, const T* in, int64_t b, int64_t s, int64_t a, int64_t w, bool to_heads) {
-  const int64_t total = b * s * a * w;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = k % w, r = k / w;  // output row r
-    int64_t src;
-    if (to_heads) {  // r = (bi, j, i) <- (bi, i, j)
-      const int64_t i = r % s, j = (r / s) % a, bi = r / (s * a);
-      src = (bi * s + i) * a + j;
-    } else {  // r = (bi, i, j) <- (bi, j, i)
-      const int64_t j = r % a, i = (r / a) % s, bi = r / (s * a);
-      src = (bi * a + j) * s + i;
-    }
-    out[k] = in[src * w + e];
+__global__ void permute_heads_kernel(T* __restrict__ out, const T* __restrict__ in, int64_t rows, int64_t s,
+                                     int64_t a, int64_t w, bool to_heads) {
+  const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;  // output row
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  int64_t src;
+  if (to_heads) {  // r = (bi, j, i) <- (bi, i, j)
+    const int64_t i = r % s, j = (r / s) % a, bi = r / (s * a);
+    src = (bi * s + i) * a + j;
+  } else {  // r = (bi, i, j) <- (bi, j, i)
+    const int64_t j = r % a, i = (r / a) % s, bi = r / (s * a);
+    src = (bi * a + j) * s + i;
   }
+  const T* ir = in + src * w;
+  T* orow = out + r * w;
+  for (int64_t e = lane; e < w; e += 32) orow[e] = ir[e];
 }
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
@@ -68,8 +73,8 @@ void permute_heads(void* out, const void* in, DType dt, int64_t b, int64_t s, in
   if (n == 0) return;
   dispatch_float(dt, "attention permute", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, permute_heads_kernel<T>)
-    (static_cast<T*>(out), static_cast<const T*>(in), b, s, a, w, to_heads);
+    PTDP_LAUNCH(row_blocks(b * s * a), kThreads, 0, st, permute_heads_kernel<T>)
+    (static_cast<T*>(out), static_cast<const T*>(in), b * s * a, s, a, w, to_heads);
     PTDP_CUDA_CHECK_LAUNCH("permute_heads_kernel");
   });
 }
