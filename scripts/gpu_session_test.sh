@@ -42,7 +42,8 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
   [[ -s "$out/o/$f" ]] || fail "$f is missing or empty"
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
-  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda; do
+  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt_base profile_gpt profile_llama accept \
+  golden_cuda; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
 for s in bench_gemm_cuda ncu_kernels; do
