@@ -270,6 +270,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       timed.push_back(st);
       bubbles.push_back(bubble);
     }
+    if (it - start == c.warmup && it < c.iters) backend->profile_restart();  // PTDP_OP_PROFILE: timed iterations only
     loss = st.loss;
     if (!c.loss_log.empty()) loss_log.emplace_back(it, st);
     if (report && st.skipped) {
@@ -303,6 +304,14 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     return median(v);
   };
   const double iter_ms = med([](const IterStats& t) { return t.time_ms; });
+  // A skipped step (f16 overflow) runs no AdamW: a timed window of them measures less than a step.
+  const auto skipped = std::count_if(timed.begin(), timed.end(), [](const IterStats& t) { return t.skipped; });
+  if (skipped > 0)
+    fmt::print(stderr,
+               "ptdp: warning: {} of the {} timed iterations skipped the optimizer step (loss-scale overflow or "
+               "non-finite gradients), so the timing leaves out their update; time more iterations, or start f16 from "
+               "a lower --initial-loss-scale\n",
+               skipped, timed.size());
   bd.fwd_ms = med([](const IterStats& t) { return t.fwd_ms; });
   bd.bwd_ms = med([](const IterStats& t) { return t.bwd_ms; });
   bd.p2p_wait_ms = med([](const IterStats& t) { return t.p2p_wait_ms; });

@@ -120,6 +120,10 @@ class Backend {
   // One AdamW step (decoupled weight decay) on f32 master weights.
   virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                      const AdamWParams& p) = 0;
+
+  // Forgets what a per-op profile has summed so far (the CUDA backend's PTDP_OP_PROFILE), so that
+  // it covers what follows only: `ptdp train` calls it when its untimed warm-up ends.
+  virtual void profile_restart() {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

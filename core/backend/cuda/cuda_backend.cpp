@@ -177,6 +177,10 @@ class CudaBackend final : public Backend {
   }
   void release_marks() override { next_mark_ = 0; }  // the events are reused
 
+  void profile_restart() override {
+    if (prof_) prof_->restart();
+  }
+
   void synchronize() override {
     on_device();
     PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -101,6 +101,11 @@ const std::map<std::string, OpProfile::Entry>& OpProfile::totals() {
   return totals_;
 }
 
+void OpProfile::restart() {
+  drain();
+  totals_.clear();
+}
+
 void OpProfile::write() {
   if (totals_.empty()) return;
   std::string rows;

@@ -38,6 +38,8 @@ class OpProfile {
   };
   // Waits for the pending intervals; the sums so far.
   const std::map<std::string, Entry>& totals();
+  // Drops the sums so far (an op still open is counted when it ends).
+  void restart();
 
  private:
   struct Pending {

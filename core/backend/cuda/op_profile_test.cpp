@@ -107,6 +107,29 @@ TEST(CudaOpProfile, NestedScopesCountOnlyTheOutermostOp) {
   fs::remove(path);
 }
 
+TEST(CudaOpProfile, RestartForgetsWhatCameBefore) {
+  std::string reason;
+  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  const fs::path path = fs::temp_directory_path() / ("ptdp_op_restart_" + std::to_string(::getpid()) + ".csv");
+  fs::remove(path);
+  ::setenv("PTDP_OP_PROFILE", path.c_str(), 1);
+  {
+    auto gpu = make_cuda_backend(0);
+    Tensor x = gpu->empty({16}, DType::F32);
+    gpu->fill(x, 1.0);
+    gpu->scale_(x, 2.0);
+    gpu->profile_restart();  // the warm-up ends
+    gpu->scale_(x, 2.0);
+  }
+  ::unsetenv("PTDP_OP_PROFILE");
+  std::string header;
+  const auto ops = read_profile(path, &header);
+  fs::remove(path);
+  EXPECT_EQ(ops.count("fill"), 0u);
+  ASSERT_EQ(ops.count("scale_"), 1u);
+  EXPECT_EQ(ops.at("scale_").calls, 1);
+}
+
 TEST(CudaOpProfile, NoFileWithoutTheVariable) {
   ::unsetenv("PTDP_OP_PROFILE");
   EXPECT_EQ(cuda::OpProfile::from_env(0), nullptr);
