@@ -42,8 +42,7 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
   [[ -s "$out/o/$f" ]] || fail "$f is missing or empty"
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
-  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt_base profile_gpt profile_llama accept \
-  golden_cuda; do
+  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
 for s in bench_gemm_cuda ncu_kernels; do
@@ -55,5 +54,8 @@ grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f3
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
 awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {exit !found}' "$out/o/op_profile.csv" ||
   fail "op_profile.csv has no linear_forward row with FLOPs and bytes"
+# The profile covers the timed iterations only (the dry run: 3 run, 1 untimed): 2 gradient norms.
+awk -F, '$1 == "gpt" && $3 == "sum_squares" {n = $4} END {exit n != 2}' "$out/o/op_profile.csv" ||
+  fail "the gpt op profile does not hold exactly the 2 timed iterations' gradient norms"
 tar -tzf "$out/o/session.tar.gz" | grep -q 'logs/test_kernels.log' || fail "session.tar.gz lacks the logs"
 echo "PASS: dry-run ($(awk -F, '$1 == "stage"' "$out/o/summary.csv" | wc -l) stages)"

@@ -232,35 +232,14 @@ def ceilings(work: str, gpu: str) -> dict:
     return {"tflops": tf, "hbm": bw, "link": link, "source": src}
 
 
-def steady_ops(full: list, base: list) -> tuple:
-    """Per-op totals of the longer run less the shorter run's (the same set-up and first steps), so
-    that only steady iterations remain; the longer run alone when the shorter one is missing."""
-    if not base:
-        return full, "the whole run"
-    by = {o["op"]: o for o in base}
-    out = []
-    for o in full:
-        b = by.get(o["op"], {})
-        d = {**o}
-        for k in ("calls", "total_ms", "gflop", "gbyte"):
-            d[k] = float(o.get(k) or 0) - float(b.get(k) or 0)
-        d["calls"] = int(round(d["calls"]))
-        d["total_ms"] = max(d["total_ms"], 0.0)
-        if d["calls"] > 0:
-            out.append({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in d.items()})
-    return out, "the longer run less the shorter (steady iterations only)"
-
-
 def op_profile_rows(work: str, gpu: str) -> tuple:
     """Measured GPU time per op beside its projection on this GPU's roofline: max(FLOPs / peak, bytes /
     bandwidth) + a launch per call; uploads and downloads over the host link."""
     peak = ceilings(work, gpu)
     rows, out = [], []
     for path in sorted(glob.glob(os.path.join(work, "raw", "op_profile_*.csv"))):
-        if path.endswith(".base.csv"):
-            continue
         model = os.path.basename(path)[len("op_profile_"):-len(".csv")]
-        ops, basis = steady_ops(read_csv(path), read_csv(path[:-len(".csv")] + ".base.csv"))
+        ops = read_csv(path)
         total = sum(float(o["total_ms"]) for o in ops) or 1.0
         mine = []
         for o in ops:
@@ -269,7 +248,7 @@ def op_profile_rows(work: str, gpu: str) -> tuple:
             # GFLOP / (TFLOP/s) is milliseconds; GB / (GB/s) is seconds.
             proj = max(gflop / peak["tflops"], gbyte / bw * 1e3) + int(o["calls"]) * LAUNCH_US / 1e3
             ms = float(o["total_ms"])
-            mine.append({"model": model, **o, "basis": basis, "share": f"{ms / total:.4f}", "projected_ms": f"{proj:.4f}",
+            mine.append({"model": model, **o, "share": f"{ms / total:.4f}", "projected_ms": f"{proj:.4f}",
                          "measured_over_projected": f"{ms / proj:.3f}" if proj > 0 else "",
                          "achieved_tflops": f"{gflop / ms:.2f}" if ms > 0 else "",
                          "achieved_gbs": f"{gbyte / ms * 1e3:.1f}" if ms > 0 else "",
