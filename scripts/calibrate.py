@@ -3,8 +3,9 @@
 
     scripts/calibrate.py hardware/cpu.toml results/microbench/bench_cpu.json [--precision f32] [--dry-run]
 
-GEMMs: every benchmark whose name carries m:M/n:N/k:K (e.g. BM_Sgemm/m:1024/n:768/k:256) and a
-GFLOP/s or TFLOP/s counter becomes a point of [gemm] points; the curve
+GEMMs: every benchmark whose name carries m:M/n:N/k:K (e.g. BM_Sgemm/m:1024/n:768/k:256), or
+that has counters m, n and k (bench_gemm_cuda), and a GFLOP/s or TFLOP/s counter becomes a point
+of [gemm] points (names with another precision as a path element, /f16/, are left out); the curve
 
     efficiency = max_efficiency * W / (W + mn_half) * k / (k + k_half),   W = m * n
 
@@ -27,11 +28,22 @@ import tomllib
 SHAPE = re.compile(r"m:(\d+)/n:(\d+)/k:(\d+)")
 
 
-def gemm_points(bench):
+def gemm_points(bench, precision=None):
+    """(m, n, k, TFLOP/s) of every GEMM benchmark: the shape from the name (m:M/n:N/k:K) or from
+    counters m, n and k (bench_gemm_cuda); with `precision`, names that carry another precision as a
+    path element (/f16/, /bf16/, /f32/) are left out."""
     points = []
+    others = {"f16", "bf16", "f32"} - {precision} if precision else set()
     for b in bench.get("benchmarks", []):
-        m = SHAPE.search(b.get("name", ""))
-        if not m or b.get("run_type") == "aggregate":
+        name = b.get("name", "")
+        if b.get("run_type") == "aggregate" or b.get("error_occurred") or set(name.split("/")) & others:
+            continue
+        m = SHAPE.search(name)
+        if m:
+            shape = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif all(isinstance(b.get(c), (int, float)) and b.get(c) > 0 for c in ("m", "n", "k")):
+            shape = (int(b["m"]), int(b["n"]), int(b["k"]))
+        else:
             continue
         if "TFLOP/s" in b:
             tflops = float(b["TFLOP/s"])
@@ -39,7 +51,7 @@ def gemm_points(bench):
             tflops = float(b["GFLOP/s"]) / 1e3
         else:
             continue
-        points.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), tflops))
+        points.append((*shape, tflops))
     return points
 
 
@@ -127,7 +139,7 @@ def main():
         sys.exit(f"calibrate: {args.profile} has no {precision} peak")
     src = provenance(args.results, bench)
 
-    points = gemm_points(bench)
+    points = gemm_points(bench, precision)
     if points:
         e_max, mn_half, k_half, rms = fit(points, peak)
         text = replace_section(text, "gemm", gemm_section(e_max, mn_half, k_half, rms, points, src))
