@@ -15,7 +15,7 @@
 #include <toml++/toml.h>
 
 #include "core/data/testing/data_test_util.h"
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "experiments/testing/cli_runner.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"

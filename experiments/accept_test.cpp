@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/data/testing/data_test_util.h"
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

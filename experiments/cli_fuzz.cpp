@@ -18,8 +18,8 @@
 
 #include "core/common/error.h"
 #include "core/common/one_line.h"
-#include "core/runtime/flops.h"
-#include "core/runtime/memory_estimate.h"
+#include "core/accounting/flops.h"
+#include "core/accounting/memory_estimate.h"
 #include "experiments/cli_flags.h"
 #include "experiments/strict_numbers.h"
 #include "fuzz/fuzz_util.h"

@@ -23,8 +23,8 @@
 #include <fmt/ranges.h>
 
 #include "core/common/error.h"
-#include "core/runtime/csv_reader.h"
-#include "core/runtime/stats.h"
+#include "core/results/csv_reader.h"
+#include "experiments/stats.h"
 
 namespace ptdp {
 

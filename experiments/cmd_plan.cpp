@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/runtime/results_csv.h"
+#include "core/results/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/sim/planner.h"
 #include "experiments/cli_flags.h"

@@ -24,9 +24,9 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/runtime/csv_reader.h"
-#include "core/runtime/provenance.h"
-#include "core/runtime/results_csv.h"
+#include "core/results/csv_reader.h"
+#include "core/results/provenance.h"
+#include "core/results/results_csv.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/simulator.h"

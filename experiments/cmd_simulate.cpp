@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/runtime/flops.h"
-#include "core/runtime/results_csv.h"
+#include "core/accounting/flops.h"
+#include "core/results/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/sim/stack.h"
 #include "core/sim/simulator.h"

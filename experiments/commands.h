@@ -5,8 +5,8 @@
 
 #include "core/comm/communicator.h"
 #include "core/data/preprocess.h"
-#include "core/runtime/results_csv.h"
-#include "core/runtime/run_config.h"
+#include "core/results/results_csv.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

@@ -16,7 +16,7 @@
 #include "experiments/cli_flags.h"
 #include "experiments/strict_numbers.h"
 #include "experiments/commands.h"
-#include "core/runtime/run_config_fields.h"
+#include "core/config/run_config_fields.h"
 #include "experiments/rank_device.h"
 
 namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp

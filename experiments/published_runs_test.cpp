@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "core/sim/simulator.h"
 #include "experiments/result_row.h"
 #include "experiments/sweep.h"

@@ -9,7 +9,7 @@
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

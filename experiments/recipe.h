@@ -3,7 +3,7 @@
 #include <functional>
 #include <string>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

@@ -8,8 +8,8 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
-#include "core/runtime/flops.h"
-#include "core/runtime/results_csv.h"
+#include "core/accounting/flops.h"
+#include "core/results/results_csv.h"
 #include "core/sim/planner.h"
 #include "experiments/result_row.h"
 

@@ -1,7 +1,7 @@
 #include "experiments/result_row.h"
 
-#include "core/runtime/flops.h"
-#include "core/runtime/provenance.h"
+#include "core/accounting/flops.h"
+#include "core/results/provenance.h"
 
 namespace ptdp {
 

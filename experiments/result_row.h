@@ -3,8 +3,8 @@
 #pragma once
 #include <string>
 
-#include "core/runtime/results_csv.h"
-#include "core/runtime/run_config.h"
+#include "core/results/results_csv.h"
+#include "core/config/run_config.h"
 #include "core/sim/hardware.h"
 #include "core/sim/simulator.h"
 

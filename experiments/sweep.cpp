@@ -11,7 +11,7 @@
 #include "core/common/error.h"
 #include "core/common/one_line.h"
 #include "core/model/config.h"
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "core/sim/stack.h"
 
 namespace ptdp {

@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
-#include "core/runtime/results_csv.h"
-#include "core/runtime/run_config.h"
+#include "core/results/results_csv.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "core/sim/paper_setups.h"
 #include "experiments/testing/cli_runner.h"
 

@@ -115,7 +115,7 @@ def llama_ffn_hidden(hidden: int) -> int:
 
 
 def flops_iteration(shape: dict, recompute: str) -> tuple:
-    """(hardware FLOPs, model FLOPs) of one iteration, as core/runtime/flops.cpp counts them:
+    """(hardware FLOPs, model FLOPs) of one iteration, as core/accounting/flops.cpp counts them:
     forward per token l (2 (4h^2 + mlp) + 4 s h) + 2 h V, mlp 2 h 4h (gpt) or 3 h f (llama); model
     FLOPs are 3 passes, hardware FLOPs add the layers' forward again under full recomputation
     (for gpt exactly the paper's Eq. 3)."""

@@ -7,7 +7,7 @@
 #   PTDP_FUZZ_KEEP_GOING=1 scripts/fuzz.sh   # fork mode: record crashes and go on
 #   scripts/fuzz.sh findings              # replay fuzz/findings/<target>/* (known bugs): each
 #                                         # must pass once its bug is fixed (docs/ROBUSTNESS.md)
-# Targets: indexed_dataset_fuzz (core/data), csv_reader_fuzz (core/runtime),
+# Targets: indexed_dataset_fuzz (core/data), csv_reader_fuzz (core/results),
 # hardware_fuzz (core/sim), cli_fuzz (experiments); they share fuzz/fuzz_util.h. Findings
 # (crash-*, timeout-*, oom-*, leak-*) go to build-fuzz/artifacts/<target>/; reproduce one with
 # build-fuzz/fuzz/<target> FILE.

@@ -1,7 +1,7 @@
 """Reader of ptdp checkpoint shards and the parameter layout of a whole-model shard.
 
 Standard library only (no numpy, no torch). The shard format is documented in
-docs/PYTORCH.md ("Checkpoint shard format") and written by core/runtime/checkpoint.cpp;
+docs/PYTORCH.md ("Checkpoint shard format") and written by core/train/checkpoint.cpp;
 the parameter order by core/model/params.cpp (ParamLayout).
 """
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/model/gpt.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/testing/gradcheck.h"
 
 namespace ptdp {

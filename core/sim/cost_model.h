@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/model/config.h"
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 #include "core/sim/hardware.h"
 #include "core/sim/network.h"
 #include "core/sim/stack.h"

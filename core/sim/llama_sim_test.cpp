@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/common/error.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/memory_model.h"
 #include "core/sim/simulator.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 

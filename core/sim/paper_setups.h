@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 namespace ptdp::sim {
 

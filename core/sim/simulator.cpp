@@ -4,7 +4,7 @@
 
 #include "core/common/error.h"
 #include "core/parallel/schedule.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/sim/replay.h"
 #include "core/sim/zero3.h"
 

@@ -2,7 +2,7 @@
 // actions stage by stage with the cost model's durations, then the data-parallel all-reduce and
 // the optimizer step; reports iteration time, TFLOP/s per GPU (Eq. 3), bubble and memory.
 #pragma once
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/memory_model.h"

@@ -10,7 +10,7 @@
 
 #include "core/common/error.h"
 #include "core/model/config.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/sim/paper_setups.h"
 #include "core/sim/replay.h"
 #include "core/sim/testing/paper_data.h"

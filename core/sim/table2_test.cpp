@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/sim/testing/paper_data.h"
 #include "core/sim/training_time.h"
 

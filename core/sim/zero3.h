@@ -6,7 +6,7 @@
 // the recomputed forward and the backward gather them again; weight gradients go into buckets
 // that are reduce-scattered on a reduction stream. Gathers and reduce-scatters share the NIC.
 #pragma once
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 #include "core/sim/cost_model.h"
 
 namespace ptdp::sim {

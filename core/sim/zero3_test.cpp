@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/common/error.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 #include "core/sim/testing/paper_data.h"
 #include "core/sim/zero3.h"
 

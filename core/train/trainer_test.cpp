@@ -106,7 +106,7 @@ TEST(Trainer, LlamaTinyLearnsRealTextLikeTiny) {
 }  // namespace
 }  // namespace ptdp
 
-#include "core/runtime/memory_estimate.h"
+#include "core/accounting/memory_estimate.h"
 #include "core/tensor/allocator.h"
 
 namespace ptdp {

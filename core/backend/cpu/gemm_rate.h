@@ -1,10 +1,9 @@
-// The sgemm rate at a model's GEMM shapes: the reference a CPU training step is measured against
-// (bench_cpu, `ptdp train --gemm-rate`). What runs outside these GEMMs is the step's overhead.
+// The sgemm rate over a list of GEMM shapes (a model's: core/accounting/model_gemms.h): the
+// reference a CPU training step is measured against (bench_cpu, `ptdp train --gemm-rate`). What
+// runs outside these GEMMs is the step's overhead.
 #pragma once
 #include <cstdint>
 #include <vector>
-
-#include "core/model/config.h"
 
 namespace ptdp::cpu {
 
@@ -12,11 +11,6 @@ struct GemmShape {
   bool ta, tb;
   int64_t m, n, k;
 };
-
-// The GEMMs of one layer's forward and backward pass and of the output layer, for `rows` tokens
-// of one rank holding 1/tp of each matrix: QKV, projection, the MLP's (gpt: fc, fc2; llama:
-// gate|up, down) and the logits, each as forward x w^T, input gradient dy w, weight gradient dy^T x.
-std::vector<GemmShape> model_gemms(const ModelConfig& c, int64_t rows, int tp = 1);
 
 // f32 operands for a list of GEMMs; run() calls OpenBLAS sgemm on each (beta 0) with the calling
 // thread's thread count.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 #include "core/sim/hardware.h"
 #include "core/sim/paper_setups.h"
 #include "core/sim/simulator.h"

@@ -1,4 +1,4 @@
-#include "core/runtime/run_config_fields.h"
+#include "core/config/run_config_fields.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "core/runtime/run_config_fields.h"
+#include "core/config/run_config_fields.h"
 
 namespace ptdp {
 namespace {

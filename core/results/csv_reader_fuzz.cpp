@@ -1,4 +1,4 @@
-// libFuzzer target: CsvTable::read (core/runtime/csv_reader.h) on a file written from the
+// libFuzzer target: CsvTable::read (core/results/csv_reader.h) on a file written from the
 // input, then every accessor on every row. Input layout:
 //   first line: the column names to ask for, separated by '|' (duplicates dropped, at most
 //   CsvTable::kMaxColumns; none: "a") | the rest: the CSV file.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/common/error.h"
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 #include "fuzz/fuzz_util.h"
 
 using ptdp::fuzz::check_usage_message;  // every UsageError is one line naming the file

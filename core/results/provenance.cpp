@@ -1,4 +1,4 @@
-#include "core/runtime/provenance.h"
+#include "core/results/provenance.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "core/runtime/results_csv.h"
+#include "core/results/results_csv.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 
 namespace ptdp {
 

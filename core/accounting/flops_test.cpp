@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/model/config.h"
-#include "core/runtime/flops.h"
+#include "core/accounting/flops.h"
 
 namespace ptdp {
 namespace {

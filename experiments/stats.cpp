@@ -1,4 +1,4 @@
-#include "core/runtime/stats.h"
+#include "experiments/stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 #include <algorithm>
 #include <cmath>

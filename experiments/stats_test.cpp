@@ -1,6 +1,6 @@
 // Mann–Whitney U and the Hodges–Lehmann interval against values computed independently
 // (SciPy 1.10 mannwhitneyu, exact and asymptotic with continuity correction; the U tables).
-#include "core/runtime/stats.h"
+#include "experiments/stats.h"
 
 #include <gtest/gtest.h>
 

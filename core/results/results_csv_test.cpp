@@ -1,6 +1,6 @@
 // Result CSV appends: every row of concurrent writers kept exactly once (threads and processes),
 // user files written through (symlinks, hard links, modes), non-regular targets refused at once.
-#include "core/runtime/results_csv.h"
+#include "core/results/results_csv.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // CsvTable: columns by name, quoted fields, line numbers, and one error naming file and line for
 // every kind of malformed file.
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/runtime/run_config.h"
+#include "core/config/run_config.h"
 
 namespace ptdp {
 

@@ -1,4 +1,4 @@
-#include "core/runtime/csv_reader.h"
+#include "core/results/csv_reader.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "core/runtime/memory_estimate.h"
+#include "core/accounting/memory_estimate.h"
 
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
 #include "core/comm/local/local_comm.h"
 #include "core/data/testing/data_test_util.h"
 #include "core/parallel/topology.h"
-#include "core/runtime/checkpoint.h"
+#include "core/train/checkpoint.h"
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 

@@ -1,4 +1,4 @@
-#include "core/runtime/checkpoint.h"
+#include "core/train/checkpoint.h"
 
 #include <cstring>
 #include <filesystem>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/runtime/results_csv.h"
+#include "core/results/results_csv.h"
 
 namespace ptdp {
 

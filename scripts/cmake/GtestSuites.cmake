@@ -1,0 +1,26 @@
+# ptdp_gtest_suites(TARGET [LABELS l...] [ENVIRONMENT e...]): registers the GoogleTest binary
+# TARGET with ctest one test *suite* at a time, not one test at a time as gtest_discover_tests
+# does: a process per suite, so that a suite's shared set-up (a CPU reference run, a GPU context,
+# loading the CUDA libraries) is paid once, not once per test. After each build the binary lists
+# its tests (scripts/cmake/gtest_suites.cmake); each suite becomes up to three ctest tests, by the
+# tests' full names:
+#   SUITE          the tests that need no GPU (LABELS as given)
+#   SUITE:gpu      the tests of the CUDA path (names with Cuda, Nccl, Gpu or vgpu; label "gpu";
+#                  the virtual-GPU build runs them, scripts/test_vgpu.sh)
+#   SUITE:nogpu    the tests of a machine without a GPU (WithoutGpu, WithoutAGpu, NoGpu; label "nogpu")
+# Each runs its tests with an explicit --gtest_filter, so a test is in exactly one of them.
+# PER_TEST: one ctest test per GoogleTest test instead (named SUITE.TEST, labelled the same way),
+# for binaries whose tests are separate processes anyway (the CLI tests start ptdp).
+function(ptdp_gtest_suites target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_TEST" "" "LABELS;ENVIRONMENT")
+  set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
+  string(REPLACE ";" "," labels "${arg_LABELS}")
+  string(REPLACE ";" "|" env "${arg_ENVIRONMENT}")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DOUT=${ctest_file} "-DLABELS=${labels}"
+            "-DENVIRONMENT=${env}" -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -DPER_TEST=${arg_PER_TEST}
+            -P ${PROJECT_SOURCE_DIR}/scripts/cmake/gtest_suites.cmake
+    COMMENT "Listing the test suites of ${target}"
+    VERBATIM)
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${ctest_file})
+endfunction()
