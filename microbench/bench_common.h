@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/backend/cpu/blas.h"
-#include "core/runtime/provenance.h"
+#include "core/results/provenance.h"
 
 namespace ptdp::bench {
 

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "core/backend/cpu/blas.h"
+#include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
 #include "core/data/samples.h"
-#include "core/runtime/flops.h"
-#include "core/runtime/provenance.h"
+#include "core/accounting/flops.h"
+#include "core/results/provenance.h"
 #include "core/train/trainer.h"
 
 namespace ptdp {

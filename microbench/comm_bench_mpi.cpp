@@ -18,8 +18,8 @@
 
 #include "core/comm/mpi/mpi_comm.h"
 #include "core/common/error.h"
-#include "core/runtime/provenance.h"
-#include "core/runtime/results_csv.h"
+#include "core/results/provenance.h"
+#include "core/results/results_csv.h"
 #include "microbench/collectives.h"
 
 namespace ptdp {
