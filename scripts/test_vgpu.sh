@@ -22,9 +22,9 @@ trap 'rm -f "$log"' EXIT
 rm -rf build-vgpu/*/suite-results  # this run's results only
 status=0
 run() { ctest --test-dir build-vgpu --output-on-failure --timeout 600 "$@" | tee -a "$log" || status=$?; }
-run -L vgpu "$@"                    # the harness's own tests
-run -L gpu "$@"                     # ptdp's CUDA, NCCL and GPU-accept tests, the GPU session's dry run
-VGPU_DEVICES=0 run -L nogpu "$@"    # a machine without GPUs
+run -L '^vgpu$' "$@"                # the harness's own tests (ctest -L is a regex)
+run -L '^gpu$' "$@"                 # ptdp's CUDA, NCCL and GPU-accept tests, the GPU session's dry run
+VGPU_DEVICES=0 run -L '^nogpu$' "$@"  # a machine without GPUs
 # A GoogleTest skip inside a suite leaves its ctest test passed: the suites' JSON results say it.
 skipped=$(grep -l '"result": "SKIPPED"' build-vgpu/*/suite-results/*.json 2>/dev/null || true)
 if grep -q '\*\*\*Skipped\|Not Run' "$log" || [[ -n "$skipped" ]]; then
