@@ -85,34 +85,33 @@ int header_line_number(const std::string& path) {
 
 }  // namespace
 
-// Reads N columns with a CSVReader<N> (the column count is a template argument of the library).
-template <size_t N>
+// Reads the asked columns with one CSVReader<kMaxColumns> (the column count is a template argument
+// of the library, and each instantiation costs seconds of compile time): the names are padded with
+// ones no header can hold, missing columns are tolerated by the library and checked here.
 struct CsvReadImpl {
+  static constexpr size_t N = CsvTable::kMaxColumns;
   template <size_t... I>
   static void run(CsvTable& t, std::index_sequence<I...>) {
     io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>, io::throw_on_overflow,
                   io::empty_line_comment>
         in(t.path_);
-    in.read_header(io::ignore_extra_column, t.columns_[I]...);
+    std::array<std::string, N> names;
+    for (size_t i = 0; i < N; ++i)
+      names[i] = i < t.columns_.size() ? t.columns_[i] : std::string("\n") + std::to_string(i);  // a header line has no '\n'
+    in.read_header(io::ignore_extra_column | io::ignore_missing_column, names[I]...);
+    for (const std::string& c : t.columns_)
+      if (!in.has_column(c))
+        usage_error("{}:{}: no column '{}' in the header", t.path_, header_line_number(t.path_), one_line(c));
     std::array<std::string, N> v;
     while (in.read_row(v[I]...)) {
       CsvTable::Row r;
       r.line = static_cast<int>(in.get_file_line());
-      r.values.assign(v.begin(), v.end());
+      r.values.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(t.columns_.size()));
       t.rows_.push_back(std::move(r));
     }
   }
   static void read(CsvTable& t) { run(t, std::make_index_sequence<N>{}); }
 };
-
-namespace {
-
-template <size_t... N>
-constexpr auto make_readers(std::index_sequence<N...>) {
-  return std::array<void (*)(CsvTable&), sizeof...(N)>{&CsvReadImpl<N + 1>::read...};
-}
-
-}  // namespace
 
 namespace {
 // A shared flock held for the lifetime of the object (none when the file cannot be opened: the
@@ -150,12 +149,11 @@ CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>&
 
   std::optional<SharedLock> shared;
   if (lock) shared.emplace(path);
-  static constexpr auto readers = make_readers(std::make_index_sequence<kMaxColumns>{});
   CsvTable t;
   t.path_ = path;
   t.columns_ = columns;
   try {
-    readers[columns.size() - 1](t);
+    CsvReadImpl::read(t);
   } catch (const io::error::base& e) {
     rethrow_as_usage_error(e, path);
   }

@@ -47,7 +47,6 @@ class CsvTable {
   std::vector<std::string> columns_;
   std::vector<Row> rows_;
 
-  template <size_t N>
   friend struct CsvReadImpl;
 };
 
