@@ -279,8 +279,6 @@ TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
       {{"reproduce", "fig13", "--scale", "huge", "--out", out}, {"--scale 'huge'"}},
       {{"reproduce", "fig13", "--mode", "run", "--out", out}, {"--mode run --scale paper", "64 GPU ranks", "mpirun"}},
       {{"reproduce", "all", "--mode", "run", "--out", out}, {"--mode run --scale paper", "1 to 6144"}},
-      // Figure 7 runs on one GPU here: refused before anything is written where there is none.
-      {{"reproduce", "fig7", "--mode", "run", "--out", out}, {"fig7.toml", "--backend cuda: "}},
       {{"reproduce", "fig13", "--mode", "run", "--scale", "small", "--hardware", "h100-dgx", "--out", out},
        {"--hardware h100-dgx is for --mode simulate"}},
       {{"reproduce", "fig13", "--hardware", "tpu-v9", "--out", out}, {"--hardware 'tpu-v9'"}},
@@ -296,6 +294,15 @@ TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
   const CliResult r = run_ptdp(dir, {"reproduce", "fig13", "--out", out});
   EXPECT_TRUE(IsUsageError(r, {"--out", "fig13.csv", "header"}));
   EXPECT_EQ(text_of(out + "/fig13.csv"), "a,b\n1,2\n");
+}
+
+// Figure 7 runs on one GPU here: refused before anything is written where there is none.
+TEST(ReproduceCli, Fig7RunWithoutAGpuIsRefusedBeforeWriting) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const CliResult r = run_ptdp(dir, {"reproduce", "fig7", "--mode", "run", "--out", out});
+  EXPECT_TRUE(IsUsageError(r, {"fig7.toml", "--backend cuda: "}));
+  EXPECT_FALSE(fs::exists(out)) << "nothing may be written on bad input";
 }
 
 // A sweep of six tiny configurations, each training for a fraction of a second.

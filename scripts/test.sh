@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The test command: sets up and builds (scripts/setup.sh), then runs every test with ctest, then
-# the CUDA path on the virtual GPU (scripts/test_vgpu.sh: its own build in build-vgpu/).
-#   scripts/test.sh                   # everything (CI runs this)
-#   scripts/test.sh --changed [REV]   # before a commit: rebuild what changed since REV (default
-#                                     # HEAD, uncommitted and untracked files included) and run the
-#                                     # tests of the folders it touched (both builds where a CUDA
-#                                     # file or a GPU test changed); the layering check runs as always
+# The test command. Everything runs in one build, build-vgpu/ (scripts/test_vgpu.sh --all): the CPU
+# code and the CUDA code, the latter as host C++ against the virtual GPU (vgpu/), so that every test
+# (CPU, CUDA, NCCL, MPI, CLI, documents) runs here without a GPU, side by side on every core. Where
+# nvcc is installed, the CUDA sources are also compiled by nvcc for the real GPUs (the backend and
+# communicator libraries of build/, the build scripts/setup.sh makes) so that what only nvcc and the
+# real CUDA headers can reject is caught too.
+#   scripts/test.sh                   # everything (CI runs this): Debian packages, builds, every test
+#   scripts/test.sh --changed [REV]   # before a commit: rebuild build-vgpu/ and run the tests of the
+#                                     # folders changed since REV (default HEAD, uncommitted and
+#                                     # untracked files included); the layering tests always run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,24 +28,22 @@ if [[ "${1:-}" == "--changed" ]]; then
   gpu=0
   printf '%s\n' "${files[@]}" | grep -qE '^(core/backend/cuda|core/comm/nccl|vgpu)/|\.cu$|cuda|nccl|gpu' && gpu=1
   echo "test.sh --changed: ${#files[@]} file(s) since $base; suites: ${suites:-none}; virtual GPU: $( ((gpu)) && echo yes || echo no)"
-  if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
-  [[ -f build/CMakeCache.txt ]] || { echo "test.sh --changed: no build/ yet: run scripts/test.sh once" >&2; exit 2; }
-  cmake --build build -j "$(nproc)"
-  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+  [[ -f build-vgpu/CMakeCache.txt ]] || { echo "test.sh --changed: no build-vgpu/ yet: run scripts/test.sh once" >&2; exit 2; }
+  regex='^Layering\.'
+  [[ -n "$suites" ]] && regex="$regex|(^|/)($suites)((:gpu|:nogpu)?(@[0-9]+)?\$|\.)"
   status=0
-  # Layering and the other tests of the build itself always run; then the touched suites.
-  ctest --test-dir build --output-on-failure --timeout 600 -R '^Layering\.' || status=1
-  if [[ -n "$suites" ]]; then
-    ctest --test-dir build --output-on-failure --timeout 600 -R "(^|/)($suites)(:gpu|:nogpu|\.|$)" || status=1
-    if ((gpu)); then scripts/test_vgpu.sh -R "(^|/)($suites)(:gpu|:nogpu|\.|$)" || status=1; fi
-  elif ((gpu)); then
-    scripts/test_vgpu.sh || status=1
-  fi
+  scripts/test_vgpu.sh --all -R "$regex" || status=1
+  # A change to the CUDA path (vgpu/ included) that touched no suite's folder: every GPU test.
+  if ((gpu)) && [[ -z "$suites" ]]; then scripts/test_vgpu.sh || status=1; fi
   exit "$status"
 fi
 
-scripts/setup.sh
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
-# One test process at a time: each already uses every core through OpenMP and OpenBLAS.
-ctest --test-dir build --output-on-failure --timeout 600
-scripts/test_vgpu.sh
+scripts/setup_packages.sh
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  # shellcheck disable=SC2086
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${PTDP_CMAKE_ARGS:-} >/dev/null
+  cmake --build build -j "$(nproc)" --target ptdp_backend ptdp_comm
+  echo "test.sh: the CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+fi
+scripts/test_vgpu.sh --all

@@ -3,39 +3,54 @@
 # build-vgpu/ (the CUDA sources as host C++ against vgpu's CUDA runtime, cuBLASLt and NCCL, with
 # race, bounds and barrier checks) and runs every CUDA, NCCL and GPU-accept test and the vgpu's
 # own tests there. None may be skipped: a skip fails this script. The tests of "no GPU here"
-# behaviour run once more with VGPU_DEVICES=0 (a machine without GPUs).
-#   scripts/test_vgpu.sh               # after scripts/setup.sh (scripts/test.sh calls it)
-#   scripts/test_vgpu.sh -R NcclComm   # extra arguments go to both ctest runs
+# behaviour run with VGPU_DEVICES=0 (a machine without GPUs; their ctest environment says so).
+#   scripts/test_vgpu.sh               # the GPU tests (labels gpu, vgpu, nogpu)
+#   scripts/test_vgpu.sh --all         # every test of the build, CPU ones too (scripts/test.sh)
+#   scripts/test_vgpu.sh -R NcclComm   # extra arguments go to ctest
+# Tests run side by side, one per core (ctest -j), each with OMP_NUM_THREADS=1 unless it sets its
+# own (and then its PROCESSORS, so that ctest counts its cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=0
+if [[ "${1:-}" == "--all" ]]; then all=1; shift; fi
 jobs=$(nproc)
 # shellcheck disable=SC2086
-cmake -S . -B build-vgpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_VGPU=ON -DPTDP_BUILD_MICROBENCH=OFF \
-  ${PTDP_CMAKE_ARGS:-} >/dev/null
+cmake -S . -B build-vgpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_VGPU=ON ${PTDP_CMAKE_ARGS:-} >/dev/null
 cmake --build build-vgpu -j "$jobs"
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 # Labels (scripts/cmake/GtestSuites.cmake): "gpu" for the tests of the CUDA path (names with Cuda,
 # Nccl, Gpu or vgpu), "nogpu" for those of a machine without a GPU, "vgpu" for the harness's own.
+gpu_labels='^(gpu|vgpu|nogpu)$'
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rm -rf build-vgpu/*/suite-results  # this run's results only
 status=0
-run() { ctest --test-dir build-vgpu --output-on-failure --timeout 600 "$@" | tee -a "$log" || status=$?; }
-run -L '^vgpu$' "$@"                # the harness's own tests (ctest -L is a regex)
-run -L '^gpu$' "$@"                 # ptdp's CUDA, NCCL and GPU-accept tests, the GPU session's dry run
-VGPU_DEVICES=0 run -L '^nogpu$' "$@"  # a machine without GPUs
-# A GoogleTest skip inside a suite leaves its ctest test passed: the suites' JSON results say it.
-skipped=$(grep -l '"result": "SKIPPED"' build-vgpu/*/suite-results/*.json 2>/dev/null || true)
-if grep -q '\*\*\*Skipped\|Not Run' "$log" || [[ -n "$skipped" ]]; then
-  echo "test_vgpu: tests were skipped in the vgpu build (every CUDA and NCCL test must run there):" >&2
-  grep '\*\*\*Skipped\|Not Run' "$log" >&2
-  for f in $skipped; do
-    python3 -c 'import json, sys
+select=(-L "$gpu_labels")
+((all)) && select=()
+ctest --test-dir build-vgpu --output-on-failure --timeout 600 -j "$jobs" "${select[@]}" "$@" | tee "$log" ||
+  status=$?
+
+# No test of the GPU labels may be skipped: neither a ctest skip nor a GoogleTest skip inside a
+# suite (that leaves its ctest test passed: the suite's JSON results say it).
+mapfile -t must_run < <(ctest --test-dir build-vgpu -N -L "$gpu_labels" "$@" | sed -nE 's/^ *Test +#[0-9]+: //p')
+skipped=()
+for name in "${must_run[@]}"; do
+  if grep -qE "Test +#[0-9]+: $(printf '%s' "$name" | sed 's/[][\.*^$()+?{}|/]/\\&/g') \.*(\*\*\*Skipped|\*\*\*Not Run)" "$log"; then
+    skipped+=("$name")
+  fi
+  json=build-vgpu/*/suite-results/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.\n-' '_').json
+  for f in $json; do
+    [[ -f "$f" ]] || continue
+    while read -r t; do skipped+=("$t"); done < <(python3 -c 'import json, sys
 for s in json.load(open(sys.argv[1]))["testsuites"]:
     for t in s["testsuite"]:
-        if t.get("result") == "SKIPPED": print("  skipped:", s["name"] + "." + t["name"])' "$f" >&2 || echo "  $f" >&2
+        if t.get("result") == "SKIPPED": print(s["name"] + "." + t["name"])' "$f")
   done
+done
+if ((${#skipped[@]})); then
+  echo "test_vgpu: tests were skipped in the vgpu build (every CUDA and NCCL test must run there):" >&2
+  printf '  skipped: %s\n' "${skipped[@]}" >&2
   status=1
 fi
 exit "$status"
