@@ -6,11 +6,13 @@
 #
 #   scripts/launch/mpirun.sh --hostfile hosts.txt [--gpus-per-node 8] [--dry-run] -- \
 #       build/ptdp reproduce fig13 --mode run --scale paper
+#   scripts/launch/mpirun.sh --hosts a,b [--np N] -- build/ptdp train ...   # hosts by name; N ranks
 #   scripts/launch/mpirun.sh --layout T P D [--gpus-per-node 8]     # where every rank runs
 #
 # The NCCL environment below is passed to every rank (-x); override any of it by exporting it
-# first (see scripts/launch/README.md). NOTE: the CUDA backend does not exist yet: GPU runs are
-# refused by ptdp today (--backend cuda: only the CPU backend is implemented yet).
+# first (see scripts/launch/README.md). Without --hostfile or --hosts: one node, --np defaults to
+# the nodes times --gpus-per-node. MPIRUN_ARGS adds mpirun options.
+
 set -euo pipefail
 
 gpus_per_node=8
@@ -20,7 +22,7 @@ np=""
 dry_run=0
 layout=()
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^$/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 while (($#)); do
   case "$1" in
