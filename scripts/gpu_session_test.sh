@@ -57,5 +57,7 @@ awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {e
 # The profile covers the timed iterations only (the dry run: 3 run, 1 untimed): 2 gradient norms.
 awk -F, '$1 == "gpt" && $3 == "sum_squares" {n = $4} END {exit n != 2}' "$out/o/op_profile.csv" ||
   fail "the gpt op profile does not hold exactly the 2 timed iterations' gradient norms"
-tar -tzf "$out/o/session.tar.gz" | grep -q 'logs/test_kernels.log' || fail "session.tar.gz lacks the logs"
+# The listing first: grep -q ending the pipe early would kill tar with SIGPIPE, a failure under pipefail.
+listing=$(tar -tzf "$out/o/session.tar.gz") || fail "session.tar.gz cannot be listed"
+grep -q 'logs/test_kernels.log' <<<"$listing" || fail "session.tar.gz lacks the logs"
 echo "PASS: dry-run ($(awk -F, '$1 == "stage"' "$out/o/summary.csv" | wc -l) stages)"

@@ -26,7 +26,7 @@ if [[ "${1:-}" == "--changed" ]]; then
       sed -E 's/.*\(\s*//'
   done | sort -u | paste -sd'|')
   gpu=0
-  printf '%s\n' "${files[@]}" | grep -qE '^(core/backend/cuda|core/comm/nccl|vgpu)/|\.cu$|cuda|nccl|gpu' && gpu=1
+  grep -qE '^(core/backend/cuda|core/comm/nccl|vgpu)/|\.cu$|cuda|nccl|gpu' <<<"$(printf '%s\n' "${files[@]}")" && gpu=1
   echo "test.sh --changed: ${#files[@]} file(s) since $base; suites: ${suites:-none}; virtual GPU: $( ((gpu)) && echo yes || echo no)"
   [[ -f build-vgpu/CMakeCache.txt ]] || { echo "test.sh --changed: no build-vgpu/ yet: run scripts/test.sh once" >&2; exit 2; }
   regex='^Layering\.'
