@@ -8,8 +8,10 @@
 #   SUITE:gpu      the tests of the CUDA path (names with Cuda, Nccl, Gpu or vgpu; label "gpu";
 #                  the virtual-GPU build runs them, scripts/test_vgpu.sh)
 #   SUITE:nogpu    the tests of a machine without a GPU (WithoutGpu, WithoutAGpu, NoGpu; label "nogpu")
-# A kind of over 40 tests is dealt into shards of at most 30, SUITE[:KIND]@K, that ctest -j runs side
-# by side; a test whose name says "ThisMachine" measures the machine and runs alone. Each runs its tests with an explicit --gtest_filter, so a test is in exactly one of them.
+# A kind of over 24 tests is dealt into shards of at most 24, SUITE[:KIND]@K, that ctest -j runs side
+# by side, the dearest first (COST: the number of tests, ten times that for GPU tests); a test whose
+# name says "ThisMachine" measures the machine and runs alone. Each runs its tests with an explicit
+# --gtest_filter, so a test is in exactly one of them.
 # PER_TEST: one ctest test per GoogleTest test instead (named SUITE.TEST, labelled the same way),
 # for binaries whose tests are separate processes anyway (the CLI tests start ptdp).
 function(ptdp_gtest_suites target)
