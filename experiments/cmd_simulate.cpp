@@ -57,7 +57,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   apply_profile_and_gpus(app, f, hw);
   f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);
-  sim::software_stack(c.stack);  // UsageError naming --stack before anything runs
+  sim::checked_stack(c.stack, c.par.sequence_parallel);  // UsageError naming --stack before anything runs
   if (!c.csv.empty()) check_result_csv(c.csv);
   const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
 

@@ -176,3 +176,34 @@ TEST(SimCli, PlanRefusesBadNumbers) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// The SC'21 code (--stack megatron-2021, the default) had no sequence parallelism: asking for it
+// is refused, naming both flags, in simulate and in a reproduce spec; the later stacks take it.
+TEST(SimCli, SequenceParallelUnderAStackWithoutItIsRefused) {
+  TempDir dir;
+  const Args base = {"simulate", "--model", "gpt-1.7b", "--tp", "2", "--gpus", "8", "--global-batch", "64",
+                     "--hardware", "a100-selene", "--sequence-parallel"};
+  for (const Args extra : {Args{"--stack", "megatron-2021"}, Args{}}) {
+    Args a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, a);
+    EXPECT_TRUE(IsUsageError(r, {"--sequence-parallel", "--stack megatron-2021 has no sequence parallelism"}))
+        << r.out << r.err;
+  }
+  Args ok = base;
+  ok.insert(ok.end(), {"--stack", "megatron-2022"});
+  EXPECT_EQ(run_ptdp(dir, ok).exit_code, 0);
+  const std::string spec = dir.file("sp.toml");
+  std::ofstream(spec) << "name = \"sp\"\ntitle = \"t\"\nmetric = \"tflops_per_gpu\"\npaper = \"none\"\n[base]\n"
+                         "model = \"tiny\"\nprecision = \"f32\"\ntp = 2\nglobal_batch = 8\n"
+                         "[[series]]\nname = \"s\"\n[[points]]\nx = \"1\"\nsequence_parallel = true\n"
+                         "stack = \"megatron-2021\"\n";
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", spec, "--dry-run"}),
+                           {"sp.toml", "x '1'", "--stack megatron-2021 has no sequence parallelism"}));
+}
+
+}  // namespace
+}  // namespace ptdp

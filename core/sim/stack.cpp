@@ -17,6 +17,7 @@ SoftwareStack software_stack(const std::string& name) {
     s.tp_backward_overlap = true;
     s.fused_grad_accumulation = true;
     s.free_pipeline_outputs = true;
+    s.sequence_parallel = true;
     if (name == "megatron-2022") return s;
     s.flash_attention = true;
     s.tp_comm_overlap = true;
@@ -26,6 +27,15 @@ SoftwareStack software_stack(const std::string& name) {
     return s;
   }
   usage_error("--stack '{}' must be megatron-2021, megatron-2022 or mcore", name);
+}
+
+SoftwareStack checked_stack(const std::string& name, bool sequence_parallel) {
+  const SoftwareStack s = software_stack(name);
+  if (sequence_parallel && !s.sequence_parallel)
+    usage_error("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. 2022); "
+                "choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",
+                name);
+  return s;
 }
 
 }  // namespace ptdp::sim

@@ -35,6 +35,9 @@ struct SoftwareStack {
   // Bytes of a main-gradient element reduced over the data-parallel group (0: the simulator's
   // default, fp16 as Megatron v2.5).
   int grad_bytes = 0;
+  // Megatron's sequence parallelism (--sequence-parallel) exists in this code (Korthikanti et al.
+  // 2022 on); the SC'21 code has none.
+  bool sequence_parallel = false;
 };
 
 // megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
@@ -42,5 +45,9 @@ struct SoftwareStack {
 // r0.8, 2024: all of them, fp32 gradients). UsageError naming --stack otherwise.
 SoftwareStack software_stack(const std::string& name);
 const std::vector<std::string>& stack_names();
+
+// The stack `name` (as software_stack) after checking that it has what the run asks for:
+// UsageError naming both flags for --sequence-parallel under a stack without it (megatron-2021).
+SoftwareStack checked_stack(const std::string& name, bool sequence_parallel);
 
 }  // namespace ptdp::sim
