@@ -24,20 +24,16 @@
 
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
+#include "core/results/results_csv.h"
 #include "experiments/stats.h"
 
 namespace ptdp {
 
 namespace {
 
-// The configuration key: what identifies one measured configuration (docs/ACCEPTANCE.md).
-const std::vector<std::string>& key_columns() {
-  static const std::vector<std::string> k = {"experiment", "mode",        "backend",      "model",    "tp",
-                                             "pp",         "dp",          "vpp",          "micro_batch",
-                                             "global_batch", "schedule",  "recompute",    "scatter_gather",
-                                             "precision"};
-  return k;
-}
+// The configuration key: what identifies one measured configuration (docs/ACCEPTANCE.md), the
+// same columns `ptdp reproduce` keeps one row per (results_csv.h: config_key_columns).
+const std::vector<std::string>& key_columns() { return config_key_columns(); }
 
 struct Metric {
   const char* column;
@@ -54,12 +50,23 @@ const std::vector<std::string>& machine_columns() {
   return m;
 }
 
-// "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1", with
-// " on HOST/DEVICE" when the key holds the machine (--per-machine).
+// "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1", then what
+// is not the default (arch, sequence parallelism, ZeRO, stack) and the shape when the file has it,
+// with " on HOST/DEVICE" when the key holds the machine (--per-machine).
 std::string label(const std::vector<std::string>& k) {
-  std::string s = fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", k[0], k[1], k[2],
-                              k[13], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12]);
-  if (k.size() > key_columns().size()) s += fmt::format(" on {}/{}", k[14], k[15]);
+  std::map<std::string, std::string> v;
+  for (size_t i = 0; i < key_columns().size(); ++i) v[key_columns()[i]] = k[i];
+  std::string s = fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", v["experiment"],
+                              v["mode"], v["backend"], v["precision"], v["model"], v["tp"], v["pp"], v["dp"], v["vpp"],
+                              v["micro_batch"], v["global_batch"], v["schedule"], v["recompute"], v["scatter_gather"]);
+  if (v["arch"] != "gpt") s += " arch=" + v["arch"];
+  if (v["sequence_parallel"] != "0") s += " sp=" + v["sequence_parallel"];
+  if (v["zero"] != "0") s += " zero=" + v["zero"];
+  if (!v["stack"].empty()) s += " stack=" + v["stack"];
+  if (!v["layers"].empty())
+    s += fmt::format(" (l={} h={} a={} s={} V={})", v["layers"], v["hidden"], v["heads"], v["seq_length"],
+                     v["vocab_size"]);
+  if (k.size() > key_columns().size()) s += fmt::format(" on {}/{}", k[k.size() - 2], k[k.size() - 1]);
   return s;
 }
 
@@ -86,12 +93,12 @@ ResultSet load(const std::string& path, bool per_machine) {
   std::vector<std::string> cols = key_columns();
   for (const auto& m : metrics()) cols.push_back(m.column);
   for (const auto& m : machine_columns()) cols.push_back(m);
-  const CsvTable t = CsvTable::read(path, cols);
+  const CsvTable t = CsvTable::read(path, cols, /*lock=*/true, config_key_defaults());
   ResultSet rs;
   rs.path = path;
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<std::string> key;
-    for (const auto& k : key_columns()) key.push_back(t.text(i, k));
+    for (const auto& k : key_columns()) key.push_back(config_key_value(k, t.text(i, k)));
     if (per_machine)
       for (const auto& m : machine_columns()) key.push_back(t.text(i, m));
     auto it = rs.by_key.find(key);

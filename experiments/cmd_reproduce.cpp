@@ -372,17 +372,15 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   // (At the paper's scale only: a scaled-down copy's throughput says nothing about the days.)
   const bool days = (job.spec.paper == "table1" || job.spec.paper == "table2") && col == "tflops_per_gpu" &&
                     ctx.scale == SweepScale::Paper;
-  std::vector<std::string> cols = sweep_key_columns();
-  for (const auto& [name, m] : series_metric)
-    if (std::find(cols.begin(), cols.end(), metric_column(m)) == cols.end()) cols.push_back(metric_column(m));
+  std::vector<std::string> cols;
+  for (const auto& [name, m] : series_metric) cols.push_back(metric_column(m));
   if (days) cols.push_back("params");
-  const CsvTable t = CsvTable::read(job.csv, cols);
+  const CsvTable t = read_sweep_keys(job.csv, cols);
   // key -> the last row's metrics by column (and days)
   std::map<std::string, std::map<std::string, std::optional<double>>> metrics;
   std::map<std::string, std::optional<double>> value, day;
   for (size_t i = 0; i < t.size(); ++i) {
-    std::string k;
-    for (const auto& c : sweep_key_columns()) k += t.text(i, c) + '\x1f';
+    const std::string k = sweep_row_key(t, i);
     for (const auto& [name, m] : series_metric) metrics[k][m] = t.number_or_empty(i, metric_column(m));
     value[k] = metrics[k][job.spec.metric];
     if (days && value[k]) {

@@ -5,6 +5,7 @@
 // machine (experiments/testdata/) are fed in, no timing is asserted.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -438,6 +439,69 @@ TEST(CliCompare, NegativeToleranceIsRefused) {
 TEST(CliCompare, BothFilesAreRequired) {
   TempDir dir;
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"compare", "only-one.csv"}), {"CURRENT"}));
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Rows that differ in sequence parallelism, --stack, --zero, or (for custom models sharing a name)
+// in shape or architecture are different configurations: never paired, whatever their numbers.
+TEST(CliCompare, RowsThatDifferInSequenceParallelStackZeroShapeOrArchAreNotPaired) {
+  TempDir dir;
+  struct Variant {
+    const char* column;
+    std::string base, cur;
+  };
+  const std::vector<Variant> variants = {{"sequence_parallel", "0", "1"}, {"stack", "megatron-2021", "mcore"},
+                                         {"zero", "0", "1"},              {"layers", "2", "4"},
+                                         {"hidden", "64", "128"},         {"heads", "4", "8"},
+                                         {"seq_length", "64", "128"},     {"vocab_size", "512", "1024"},
+                                         {"arch", "gpt", "llama"}};
+  for (const auto& v : variants) {
+    Measured m;
+    m.model = "tiny-custom";
+    ResultRow b = make_row(m), c = make_row(m);
+    b.set(v.column, v.base);
+    c.set(v.column, v.cur);
+    c.set("tflops_per_gpu", 0.136 * 1.71);  // +71%: would be "ok" if paired
+    const std::string bp = dir.file("b.csv"), cp = dir.file("c.csv");
+    std::remove(bp.c_str());
+    std::remove(cp.c_str());
+    append_result_rows(bp, {b});
+    append_result_rows(cp, {c});
+    const CliResult r = compare(dir, bp, cp);
+    EXPECT_EQ(r.exit_code, 1) << v.column << "\n" << r.out;
+    EXPECT_NE(r.out.find("0 ok, 0 regressed, 1 missing from the current file, 1 new"), std::string::npos)
+        << v.column << "\n" << r.out;
+  }
+}
+
+// A file written before the zero and arch columns existed pairs with today's rows of zero 0, gpt.
+TEST(CliCompare, AFileWithoutTheZeroAndArchColumnsPairsWithZeroZeroGpt) {
+  TempDir dir;
+  std::vector<ResultRow> rows;
+  for (const auto& m : baseline_rows()) {
+    rows.push_back(make_row(m));
+    rows.back().set("zero", 0);
+    rows.back().set("arch", std::string("gpt"));
+  }
+  const std::string cur = dir.file("cur.csv");
+  append_result_rows(cur, rows);
+  std::ifstream in(cur);
+  std::string header, line, old;
+  std::getline(in, header);
+  const size_t cut = header.find(",zero,arch");
+  ASSERT_NE(cut, std::string::npos);
+  old = header.substr(0, cut) + "\n";
+  while (std::getline(in, line)) {
+    old += line.substr(0, line.rfind(',', line.rfind(',') - 1)) + "\n";
+  }
+  const CliResult r = compare(dir, write_text(dir, "old.csv", old), cur);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 configuration(s) compared: 2 ok"), std::string::npos) << r.out;
 }
 
 }  // namespace

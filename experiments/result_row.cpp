@@ -35,6 +35,8 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   r.set("recompute", std::string(recompute_name(p.recompute)));
   r.set("scatter_gather", p.scatter_gather ? 1 : 0);
   r.set("sequence_parallel", p.sequence_parallel ? 1 : 0);
+  r.set("zero", p.zero);
+  r.set("arch", std::string(arch_name(m.arch)));
   if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
   r.set("iters", c.iters);
   r.set("iter_time_ms", iter_ms);

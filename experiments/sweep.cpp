@@ -434,6 +434,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
                         p.micro_batch, p.dp);
         } else {
           validate_run(c);
+          sim::checked_stack(c.stack, c.par.sequence_parallel);
         }
       } catch (const UsageError& e) {
         usage_error("{}: {}", where, one_line(e.what()));
@@ -465,27 +466,21 @@ std::string metric_column(const std::string& metric) {
 
 double metric_scale(const std::string& metric) { return metric == "iter_time_s" ? 1e-3 : 1.0; }
 
-const std::vector<std::string>& sweep_key_columns() {
-  static const std::vector<std::string> k = {
-      "experiment", "mode",   "backend",     "precision",    "model",    "layers",    "hidden",
-      "heads",      "seq_length", "vocab_size", "gpus",      "tp",       "pp",        "dp",
-      "vpp",        "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather",
-      "sequence_parallel", "stack"};
-  return k;
-}
-
-namespace {
-std::string key_of(const std::vector<std::string>& fields) {
-  std::string k;
-  for (const auto& f : fields) k += f + '\x1f';
-  return k;
-}
-}  // namespace
+const std::vector<std::string>& sweep_key_columns() { return config_key_columns(); }
 
 std::string sweep_row_key(const ResultRow& row) {
-  std::vector<std::string> f;
-  for (const auto& c : sweep_key_columns()) f.push_back(row.get(c));
-  return key_of(f);
+  return config_key([&](const std::string& c) { return row.get(c); });
+}
+
+std::string sweep_row_key(const CsvTable& t, size_t row) {
+  return config_key([&](const std::string& c) { return t.text(row, c); });
+}
+
+CsvTable read_sweep_keys(const std::string& path, std::vector<std::string> more, bool lock) {
+  std::vector<std::string> cols = sweep_key_columns();
+  for (const auto& c : more)
+    if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+  return CsvTable::read(path, cols, lock, config_key_defaults());
 }
 
 std::set<std::string> sweep_keys_in_csv(const std::string& path) {
@@ -493,12 +488,8 @@ std::set<std::string> sweep_keys_in_csv(const std::string& path) {
   std::error_code ec;
   // Absent, or just created by a concurrent writer that has not written its header yet: no rows.
   if (!fs::exists(path, ec) || fs::file_size(path, ec) == 0) return keys;
-  const CsvTable t = CsvTable::read(path, sweep_key_columns());
-  for (size_t i = 0; i < t.size(); ++i) {
-    std::vector<std::string> f;
-    for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
-    keys.insert(key_of(f));
-  }
+  const CsvTable t = read_sweep_keys(path);
+  for (size_t i = 0; i < t.size(); ++i) keys.insert(sweep_row_key(t, i));
   return keys;
 }
 
@@ -510,14 +501,11 @@ void put_sweep_row(const std::string& path, const ResultRow& row, bool replace) 
   // written meanwhile (by a run that started at the same time) stays and this one is not added.
   update_result_file(path, [&](const std::string& old) {
     if (old.empty()) return result_header_line() + "\n" + row.to_csv_line() + "\n";
-    const CsvTable t = CsvTable::read(path, sweep_key_columns(), /*lock=*/false);  // we hold it exclusively
+    const CsvTable t = read_sweep_keys(path, {}, /*lock=*/false);  // we hold it exclusively
     const std::string key = sweep_row_key(row);
     std::set<int> same;  // file lines (1-based) of rows with the same key
-    for (size_t i = 0; i < t.size(); ++i) {
-      std::vector<std::string> f;
-      for (const auto& c : sweep_key_columns()) f.push_back(t.text(i, c));
-      if (key_of(f) == key) same.insert(t.line(i));
-    }
+    for (size_t i = 0; i < t.size(); ++i)
+      if (sweep_row_key(t, i) == key) same.insert(t.line(i));
     if (!replace && !same.empty()) return old;
     std::istringstream in(old);
     std::string line, content;

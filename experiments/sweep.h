@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/results/csv_reader.h"
 #include "core/results/results_csv.h"
 #include "core/config/run_config.h"
 
@@ -102,6 +103,10 @@ double metric_scale(const std::string& metric);
 // The configuration columns that identify a row (resume and --force replace rows by this key).
 const std::vector<std::string>& sweep_key_columns();
 std::string sweep_row_key(const ResultRow& row);
+std::string sweep_row_key(const CsvTable& t, size_t row);
+// Reads the key columns (and `more`) of a result CSV; key columns a file written before them
+// lacks read as their defaults (config_key_defaults).
+CsvTable read_sweep_keys(const std::string& path, std::vector<std::string> more = {}, bool lock = true);
 // Keys of the rows of an existing result CSV (empty when there is no file). UsageError naming the
 // file for a malformed one.
 std::set<std::string> sweep_keys_in_csv(const std::string& path);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,7 +17,9 @@
 
 #include "core/data/testing/data_test_util.h"
 #include "core/results/csv_reader.h"
+#include "core/results/results_csv.h"
 #include "core/sim/paper_setups.h"
+#include "experiments/sweep.h"
 #include "experiments/testing/cli_runner.h"
 
 #ifndef PTDP_SOURCE_DIR
@@ -490,6 +493,104 @@ TEST(SweepSpecs, LayoutProductsBeyondIntAreRefusedNotWrapped) {
     const std::string path = write(dir, "big.toml", text);
     EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", path, "--dry-run"}), {needle})) << text;
   }
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Points that differ only in a setting that changes what is measured (ZeRO, sequence parallelism,
+// the simulated stack, the model's shape or architecture) are distinct configurations: each gets
+// its row, with the setting in it, and a second run finds every one of them already there.
+TEST(SweepSpecs, PointsThatDifferOnlyInZeroOrStackOrShapeEachKeepTheirRow) {
+  TempDir dir;
+  const std::string spec = write(dir, "kinds.toml", R"(name = "kinds"
+title = "points differing in one setting"
+metric = "tflops_per_gpu"
+paper = "none"
+[base]
+model = "tiny"
+precision = "f32"
+gpus = 2
+dp = 2
+global_batch = 8
+micro_batch = 4
+[[series]]
+name = "s"
+[[points]]
+x = "z0"
+zero = 0
+[[points]]
+x = "z1"
+zero = 1
+[[points]]
+x = "z3"
+zero = 3
+[[points]]
+x = "mcore"
+stack = "mcore"
+[[points]]
+x = "sp"
+stack = "mcore"
+tp = 2
+dp = 1
+sequence_parallel = true
+[[points]]
+x = "deep"
+layers = 8
+)");
+  const std::string out = dir.file("out");
+  const CliResult r = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto lines = lines_of(testing::text_of(out + "/kinds.csv"));
+  ASSERT_EQ(lines.size(), 7u) << testing::text_of(out + "/kinds.csv");
+  const auto header = split_csv_line(lines[0]);
+  std::vector<Config> rows;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto f = split_csv_line(lines[i]);
+    Config c;
+    for (size_t k = 0; k < header.size() && k < f.size(); ++k) c[header[k]] = f[k];
+    rows.push_back(c);
+  }
+  EXPECT_EQ(rows[0]["zero"], "0");
+  EXPECT_EQ(rows[1]["zero"], "1");
+  EXPECT_EQ(rows[2]["zero"], "3");
+  EXPECT_EQ(rows[0]["arch"], "gpt");
+  EXPECT_NE(rows[0]["peak_mem_gb"], rows[2]["peak_mem_gb"]);  // ZeRO-3 holds less per rank
+  EXPECT_EQ(rows[4]["sequence_parallel"], "1");
+  EXPECT_EQ(rows[5]["layers"], "8");
+  // The printed table has each point's own value, not the first one's repeated.
+  auto printed = [&](const std::string& x) {
+    for (const auto& l : lines_of(r.out))
+      if (l.find(" " + x + "  ours ") != std::string::npos) return l.substr(l.rfind(' ') + 1);
+    return std::string("none");
+  };
+  EXPECT_NE(printed("z0"), "none") << r.out;
+  EXPECT_NE(printed("z0"), printed("z1")) << r.out;
+  EXPECT_NE(printed("z0"), printed("z3")) << r.out;
+  EXPECT_NE(rows[0]["tflops_per_gpu"], rows[3]["tflops_per_gpu"]);  // the stack
+  const CliResult again = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(lines_of(testing::text_of(out + "/kinds.csv")).size(), 7u);
+}
+
+// A result file written before the zero and arch columns existed is still read (its rows are
+// zero 0, gpt), and refused for appending with the columns it lacks named.
+TEST(SweepSpecs, AFileWithoutTheZeroAndArchColumnsIsReadAndRefusedForAppending) {
+  TempDir dir;
+  std::string header = result_header_line();
+  header = header.substr(0, header.find(",zero,arch"));
+  const std::string path = write(dir, "old.csv", header + "\n");
+  EXPECT_TRUE(sweep_keys_in_csv(path).empty());
+  const CliResult r = run_ptdp(dir, {"reproduce", write(dir, "mine.toml", kGoodSpec), "--mode", "simulate",
+                                     "--out", dir.file("o")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::copy_file(path, dir.file("o/mine.csv"), std::filesystem::copy_options::overwrite_existing);
+  const CliResult refused =
+      run_ptdp(dir, {"reproduce", dir.file("mine.toml"), "--mode", "simulate", "--out", dir.file("o")});
+  EXPECT_TRUE(IsUsageError(refused, {"mine.csv", "older ptdp", "zero,arch"})) << refused.err;
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
     plots/history.py results/history.csv plots/history.png
     plots/history.py results/history.csv --last-two PREV.csv CUR.csv
 
-A series is one configuration (experiment, model, t, p, d, v, b, B, schedule, recompute,
-backend, precision) on one machine (host, device): runs on other machines are never compared with
+A series is one configuration (the configuration key of `ptdp compare`: experiment, mode,
+backend, precision, model, arch, shape, gpus, t, p, d, v, b, B, schedule, recompute,
+scatter/gather, sequence parallelism, zero, stack) on one machine (host, device): runs on other machines are never compared with
 each other. A build is a git sha; its repeated runs are samples. The plot shows, per series, the
 median tokens/s and TFLOP/s per GPU of each build with its noise band (min to max of its runs)
 and every run as a dot. --last-two writes every run of the newest build of the newest row's series
@@ -19,8 +20,12 @@ import csv
 import os
 import sys
 
-KEY = ["experiment", "mode", "backend", "model", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch",
-       "schedule", "recompute", "scatter_gather", "precision"]
+# The configuration key of `ptdp compare` and `ptdp reproduce` (config_key_columns() in
+# core/results/results_csv.h); DEFAULTS: the key columns an older file may lack (or leave empty).
+KEY = ["experiment", "mode", "backend", "precision", "model", "arch", "layers", "hidden", "heads", "seq_length",
+       "vocab_size", "gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "recompute",
+       "scatter_gather", "sequence_parallel", "zero", "stack"]
+DEFAULTS = {"arch": "gpt", "sequence_parallel": "0", "zero": "0", "stack": ""}
 
 
 def read(path):
@@ -30,14 +35,15 @@ def read(path):
             header = rows[0].keys() if rows else []
     except OSError as e:
         sys.exit(f"history: error: {path}: cannot be read: {e.strerror}")
-    missing = [c for c in KEY + ["tokens_per_s", "tflops_per_gpu", "git_sha"] if rows and c not in header]
+    missing = [c for c in KEY + ["tokens_per_s", "tflops_per_gpu", "git_sha"]
+               if rows and c not in header and c not in DEFAULTS]
     if missing:
         sys.exit(f"history: error: {path}:1: no column {missing[0]!r} in the header")
     return rows
 
 
 def key(r):
-    return tuple(r[k] for k in KEY)
+    return tuple(r.get(k) or DEFAULTS.get(k, "") for k in KEY)
 
 
 def series_key(r):

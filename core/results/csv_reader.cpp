@@ -91,7 +91,7 @@ int header_line_number(const std::string& path) {
 struct CsvReadImpl {
   static constexpr size_t N = CsvTable::kMaxColumns;
   template <size_t... I>
-  static void run(CsvTable& t, std::index_sequence<I...>) {
+  static void run(CsvTable& t, const std::map<std::string, std::string>& absent, std::index_sequence<I...>) {
     io::CSVReader<N, io::trim_chars<' ', '\t'>, io::double_quote_escape<',', '"'>, io::throw_on_overflow,
                   io::empty_line_comment>
         in(t.path_);
@@ -99,18 +99,28 @@ struct CsvReadImpl {
     for (size_t i = 0; i < N; ++i)
       names[i] = i < t.columns_.size() ? t.columns_[i] : std::string("\n") + std::to_string(i);  // a header line has no '\n'
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, names[I]...);
-    for (const std::string& c : t.columns_)
-      if (!in.has_column(c))
-        usage_error("{}:{}: no column '{}' in the header", t.path_, header_line_number(t.path_), one_line(c));
+    std::vector<std::pair<size_t, std::string>> fill;  // (column, value) of the absent ones allowed
+    for (size_t i = 0; i < t.columns_.size(); ++i) {
+      const std::string& c = t.columns_[i];
+      if (in.has_column(c)) continue;
+      if (const auto it = absent.find(c); it != absent.end()) {
+        fill.emplace_back(i, it->second);
+        continue;
+      }
+      usage_error("{}:{}: no column '{}' in the header", t.path_, header_line_number(t.path_), one_line(c));
+    }
     std::array<std::string, N> v;
     while (in.read_row(v[I]...)) {
       CsvTable::Row r;
       r.line = static_cast<int>(in.get_file_line());
       r.values.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(t.columns_.size()));
+      for (const auto& [i, value] : fill) r.values[i] = value;
       t.rows_.push_back(std::move(r));
     }
   }
-  static void read(CsvTable& t) { run(t, std::make_index_sequence<N>{}); }
+  static void read(CsvTable& t, const std::map<std::string, std::string>& absent) {
+    run(t, absent, std::make_index_sequence<N>{});
+  }
 };
 
 namespace {
@@ -134,7 +144,8 @@ class SharedLock {
 };
 }  // namespace
 
-CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>& columns, bool lock) {
+CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>& columns, bool lock,
+                        const std::map<std::string, std::string>& absent) {
   PTDP_CHECK(!columns.empty() && columns.size() <= kMaxColumns, "CsvTable::read: {} columns asked (1..{})",
              columns.size(), kMaxColumns);
   for (size_t i = 0; i < columns.size(); ++i)
@@ -153,7 +164,7 @@ CsvTable CsvTable::read(const std::string& path, const std::vector<std::string>&
   t.path_ = path;
   t.columns_ = columns;
   try {
-    CsvReadImpl::read(t);
+    CsvReadImpl::read(t, absent);
   } catch (const io::error::base& e) {
     rethrow_as_usage_error(e, path);
   }

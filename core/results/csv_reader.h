@@ -2,6 +2,7 @@
 // every row as text, with each row's line number, and strict number parsing. Every malformed
 // input is a UsageError that names the file and the line: "FILE:LINE: rule".
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,10 @@ class CsvTable {
   //   FILE:LINE: K fields, the header has N | a quoted field is not closed
   // Reads under a shared lock on the file (flock), so that a writer holding ptdp's exclusive
   // lock (results_csv.h) is never seen half-way; `lock` false for a caller that holds the
-  // exclusive lock itself.
-  static CsvTable read(const std::string& path, const std::vector<std::string>& columns, bool lock = true);
+  // exclusive lock itself. A column of `columns` named in `absent` may be missing from the header
+  // (a file written before it existed): each row then reads as the value given there.
+  static CsvTable read(const std::string& path, const std::vector<std::string>& columns, bool lock = true,
+                       const std::map<std::string, std::string>& absent = {});
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& columns() const { return columns_; }

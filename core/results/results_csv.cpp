@@ -26,8 +26,35 @@ const std::vector<std::string>& result_columns() {
       "peak_mem_gb", "loss", "git_sha", "host", "device", "timestamp",
       // beyond the contract:
       "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
-      "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms"};
+      "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch"};
   return cols;
+}
+
+const std::vector<std::string>& config_key_columns() {
+  static const std::vector<std::string> k = {
+      "experiment", "mode",   "backend",     "precision",    "model",    "arch",      "layers",
+      "hidden",     "heads",  "seq_length",  "vocab_size",   "gpus",     "tp",        "pp",
+      "dp",         "vpp",    "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather",
+      "sequence_parallel", "zero", "stack"};
+  return k;
+}
+
+const std::map<std::string, std::string>& config_key_defaults() {
+  static const std::map<std::string, std::string> d = {
+      {"arch", "gpt"}, {"sequence_parallel", "0"}, {"zero", "0"}, {"stack", ""}};
+  return d;
+}
+
+std::string config_key_value(const std::string& column, const std::string& text) {
+  if (!text.empty()) return text;
+  const auto it = config_key_defaults().find(column);
+  return it == config_key_defaults().end() ? text : it->second;
+}
+
+std::string config_key(const std::function<std::string(const std::string&)>& field) {
+  std::string k;
+  for (const auto& c : config_key_columns()) k += config_key_value(c, field(c)) + '\x1f';
+  return k;
 }
 
 namespace {
@@ -80,44 +107,100 @@ std::string ResultRow::to_csv_line() const {
   return line;
 }
 
+namespace {
+// Takes the lock of a temporary without waiting: false while its writer holds it.
+bool try_lock(int fd) {
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0)
+    if (errno != EINTR) return false;
+  return true;
+}
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::string name = ".";
   name.append(p.filename().string()).append(".tmp");
-  // A write killed before its rename (SIGKILL, power loss) leaves its temporary behind: ptdp's own
-  // files have one writer, so the temporaries of this target left by earlier writes are removed.
+  // A write killed before its rename (SIGKILL, power loss) leaves its temporary behind. Each
+  // writer holds a lock on its temporary until the rename: one whose lock can be taken is dead
+  // and is removed; one still locked is another writer's, left alone.
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    if (n.size() == name.size() + 6 && n.compare(0, name.size(), name) == 0) fs::remove(it->path(), ec);
+    if (n.size() != name.size() + 6 || n.compare(0, name.size(), name) != 0) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    if (try_lock(fd)) ::unlink(it->path().c_str());  // still ours: the writer checks its name after locking
+    ::close(fd);
   }
   name.append("XXXXXX");
-  std::string tmpl = (dir / name).string();
-  int fd = mkstemp(tmpl.data());
-  if (fd < 0) throw RuntimeError(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmpl = (dir / name).string();
+    fd = mkstemp(tmpl.data());
+    if (fd < 0) throw RuntimeError(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
+    // Locked, then checked to be still linked under its name: another writer's clean-up may have
+    // taken its lock between mkstemp and flock, and removed it.
+    struct stat mine {}, named {};
+    if (try_lock(fd) && ::fstat(fd, &mine) == 0 && ::stat(tmpl.c_str(), &named) == 0 && mine.st_ino == named.st_ino &&
+        mine.st_dev == named.st_dev)
+      break;
+    ::close(fd);
+    fd = -1;
+    if (attempt == 100) throw RuntimeError(fmt::format("{}: cannot keep a temporary file", path));
+  }
   size_t done = 0;
   while (done < content.size()) {
     ssize_t w = ::write(fd, content.data() + done, content.size() - done);
     if (w < 0) {
       int e = errno;
-      ::close(fd);
       ::unlink(tmpl.c_str());
+      ::close(fd);
       throw RuntimeError(fmt::format("{}: write failed: {}", path, std::strerror(e)));
     }
     done += static_cast<size_t>(w);
   }
   fchmod(fd, 0644);
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if (::fsync(fd) != 0) {
+    const int e = errno;
     ::unlink(tmpl.c_str());
-    throw RuntimeError(fmt::format("{}: flush failed: {}", path, std::strerror(errno)));
+    ::close(fd);
+    throw RuntimeError(fmt::format("{}: flush failed: {}", path, std::strerror(e)));
   }
+  // Renamed while still locked; the lock goes with the close.
   if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmpl.c_str());
+    ::close(fd);
     throw RuntimeError(fmt::format("{}: rename failed: {}", path, std::strerror(e)));
   }
+  ::close(fd);
+}
+
+DirLock::DirLock(const std::string& dir, const std::string& flag) {
+  const std::string path = (std::filesystem::path(dir) / ".ptdp.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) usage_error("{} {}: cannot open its lock file {}: {}", flag, dir, path, std::strerror(errno));
+  if (!try_lock(fd_)) {
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string holder(buf, n > 0 ? size_t(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    usage_error("{} {}: another ptdp run writes there ({} is locked{}); give each run its own {} directory", flag, dir,
+                path, holder.empty() ? std::string() : " by pid " + holder, flag);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // the pid is informative only
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 namespace {

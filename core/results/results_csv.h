@@ -2,6 +2,7 @@
 // simulated configuration, appended atomically (a new file gets the header first).
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,17 @@ std::string result_header_line();
 // Why a file whose first line is `first_line` takes no rows: written by an older ptdp (its header
 // a prefix of today's: the missing columns are named) or a foreign header.
 std::string foreign_header_reason(const std::string& first_line);
+
+// The columns that identify a configuration: every setting that changes what a run measures (the
+// model's shape and architecture, the layout, precision, ZeRO, sequence parallelism, the simulated
+// software stack). `ptdp reproduce` keeps one row per key, `ptdp compare` pairs rows by it.
+const std::vector<std::string>& config_key_columns();
+// The key columns a file may lack (written before they existed), with the value such a row had:
+// arch gpt, sequence_parallel 0, zero 0, stack empty. An empty field reads as the same default.
+const std::map<std::string, std::string>& config_key_defaults();
+std::string config_key_value(const std::string& column, const std::string& text);
+// The key of a row whose fields `field(column)` gives (values through config_key_value).
+std::string config_key(const std::function<std::string(const std::string&)>& field);
 
 // A row: one value per column, by name; unset columns are written empty.
 class ResultRow {
@@ -45,7 +57,24 @@ void check_result_csv(const std::string& path, const std::string& flag = "--csv"
 
 // Writes `content` to `path` atomically (temporary file, fsync, rename): for files ptdp owns
 // (checkpoint shards, its own generated outputs). A user-named file goes through write_user_file.
+// The temporary is locked (flock) by its writer until renamed; temporaries of `path` left by
+// writers that died (their lock is free) are removed, never one still being written.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// One writer per output directory (--save): an exclusive lock (flock) on DIR/.ptdp.lock, held
+// while the object lives (closing releases it, also when the process dies). UsageError naming
+// `flag`, the directory and the holder's pid when another run holds it. flock locks belong to
+// an open file: take one per directory per process (one rank), not one per thread.
+class DirLock {
+ public:
+  DirLock(const std::string& dir, const std::string& flag);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // Replaces the content of a user-named file in place under its lock: through symlinks, keeping
 // hard links and the mode; RuntimeError for a target that is not a regular file.
