@@ -3,6 +3,10 @@
 // good runs append one well-formed row.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <set>
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
@@ -676,6 +680,39 @@ TEST(CliThreads, GemmRateComparesTheStepWithSgemm) {
   EXPECT_NE(r.out.find("% of sgemm at the model's shapes (", at), std::string::npos) << r.out;
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--pp", "2", "--gemm-rate"}),
                            {"--gemm-rate", "one rank", "2 ranks"}));
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// Two runs given one --save directory: the second is refused at start (the first holds the
+// directory's lock for its whole run), naming the flag, the directory and the holder's pid; a
+// directory whose holder is gone (the lock free) is taken.
+TEST(CliSave, ASecondWriterOfASaveDirectoryIsRefusedAtStart) {
+  TempDir dir;
+  const std::string ck = dir.file("ck");
+  std::filesystem::create_directories(ck);
+  const std::string lock = ck + "/.ptdp.lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "4242\n", 5), 5);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // a run writing there now
+  const std::vector<std::string> args = {"train", "--model", "tiny", "--iters", "2", "--warmup", "1", "--micro-batch",
+                                         "2", "--global-batch", "4", "--save", ck};
+  for (const std::string ranks : {"1", "2"}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--ranks", ranks});
+    const CliResult r = run_ptdp(dir, a);
+    EXPECT_TRUE(IsUsageError(r, {"--save " + ck, "another ptdp run writes there", "pid 4242"})) << r.out << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(ck + "/latest_checkpointed_iteration.txt"));
+  ::close(fd);  // that run ended
+  const CliResult after = run_ptdp(dir, args);
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_TRUE(std::filesystem::exists(ck + "/latest_checkpointed_iteration.txt"));
 }
 
 }  // namespace

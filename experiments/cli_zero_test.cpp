@@ -4,6 +4,7 @@
 // without --zero.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -102,6 +103,51 @@ TEST(CliZero, UnknownModesAndZero3WithModelParallelismAreRefused) {
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "3"})), {"--zero 3 needs --tp 1 and --pp 1"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "tiny", "--hardware", "a100-selene", "--tp", "2", "--ranks", "4", "--zero", "3"}),
                            {"--zero 3 needs --tp 1 and --pp 1"}));
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// --zero 1's pieces are chunks of the gradient buckets: a checkpoint resumed under another
+// --grad-bucket-size would read scrambled optimizer state. It is refused, naming the flag, both
+// values and the file; the same size resumes.
+TEST(CliZero, ShardedStateLoadsOnlyUnderTheSameGradBucketSize) {
+  TempDir dir;
+  const CliResult save = run_ptdp(
+      dir, tiny(4, {"--zero", "1", "--iters", "2", "--grad-bucket-size", "4096", "--save", dir.file("ck")}));
+  ASSERT_EQ(save.exit_code, 0) << save.err;
+  for (const std::string other : {"8192", "1000"}) {
+    const CliResult r = run_ptdp(
+        dir, tiny(4, {"--zero", "1", "--iters", "4", "--grad-bucket-size", other, "--load", dir.file("ck")}));
+    EXPECT_TRUE(IsUsageError(r, {"--load", "zero_dp_rank_000.bin", "was saved with --grad-bucket-size 4096",
+                                 "this run has --grad-bucket-size " + other}))
+        << r.err;
+  }
+  const CliResult same = run_ptdp(
+      dir, tiny(4, {"--zero", "1", "--iters", "4", "--grad-bucket-size", "4096", "--load", dir.file("ck")}));
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+}
+
+// A checkpoint is one unit: ZeRO shards left from an earlier save beside a newer plain save of
+// the same iteration, or a shard copied in from another run, are refused naming the file.
+TEST(CliZero, AShardOfAnotherSaveIsRefused) {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  ASSERT_EQ(run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "2", "--save", dir.file("ck")})).exit_code, 0);
+  ASSERT_EQ(run_ptdp(dir, tiny(4, {"--iters", "2", "--save", dir.file("ck")})).exit_code, 0);  // plain, same dir
+  const CliResult stale = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "4", "--load", dir.file("ck")}));
+  EXPECT_TRUE(IsUsageError(stale, {"--load", "zero_dp_rank_00", "belongs to save", "save_id.txt"})) << stale.err;
+
+  ASSERT_EQ(run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "2", "--save", dir.file("a")})).exit_code, 0);
+  ASSERT_EQ(run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "2", "--lr", "3e-4", "--save", dir.file("b")})).exit_code,
+            0);
+  const std::string shard = "iter_0000002/mp_rank_00_001/zero_dp_rank_001.bin";
+  fs::copy_file(dir.file("b/" + shard), dir.file("a/" + shard), fs::copy_options::overwrite_existing);
+  const CliResult foreign = run_ptdp(dir, tiny(4, {"--zero", "1", "--iters", "4", "--load", dir.file("a")}));
+  EXPECT_TRUE(IsUsageError(foreign, {"--load", "zero_dp_rank_001.bin", "belongs to save"})) << foreign.err;
 }
 
 }  // namespace

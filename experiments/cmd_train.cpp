@@ -1,6 +1,7 @@
 // `ptdp train`: trains with the training core and writes one result row.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -128,6 +129,21 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   const ModelConfig& m = c.model;
   const bool report = world.rank() == 0 && verbose;
   const bool rank0 = world.rank() == 0;
+  // One run per checkpoint directory: world rank 0 (one per job, whether ranks are threads or
+  // processes) holds its lock for the whole run, so that a second run is refused at start.
+  std::vector<std::unique_ptr<DirLock>> dir_locks;
+  phase([&] {
+    if (!rank0) return;
+    std::vector<std::string> locked;
+    for (const auto& [dir, flag] : {std::pair{c.save_dir, "--save"}, std::pair{c.save_init_dir, "--save-init"}}) {
+      if (dir.empty()) continue;
+      std::error_code ec;
+      const std::string canon = std::filesystem::weakly_canonical(dir, ec).string();
+      if (std::find(locked.begin(), locked.end(), canon) != locked.end()) continue;
+      locked.push_back(canon);
+      dir_locks.push_back(std::make_unique<DirLock>(dir, flag));
+    }
+  });
   const Topology topo(c.par.tp, c.par.pp, c.par.dp);
   ParallelGroups g = ParallelGroups::create(world, topo);
   // Ranks as threads share the process's threads (OMP_NUM_THREADS, else every core).
@@ -168,15 +184,31 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   CheckpointLayout ckpt{c.par.tp, c.par.pp, c.par.vpp, g.me.tp, g.me.pp, m.layers, m.hidden, m.heads, m.seq_length,
                         m.vocab_size, c.seed, c.par.global_batch, c.par.zero, c.par.dp, g.me.dp, m.arch,
                         m.ffn_hidden()};
+  ckpt.bucket_elems = c.grad_bucket_elems;
+  // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's
+  // shards and manifest carry it mixed with the iteration (checkpoint.h: a checkpoint is one unit).
+  uint64_t run_id = 0;
+  if (!c.save_dir.empty() || !c.save_init_dir.empty()) {
+    Tensor id = Tensor::zeros({2}, DType::I32);
+    if (rank0) std::memcpy(id.raw(), &(run_id = new_save_id()), sizeof run_id);
+    given_world.broadcast(id, 0);
+    std::memcpy(&run_id, id.raw(), sizeof run_id);
+  }
+  auto save_id_of = [&](int64_t it) {
+    uint64_t x = run_id ^ (0x9E3779B97F4A7C15ull * uint64_t(it + 1));
+    x ^= x >> 31;
+    return x ? x : 1;
+  };
   int start = 0;
   if (!c.load_dir.empty()) {
     int64_t it = 0;
     CheckpointState st;
     phase([&] {
-      it = read_latest(c.load_dir);
+      uint64_t id = 0;
+      it = read_latest(c.load_dir, &id);
       if (it >= c.iters)
         usage_error("--load {}: the checkpoint is at iteration {}, not before --iters {}", c.load_dir, it, c.iters);
-      st = load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers());
+      st = load_shard(c.load_dir, it, ckpt, model.pointers(), trainer.optimizers(), id);
     });
     if (processes)
       require_same_fields(given_world, {{"the iteration of --load " + c.load_dir, std::to_string(it)}},
@@ -203,22 +235,23 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     const LossScaler::State ls = trainer.loss_scaler().state();
     // A loss scale of 0 in the checkpoint: no dynamic loss-scaler state (f32, bf16, fixed scale).
     const CheckpointState st{it, trainer.loss_scaler().dynamic() ? ls.scale : 0.0, int32_t(ls.growth),
-                             int32_t(ls.hysteresis)};
+                             int32_t(ls.hysteresis), save_id_of(it)};
     phase([&] {
       if (writes_shard) save_shard(c.save_dir, ckpt, st, model.pointers(), trainer.optimizers());
     });
     phase([&] {
-      if (world.rank() == 0) write_latest(c.save_dir, it);
+      if (world.rank() == 0) write_latest(c.save_dir, it, st.save_id);
     });
     if (report) fmt::print("saved the checkpoint of iteration {} to {}\n", it, c.save_dir);
   };
   if (!c.save_init_dir.empty()) {  // the initial weights and zero optimizer state, as iteration 0
     phase([&] {
       if (writes_shard)
-        save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0}, model.pointers(), trainer.optimizers());
+        save_shard(c.save_init_dir, ckpt, CheckpointState{0, 1.0, 0, 0, save_id_of(0)}, model.pointers(),
+                   trainer.optimizers());
     });
     phase([&] {
-      if (world.rank() == 0) write_latest(c.save_init_dir, 0);
+      if (world.rank() == 0) write_latest(c.save_init_dir, 0, save_id_of(0));
     });
     if (report) fmt::print("saved the initial weights (iteration 0) to {}\n", c.save_init_dir);
   }

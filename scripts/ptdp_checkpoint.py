@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3, 4)
+VERSIONS = (1, 2, 3, 4, 5)
 ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -24,10 +24,12 @@ LATEST_FILE = "latest_checkpointed_iteration.txt"
 # version 3 on: i32 zero, dp, dp_rank (sharded optimizer state: one file per data-parallel rank,
 # zero_dp_rank_DDD.bin, holding that rank's pieces) |
 # version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
+# version 5 on: i64 bucket_elems (--grad-bucket-size under --zero 1, else 0), u64 save_id |
 # padding to 8
 _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
-            3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii")}
-assert (_HEADERS[1].size, _HEADERS[2].size, _HEADERS[3].size, _HEADERS[4].size) == (96, 104, 112, 120)
+            3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
+            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ")}
+assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136)
 
 
 class CheckpointError(Exception):

@@ -1,6 +1,8 @@
 #include "core/train/checkpoint.h"
 
 #include <cstring>
+#include <random>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,10 +17,11 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
-// (0 gpt, 1 llama) and the MLP hidden size.
-constexpr uint32_t kVersion = 4;
+// (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id.
+constexpr uint32_t kVersion = 5;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
+const char* kManifest = "save_id.txt";
 
 // Fixed-size header; the tensors follow, then an FNV-1a checksum of everything before it.
 struct Header {
@@ -35,8 +38,10 @@ struct Header {
   int32_t scale_growth, scale_hysteresis;
   int32_t zero, dp, dp_rank;
   int32_t arch, ffn_hidden;  // version 4
+  int64_t bucket_elems;      // version 5: --zero 1's --grad-bucket-size (0 otherwise)
+  uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
 };
-static_assert(sizeof(Header) == 120, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+static_assert(sizeof(Header) == 136, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
 
 uint64_t fnv(const std::string& bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -53,7 +58,9 @@ template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof 
 std::string describe(const CheckpointLayout& l) {
   return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} ffn={} s={} V={}, seed {}, global batch {}",
                      l.tp, l.pp, l.vpp,
-                     l.zero ? fmt::format(" --zero {} on d={}", l.zero, l.dp) : std::string(" --zero 0"),
+                     l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
+                                          l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
+                            : std::string(" --zero 0"),
                      arch_name(l.arch), l.layers, l.hidden, l.heads, l.ffn_hidden, l.seq_length, l.vocab_size, l.seed,
                      l.global_batch);
 }
@@ -72,14 +79,39 @@ CheckpointLayout layout_of(const Header& h) {
   l.vocab_size = h.vocab_size, l.seed = h.seed, l.global_batch = h.global_batch;
   l.zero = h.zero, l.dp = h.dp, l.dp_rank = h.dp_rank;
   l.arch = h.arch == 1 ? Arch::Llama : Arch::Gpt, l.ffn_hidden = h.ffn_hidden;
+  l.bucket_elems = h.bucket_elems;
   return l;
 }
 
-bool same(const CheckpointLayout& a, const CheckpointLayout& b) {
-  return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.tp_rank == b.tp_rank && a.pp_rank == b.pp_rank &&
-         a.layers == b.layers && a.hidden == b.hidden && a.heads == b.heads && a.seq_length == b.seq_length &&
-         a.vocab_size == b.vocab_size && a.seed == b.seed && a.global_batch == b.global_batch && a.zero == b.zero &&
-         (a.zero == 0 || (a.dp == b.dp && a.dp_rank == b.dp_rank)) && a.arch == b.arch && a.ffn_hidden == b.ffn_hidden;
+// The first field in which the saved layout `a` and the run's `b` differ: "NAME SAVED, this run
+// has NAME RUN"; empty when they agree.
+std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& b) {
+  const std::vector<std::tuple<const char*, std::string, std::string>> fields = {
+      {"--tp", fmt::format("{}", a.tp), fmt::format("{}", b.tp)},
+      {"--pp", fmt::format("{}", a.pp), fmt::format("{}", b.pp)},
+      {"--vpp", fmt::format("{}", a.vpp), fmt::format("{}", b.vpp)},
+      {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
+      {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
+      {"--arch", arch_name(a.arch), arch_name(b.arch)},
+      {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
+      {"--hidden", fmt::format("{}", a.hidden), fmt::format("{}", b.hidden)},
+      {"--heads", fmt::format("{}", a.heads), fmt::format("{}", b.heads)},
+      {"the MLP hidden size", fmt::format("{}", a.ffn_hidden), fmt::format("{}", b.ffn_hidden)},
+      {"--seq-length", fmt::format("{}", a.seq_length), fmt::format("{}", b.seq_length)},
+      {"--vocab-size", fmt::format("{}", a.vocab_size), fmt::format("{}", b.vocab_size)},
+      {"--seed", fmt::format("{}", a.seed), fmt::format("{}", b.seed)},
+      {"--global-batch", fmt::format("{}", a.global_batch), fmt::format("{}", b.global_batch)},
+      {"--zero", fmt::format("{}", a.zero), fmt::format("{}", b.zero)}};
+  for (const auto& [name, saved, run] : fields)
+    if (saved != run) return fmt::format("{} {}, this run has {} {}", name, saved, name, run);
+  if (a.zero == 0) return "";
+  if (a.dp != b.dp) return fmt::format("--zero {} on d={}, this run has d={}", a.zero, a.dp, b.dp);
+  if (a.dp_rank != b.dp_rank) return fmt::format("data-parallel rank {}, this run has {}", a.dp_rank, b.dp_rank);
+  if (a.zero == 1 && a.bucket_elems != b.bucket_elems)  // each rank's pieces are chunks of the buckets
+    return fmt::format("--grad-bucket-size {}, this run has --grad-bucket-size {} (it lays out the sharded optimizer "
+                       "state)",
+                       a.bucket_elems, b.bucket_elems);
+  return "";
 }
 
 }  // namespace
@@ -106,6 +138,8 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.scale_hysteresis = state.scale_hysteresis;
   h.zero = l.zero, h.dp = l.zero ? l.dp : 1, h.dp_rank = l.zero ? l.dp_rank : 0;
   h.arch = l.arch == Arch::Llama ? 1 : 0, h.ffn_hidden = l.ffn_hidden;
+  h.bucket_elems = l.zero == 1 ? l.bucket_elems : 0;
+  h.save_id = state.save_id;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {
@@ -129,27 +163,62 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   write_file_atomic(file, out);
 }
 
-void write_latest(const std::string& dir, int64_t iteration) {
+uint64_t new_save_id() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t(rd()) << 32) ^ rd();
+  return id;
+}
+
+namespace {
+// The save's manifest: its id, in the iteration's directory beside the rank directories.
+std::string manifest_file(const std::string& dir, int64_t iteration) {
+  return (std::filesystem::path(dir) / fmt::format("iter_{:07d}", iteration) / kManifest).string();
+}
+}  // namespace
+
+void write_latest(const std::string& dir, int64_t iteration, uint64_t save_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(manifest_file(dir, iteration)).parent_path(), ec);
+  write_file_atomic(manifest_file(dir, iteration), fmt::format("{:016x}\n", save_id));
   write_file_atomic((std::filesystem::path(dir) / kLatest).string(), std::to_string(iteration) + "\n");
 }
 
-int64_t read_latest(const std::string& dir) {
+int64_t read_latest(const std::string& dir, uint64_t* save_id) {
   const std::string path = (std::filesystem::path(dir) / kLatest).string();
   std::ifstream f(path);
   if (!f) usage_error("--load {}: no checkpoint there ({} is missing)", dir, path);
   std::string text;
   std::getline(f, text);
+  int64_t it = -1;
   try {
     size_t used = 0;
-    int64_t it = std::stoll(text, &used);
-    if (used == text.size() && it >= 0) return it;
+    it = std::stoll(text, &used);
+    if (used != text.size()) it = -1;
   } catch (const std::exception&) {
   }
-  usage_error("--load {}: {} does not hold an iteration number ('{}')", dir, path, text);
+  if (it < 0) usage_error("--load {}: {} does not hold an iteration number ('{}')", dir, path, text);
+  if (save_id) {
+    const std::string m = manifest_file(dir, it);
+    std::ifstream mf(m);
+    std::string id;
+    std::getline(mf, id);
+    *save_id = 0;
+    size_t used = 0;
+    try {
+      *save_id = std::stoull(id, &used, 16);
+    } catch (const std::exception&) {
+    }
+    if (!mf.is_open())
+      usage_error("--load {}: {} is missing: iteration {} was not saved whole (or by an older ptdp)", dir, m, it);
+    if (*save_id == 0 || used != id.size() || id.size() != 16)
+      usage_error("--load {}: {} does not hold a save id (16 hex digits): '{}'", dir, m, id);
+  }
+  return it;
 }
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,
-                           const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
+                           const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts, uint64_t save_id) {
   PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
   const std::string path = shard_file(dir, iteration, l);
   std::ifstream f(path, std::ios::binary);
@@ -177,9 +246,14 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
   if (fnv(bytes.substr(0, bytes.size() - sizeof sum)) != sum)
     usage_error("--load {}: {} is corrupt or truncated (checksum mismatch)", dir, path);
   if (h.arch != 0 && h.arch != 1) usage_error("--load {}: {} has an unknown architecture code {}", dir, path, h.arch);
-  if (!same(layout_of(h), l))
-    usage_error("--load {}: the checkpoint was saved with {}; this run has {} (resharding is not supported)", dir,
-                describe(layout_of(h)), describe(l));
+  if (const std::string d = first_difference(layout_of(h), l); !d.empty())
+    usage_error("--load {}: {} was saved with {}; the checkpoint was saved with {}; this run has {} (resharding is not "
+                "supported)",
+                dir, path, d, describe(layout_of(h)), describe(l));
+  if (h.save_id != save_id)
+    usage_error("--load {}: {} belongs to save {:016x}, not to save {:016x} that {} names: a shard of another run or "
+                "a stale one left in the directory (a checkpoint is loaded whole or not at all)",
+                dir, path, h.save_id, save_id, manifest_file(dir, iteration));
   if (h.chunks != static_cast<int32_t>(chunks.size()) || h.iteration != iteration)
     usage_error("--load {}: {} holds {} chunk(s) of iteration {}, expected {} of iteration {}", dir, path, h.chunks,
                 h.iteration, chunks.size(), iteration);

@@ -7,7 +7,10 @@
 // iteration (which fixes the data position and, with the seed, the RNG). With sharded data
 // parallelism (--zero 1) every data-parallel rank writes its own file beside it,
 // zero_dp_rank_DDD.bin, holding its pieces of the master weights and Adam state: such a
-// checkpoint loads only with the same --zero and data-parallel size.
+// checkpoint loads only with the same --zero, data-parallel size and (--zero 1: the pieces are
+// chunks of the gradient buckets) --grad-bucket-size. A checkpoint is one unit: every shard and
+// the save's manifest DIR/iter_NNNNNNN/save_id.txt carry the save's random id, and a shard of
+// another save (another run's, or a stale one left in the directory) is refused on load.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,13 +35,20 @@ struct CheckpointLayout {
   // up for llama); ffn_hidden must be set (positive) to save or load.
   Arch arch = Arch::Gpt;
   int ffn_hidden = 0;
+  // --zero 1: the gradient bucket size (--grad-bucket-size), which lays out each rank's pieces.
+  int64_t bucket_elems = 0;
 };
 
 struct CheckpointState {
   int64_t iteration = 0;
   double loss_scale = 1.0;
   int32_t scale_growth = 0, scale_hysteresis = 0;  // the loss scaler's trackers
+  uint64_t save_id = 0;  // the save this shard belongs to (new_save_id), also in its manifest
 };
+
+// A fresh random id for one save (draw it on one rank and give it to all: every shard of a save
+// carries the same id).
+uint64_t new_save_id();
 
 std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank, int pp);
 
@@ -46,14 +56,16 @@ std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, in
 // rank's when zero > 0.
 void save_shard(const std::string& dir, const CheckpointLayout& layout, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts);
-// Marks `iteration` as the latest complete checkpoint (call after every shard is saved).
-void write_latest(const std::string& dir, int64_t iteration);
-// The latest complete iteration in dir; UsageError naming --load and the file when absent or
-// malformed.
-int64_t read_latest(const std::string& dir);
+// Marks `iteration` as the latest complete checkpoint (call after every shard is saved): writes
+// the save's manifest (its id), then the marker.
+void write_latest(const std::string& dir, int64_t iteration, uint64_t save_id);
+// The latest complete iteration in dir (and, given `save_id`, the id its manifest holds);
+// UsageError naming --load and the file when absent or malformed.
+int64_t read_latest(const std::string& dir, uint64_t* save_id = nullptr);
 // Loads this rank's shard of `iteration` into the chunks and optimizers. UsageError when the
-// shard is missing, corrupt or truncated, or saved under another layout (names both).
+// shard is missing, corrupt or truncated, saved under another layout (names the field, both
+// values and the file), or belongs to another save than `save_id` (read_latest's).
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& layout,
-                           const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts);
+                           const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts, uint64_t save_id);
 
 }  // namespace ptdp

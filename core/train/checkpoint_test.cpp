@@ -21,6 +21,8 @@
 namespace ptdp {
 namespace {
 
+constexpr uint64_t kId = 0x5a1e;  // the save id of the tests' saves
+
 struct Grid {
   int t = 2, p = 2, d = 2, v = 2;
 };
@@ -64,15 +66,15 @@ std::vector<double> train(const Grid& r, int from, int to, const std::string& lo
         {r.t, r.p, r.v, g.me.tp, g.me.pp, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
     if (from > 0) {
       ASSERT_EQ(read_latest(load), from);
-      load_shard(load, from, layout, m.pointers(), trainer.optimizers());
+      load_shard(load, from, layout, m.pointers(), trainer.optimizers(), kId);
       trainer.set_iteration(from);
     }
     std::vector<double> mine;
     for (int it = from + 1; it <= to; ++it) mine.push_back(trainer.step().loss);
     if (!save.empty()) {
-      if (g.me.dp == 0) save_shard(save, layout, CheckpointState{to, 1.0}, m.pointers(), trainer.optimizers());
+      if (g.me.dp == 0) save_shard(save, layout, CheckpointState{to, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
       world.barrier();
-      if (rank == 0) write_latest(save, to);
+      if (rank == 0) write_latest(save, to, kId);
       world.barrier();
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -115,26 +117,26 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   Trainer trainer(m.pointers(), data, tc);
   CheckpointLayout layout =
       with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
-  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }), "");
+  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); }), "");
   CheckpointLayout other = layout;
   other.global_batch = 16;
-  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers()); })
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); })
                 .find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1"),
             std::string::npos);
   other = layout;
   other.tp = 2;
   other.tp_rank = 1;  // its shard directory does not exist
-  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers()); }).find("is missing"),
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); }).find("is missing"),
             std::string::npos);
   const std::string shard = shard_dir(ck, 1, 0, 0, 1) + "/model_optim_rng.bin";
   auto bytes = testing::read_file(shard);
   bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
   testing::write_file(shard, bytes);
-  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }).find("checksum"),
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); }).find("checksum"),
             std::string::npos);
   bytes.resize(100);
   testing::write_file(shard, bytes);
-  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers()); }).find("truncated"),
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); }).find("truncated"),
             std::string::npos);
   EXPECT_NE(usage_message_of([&] { read_latest(dir.file("nothing")); }).find("no checkpoint there"), std::string::npos);
 }
@@ -153,14 +155,14 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
   Trainer trainer(m.pointers(), data, tc);
   const CheckpointLayout layout =
       with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
-  save_shard(ck, layout, CheckpointState{0, 1.0}, m.pointers(), trainer.optimizers());
-  write_latest(ck, 0);
-  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 0, layout, m.pointers(), trainer.optimizers()); }), "");
+  save_shard(ck, layout, CheckpointState{0, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
+  write_latest(ck, 0, kId);
+  EXPECT_EQ(usage_message_of([&] { load_shard(ck, 0, layout, m.pointers(), trainer.optimizers(), kId); }), "");
 
   ModelConfig gpt = c;
   gpt.arch = Arch::Gpt;
   const std::string as_gpt =
-      usage_message_of([&] { load_shard(ck, 0, with_model(layout, gpt), m.pointers(), trainer.optimizers()); });
+      usage_message_of([&] { load_shard(ck, 0, with_model(layout, gpt), m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_gpt.find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 "
                         "ffn=256 s=32 V=256"),
             std::string::npos)
@@ -171,7 +173,7 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
 
   CheckpointLayout wider = layout;
   wider.ffn_hidden = 512;
-  const std::string as_wider = usage_message_of([&] { load_shard(ck, 0, wider, m.pointers(), trainer.optimizers()); });
+  const std::string as_wider = usage_message_of([&] { load_shard(ck, 0, wider, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_wider.find("--arch llama l=4 h=64 a=4 ffn=256"), std::string::npos) << as_wider;
   EXPECT_NE(as_wider.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 ffn=512"),
             std::string::npos)
@@ -189,15 +191,15 @@ TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
   Trainer trainer(m.pointers(), data, tc);
   CheckpointLayout layout =
       with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 3, 1}, c);
-  save_shard(ck, layout, CheckpointState{1, 1.0}, m.pointers(), trainer.optimizers());
-  write_latest(ck, 1);
+  save_shard(ck, layout, CheckpointState{1, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
+  write_latest(ck, 1, kId);
   for (int attempt = 0; attempt < 3; ++attempt) {
     pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {  // saves iterations 2, 3, ... until killed
       for (int it = 2;; ++it) {
-        save_shard(ck, layout, CheckpointState{it, 1.0}, m.pointers(), trainer.optimizers());
-        write_latest(ck, it);
+        save_shard(ck, layout, CheckpointState{it, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
+        write_latest(ck, it, kId);
       }
     }
     usleep(30000 + 40000 * attempt);  // somewhere inside a save
@@ -206,7 +208,7 @@ TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
     waitpid(child, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status));
     const int64_t latest = read_latest(ck);
-    CheckpointState st = load_shard(ck, latest, layout, m.pointers(), trainer.optimizers());
+    CheckpointState st = load_shard(ck, latest, layout, m.pointers(), trainer.optimizers(), kId);
     EXPECT_EQ(st.iteration, latest);
   }
 }
