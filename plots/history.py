@@ -28,17 +28,40 @@ KEY = ["experiment", "mode", "backend", "precision", "model", "arch", "layers", 
 DEFAULTS = {"arch": "gpt", "sequence_parallel": "0", "zero": "0", "stack": ""}
 
 
+def fail(message):
+    """An input error: one line and exit code 2 (scripts/track.sh keeps 1 for a regression)."""
+    print(f"history: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def read(path):
+    """The rows of a history CSV; a row whose field count differs from the header's, or without a
+    git sha, is refused naming the file and the line."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-            header = rows[0].keys() if rows else []
+            reader = csv.reader(f)
+            table = [(reader.line_num, fields) for fields in reader]
     except OSError as e:
-        sys.exit(f"history: error: {path}: cannot be read: {e.strerror}")
+        fail(f"{path}: cannot be read: {e.strerror}")
+    except (UnicodeDecodeError, csv.Error) as e:
+        fail(f"{path}: not a CSV file: {e}")
+    if not table:
+        return []
+    header = table[0][1]
     missing = [c for c in KEY + ["tokens_per_s", "tflops_per_gpu", "git_sha"]
-               if rows and c not in header and c not in DEFAULTS]
-    if missing:
-        sys.exit(f"history: error: {path}:1: no column {missing[0]!r} in the header")
+               if c not in header and c not in DEFAULTS]
+    if missing and any(fields for _, fields in table[1:]):
+        fail(f"{path}:1: no column {missing[0]!r} in the header")
+    rows = []
+    for line, fields in table[1:]:
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            fail(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}")
+        r = dict(zip(header, fields))
+        if not r["git_sha"].strip():
+            fail(f"{path}:{line}: column 'git_sha' is empty")
+        rows.append(r)
     return rows
 
 
@@ -62,7 +85,7 @@ def label(k):
 def number(s):
     try:
         return float(s)
-    except ValueError:
+    except (TypeError, ValueError):
         return float("nan")
 
 
@@ -77,7 +100,7 @@ def builds(rows):
 def last_two(path, prev_out, cur_out):
     rows = read(path)
     if not rows:
-        sys.exit(f"history: error: {path}: no runs")
+        fail(f"{path}: no runs")
     k = series_key(rows[-1])
     series = builds([r for r in rows if series_key(r) == k])
     newest = rows[-1]["git_sha"]
@@ -99,13 +122,15 @@ def last_two(path, prev_out, cur_out):
 
 
 def plot(path, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = read(path)
     if not rows:
-        sys.exit(f"history: error: {path}: no runs to plot")
+        fail(f"{path}: no runs to plot")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        fail(f"plotting needs matplotlib ({e}): apt-get install python3-matplotlib")
     series = {}
     for r in rows:
         series.setdefault(series_key(r), []).append(r)

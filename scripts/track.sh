@@ -115,11 +115,11 @@ for c in "${!configs[@]}"; do
     set -e
     [ "$status" -le 1 ] || exit "$status"
     [ "$status" -eq 0 ] || regressed=$((regressed + 1))
-  elif [ "$split" -ne 3 ]; then
-    exit "$split"
+  elif [ "$split" -ne 3 ]; then  # not a regression: an unreadable history
+    fail "plots/history.py could not read $history (exit $split): see above"
   fi
 done
-[ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot"
+[ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot" || fail "plots/history.py could not plot $history"
 if [ "$regressed" -ne 0 ]; then
   echo "track: throughput regression against ${base_build:-the previous build} in $regressed of ${#configs[@]} benchmark(s)" \
        "(tolerance ${tolerance}%, significance ${alpha})"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# plots/history.py's input errors: one line naming the file (and line), exit code 2, never 1 (which
+# scripts/track.sh reports as a throughput regression) and never a Python traceback.
+#   plots/history_test.sh
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+head -3 "$src/results/history.csv" >"$tmp/good.csv"
+{ cat "$tmp/good.csv"; echo "a,b,c"; } >"$tmp/short-row.csv"
+{ head -1 "$tmp/good.csv"; sed -n 2p "$tmp/good.csv" | sed 's/^\([^,]*\),/\1,,/'; } >"$tmp/long-row.csv"
+printf 'a,b\n1,2\n' >"$tmp/foreign.csv"
+check() {  # NEEDLE ARGS...: exit 2, the needle on stderr, no traceback
+  local needle=$1; shift
+  python3 "$src/plots/history.py" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq 2 ] || fail "history.py $*: exit $rc, expected 2: $(cat "$tmp/err")"
+  grep -qF -- "$needle" "$tmp/err" || fail "history.py $*: no '$needle' in: $(cat "$tmp/err")"
+  ! grep -q Traceback "$tmp/err" || fail "history.py $*: a traceback"
+}
+check "short-row.csv:3: 3 fields, the header has" "$tmp/short-row.csv" --last-two "$tmp/p.csv" "$tmp/c.csv"
+check "short-row.csv:3: 3 fields, the header has" "$tmp/short-row.csv" "$tmp/h.png"
+check "long-row.csv:2: " "$tmp/long-row.csv" --last-two "$tmp/p.csv" "$tmp/c.csv"
+check "foreign.csv:1: no column" "$tmp/foreign.csv" "$tmp/h.png"
+check "missing.csv: cannot be read" "$tmp/missing.csv" "$tmp/h.png"
+python3 "$src/plots/history.py" "$tmp/good.csv" --last-two "$tmp/p.csv" "$tmp/c.csv" >/dev/null
+[ $? -eq 3 ] || fail "a history of one build: exit 3 (nothing to compare) expected"
+echo "PASS: history input errors"
