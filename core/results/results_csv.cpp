@@ -236,16 +236,24 @@ void check_path_length(const std::string& path, const std::string& flag) {
     usage_error("{} {}...: the path is {} characters long, its longest part {} (at most {} and {})", flag,
                 path.substr(0, 40), path.size(), longest, PATH_MAX - 1, NAME_MAX);
 }
+
+// The directory a new file of `path` would go to exists and is writable.
+void check_parent_directory(const std::filesystem::path& p, const std::string& flag) {
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    usage_error("{} {}: directory {} does not exist", flag, p.string(), dir.string());
+  if (::access(dir.c_str(), W_OK) != 0)
+    usage_error("{} {}: directory {} is not writable", flag, p.string(), dir.string());
+}
 }  // namespace
 
 void check_result_csv(const std::string& path, const std::string& flag) {
   check_path_length(path, flag);
   namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const fs::path p(path);
+  check_parent_directory(p, flag);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) usage_error("{} {}: directory {} does not exist", flag, path, dir.string());
-  if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: directory {} is not writable", flag, path, dir.string());
   if (fs::is_directory(p, ec)) usage_error("{} {}: is a directory, not a CSV file", flag, path);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // follows symlinks; reading a FIFO would block
@@ -352,11 +360,9 @@ void check_output_file(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   if (path.empty()) usage_error("{} '': needs a file name", flag);
   check_path_length(path, flag);
-  fs::path p(path);
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const fs::path p(path);
+  check_parent_directory(p, flag);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) usage_error("{} {}: directory {} does not exist", flag, path, dir.string());
-  if (::access(dir.c_str(), W_OK) != 0) usage_error("{} {}: directory {} is not writable", flag, path, dir.string());
   if (fs::is_directory(p, ec)) usage_error("{} {}: is a directory, not a file", flag, path);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
