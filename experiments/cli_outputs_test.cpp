@@ -129,6 +129,14 @@ TEST(CliSettings, AHysteresisTheCheckpointCannotHoldIsRefused) {
   EXPECT_TRUE(IsUsageError(r, {"--hysteresis 3000000000"})) << r.err;
 }
 
+// --grad-bucket-size 1 made two iterations of the tiny model at --dp 2 take over a minute (one
+// collective per element): buckets below 1024 elements are refused, naming the bound.
+TEST(CliSettings, AGradientBucketOfAFewElementsIsRefused) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, tiny({"--dp", "2", "--grad-bucket-size", "1"}));
+  EXPECT_TRUE(IsUsageError(r, {"--grad-bucket-size 1 must be at least 1024 elements"})) << r.err;
+}
+
 TEST(CliSettings, AnF32CheckpointResumedInF16StartsAtTheInitialLossScale) {
   TempDir dir;
   const std::string ck = dir.file("ck");

@@ -1,5 +1,6 @@
 // `ptdp plan`: searches the parallel layouts of a model on N devices of a hardware profile and
 // prints the fastest that fit in memory, beside the paper's heuristic choice.
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -41,9 +42,6 @@ void print_entry(const char* rank, const sim::PlanEntry& e) {
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
-  if (f.gpus <= 0) usage_error("--gpus {} must be positive", f.gpus);
-  if (f.global_batch <= 0) usage_error("--global-batch {} must be positive", f.global_batch);
-  if (f.top <= 0) usage_error("--top {} must be positive", f.top);
   if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
   f.run.run.backend = hw.kind == "cpu" ? "cpu" : "cuda";
   f.run.run.precision = f.precision.empty() ? hw.default_precision : f.precision;
@@ -60,6 +58,17 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   req.zero_modes = f.zero_modes;
   req.top = f.top;
   req.stack = f.stack;
+  // A long search (a large --top over many devices) says how far it is, every 2 s, on stderr.
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  req.progress = [&](int64_t simulated, int64_t at_most) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "ptdp plan: %.0f s: simulated %lld of at most %lld layouts that fit\n",
+                 std::chrono::duration<double>(now - start).count(), static_cast<long long>(simulated),
+                 static_cast<long long>(at_most));
+  };
   sim::SimOptions opt;
   opt.dp_overlap = f.overlap_grad_reduce;
   const sim::PlanResult res = sim::plan(req, hw, opt);

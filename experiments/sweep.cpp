@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/regular_file.h"
 #include "core/common/one_line.h"
 #include "core/model/config.h"
 #include "core/results/csv_reader.h"
@@ -149,7 +150,7 @@ const std::string& as_text(const SpecValue& v, const std::string& where, const s
 
 int as_count(const SpecValue& v, const std::string& where, const std::string& key) {
   const long long i = as_int(v, where, key);
-  if (i <= 0 || i > (1 << 30)) usage_error("{}: key '{}' = {} must be a positive integer", where, key, i);
+  if (i <= 0 || i > (1 << 30)) usage_error("{}: key '{}' = {} must be an integer from 1 to {}", where, key, i, 1 << 30);
   return static_cast<int>(i);
 }
 
@@ -354,11 +355,7 @@ SweepSpec load_sweep_spec(const std::string& name_or_path) {
       usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", one_line(name_or_path),
                   joined(sweep_names()));
   }
-  std::ifstream f(path);
-  if (!f) usage_error("spec {}: cannot be read", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  SweepSpec s = parse_sweep_spec(ss.str(), path);
+  SweepSpec s = parse_sweep_spec(read_regular_file(path, "spec"), path);
   if (!is_path && s.name != name_or_path)
     usage_error("{}: name '{}' must equal the file's name '{}'", path, one_line(s.name), one_line(name_or_path));
   return s;

@@ -48,7 +48,7 @@ for label, a in [
   ("--lr inf", ["--model","tiny","--lr","inf"]), ("--lr nan", ["--model","tiny","--lr","nan"]),
   ("--adam-beta1 1.5", ["--model","tiny","--adam-beta1","1.5"]), ("--seed -1", ["--model","tiny","--seed","-1"]),
   ("--seed abc", ["--model","tiny","--seed","abc"]), ("--seed 2^64", ["--model","tiny","--seed","18446744073709551616"]),
-  ("--comm-timeout 0", ["--model","tiny","--comm-timeout","0"]), ("--grad-bucket-size 0", ["--model","tiny","--grad-bucket-size","0"]),
+  ("--comm-timeout 0", ["--model","tiny","--comm-timeout","0"]), ("--grad-bucket-size 0", ["--model","tiny","--grad-bucket-size","0"]), ("--grad-bucket-size 1", ["--model","tiny","--grad-bucket-size","1"]),
   ("--data '' (empty)", ["--model","tiny","--data",""]),
   ("--layers 99999999", ["--model","tiny","--layers","99999999"]),
   ("--seq-length 1048577", ["--model","tiny","--seq-length","1048577"]),

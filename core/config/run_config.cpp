@@ -138,7 +138,11 @@ void validate_run(RunConfig& c) {
     usage_error("--comm-timeout {} must be at most {} seconds", c.comm_timeout_s, kMaxCommTimeoutS);
   if (c.save_interval < 0) usage_error("--save-interval {} must not be negative", c.save_interval);
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
-  if (c.grad_bucket_elems <= 0) usage_error("--grad-bucket-size {} must be positive", c.grad_bucket_elems);
+  // A bucket is one collective per data-parallel group; below a few KiB the launches are all there
+  // is (--grad-bucket-size 1 made two iterations of the tiny model take a minute).
+  if (c.grad_bucket_elems < kMinGradBucketElems)
+    usage_error("--grad-bucket-size {} must be at least {} elements (Megatron's default is 40000000)",
+                c.grad_bucket_elems, kMinGradBucketElems);
 }
 
 void require_supported(const RunConfig& c) {

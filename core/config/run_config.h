@@ -48,7 +48,7 @@ struct RunConfig {
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
-  int64_t grad_bucket_elems = 40'000'000;    // data-parallel bucket size in elements
+  int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
   std::string save_dir, load_dir;            // checkpoints (--save, --load)
   int save_interval = 0;                     // 0: save at the end only
@@ -76,6 +76,7 @@ DType precision_dtype(const std::string& precision);
 
 // The longest --comm-timeout, in seconds (11.6 days).
 inline constexpr double kMaxCommTimeoutS = 1e6;
+inline constexpr int64_t kMinGradBucketElems = 1024;  // --grad-bucket-size
 
 // Checks every rule of the flags (throws UsageError naming the flag and the rule) and fills
 // defaults: dp (from ranks), global_batch, ranks.

@@ -12,11 +12,16 @@ namespace ptdp::sim {
 
 namespace {
 
+// In increasing order; O(sqrt n).
 std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
+  std::vector<int> lo, hi;
+  for (int i = 1; int64_t(i) * i <= n; ++i)
+    if (n % i == 0) {
+      lo.push_back(i);
+      if (i != n / i) hi.push_back(n / i);
+    }
+  lo.insert(lo.end(), hi.rbegin(), hi.rend());
+  return lo;
 }
 
 std::string precision_of(const PlanRequest& req, const HardwareProfile& hw) {
@@ -46,11 +51,17 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
 }
 
 void check_request(const PlanRequest& req, const HardwareProfile& hw) {
+  // The same bounds as a training run's (validate_run): every product of t, p, d, b and the
+  // micro-batch count stays far inside 32 bits, and the search stays below a second.
   if (req.gpus <= 0) usage_error("--gpus {} must be positive", req.gpus);
+  if (req.gpus > kMaxPlanGpus) usage_error("--gpus {} must be at most {}", req.gpus, kMaxPlanGpus);
   if (req.global_batch <= 0) usage_error("--global-batch {} must be positive", req.global_batch);
+  if (req.global_batch > kMaxPlanGlobalBatch)
+    usage_error("--global-batch {} must be at most {}", req.global_batch, kMaxPlanGlobalBatch);
   if (req.top <= 0) usage_error("--top {} must be positive", req.top);
   for (int b : req.micro_batches)
-    if (b <= 0) usage_error("--micro-batches: {} must be positive", b);
+    if (b <= 0 || b > kMaxPlanGlobalBatch)
+      usage_error("--micro-batches: {} must be in [1, {}]", b, kMaxPlanGlobalBatch);
   if (req.zero_modes.empty()) usage_error("--zero-modes: give at least one of 0, 1, 3");
   software_stack(req.stack);  // UsageError naming --stack
   for (int z : req.zero_modes)
@@ -188,6 +199,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
     if (!req.exhaustive && c.lower_bound >= bound) break;
     done.push_back({c.cfg, simulate(c.cfg, hw, opt)});
     ++out.simulated;
+    if (req.progress) req.progress(out.simulated, int64_t(cands.size()));
     if (int(done.size()) >= req.top) bound = kth_best();
   }
   std::sort(done.begin(), done.end(),

@@ -2,6 +2,8 @@
 // schedule and recomputation for a model on N devices, drops what does not fit in memory, and
 // ranks the rest by simulated throughput; also evaluates the paper's heuristic choice.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,11 @@
 #include "core/sim/simulator.h"
 
 namespace ptdp::sim {
+
+// Bounds of a plan request: a training run's world bound (validate_run), and a batch that keeps
+// every product of the search inside 32 bits.
+inline constexpr int kMaxPlanGpus = 1 << 20;
+inline constexpr int kMaxPlanGlobalBatch = 1 << 24;
 
 struct PlanRequest {
   ModelConfig model;
@@ -27,6 +34,9 @@ struct PlanRequest {
   // The software (stack.h). Under megatron-2022 and mcore every layout with t > 1 runs sequence
   // parallelism, as those codes' runs do.
   std::string stack = "megatron-2021";
+  // Called after each simulated layout with the count so far and the most it can reach (the
+  // layouts that fit); for progress output. May be empty.
+  std::function<void(int64_t simulated, int64_t at_most)> progress;
 };
 
 struct PlanEntry {
