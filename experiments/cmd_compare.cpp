@@ -144,7 +144,15 @@ struct Verdict {
 Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<double>& c, double tol,
               double alpha) {
   Verdict v;
-  if (b.empty() || c.empty()) return v;
+  if (b.empty()) {
+    if (!c.empty()) v.status = "not compared (no baseline value)";
+    return v;
+  }
+  if (c.empty()) {  // the baseline measured it, the current run did not: never a pass
+    v.regressed = true;
+    v.status = fmt::format("EMPTY: the current file has no value ({} in the baseline)", b.size());
+    return v;
+  }
   const bool worse_is_lower = mt.higher_is_better;
   const bool positive = *std::min_element(b.begin(), b.end()) > 0 && *std::min_element(c.begin(), c.end()) > 0;
   if (positive && smallest_p(b.size(), c.size()) < alpha) {
@@ -214,8 +222,9 @@ int compare(const std::string& base_path, const std::string& cur_path, double to
       const std::string cv = cs.empty() ? "-" : fmt::format("{:.4g}", median(cs));
       if (v.regressed) {
         bad = true;
-        failures.push_back(fmt::format("{}: {} {} -> {} ({}, beyond {}%) (baseline {}, current {})", label(key),
-                                       mt.column, bv, cv, v.delta, tol, lines_text(b.lines), lines_text(c.lines)));
+        const std::string why = cs.empty() ? v.status : fmt::format("{}, beyond {}%", v.delta, tol);
+        failures.push_back(fmt::format("{}: {} {} -> {} ({}) (baseline {}, current {})", label(key), mt.column, bv, cv,
+                                       why, lines_text(b.lines), lines_text(c.lines)));
       }
       fmt::print("  {:<15} {:>12} -> {:>12}  {}  {}\n", mt.column, bv, cv, v.delta, v.status);
     }

@@ -378,16 +378,22 @@ TEST(CliCompare, AlphaMustBeAProbability) {
   EXPECT_NE(r.err.find("--alpha"), std::string::npos) << r.err;
 }
 
-TEST(CliCompare, EmptyMetricIsNotCompared) {
+// A metric the baseline measured and the current file left empty (a run that died before writing
+// it) fails; one the baseline lacks is not compared.
+TEST(CliCompare, AMetricEmptyInTheCurrentFileFailsAndOneEmptyInTheBaselineIsNotCompared) {
   TempDir dir;
   const auto base = write_rows(dir, "base.csv", baseline_rows());
   auto text = testing::text_of(base);
-  // Blank the first row's peak_mem_gb in the current file.
-  const std::string cur_text = text.replace(text.find(",0.168,"), 7, ",,");
-  const auto cur = write_text(dir, "cur.csv", cur_text);
+  // Blank the first row's peak_mem_gb.
+  const std::string blanked = text.replace(text.find(",0.168,"), 7, ",,");
+  const auto cur = write_text(dir, "cur.csv", blanked);
   const CliResult r = compare(dir, base, cur);
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("not compared (empty)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("EMPTY: the current file has no value (1 in the baseline)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL train-small"), std::string::npos) << r.out;
+  const CliResult back = compare(dir, cur, base);
+  EXPECT_EQ(back.exit_code, 0) << back.out;
+  EXPECT_NE(back.out.find("not compared (no baseline value)"), std::string::npos) << back.out;
 }
 
 // ---- malformed input: one line naming the file (and line), exit code 2 ----

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <cstdint>
+#include <cstring>
+#include <utility>
 #include <stdexcept>
 
 namespace ptdp {
@@ -38,22 +40,87 @@ void need_samples(const std::vector<double>& a, const std::vector<double>& b, co
   if (a.empty() || b.empty()) throw std::invalid_argument(std::string(what) + ": each sample needs a value");
 }
 
+// The m x n differences log(cur_j) - log(base_i) without storing them: order statistics by
+// bisection over the doubles' ordered bit patterns (at most 64 counts of O(m + n) each), so the
+// memory is O(m + n) whatever the number of pairs. Each difference is the same double a stored
+// copy would hold, so the k-th is exactly what sorting them gives.
+class PairwiseDifferences {
+ public:
+  PairwiseDifferences(const std::vector<double>& base, const std::vector<double>& cur) {
+    for (const auto* v : {&base, &cur})
+      for (double x : *v)
+        if (!(x > 0) || !std::isfinite(x))
+          throw std::invalid_argument("relative_change: values must be positive and finite");
+    for (double x : base) a_.push_back(std::log(x));
+    for (double x : cur) c_.push_back(std::log(x));
+    std::sort(a_.begin(), a_.end());
+    std::sort(c_.begin(), c_.end());
+  }
+  size_t size() const { return a_.size() * c_.size(); }
+  // The k-th smallest difference, k from 0.
+  double kth(size_t k) const {
+    uint64_t lo = key(c_.front() - a_.back()), hi = key(c_.back() - a_.front());  // min, max
+    if (count_at_most(value(lo)) > k) return value(lo) + 0.0;  // + 0.0: never -0
+    while (hi - lo > 1) {  // count(<= value(lo)) <= k < count(<= value(hi))
+      const uint64_t mid = lo + (hi - lo) / 2;
+      (count_at_most(value(mid)) > k ? hi : lo) = mid;
+    }
+    return value(hi) + 0.0;
+  }
+
+ private:
+  // Pairs with c_j - a_i <= t: the rounded difference is monotone in each operand, so the
+  // boundary index in c only grows as a_i grows.
+  size_t count_at_most(double t) const {
+    size_t total = 0, j = 0;
+    for (size_t i = 0; i < a_.size(); ++i) {  // a ascending: the boundary in c ascends
+      while (j < c_.size() && c_[j] - a_[i] <= t) ++j;
+      total += j;
+    }
+    return total;
+  }
+  // Doubles (not NaN) to unsigned integers in the same order, and back.
+  static uint64_t key(double x) {
+    uint64_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return (u >> 63) ? ~u : (u | (uint64_t(1) << 63));
+  }
+  static double value(uint64_t k) {
+    const uint64_t u = (k >> 63) ? (k & ~(uint64_t(1) << 63)) : ~k;
+    double x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+  }
+  std::vector<double> a_, c_;
+};
+
 }  // namespace
 
 UTest mann_whitney(const std::vector<double>& a, const std::vector<double>& b) {
   need_samples(a, b, "mann_whitney");
   UTest t;
-  for (double x : a)
-    for (double y : b) t.u += x > y ? 1.0 : (x == y ? 0.5 : 0.0);
+  // U from the ranks of the pooled sample (mid-ranks for ties): O((m + n) log(m + n)), so that
+  // hundreds of thousands of runs per side need no m x n pass.
+  std::vector<std::pair<double, bool>> pooled;  // (value, from a)
+  pooled.reserve(a.size() + b.size());
+  for (double x : a) pooled.emplace_back(x, true);
+  for (double y : b) pooled.emplace_back(y, false);
+  std::sort(pooled.begin(), pooled.end());
+  double rank_sum_a = 0, ties = 0;
+  for (size_t i = 0; i < pooled.size();) {
+    size_t j = i;
+    size_t in_a = 0;
+    for (; j < pooled.size() && pooled[j].first == pooled[i].first; ++j) in_a += pooled[j].second;
+    const double c = double(j - i), mid_rank = 0.5 * double(i + 1 + j);  // ranks i+1 .. j
+    rank_sum_a += double(in_a) * mid_rank;
+    ties += c * c * c - c;
+    i = j;
+  }
+  t.u = rank_sum_a - double(a.size()) * double(a.size() + 1) / 2;
   const double m = double(a.size()), n = double(b.size()), big_n = m + n;
-  std::map<double, int> counts;
-  for (double x : a) ++counts[x];
-  for (double y : b) ++counts[y];
-  double ties = 0;
-  for (const auto& [v, c] : counts) ties += double(c) * c * c - c;
   if (ties == 0 && a.size() + b.size() <= kExactLimit) {
     const std::vector<double> p = u_distribution(a.size(), b.size());
-    const auto k = size_t(t.u);
+    const auto k = size_t(std::lround(t.u));
     double le = 0, ge = 0;
     for (size_t u = 0; u < p.size(); ++u) (u <= k ? le : ge) += p[u];
     ge += p[k];  // P(U >= k) includes k
@@ -72,17 +139,10 @@ UTest mann_whitney(const std::vector<double>& a, const std::vector<double>& b) {
 RelativeChange relative_change(const std::vector<double>& base, const std::vector<double>& cur, double confidence) {
   need_samples(base, cur, "relative_change");
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("relative_change: confidence must be in (0, 1)");
-  std::vector<double> d;
-  d.reserve(base.size() * cur.size());
-  for (double b : base)
-    for (double c : cur) {
-      if (!(b > 0) || !(c > 0)) throw std::invalid_argument("relative_change: values must be positive");
-      d.push_back(std::log(c) - std::log(b));
-    }
-  std::sort(d.begin(), d.end());
+  PairwiseDifferences d(base, cur);
   const size_t pairs = d.size();
   RelativeChange r;
-  const double mid = pairs % 2 ? d[pairs / 2] : 0.5 * (d[pairs / 2 - 1] + d[pairs / 2]);
+  const double mid = pairs % 2 ? d.kth(pairs / 2) : 0.5 * (d.kth(pairs / 2 - 1) + d.kth(pairs / 2));
   r.estimate = std::expm1(mid);
   // The interval [d_(k), d_(pairs+1-k)] covers with probability 1 - 2 P(U <= k-1): the largest
   // k >= 1 that still reaches `confidence` (k = 1, the whole range, when none does).
@@ -112,8 +172,8 @@ RelativeChange relative_change(const std::vector<double>& base, const std::vecto
     k = size_t(std::max(1.0, c + 1));
     coverage = confidence;
   }
-  r.lo = std::expm1(d[k - 1]);
-  r.hi = std::expm1(d[pairs - k]);
+  r.lo = std::expm1(d.kth(k - 1));
+  r.hi = std::expm1(d.kth(pairs - k));
   r.confidence = coverage;
   return r;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 
 namespace ptdp {
@@ -65,6 +66,53 @@ TEST(RelativeChange, TooFewSamplesForTheConfidenceSayHowMuchTheyReach) {
   EXPECT_NEAR(r.lo, 12.0 / 11 - 1, 1e-12);
   EXPECT_NEAR(r.hi, 13.0 / 10 - 1, 1e-12);
   EXPECT_THROW(relative_change({0}, {1}), std::invalid_argument);
+}
+
+// The order statistics are found without storing the m x n differences; they must be exactly the
+// sorted differences' (random samples with many ties and negative and positive changes), and U
+// from the pooled ranks must be the pair count's.
+TEST(RelativeChange, EqualsTheSortedPairwiseDifferencesWithoutStoringThem) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t m = 1 + rng() % 60, n = 1 + rng() % 70;
+    std::vector<double> base(m), cur(n);
+    for (double& x : base) x = 90 + double(rng() % 25);  // coarse values: ties within and across
+    for (double& x : cur) x = 85 + double(rng() % 40) * (trial % 2 ? 1.0 : 0.37);
+    std::vector<double> d;
+    double u = 0;
+    for (double b : base)
+      for (double c : cur) {
+        d.push_back(std::log(c) - std::log(b));
+        u += b > c ? 1.0 : (b == c ? 0.5 : 0.0);
+      }
+    std::sort(d.begin(), d.end());
+    const RelativeChange r = relative_change(base, cur, 0.9);
+    const size_t pairs = d.size();
+    const double mid = pairs % 2 ? d[pairs / 2] : 0.5 * (d[pairs / 2 - 1] + d[pairs / 2]);
+    EXPECT_EQ(r.estimate, std::expm1(mid)) << "trial " << trial;
+    // The interval's ends are the k-th smallest and the k-th largest difference for one k.
+    bool symmetric_pair = false;
+    for (size_t k = 0; k < pairs && !symmetric_pair; ++k)
+      symmetric_pair = r.lo == std::expm1(d[k]) && r.hi == std::expm1(d[pairs - 1 - k]);
+    EXPECT_TRUE(symmetric_pair) << "trial " << trial;
+    EXPECT_EQ(mann_whitney(base, cur).u, u) << "trial " << trial;
+  }
+}
+
+// 300,000 runs a side (a long history of one configuration): 9e10 pairs, which a stored copy of
+// the differences cannot hold; the answer is the constant ratio's.
+TEST(RelativeChange, HundredsOfThousandsOfRunsNeedNoPairwiseStorage) {
+  std::vector<double> base(300000), cur(300000);
+  for (size_t i = 0; i < base.size(); ++i) {
+    base[i] = 100 + double(i % 1000) * 1e-3;
+    cur[i] = 1.05 * base[i];
+  }
+  const RelativeChange r = relative_change(base, cur);
+  EXPECT_NEAR(r.estimate, 0.05, 1e-9);
+  EXPECT_LT(r.lo, 0.05);
+  EXPECT_GT(r.hi, 0.05);
+  EXPECT_GT(mann_whitney(base, cur).u, -1);
+  EXPECT_LT(mann_whitney(base, cur).p, 1e-12);
 }
 
 }  // namespace
