@@ -34,6 +34,7 @@
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
 #include "core/common/error.h"
+#include "core/common/regular_file.h"
 #include "core/data/samples.h"
 #include "core/model/gpt.h"
 #include "core/results/csv_reader.h"
@@ -130,13 +131,10 @@ std::string resolve_data_path(const std::string& p) {
 AcceptProfile load_accept_profile(const std::string& name_or_path) {
   AcceptProfile a;
   a.path = find_profile(name_or_path);
-  std::ifstream f(a.path);
-  if (!f) usage_error("--hardware {}: cannot be read", a.path);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string text = read_regular_file(a.path, "--hardware");
   toml::table root;
   try {
-    root = toml::parse(ss.str(), a.path);
+    root = toml::parse(text, a.path);
   } catch (const toml::parse_error& e) {
     usage_error("{}:{}:{}: {}", a.path, e.source().begin.line, e.source().begin.column, e.description());
   }

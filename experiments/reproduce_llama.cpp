@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/regular_file.h"
 #include "core/accounting/flops.h"
 #include "core/results/results_csv.h"
 #include "core/sim/planner.h"
@@ -82,11 +83,7 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
 int reproduce_llama(const std::string& spec_name, const std::string& csv, const sim::HardwareProfile& hw,
                     bool dry_run) {
   const std::string spec_path = find_spec(spec_name);
-  std::ifstream f(spec_path);
-  if (!f) usage_error("spec {}: cannot be read", spec_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const LlamaSpec spec = parse_llama_spec(ss.str(), spec_path);
+  const LlamaSpec spec = parse_llama_spec(read_regular_file(spec_path, "spec"), spec_path);
   fmt::print("llama: {}\nllama: simulated on {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, "
              "b, schedule, recompute, zero {}\n",
              spec.title, spec.gpus, hw.name, hw.device, spec.global_batch, spec.precision,

@@ -114,6 +114,19 @@ bool try_lock(int fd) {
     if (errno != EINTR) return false;
   return true;
 }
+
+// Removes the temporary at `path` if its writer is dead (its lock can be taken).
+void remove_if_dead(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return;
+  if (try_lock(fd)) ::unlink(path.c_str());  // still ours: the writer checks its name after locking
+  ::close(fd);
+}
+
+// ".NAME.tmpXXXXXX": a temporary of write_file_atomic.
+bool is_temporary_name(const std::string& n) {
+  return n.size() > 11 && n[0] == '.' && n.compare(n.size() - 10, 4, ".tmp") == 0;
+}
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content) {
@@ -128,11 +141,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    if (n.size() != name.size() + 6 || n.compare(0, name.size(), name) != 0) continue;
-    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
-    if (try_lock(fd)) ::unlink(it->path().c_str());  // still ours: the writer checks its name after locking
-    ::close(fd);
+    if (n.size() == name.size() + 6 && n.compare(0, name.size(), name) == 0) remove_if_dead(it->path());
   }
   name.append("XXXXXX");
   std::string tmpl;
@@ -197,6 +206,14 @@ DirLock::DirLock(const std::string& dir, const std::string& flag) {
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
     // the pid is informative only
   }
+  // The directory is this run's now: the temporaries of writes killed before their rename, in any
+  // subdirectory (a shard of an iteration that is never saved again), are removed; a temporary
+  // still locked by a writer is left alone.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && is_temporary_name(it->path().filename().string())) remove_if_dead(it->path());
 }
 
 DirLock::~DirLock() {
@@ -305,25 +322,65 @@ class LockedFile {
     }
   }
 
-  // Appends (O_APPEND: at the end, whatever the offset) and flushes to disk.
+  // Appends (O_APPEND: at the end, whatever the offset) and flushes to disk. A write that fails
+  // part way (a full disk) is cut off again, so the file never ends in half a row.
   void append(const std::string& text) const {
+    struct stat st {};
+    const bool sized = ::fstat(fd_, &st) == 0;
     for (size_t done = 0; done < text.size();) {
       const ssize_t w = ::write(fd_, text.data() + done, text.size() - done);
       if (w < 0) {
         if (errno == EINTR) continue;
-        throw RuntimeError(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+        const int e = errno;
+        if (sized && ::ftruncate(fd_, st.st_size) != 0) {
+          // the message below still names the failed write
+        }
+        throw RuntimeError(fmt::format("{}: write failed: {}", path_, std::strerror(e)));
       }
       done += size_t(w);
     }
     if (::fsync(fd_) != 0) throw RuntimeError(fmt::format("{}: flush failed: {}", path_, std::strerror(errno)));
   }
 
-  void truncate() const {
-    if (::ftruncate(fd_, 0) != 0)
+  // Replaces the file's content `old` (what read_all gave) with `next`, in place (the inode, its
+  // links and mode stay), never losing `old` on a failed write: the blocks `next` needs beyond the
+  // old size are reserved first (fallocate without changing the size); a write that still fails
+  // (a filesystem without fallocate, a file size limit) puts `old` back over the blocks it already
+  // had, so a full disk leaves the previous content as it was.
+  void replace(const std::string& old, const std::string& next) const {
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_APPEND);  // Linux's pwrite ignores the offset under O_APPEND
+    if (next.size() > old.size()) {
+      if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, off_t(next.size())) != 0 && errno != EOPNOTSUPP &&
+          errno != ENOSYS)
+        throw RuntimeError(fmt::format("{}: cannot write {} bytes: {}; its previous content is kept", path_,
+                                       next.size(), std::strerror(errno)));
+    }
+    const int e = write_at(next);
+    if (e != 0) {
+      write_at(old);
+      const bool restored = ::ftruncate(fd_, off_t(old.size())) == 0;
+      throw RuntimeError(fmt::format("{}: write failed: {}; {}", path_, std::strerror(e),
+                                     restored ? "its previous content is kept" : "its previous content is damaged"));
+    }
+    if (::ftruncate(fd_, off_t(next.size())) != 0)
       throw RuntimeError(fmt::format("{}: cannot truncate: {}", path_, std::strerror(errno)));
+    if (::fsync(fd_) != 0) throw RuntimeError(fmt::format("{}: flush failed: {}", path_, std::strerror(errno)));
   }
 
  private:
+  // pwrite of `text` from offset 0; the errno of a failure, 0 on success.
+  int write_at(const std::string& text) const {
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t w = ::pwrite(fd_, text.data() + done, text.size() - done, off_t(done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += size_t(w);
+    }
+    return 0;
+  }
+
   std::string path_;
   int fd_ = -1;
 };
@@ -352,8 +409,7 @@ void append_result_rows(const std::string& path, const std::vector<ResultRow>& r
 
 void write_user_file(const std::string& path, const std::string& content) {
   LockedFile f(path);
-  f.truncate();
-  f.append(content);
+  f.replace(f.read_all(), content);
 }
 
 void check_output_file(const std::string& path, const std::string& flag) {
@@ -394,8 +450,7 @@ void update_result_file(const std::string& path, const std::function<std::string
   LockedFile f(path);
   const std::string content = f.read_all();
   const std::string next = update(content.empty() ? content : header_checked(path, content));
-  f.truncate();
-  f.append(next);
+  f.replace(content, next);
 }
 
 }  // namespace ptdp

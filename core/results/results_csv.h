@@ -64,7 +64,8 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // One writer per output directory (--save): an exclusive lock (flock) on DIR/.ptdp.lock, held
 // while the object lives (closing releases it, also when the process dies). UsageError naming
 // `flag`, the directory and the holder's pid when another run holds it. flock locks belong to
-// an open file: take one per directory per process (one rank), not one per thread.
+// an open file: take one per directory per process (one rank), not one per thread. Once held,
+// the temporaries that writes killed before their rename left anywhere under DIR are removed.
 class DirLock {
  public:
   DirLock(const std::string& dir, const std::string& flag);

@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -113,6 +116,54 @@ TEST(ResultsCsv, ASymlinkIsWrittenThroughAndTheTargetKeepsItsModeAndLinks) {
   EXPECT_EQ(st.st_nlink, 2u);
   expect_rows(target, 1, 2);
   EXPECT_EQ(slurp(hard), slurp(target));
+}
+
+// Runs `write` in a child process whose files may not grow beyond `limit` bytes (a full disk, as
+// the writer sees it: EFBIG instead of ENOSPC); true when it threw, as it must.
+bool throws_under_a_size_limit(off_t limit, const std::function<void()>& write) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit lim {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      write();
+    } catch (const RuntimeError&) {
+      _exit(0);
+    }
+    _exit(1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// A user's file rewritten whole (--loss-log, a sweep's result file) on a full disk keeps its
+// previous content, through its symlink and with its mode; an append that fails part way leaves
+// no half row.
+TEST(ResultsCsv, AFailedWriteOnAFullDiskKeepsThePreviousContent) {
+  TempDir dir;
+  const std::string target = dir.file("loss.csv"), link = dir.file("link.csv");
+  const std::string before = "iteration,loss\n" + std::string(3000, '1') + "\n";
+  write_user_file(target, before);
+  ASSERT_EQ(::chmod(target.c_str(), 0640), 0);
+  std::filesystem::create_symlink(target, link);
+  EXPECT_TRUE(throws_under_a_size_limit(4096, [&] { write_user_file(link, std::string(20000, '2')); }));
+  EXPECT_EQ(slurp(target), before);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  struct stat st {};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  write_user_file(link, "shorter\n");  // and a write that fits replaces it whole
+  EXPECT_EQ(slurp(target), "shorter\n");
+
+  const std::string rows = dir.file("rows.csv");
+  append_result_rows(rows, {row_named("w0-r0")});
+  const std::string one_row = slurp(rows);
+  ResultRow wide = row_named("w0-r1");
+  wide.set("model", std::string(8000, 'm'));
+  EXPECT_TRUE(throws_under_a_size_limit(off_t(one_row.size()) + 100, [&] { append_result_rows(rows, {wide}); }));
+  EXPECT_EQ(slurp(rows), one_row);
 }
 
 TEST(ResultsCsv, AFifoOrDeviceIsRefusedWithoutBlocking) {

@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/regular_file.h"
 #include "core/common/one_line.h"
 
 namespace ptdp::sim {
@@ -201,11 +202,7 @@ HardwareProfile load_profile(const std::string& name_or_path) {
                   known.empty() ? "none found" : known);
     }
   }
-  std::ifstream f(path);
-  if (!f) usage_error("--hardware {}: cannot be read", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_profile(ss.str(), path);
+  return parse_profile(read_regular_file(path, "--hardware"), path);
 }
 
 }  // namespace ptdp::sim

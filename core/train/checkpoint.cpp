@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/common/regular_file.h"
 #include "core/results/results_csv.h"
 
 namespace ptdp {
@@ -186,8 +187,10 @@ void write_latest(const std::string& dir, int64_t iteration, uint64_t save_id) {
 
 int64_t read_latest(const std::string& dir, uint64_t* save_id) {
   const std::string path = (std::filesystem::path(dir) / kLatest).string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) usage_error("--load {}: no checkpoint there ({} is missing)", dir, path);
+  require_regular_file(path, fmt::format("--load {}:", dir));
   std::ifstream f(path);
-  if (!f) usage_error("--load {}: no checkpoint there ({} is missing)", dir, path);
   std::string text;
   std::getline(f, text);
   int64_t it = -1;
@@ -200,6 +203,8 @@ int64_t read_latest(const std::string& dir, uint64_t* save_id) {
   if (it < 0) usage_error("--load {}: {} does not hold an iteration number ('{}')", dir, path, text);
   if (save_id) {
     const std::string m = manifest_file(dir, it);
+    std::error_code ec;
+    if (std::filesystem::exists(m, ec)) require_regular_file(m, fmt::format("--load {}:", dir));
     std::ifstream mf(m);
     std::string id;
     std::getline(mf, id);
@@ -221,6 +226,8 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
                            const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts, uint64_t save_id) {
   PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
   const std::string path = shard_file(dir, iteration, l);
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) require_regular_file(path, fmt::format("--load {}:", dir));
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     const std::string d = shard_dir(dir, iteration, l.tp_rank, l.pp_rank, l.pp);

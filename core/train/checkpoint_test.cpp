@@ -15,6 +15,7 @@
 #include "core/data/testing/data_test_util.h"
 #include "core/parallel/topology.h"
 #include "core/train/checkpoint.h"
+#include "core/results/results_csv.h"
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 
@@ -139,6 +140,12 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); }).find("truncated"),
             std::string::npos);
   EXPECT_NE(usage_message_of([&] { read_latest(dir.file("nothing")); }).find("no checkpoint there"), std::string::npos);
+  // A directory where a shard should be is named as such, not "truncated".
+  std::filesystem::remove(shard);
+  std::filesystem::create_directory(shard);
+  EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); })
+                .find("model_optim_rng.bin: is a directory, not a file"),
+            std::string::npos);
 }
 
 // A llama checkpoint loaded as GPT (same l, h, a, s, V), or with another MLP size, is refused with
@@ -211,6 +218,11 @@ TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
     CheckpointState st = load_shard(ck, latest, layout, m.pointers(), trainer.optimizers(), kId);
     EXPECT_EQ(st.iteration, latest);
   }
+  // The next run that takes the directory removes the temporaries the kills left, also those of
+  // iterations it never saves again.
+  { DirLock lock(ck, "--save"); }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ck))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 }  // namespace
