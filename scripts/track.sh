@@ -5,7 +5,7 @@
 # appended to results/history.csv; then this build's runs are compared with the previous build's
 # runs of the same configuration on the same machine (`ptdp compare --per-machine`: Hodges-Lehmann
 # change with its confidence interval and a Mann-Whitney U test; a regression must be beyond
-# TOLERANCE and significant at ALPHA; report only unless STRICT=1). Finally every series is
+# TOLERANCE and significant at ALPHA; exit 1 on a regression, report only with STRICT=0). Finally every series is
 # plotted per build with its noise band to plots/history.png.
 # A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
 # between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
@@ -14,7 +14,7 @@
 # one set of flags a line, '#' comments; replaces TRACK_ARGS), RUNS (default 5; 4 or more per
 # build are needed for a significance test at 0.05, 10 catch a 15% slowdown at this machine's
 # noise nine times in ten), WARMUP_RUNS (default 1), HISTORY, PLOT,
-# TOLERANCE (percent, default 5), ALPHA (default 0.05), STRICT=1 (exit 1 on a regression), THREADS
+# TOLERANCE (percent, default 5), ALPHA (default 0.05), STRICT=0 (report a regression, exit 0), THREADS
 # (OMP_NUM_THREADS, default: all cores), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
 # that node's CPUs and memory through numactl), BUILD (build folder, default build; built by
 # scripts/setup.sh when it has no ptdp). The CI recipe: docs/PERFORMANCE.md, "Regression tracking".
@@ -65,31 +65,36 @@ for cand in python3 /usr/bin/python3; do
 done
 [ -n "$py" ] || fail "no python3 with matplotlib (apt-get install python3-matplotlib)"
 
-mkdir -p "$(dirname "$history")" "$(dirname "$plot")" results/tmp
+mkdir -p "$(dirname "$history")" "$(dirname "$plot")"
+# Scratch files (warm-up rows, the A/B sets, the split history) live outside the checkout.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptdp-track.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 regressed=0
 # bench BUILD_DIR CSV ARGS: one run of the benchmark, its row appended to CSV.
+# ARGS is split at blanks, never glob-expanded: a '*' or '?' in TRACK_ARGS reaches ptdp as written.
 bench() {
-  # shellcheck disable=SC2086
-  "${pin[@]}" "$1/ptdp" train $3 --experiment track --log-interval 100 --csv "$2"
+  local -a argv
+  read -r -a argv <<<"$3"
+  "${pin[@]}" "$1/ptdp" train "${argv[@]}" --experiment track --log-interval 100 --csv "$2"
 }
 for c in "${!configs[@]}"; do
   args=${configs[$c]}
   echo "track: benchmark $((c + 1)) of ${#configs[@]}: ptdp train $args"
   for i in $(seq 1 "$warmup_runs"); do
     echo "track: warm-up run $i of $warmup_runs (not recorded)"
-    rm -f results/tmp/track-warmup.csv results/tmp/track-warmup-base.csv
-    bench "$build" results/tmp/track-warmup.csv "$args" >/dev/null
-    [ -z "$base_build" ] || bench "$base_build" results/tmp/track-warmup-base.csv "$args" >/dev/null
+    rm -f "$tmp"/track-warmup.csv "$tmp"/track-warmup-base.csv
+    bench "$build" "$tmp"/track-warmup.csv "$args" >/dev/null
+    [ -z "$base_build" ] || bench "$base_build" "$tmp"/track-warmup-base.csv "$args" >/dev/null
   done
   if [ -n "$base_build" ]; then
-    rm -f results/tmp/track-ab-base.csv results/tmp/track-ab-cur.csv
+    rm -f "$tmp"/track-ab-base.csv "$tmp"/track-ab-cur.csv
     for i in $(seq 1 "$runs"); do
       echo "track: run $i of $runs, $base_build then $build (OMP_NUM_THREADS=$OMP_NUM_THREADS${PIN:+, CPUs $PIN}${NUMA_NODE:+, NUMA node $NUMA_NODE})"
-      bench "$base_build" results/tmp/track-ab-base.csv "$args"
-      bench "$build" results/tmp/track-ab-cur.csv "$args"
+      bench "$base_build" "$tmp"/track-ab-base.csv "$args"
+      bench "$build" "$tmp"/track-ab-cur.csv "$args"
     done
     set +e
-    "$build/ptdp" compare results/tmp/track-ab-base.csv results/tmp/track-ab-cur.csv --per-machine \
+    "$build/ptdp" compare "$tmp"/track-ab-base.csv "$tmp"/track-ab-cur.csv --per-machine \
       --tolerance "$tolerance" --alpha "$alpha"
     status=$?
     set -e
@@ -104,12 +109,12 @@ for c in "${!configs[@]}"; do
   # The newest row is this benchmark's last run: --last-two picks its series (configuration, host,
   # device) and writes this build's runs and the previous build's runs of it.
   set +e
-  "$py" plots/history.py "$history" --last-two results/tmp/track-prev.csv results/tmp/track-cur.csv
+  "$py" plots/history.py "$history" --last-two "$tmp"/track-prev.csv "$tmp"/track-cur.csv
   split=$?
   set -e
   if [ "$split" -eq 0 ]; then
     set +e
-    "$build/ptdp" compare results/tmp/track-prev.csv results/tmp/track-cur.csv --per-machine \
+    "$build/ptdp" compare "$tmp"/track-prev.csv "$tmp"/track-cur.csv --per-machine \
       --tolerance "$tolerance" --alpha "$alpha"
     status=$?
     set -e
@@ -123,10 +128,10 @@ done
 if [ "$regressed" -ne 0 ]; then
   echo "track: throughput regression against ${base_build:-the previous build} in $regressed of ${#configs[@]} benchmark(s)" \
        "(tolerance ${tolerance}%, significance ${alpha})"
-  [ "${STRICT:-0}" = "1" ] && exit 1
+  [ "${STRICT:-1}" = "1" ] && exit 1
 fi
 if [ -n "$base_build" ]; then
-  echo "track: $base_build against $build: results/tmp/track-ab-{base,cur}.csv"
+  echo "track: $base_build against $build: the comparison above"
 else
   echo "track: appended to $history, plot in $plot"
 fi
