@@ -1,6 +1,7 @@
 // `ptdp train`: trains with the training core and writes one result row.
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -30,6 +31,7 @@
 #include "experiments/commands.h"
 #include "experiments/rank_device.h"
 #include "experiments/result_row.h"
+#include "experiments/stop_request.h"
 
 namespace ptdp {
 
@@ -283,7 +285,10 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   std::vector<double> bubbles;
   std::vector<std::pair<int, IterStats>> loss_log;  // every iteration, for --loss-log
   double loss = 0;
-  Tensor worst = Tensor::empty({3}, DType::F64);
+  // The iteration's time, bubble and activations of the slowest rank, and a stop request
+  // (SIGINT/SIGTERM) of any rank: every rank sees it after the same iteration.
+  Tensor worst = Tensor::empty({4}, DType::F64);
+  int last = start;
   for (int it = start + 1; it <= c.iters; ++it) {
     IterStats st;
     try {
@@ -292,6 +297,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       worst.data<double>()[0] = st.time_ms;
       worst.data<double>()[1] = st.bubble_fraction();
       worst.data<double>()[2] = double(st.peak_activation_bytes);
+      worst.data<double>()[3] = double(stop_signal());
       world.all_reduce(worst, ReduceOp::Max);
     } catch (const std::exception& e) {
       stop_others_if_processes(given_world, e);
@@ -300,6 +306,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     st.time_ms = worst.data<double>()[0];
     const double bubble = worst.data<double>()[1];
     st.peak_activation_bytes = int64_t(worst.data<double>()[2]);
+    const int stop = int(worst.data<double>()[3]);
+    last = it;
     if (it - start > c.warmup || it == c.iters) {  // a resumed run times at least its last iteration
       timed.push_back(st);
       bubbles.push_back(bubble);
@@ -323,7 +331,16 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                  trainer.loss_scaler().dynamic() ? fmt::format(" | loss scale {:g}", trainer.loss_scaler().scale()) : "");
       std::fflush(stdout);
     }
-    if (!c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters)) save(it);
+    const bool saves = !c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters);
+    if (saves || (stop != 0 && !c.save_dir.empty() && it < c.iters)) save(it);
+    if (stop != 0 && it < c.iters) {
+      if (rank0) note_stopped_after(it);
+      if (report)
+        fmt::print("stopped by {} after iteration {} of {}{}; writing what the iterations so far measured\n",
+                   stop == SIGINT ? "SIGINT" : stop == SIGTERM ? "SIGTERM" : fmt::format("signal {}", stop), it, c.iters,
+                   c.save_dir.empty() ? "" : fmt::format(" (its checkpoint is in {})", c.save_dir));
+      break;
+    }
   }
   phase([&] {  // rank 0 writes the loss log; its failure ends every rank with the cause
     if (rank0 && !c.loss_log.empty()) write_user_file(c.loss_log, loss_log_csv(loss_log));
@@ -331,6 +348,10 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   if (!rank0) return std::nullopt;
   if (report && !c.loss_log.empty())
     fmt::print("wrote the loss of {} iteration(s) to {}\n", loss_log.size(), c.loss_log);
+  if (timed.empty()) {  // stopped inside the warm-up: nothing was timed
+    if (report) fmt::print("no timed iteration (stopped within --warmup {}): no result row\n", c.warmup);
+    return std::nullopt;
+  }
   Breakdown bd;
   auto med = [&](auto field) {
     std::vector<double> v;
@@ -382,7 +403,9 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                                                "gradients at once",
                                                c.par.dp, trainer.sharded_params()->peak_gathered_bytes())
                                  : std::string());
-  return make_row(c, iter_ms, loss, peak_gb, bd);
+  RunConfig ran = c;  // a stopped run's row says how many iterations it reached
+  ran.iters = last;
+  return make_row(ran, iter_ms, loss, peak_gb, bd);
 }
 
 }  // namespace
@@ -423,6 +446,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
 }
 
 int cmd_train(const RunConfig& c, Communicator* mpi_world) {
+  install_stop_handlers();
   std::optional<ResultRow> row = run_training(c, mpi_world, true);
   // World rank 0 alone holds the row (one row per run, MPI or not); under MPI the others wait for
   // its append, so that a failed append ends every rank with its cause.
@@ -432,6 +456,12 @@ int cmd_train(const RunConfig& c, Communicator* mpi_world) {
   if (mpi_world && mpi_world->size() > 1) agree(*mpi_world, append);
   else append();
   if (row && !c.csv.empty()) fmt::print("appended a row to {}\n", c.csv);
+  if (const int after = stopped_after(); after >= 0) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ptdp: stopped by a signal after iteration {} of {}; exit {}\n", after, c.iters,
+               128 + stop_signal());
+    return 128 + stop_signal();
+  }
   return 0;
 }
 

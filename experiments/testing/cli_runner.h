@@ -30,27 +30,34 @@ inline std::string text_of(const std::string& path) {
   return {b.begin(), b.end()};
 }
 
-// Runs `ptdp ARGS...` with OMP_NUM_THREADS=1, its stdout and stderr going to files in `dir`.
+// A started `ptdp` process: its pid and the files its stdout and stderr go to.
+struct CliProcess {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+};
+
+// Starts `ptdp ARGS...` with OMP_NUM_THREADS=1, its stdout and stderr going to files in `dir`.
 // A run that takes longer than `timeout_s` is killed (SIGALRM) and reported as -SIGALRM.
-inline CliResult run_ptdp(const TempDir& dir, const std::vector<std::string>& args, unsigned timeout_s = 120) {
+inline CliProcess start_ptdp(const TempDir& dir, const std::vector<std::string>& args, unsigned timeout_s = 120) {
   static int counter = 0;
   const int n = counter++;
-  const std::string out_path = dir.file("run" + std::to_string(n) + ".stdout");
-  const std::string err_path = dir.file("run" + std::to_string(n) + ".stderr");
+  CliProcess p;
+  p.out_path = dir.file("run" + std::to_string(n) + ".stdout");
+  p.err_path = dir.file("run" + std::to_string(n) + ".stderr");
   std::vector<std::string> argv_s = {PTDP_EXE};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const pid_t pid = ::fork();
-  if (pid < 0) {
+  p.pid = ::fork();
+  if (p.pid < 0) {
     ADD_FAILURE() << "fork failed";
-    return {};
+    return p;
   }
-  if (pid == 0) {
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (p.pid == 0) {
+    const int out = ::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(127);
     ::close(out);
     ::close(err);
@@ -59,8 +66,13 @@ inline CliResult run_ptdp(const TempDir& dir, const std::vector<std::string>& ar
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  return p;
+}
+
+// Waits for a started process and collects its exit code and output.
+inline CliResult wait_ptdp(const CliProcess& p) {
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
+  while (::waitpid(p.pid, &status, 0) < 0) {
     if (errno != EINTR) {
       ADD_FAILURE() << "waitpid failed";
       return {};
@@ -68,9 +80,16 @@ inline CliResult run_ptdp(const TempDir& dir, const std::vector<std::string>& ar
   }
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  r.out = text_of(out_path);
-  r.err = text_of(err_path);
+  r.out = text_of(p.out_path);
+  r.err = text_of(p.err_path);
   return r;
+}
+
+// Runs `ptdp ARGS...` to its end (start_ptdp, then wait_ptdp).
+inline CliResult run_ptdp(const TempDir& dir, const std::vector<std::string>& args, unsigned timeout_s = 120) {
+  const CliProcess p = start_ptdp(dir, args, timeout_s);
+  if (p.pid < 0) return {};
+  return wait_ptdp(p);
 }
 
 // The bad-input contract: exit code 2, stderr exactly one line "ptdp: error: ..." that
