@@ -12,6 +12,18 @@ int cmd_preprocess(const std::string& input, const std::string& output_prefix, c
   fmt::print("wrote {}.bin and {}.idx: {} document(s), {} tokens ({} tokenizer, vocabulary {}, {}{}), {} bytes\n",
              output_prefix, output_prefix, st.documents, st.tokens, st.tokenizer, st.vocab_size, st.dtype,
              opts.append_eod ? ", end-of-document id appended" : "", st.bytes_written);
+  if (st.invalid_utf8_lines > 0)
+    fmt::print(stderr,
+               "ptdp: warning: {} line(s) of {} were not UTF-8 ({} byte(s)); SentencePiece encoded those bytes as <unk> "
+               "(or byte pieces under byte fallback)\n",
+               st.invalid_utf8_lines, input, st.invalid_utf8_bytes);
+  if (st.long_lines > 0)
+    fmt::print("{} line(s) longer than {} MiB were encoded in pieces cut at spaces{}\n", st.long_lines,
+               opts.max_encode_piece >> 20,
+               st.inexact_cuts == 0 ? " (the same tokens as whole lines for this model)"
+                                    : fmt::format("; {} cut(s) may differ from a whole-line encoding (no space to cut "
+                                                  "at, or a model whose pieces cross spaces)",
+                                                  st.inexact_cuts));
   return 0;
 }
 

@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
                              "FILE"));
   pre->add_flag("--append-eod", pre_opts.append_eod,
                 "end the document with the model's end-of-document (eos) id (needs --tokenizer-model)");
+  pre->add_flag("--allow-invalid-utf8", pre_opts.allow_invalid_utf8,
+                "encode lines that are not UTF-8 (SentencePiece turns their bytes into <unk>) instead of refusing the "
+                "file; the count is reported");
 
   auto [simulate, run_simulate] = add_simulate_command(app);
   auto [plan, run_plan] = add_plan_command(app);

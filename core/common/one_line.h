@@ -6,8 +6,9 @@
 
 namespace ptdp {
 
-// `text` with \n, \r, \t written as such and every other control character (and DEL) as \xNN;
-// everything else, backslashes and UTF-8 included, as it is.
+// `text` with \n, \r, \t written as such and every other control character (and DEL) as \xNN,
+// and so every byte that is not part of valid UTF-8 (Latin-1 text, random bytes from a file);
+// everything else, backslashes and valid UTF-8 included, as it is.
 std::string one_line(std::string_view text);
 
 }  // namespace ptdp

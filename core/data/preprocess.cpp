@@ -1,5 +1,6 @@
 #include "core/data/preprocess.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/common/error.h"
+#include "core/common/utf8.h"
 #include "core/data/indexed_dataset_writer.h"
 #include "core/data/token_dtype.h"
 
@@ -40,20 +42,116 @@ void write_pieces(std::ifstream& in, const std::string& input_path, const Tokeni
   }
 }
 
-// SentencePiece: one line at a time, without its '\n' (as spm_encode reads its input); tokens are
-// written in batches of about 1 Mi.
-void write_lines(std::ifstream& in, const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w) {
-  std::string line;
-  std::vector<int32_t> tokens;
-  while (std::getline(in, line)) {
-    tok.encode(line, tokens);
-    if (tokens.size() >= (1u << 20)) {
-      w.append_tokens(tokens);
-      tokens.clear();
+// SentencePiece: one line at a time, without its '\n' (as spm_encode reads its input), read in
+// 1 MiB blocks; a line longer than max_encode_piece is encoded in pieces cut at a single space
+// between two words, as the model's space_cut() allows, so memory stays bounded whatever the
+// line's length. Lines that are not UTF-8 are refused (or counted, allow_invalid_utf8). Tokens
+// are written in batches of about 1 Mi.
+class LineEncoder {
+ public:
+  LineEncoder(const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
+              const PreprocessOptions& opts, PreprocessStats& st)
+      : path_(input_path), tok_(tok), w_(w), opts_(opts), st_(st) {}
+
+  // Feeds bytes of the file in order.
+  void feed(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const size_t nl = bytes.find('\n');
+      line_.append(bytes.substr(0, nl));
+      if (nl == std::string_view::npos) {
+        while (line_.size() > opts_.max_encode_piece) cut_long_line();
+        return;
+      }
+      end_line();
+      bytes.remove_prefix(nl + 1);
     }
   }
+
+  void finish() {
+    if (!line_.empty()) end_line();
+    w_.append_tokens(tokens_);
+    tokens_.clear();
+  }
+
+ private:
+  void end_line() {
+    encode(line_);
+    if (offset_ > 0) ++st_.long_lines;
+    line_.clear();
+    offset_ = 0;
+    counted_invalid_ = false;
+    ++line_no_;
+  }
+
+  // Encodes a head of the line and keeps the rest.
+  void cut_long_line() {
+    const Tokenizer::SpaceCut mode = tok_.space_cut();
+    size_t cut = std::string::npos;
+    for (size_t p = opts_.max_encode_piece; p > opts_.max_encode_piece / 2; --p)
+      if (line_[p] == ' ' && !std::isspace(static_cast<unsigned char>(line_[p - 1])) &&
+          !std::isspace(static_cast<unsigned char>(line_[p + 1]))) {
+        cut = p;
+        break;
+      }
+    size_t drop = 0;
+    if (cut == std::string::npos || mode == Tokenizer::SpaceCut::None) ++st_.inexact_cuts;
+    if (cut == std::string::npos) {  // a word longer than half the window: cut at a character boundary
+      cut = opts_.max_encode_piece;
+      while (cut > 0 && (static_cast<unsigned char>(line_[cut]) & 0xC0) == 0x80) --cut;
+    } else if (mode != Tokenizer::SpaceCut::Keep) {
+      drop = 1;
+    }
+    encode(std::string_view(line_).substr(0, cut));
+    line_.erase(0, cut + drop);
+    offset_ += cut + drop;
+  }
+
+  void encode(std::string_view piece) {
+    for (size_t at = first_invalid_utf8(piece); at != std::string_view::npos;) {
+      if (!opts_.allow_invalid_utf8)
+        usage_error("--input {}: line {} is not UTF-8 (byte 0x{:02x} at byte {} of the line; Latin-1 text?): "
+                    "SentencePiece would encode such bytes as <unk>; convert the file (e.g. iconv -f latin1 -t utf-8) "
+                    "or pass --allow-invalid-utf8",
+                    path_, line_no_, static_cast<unsigned char>(piece[at]), offset_ + at + 1);
+      if (!counted_invalid_) ++st_.invalid_utf8_lines;
+      counted_invalid_ = true;
+      ++st_.invalid_utf8_bytes;
+      const size_t next = first_invalid_utf8(piece.substr(at + 1));
+      at = next == std::string_view::npos ? next : at + 1 + next;
+    }
+    try {
+      tok_.encode(piece, tokens_);
+    } catch (const UsageError& e) {
+      usage_error("{} (line {} of --input {})", e.what(), line_no_, path_);
+    }
+    if (tokens_.size() >= (1u << 20)) {
+      w_.append_tokens(tokens_);
+      tokens_.clear();
+    }
+  }
+
+  const std::string& path_;
+  const Tokenizer& tok_;
+  IndexedDatasetWriter& w_;
+  const PreprocessOptions& opts_;
+  PreprocessStats& st_;
+  std::string line_;       // the current line from offset_ on
+  size_t offset_ = 0;      // bytes of the current line already encoded
+  int64_t line_no_ = 1;
+  bool counted_invalid_ = false;
+  std::vector<int32_t> tokens_;
+};
+
+void write_lines(std::ifstream& in, const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
+                 const PreprocessOptions& opts, PreprocessStats& st) {
+  LineEncoder enc(input_path, tok, w, opts, st);
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), std::streamsize(block.size()));
+    enc.feed(std::string_view(block.data(), size_t(in.gcount())));
+  }
   if (in.bad()) usage_error("--input {}: read failed: {}", input_path, std::strerror(errno));
-  w.append_tokens(tokens);
+  enc.finish();
 }
 
 }  // namespace
@@ -77,7 +175,9 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
   }
   const TokenDType dtype = token_dtype_for_vocab(tok->vocab_size());
   IndexedDatasetWriter writer(output_prefix, dtype);
-  if (tok->encodes_lines()) write_lines(in, input_path, *tok, writer);
+  PreprocessStats local;
+  PreprocessStats& st = stats != nullptr ? *stats : local;
+  if (tok->encodes_lines()) write_lines(in, input_path, *tok, writer, opts, st);
   else write_pieces(in, input_path, *tok, writer);
   if (writer.num_tokens() == 0) {
     if (fs::file_size(input_path, ec) == 0 || ec)
@@ -87,14 +187,12 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
   if (opts.append_eod) writer.append_tokens(std::vector<int32_t>{tok->eod_id()});
   writer.end_document();
   writer.finalize();
-  if (stats != nullptr) {
-    stats->documents = writer.num_documents();
-    stats->tokens = writer.num_tokens();
-    stats->bytes_written = writer.bytes_written();
-    stats->tokenizer = tok->name();
-    stats->vocab_size = tok->vocab_size();
-    stats->dtype = std::string(token_dtype_name(dtype));
-  }
+  st.documents = writer.num_documents();
+  st.tokens = writer.num_tokens();
+  st.bytes_written = writer.bytes_written();
+  st.tokenizer = tok->name();
+  st.vocab_size = tok->vocab_size();
+  st.dtype = std::string(token_dtype_name(dtype));
 }
 
 void preprocess_text(const std::string& input_path, const std::string& output_prefix, PreprocessStats* stats) {

@@ -15,6 +15,11 @@ struct PreprocessOptions {
   // --append-eod: end the document with the tokenizer's end-of-document id (SentencePiece: the
   // model's eos). Refused for the byte-level tokenizer, whose 256 ids are all bytes.
   bool append_eod = false;
+  // --allow-invalid-utf8: encode lines that are not UTF-8 (SentencePiece turns their bytes into
+  // <unk>, or byte pieces under byte fallback) instead of refusing the file; counted in the stats.
+  bool allow_invalid_utf8 = false;
+  // The most bytes of a line SentencePiece encodes at once (see below); smaller in tests.
+  size_t max_encode_piece = size_t(1) << 20;
 };
 
 struct PreprocessStats {
@@ -24,7 +29,15 @@ struct PreprocessStats {
   std::string tokenizer;       // Tokenizer::name(): "byte-level", "SentencePiece (tokenizer.model)"
   int64_t vocab_size = 0;      // the vocabulary --vocab-size must cover
   std::string dtype;           // token dtype of the .bin: "uint16" (vocabularies under 65500), "int32"
+  // SentencePiece only: lines with bytes that are not UTF-8, and those bytes (allow_invalid_utf8).
+  int64_t invalid_utf8_lines = 0, invalid_utf8_bytes = 0;
+  // Lines longer than max_encode_piece, encoded in pieces; cuts that may change their tokens (no
+  // space to cut at in the window, or a model whose pieces cross spaces).
+  int64_t long_lines = 0, inexact_cuts = 0;
 };
+
+// max_encode_piece: SentencePiece's memory grows about 80 bytes per input byte, so longer lines are
+// cut at a space between two words (Tokenizer::space_cut) and encoded a piece at a time.
 
 // Reads the whole of INPUT_PATH as ONE document (no splitting into documents or sentences) and
 // writes OUTPUT_PREFIX.bin/.idx, with the token dtype Megatron picks for the tokenizer's

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "core/data/indexed_dataset.h"
 #include "core/data/sentencepiece_tokenizer.h"
 #include "core/data/testing/data_test_util.h"
@@ -178,6 +180,55 @@ TEST_F(PreprocessSentencePiece, BlankLinesAloneGiveNoTokenAndAreRefused) {
             std::string::npos)
       << msg;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
+}
+
+// A line longer than the encode window (GPL-3's words joined by spaces, no line break; a 64 KiB
+// window here, 1 MiB in use) is encoded in pieces cut at spaces, so memory stays bounded (a 50 MB
+// line took 3.9 GB and ended in bad_alloc; now about 195 MB resident), with exactly spm_encode's
+// ids of the whole line, for spm_train's default normalisation and for LLaMA's settings
+// (whitespace kept, byte fallback).
+TEST_F(PreprocessSentencePiece, ALineLongerThanTheEncodeWindowGivesTheWholeLinesIds) {
+  std::string words, word;
+  std::ifstream gpl(testing::kGpl3);
+  for (int copy = 0; copy < 6; ++copy) {
+    gpl.clear();
+    gpl.seekg(0);
+    while (gpl >> word) words.append(words.empty() ? "" : " ").append(word);
+  }
+  constexpr size_t kWindow = 64 << 10;
+  ASSERT_GT(words.size(), 2 * kWindow);
+  testing::write_file(dir_.file("long.txt"), std::vector<uint8_t>(words.begin(), words.end()));
+  for (const bool llama_like : {false, true}) {
+    const std::string model = llama_like ? testing::train_spm_model(dir_, "llama", true) : model_;
+    PreprocessOptions opts;
+    opts.tokenizer_model = model;
+    opts.max_encode_piece = kWindow;
+    PreprocessStats stats;
+    preprocess_text(dir_.file("long.txt"), dir_.file("long"), opts, &stats);
+    EXPECT_EQ(stats.long_lines, 1);
+    EXPECT_EQ(stats.inexact_cuts, 0);
+    EXPECT_EQ(tokens_of(dir_.file("long")), testing::spm_encode_ids(dir_, model, dir_.file("long.txt")))
+        << "llama_like " << llama_like;
+  }
+}
+
+// Latin-1 text: SentencePiece turned 24% of a file's tokens into <unk> without a word. Refused,
+// naming the line and the byte; with allow_invalid_utf8 encoded and counted.
+TEST_F(PreprocessSentencePiece, TextThatIsNotUtf8IsRefusedUnlessAllowedAndThenCounted) {
+  const std::string text = "caf\xc3\xa9 is UTF-8\nbut caf\xe9 and na\xefve are Latin-1\nfine\n";
+  testing::write_file(dir_.file("latin1.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  PreprocessOptions opts;
+  opts.tokenizer_model = model_;
+  const auto msg = usage_message([&] { preprocess_text(dir_.file("latin1.txt"), dir_.file("out"), opts, nullptr); });
+  EXPECT_NE(msg.find("line 2 is not UTF-8 (byte 0xe9 at byte 8 of the line; Latin-1 text?)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--allow-invalid-utf8"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
+  opts.allow_invalid_utf8 = true;
+  PreprocessStats stats;
+  preprocess_text(dir_.file("latin1.txt"), dir_.file("out"), opts, &stats);
+  EXPECT_EQ(stats.invalid_utf8_lines, 1);
+  EXPECT_EQ(stats.invalid_utf8_bytes, 2);
 }
 
 }  // namespace

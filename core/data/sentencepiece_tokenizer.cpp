@@ -33,7 +33,32 @@ bool sentencepiece_available() { return true; }
 struct SentencePieceTokenizer::Impl {
   sentencepiece::SentencePieceProcessor sp;
   std::string file_name;
+  SpaceCut cut = SpaceCut::None;
 };
+
+namespace {
+
+// Which cut at a space gives the same ids as the whole text, for every probe (None when neither).
+Tokenizer::SpaceCut probe_space_cut(const sentencepiece::SentencePieceProcessor& sp) {
+  auto ids = [&](const std::string& text) {
+    std::vector<int> out;
+    return sp.Encode(text, &out).ok() ? out : std::vector<int>{-1};
+  };
+  bool drop = true, keep = true;
+  for (const std::string probe : {"hello world", "ab cd", "the quick brown fox", "1 2", "Program. This"}) {
+    const size_t at = probe.find(' ');
+    const std::vector<int> whole = ids(probe);
+    std::vector<int> a = ids(probe.substr(0, at)), b = a;
+    const std::vector<int> dropped = ids(probe.substr(at + 1)), kept = ids(probe.substr(at));
+    a.insert(a.end(), dropped.begin(), dropped.end());
+    b.insert(b.end(), kept.begin(), kept.end());
+    drop = drop && a == whole;
+    keep = keep && b == whole;
+  }
+  return drop ? Tokenizer::SpaceCut::Drop : keep ? Tokenizer::SpaceCut::Keep : Tokenizer::SpaceCut::None;
+}
+
+}  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path) : impl_(std::make_unique<Impl>()) {
   check_model_file(model_path);
@@ -52,7 +77,14 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path) : 
   if (impl_->sp.GetPieceSize() <= 0)
     usage_error("--tokenizer-model {}: not a usable SentencePiece model (it has no pieces)", model_path);
   impl_->file_name = std::filesystem::path(model_path).filename().string();
+  std::vector<int> probe;
+  if (const auto enc = impl_->sp.Encode("hello world", &probe); !enc.ok())
+    usage_error("--tokenizer-model {}: not a usable SentencePiece model (it cannot encode 'hello world': {})",
+                model_path, one_line(enc.message()));
+  impl_->cut = probe_space_cut(impl_->sp);
 }
+
+Tokenizer::SpaceCut SentencePieceTokenizer::space_cut() const { return impl_->cut; }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
@@ -63,7 +95,10 @@ int64_t SentencePieceTokenizer::vocab_size() const { return impl_->sp.GetPieceSi
 void SentencePieceTokenizer::encode(std::string_view text, std::vector<int32_t>& ids) const {
   std::vector<int> out;
   const auto st = impl_->sp.Encode(text, &out);
-  if (!st.ok()) throw RuntimeError("SentencePiece failed to encode a line: " + one_line(st.message()));
+  // A model that loads but cannot encode (a damaged piece table) is bad input, named as such.
+  if (!st.ok())
+    usage_error("--tokenizer-model {}: SentencePiece cannot encode with this model (sentencepiece: {})",
+                impl_->file_name, one_line(st.message()));
   ids.insert(ids.end(), out.begin(), out.end());
 }
 
@@ -95,6 +130,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path) {
 }
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 std::string SentencePieceTokenizer::name() const { return "SentencePiece"; }
+Tokenizer::SpaceCut SentencePieceTokenizer::space_cut() const { return SpaceCut::None; }
 int64_t SentencePieceTokenizer::vocab_size() const { return 0; }
 void SentencePieceTokenizer::encode(std::string_view, std::vector<int32_t>&) const {}
 std::string SentencePieceTokenizer::decode(std::span<const int32_t>) const { return {}; }

@@ -28,6 +28,13 @@ class Tokenizer {
   // How preprocess feeds the text: false, in pieces cut anywhere (byte-level: every byte is a
   // token on its own); true, one line at a time without its line break, as spm_encode does.
   virtual bool encodes_lines() const = 0;
+
+  // How a line too long to encode at once can be cut at a single space between two words and
+  // still give the whole line's tokens: Drop (the space becomes the next piece's dummy prefix),
+  // Keep (the next piece starts with the space), or None (this model's pieces may depend on the
+  // text across a space). Only for encodes_lines() tokenizers.
+  enum class SpaceCut { Drop, Keep, None };
+  virtual SpaceCut space_cut() const { return SpaceCut::None; }
 };
 
 // Vocabulary of the byte-level tokenizer: token = byte value, 0..255.
