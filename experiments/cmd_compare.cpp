@@ -7,8 +7,11 @@
 // enough samples on both sides as the Hodges-Lehmann estimate with its confidence interval and a
 // Mann-Whitney U test, and a change is a regression only when it is beyond PCT percent AND
 // significant at level A; with too few samples for the test, by the tolerance alone on the medians.
-// Exit code 1 on a regression or a baseline configuration missing from CURRENT; 0 otherwise; 2 on
-// bad input.
+// Exit code 1 on a regression or a baseline configuration missing from CURRENT; 3 (INCONCLUSIVE)
+// when an interval reaches beyond the tolerance on the bad side without a regression shown (the
+// output says about how many runs a side would decide it); 0 (PASS) only when every interval
+// stays inside the tolerance; 2 on bad input. --format json|markdown|junit prints the same
+// outcome for machines (compare_report.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -25,6 +28,7 @@
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
 #include "core/results/results_csv.h"
+#include "experiments/compare_report.h"
 #include "experiments/stats.h"
 
 namespace ptdp {
@@ -135,22 +139,34 @@ double smallest_p(size_t m, size_t n) {
   return std::min(1.0, 2 / c);
 }
 
-// One metric of one configuration compared.
-struct Verdict {
-  std::string delta = "-", status = "not compared (empty)";
-  bool regressed = false;
-};
+// About how many runs a side would make the interval decide: its half-width shrinks as
+// sqrt(1/m + 1/n); it must shrink from `width` (estimate to the bad-side end) to `room` (estimate
+// to the line that decides: the tolerance, or 0 for a change beyond it).
+long runs_to_decide(double width, double room, size_t m, size_t n) {
+  constexpr long kMost = 100000;
+  if (!(room > 0) || !(width > 0)) return kMost;
+  const double shrink = room / width;
+  const double runs = 2.0 / ((1.0 / double(m) + 1.0 / double(n)) * shrink * shrink);
+  return long(std::min<double>(kMost, std::max<double>(double(std::max(m, n)) + 1, std::ceil(runs))));
+}
 
-Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<double>& c, double tol,
-              double alpha) {
-  Verdict v;
+MetricOutcome judge(const Metric& mt, const std::vector<double>& b, const std::vector<double>& c, double tol,
+                    double alpha) {
+  MetricOutcome v;
+  v.name = mt.column;
+  v.n_base = b.size();
+  v.n_cur = c.size();
+  if (!b.empty()) v.base = median(b);
+  if (!c.empty()) v.cur = median(c);
+  v.verdict = "not compared";
+  v.detail = "-";
   if (b.empty()) {
-    if (!c.empty()) v.status = "not compared (no baseline value)";
+    if (!c.empty()) v.detail = "no baseline value";
     return v;
   }
   if (c.empty()) {  // the baseline measured it, the current run did not: never a pass
-    v.regressed = true;
-    v.status = fmt::format("EMPTY: the current file has no value ({} in the baseline)", b.size());
+    v.verdict = "EMPTY";
+    v.detail = fmt::format("the current file has no value ({} in the baseline)", b.size());
     return v;
   }
   const bool worse_is_lower = mt.higher_is_better;
@@ -158,91 +174,132 @@ Verdict judge(const Metric& mt, const std::vector<double>& b, const std::vector<
   if (positive && smallest_p(b.size(), c.size()) < alpha) {
     const RelativeChange ch = relative_change(b, c, 1 - alpha);
     const UTest u = mann_whitney(c, b);
-    const double d = 100 * ch.estimate;
+    const double d = 100 * ch.estimate, lo = 100 * ch.lo, hi = 100 * ch.hi;
+    v.delta_pct = d, v.lo_pct = lo, v.hi_pct = hi, v.p = u.p;
     const bool beyond = worse_is_lower ? d < -tol : d > tol;
     const bool significant = u.p < alpha;
-    v.regressed = beyond && significant;
-    v.delta = fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%] p={:.3g} n={}/{}", d, 100 * ch.lo, 100 * ch.hi, u.p,
-                          b.size(), c.size());
-    v.status = v.regressed ? "REGRESSION"
-               : beyond    ? fmt::format("ok (beyond {}% but not significant at {})", tol, alpha)
-                           : "ok";
+    // PASS needs the whole interval inside the tolerance on the bad side; a regression needs the
+    // change beyond it and significant; anything between cannot be told from the noise yet.
+    const bool reaches = worse_is_lower ? lo < -tol : hi > tol;
+    v.detail = fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%] p={:.3g} n={}/{}", d, lo, hi, u.p, b.size(), c.size());
+    if (beyond && significant) {
+      v.verdict = "REGRESSION";
+    } else if (reaches) {
+      v.verdict = "INCONCLUSIVE";
+      const double width = std::fabs(d - (worse_is_lower ? lo : hi));
+      const double room = beyond ? std::fabs(d) : (worse_is_lower ? d + tol : tol - d);
+      v.runs_to_decide = runs_to_decide(width, room, b.size(), c.size());
+    } else {
+      v.verdict = "ok";
+    }
     return v;
   }
   const double d = delta_pct(median(b), median(c));
   const bool beyond = worse_is_lower ? d < -tol : d > tol;
   const bool single = b.size() == 1 && c.size() == 1;
-  v.regressed = beyond;
-  v.delta = std::isfinite(d) ? fmt::format("{:+.2f}%", d) : (d > 0 ? "+inf%" : "-inf%");
-  if (!single) v.delta += fmt::format(" n={}/{}", b.size(), c.size());
-  v.status = !beyond ? "ok" : single ? "REGRESSION" : "REGRESSION (tolerance only: too few samples for a significance test)";
+  v.delta_pct = d;
+  v.verdict = beyond ? "REGRESSION" : "ok";
+  v.detail = std::isfinite(d) ? fmt::format("{:+.2f}%", d) : (d > 0 ? "+inf%" : "-inf%");
+  if (!single) v.detail += fmt::format(" n={}/{}", b.size(), c.size());
   return v;
 }
 
-int compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha, bool per_machine) {
+// The console's status text of a judged metric.
+std::string status_text(const MetricOutcome& v, double tol, double alpha) {
+  if (v.verdict == "not compared") return v.detail == "-" ? "not compared (empty)" : "not compared (no baseline value)";
+  if (v.verdict == "EMPTY") return "EMPTY: " + v.detail;
+  if (v.verdict == "INCONCLUSIVE")
+    return fmt::format("INCONCLUSIVE (the interval reaches beyond {}%{}; about {} runs a side would decide it)", tol,
+                       v.p && *v.p >= alpha ? fmt::format(", not significant at {}", alpha) : "", *v.runs_to_decide);
+  if (v.verdict == "REGRESSION" && !v.p && (v.n_base > 1 || v.n_cur > 1))
+    return "REGRESSION (tolerance only: too few samples for a significance test)";
+  return v.verdict;
+}
+
+CompareOutcome compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha,
+                       bool per_machine, bool print) {
   const ResultSet base = load(base_path, per_machine);
   const ResultSet cur = load(cur_path, per_machine);
-  fmt::print("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%, "
-             "significance level {}{}\n",
-             base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha,
-             per_machine ? ", each machine (host/device) on its own" : "");
+  auto say = [&](const std::string& text) {
+    if (print) fmt::print("{}", text);
+  };
+  CompareOutcome o{base_path, cur_path, tol, alpha, per_machine, {}, {}};
+  say(fmt::format("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%, "
+                  "significance level {}{}\n",
+                  base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha,
+                  per_machine ? ", each machine (host/device) on its own" : ""));
 
   bool single_runs = false;
   for (const auto& key : base.order)
     if (auto it = cur.by_key.find(key); it != cur.by_key.end())
       single_runs = single_runs || base.by_key.at(key).lines.size() == 1 || it->second.lines.size() == 1;
   if (single_runs)
-    fmt::print("note: configurations with one run on a side are judged by the tolerance alone; repeated runs "
-               "(rows) of a configuration on both sides get a significance test\n");
+    say("note: configurations with one run on a side are judged by the tolerance alone; repeated runs (rows) of a "
+        "configuration on both sides get a significance test\n");
 
-  int regressions = 0, missing = 0, ok = 0;
-  std::vector<std::string> failures;
+  int regressions = 0, inconclusive = 0, missing = 0, ok = 0;
   for (const auto& key : base.order) {
     const Entry& b = base.by_key.at(key);
-    fmt::print("{}\n", label(key));
+    ConfigOutcome co;
+    co.label = label(key);
+    co.base_lines = lines_text(b.lines);
+    say(co.label + "\n");
     auto it = cur.by_key.find(key);
     if (it == cur.by_key.end()) {
-      fmt::print("  MISSING from {} (baseline {})\n", cur_path, lines_text(b.lines));
-      failures.push_back(fmt::format("missing: {} (baseline {})", label(key), lines_text(b.lines)));
+      say(fmt::format("  MISSING from {} (baseline {})\n", cur_path, co.base_lines));
+      o.failures.push_back(fmt::format("missing: {} (baseline {})", co.label, co.base_lines));
+      co.verdict = "MISSING";
+      o.configs.push_back(co);
       ++missing;
       continue;
     }
     const Entry& c = it->second;
-    if (b.machines != c.machines || b.machines.size() > 1)
-      fmt::print("  note: baseline measured on {}, current on {}: the change includes the difference between "
-                 "machines (--per-machine compares each machine with itself)\n",
-                 fmt::join(b.machines, ", "), fmt::join(c.machines, ", "));
-    bool bad = false;
+    co.cur_lines = lines_text(c.lines);
+    if (b.machines != c.machines || b.machines.size() > 1) {
+      co.note = fmt::format("baseline measured on {}, current on {}: the change includes the difference between "
+                            "machines (--per-machine compares each machine with itself)",
+                            fmt::join(b.machines, ", "), fmt::join(c.machines, ", "));
+      say("  note: " + co.note + "\n");
+    }
+    bool bad = false, unsure = false;
     for (size_t m = 0; m < metrics().size(); ++m) {
       const Metric& mt = metrics()[m];
-      const auto& bs = b.samples[m];
-      const auto& cs = c.samples[m];
-      const Verdict v = judge(mt, bs, cs, tol, alpha);
-      const std::string bv = bs.empty() ? "-" : fmt::format("{:.4g}", median(bs));
-      const std::string cv = cs.empty() ? "-" : fmt::format("{:.4g}", median(cs));
-      if (v.regressed) {
+      MetricOutcome v = judge(mt, b.samples[m], c.samples[m], tol, alpha);
+      const std::string bv = v.base ? fmt::format("{:.4g}", *v.base) : "-";
+      const std::string cv = v.cur ? fmt::format("{:.4g}", *v.cur) : "-";
+      const std::string status = status_text(v, tol, alpha);
+      if (v.verdict == "REGRESSION" || v.verdict == "EMPTY") {
         bad = true;
-        const std::string why = cs.empty() ? v.status : fmt::format("{}, beyond {}%", v.delta, tol);
-        failures.push_back(fmt::format("{}: {} {} -> {} ({}) (baseline {}, current {})", label(key), mt.column, bv, cv,
-                                       why, lines_text(b.lines), lines_text(c.lines)));
+        const std::string why = v.verdict == "EMPTY" ? status : fmt::format("{}, beyond {}%", v.detail, tol);
+        o.failures.push_back(fmt::format("{}: {} {} -> {} ({}) (baseline {}, current {})", co.label, mt.column, bv, cv,
+                                         why, co.base_lines, co.cur_lines));
       }
-      fmt::print("  {:<15} {:>12} -> {:>12}  {}  {}\n", mt.column, bv, cv, v.delta, v.status);
+      unsure = unsure || v.verdict == "INCONCLUSIVE";
+      say(fmt::format("  {:<15} {:>12} -> {:>12}  {}  {}\n", mt.column, bv, cv, v.verdict == "EMPTY" ? "-" : v.detail,
+                      status));
+      co.metrics.push_back(std::move(v));
     }
-    bad ? ++regressions : ++ok;
+    co.verdict = bad ? "REGRESSION" : unsure ? "INCONCLUSIVE" : "ok";
+    bad ? ++regressions : unsure ? ++inconclusive : ++ok;
+    o.configs.push_back(std::move(co));
   }
   int added = 0;
   for (const auto& key : cur.order)
     if (!base.by_key.count(key)) {
-      fmt::print("{}\n  NEW in {} ({}): not in the baseline, not compared\n", label(key), cur_path,
-                 lines_text(cur.by_key.at(key).lines));
+      ConfigOutcome co;
+      co.label = label(key);
+      co.verdict = "NEW";
+      co.cur_lines = lines_text(cur.by_key.at(key).lines);
+      say(fmt::format("{}\n  NEW in {} ({}): not in the baseline, not compared\n", co.label, cur_path, co.cur_lines));
+      o.configs.push_back(std::move(co));
       ++added;
     }
-  fmt::print("\n{} configuration(s) compared: {} ok, {} regressed, {} missing from the current file, {} new\n",
-             base.order.size(), ok, regressions, missing, added);
-  for (const auto& f : failures) fmt::print("FAIL {}\n", f);
-  const bool pass = regressions == 0 && missing == 0;
-  fmt::print("{}\n", pass ? "PASS" : "FAIL");
-  return pass ? 0 : 1;
+  say(fmt::format("\n{} configuration(s) compared: {} ok, {} regressed, {} inconclusive, {} missing from the current "
+                  "file, {} new\n",
+                  base.order.size(), ok, regressions, inconclusive, missing, added));
+  for (const auto& f : o.failures) say("FAIL " + f + "\n");
+  say(o.verdict() + "\n");
+  return o;
 }
 
 }  // namespace
@@ -254,13 +311,16 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app) {
     double tolerance = 5.0;
     double alpha = 0.05;
     bool per_machine = false;
+    std::string format = "text";
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "compare two result CSVs by configuration; exit 1 when a throughput (tflops_per_gpu, tokens_per_s) "
       "drops, or the memory (peak_mem_gb) grows, by more than --tolerance percent (and, with repeated rows of a "
-      "configuration on both sides, significantly by a Mann-Whitney U test), or a configuration is missing");
+      "configuration on both sides, significantly by a Mann-Whitney U test), or a configuration is missing; exit 3 "
+      "(INCONCLUSIVE) when the confidence interval reaches beyond the tolerance but no regression is shown; 0 (PASS) "
+      "only when the data can tell");
   cmd->add_option("BASELINE", f->baseline, "the reference result CSV")->required();
   cmd->add_option("CURRENT", f->current, "the result CSV to check")->required();
   cmd->add_option("--tolerance", f->tolerance, "allowed change in percent")->capture_default_str();
@@ -271,11 +331,22 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app) {
   cmd->add_flag("--per-machine", f->per_machine,
                 "match rows by configuration and machine (the host and device columns), so that runs on one "
                 "machine are only compared with runs on the same machine");
+  cmd->add_option("--format", f->format,
+                  "text (the console report), json, markdown (a pull-request comment) or junit (XML for CI test "
+                  "reports); the others print only the report")
+      ->capture_default_str();
   std::function<int()> run = [f] {
     if (!std::isfinite(f->tolerance) || f->tolerance < 0)
       usage_error("--tolerance {} must be a percentage, 0 or more", f->tolerance);
     if (!(f->alpha > 0 && f->alpha < 1)) usage_error("--alpha {} must be a probability between 0 and 1", f->alpha);
-    return compare(f->baseline, f->current, f->tolerance, f->alpha, f->per_machine);
+    const std::string& fm = f->format;
+    if (fm != "text" && fm != "json" && fm != "markdown" && fm != "junit")
+      usage_error("--format '{}' must be text, json, markdown or junit", fm);
+    const CompareOutcome o = compare(f->baseline, f->current, f->tolerance, f->alpha, f->per_machine, fm == "text");
+    if (fm == "json") fmt::print("{}", render_json(o));
+    if (fm == "markdown") fmt::print("{}", render_markdown(o));
+    if (fm == "junit") fmt::print("{}", render_junit(o));
+    return o.exit_code();
   };
   return {cmd, run};
 }

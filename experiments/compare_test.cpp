@@ -93,7 +93,7 @@ TEST(CliCompare, IdenticalFilesPass) {
   const auto cur = write_rows(dir, "cur.csv", baseline_rows());
   const CliResult r = compare(dir, base, cur);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("2 configuration(s) compared: 2 ok, 0 regressed, 0 missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 configuration(s) compared: 2 ok, 0 regressed, 0 inconclusive, 0 missing"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nPASS\n"), std::string::npos) << r.out;
 }
 
@@ -163,7 +163,9 @@ TEST(CliCompare, NewConfigurationInCurrentIsReportedNotFailed) {
 }
 
 // Rows repeating a configuration are samples: the Hodges-Lehmann estimate is robust to one
-// outlying run, where the old "last row counts" rule would have judged by that run alone.
+// outlying run, where the old "last row counts" rule would have judged by that run alone: no
+// regression. The outlier widens the interval beyond the tolerance, so the verdict is
+// INCONCLUSIVE (exit 3), not a pass.
 TEST(CliCompare, RepeatedRowsAreSamplesAndOneOutlierDoesNotDecide) {
   TempDir dir;
   std::vector<Measured> base, cur;
@@ -178,12 +180,14 @@ TEST(CliCompare, RepeatedRowsAreSamplesAndOneOutlierDoesNotDecide) {
     cur.push_back(m);
   }
   const CliResult r = compare(dir, write_rows(dir, "base.csv", base), write_rows(dir, "cur.csv", cur));
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("n=5/5"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("n=5/5  INCONCLUSIVE"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("REGRESSION"), std::string::npos) << r.out;
 }
 
-// A change beyond the tolerance that the samples cannot tell from noise is reported, not failed.
-TEST(CliCompare, AChangeBeyondToleranceThatIsNotSignificantPasses) {
+// A change beyond the tolerance that the samples cannot tell from noise is neither a pass nor a
+// failure: INCONCLUSIVE, exit 3, with about how many runs a side would decide it.
+TEST(CliCompare, AChangeBeyondToleranceThatIsNotSignificantIsInconclusive) {
   TempDir dir;
   std::vector<Measured> base, cur;
   for (double t : {4000.0, 5200.0, 3900.0, 5100.0, 4100.0}) {
@@ -197,8 +201,13 @@ TEST(CliCompare, AChangeBeyondToleranceThatIsNotSignificantPasses) {
     cur.push_back(m);
   }
   const CliResult r = compare(dir, write_rows(dir, "base.csv", base), write_rows(dir, "cur.csv", cur));
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("beyond 5% but not significant at 0.05"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("INCONCLUSIVE (the interval reaches beyond 5%, not significant at 0.05; about "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("runs a side would decide it)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 inconclusive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nINCONCLUSIVE\n"), std::string::npos) << r.out;
 }
 
 // Two samples a side can never reach p < 0.05 (the smallest p is 1/3): the medians are judged by
@@ -241,9 +250,12 @@ TEST(CliCompare, RecordedRunsOfOneBuildAreQuietAndAPlanted15PercentSlowdownIsFla
   const std::string a = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_a.csv";
   const std::string b = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_b.csv";
   const CliResult same = compare(dir, a, b);
-  EXPECT_EQ(same.exit_code, 0) << same.out;
-  // The interval holds 0 and the test sees nothing (SciPy: mannwhitneyu(b, a).pvalue = 0.6991).
-  EXPECT_NE(same.out.find("tokens_per_s            2762 ->         2727  -1.74% [-12.68%, +11.98%] p=0.699 n=6/6  ok"),
+  // The interval holds 0 and the test sees nothing (SciPy: mannwhitneyu(b, a).pvalue = 0.6991), but
+  // it reaches -12.68%, beyond the 5% tolerance: six runs a side cannot tell a pass from a
+  // regression at this noise, and the output says so instead of passing.
+  EXPECT_EQ(same.exit_code, 3) << same.out;
+  EXPECT_NE(same.out.find("tokens_per_s            2762 ->         2727  -1.74% [-12.68%, +11.98%] p=0.699 n=6/6  "
+                          "INCONCLUSIVE"),
             std::string::npos)
       << same.out;
   const CliResult slow = compare(dir, a, scaled_copy(dir, b, 1 / 1.15));
@@ -278,15 +290,17 @@ TEST(CliCompare, RunsRecordedUnderOverloadAreQuietAndSayASlowdownCannotBeSeparat
   const std::string c = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_c.csv";
   const std::string d = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_d.csv";
   const CliResult same = compare(dir, c, d);
-  EXPECT_EQ(same.exit_code, 0) << same.out;
+  EXPECT_EQ(same.exit_code, 3) << same.out;
   // SciPy: mannwhitneyu(d, c).pvalue = 1.0.
-  EXPECT_NE(same.out.find("tokens_per_s           365.6 ->        402.5  -1.69% [-46.61%, +69.16%] p=1 n=8/8  ok"),
+  EXPECT_NE(same.out.find("tokens_per_s           365.6 ->        402.5  -1.69% [-46.61%, +69.16%] p=1 n=8/8  "
+                          "INCONCLUSIVE"),
             std::string::npos)
       << same.out;
   const CliResult slow = compare(dir, c, scaled_copy(dir, d, 1 / 1.15));
-  EXPECT_EQ(slow.exit_code, 0) << slow.out;
+  EXPECT_EQ(slow.exit_code, 3) << slow.out;
   // SciPy: mannwhitneyu(d / 1.15, c).pvalue = 0.7209.
-  EXPECT_NE(slow.out.find("p=0.721 n=8/8  ok (beyond 5% but not significant at 0.05)"), std::string::npos)
+  EXPECT_NE(slow.out.find("p=0.721 n=8/8  INCONCLUSIVE (the interval reaches beyond 5%, not significant at 0.05"),
+            std::string::npos)
       << slow.out;
 }
 
@@ -337,9 +351,9 @@ TEST(CliCompare, PerMachineComparesEachMachineWithItself) {
       << r.out;
   EXPECT_EQ(r.out.find("note: baseline measured on"), std::string::npos) << r.out;
   // Pooled, the two machines' runs make one bimodal sample: the note says so, and the slowdown
-  // of half the runs is not told from noise.
+  // of half the runs is not told from noise: inconclusive.
   const CliResult pooled = compare(dir, b, c);
-  EXPECT_EQ(pooled.exit_code, 0) << pooled.out;
+  EXPECT_EQ(pooled.exit_code, 3) << pooled.out;
   EXPECT_NE(pooled.out.find("note: baseline measured on vm/AMD EPYC, ci-7/Xeon 8480"), std::string::npos)
       << pooled.out;
 }
@@ -394,6 +408,38 @@ TEST(CliCompare, AMetricEmptyInTheCurrentFileFailsAndOneEmptyInTheBaselineIsNotC
   const CliResult back = compare(dir, cur, base);
   EXPECT_EQ(back.exit_code, 0) << back.out;
   EXPECT_NE(back.out.find("not compared (no baseline value)"), std::string::npos) << back.out;
+}
+
+// The same outcome for machines: JSON (nlohmann::json parses it back), Markdown and JUnit XML,
+// with the exit code of the verdict; a regression is a JUnit failure, an inconclusive metric a
+// skipped test case.
+TEST(CliCompare, JsonMarkdownAndJunitReportTheSameVerdicts) {
+  TempDir dir;
+  const auto base = write_rows(dir, "base.csv", baseline_rows());
+  std::vector<Measured> slower = baseline_rows();
+  slower[0].tokens *= 0.8;
+  const auto cur = write_rows(dir, "cur.csv", slower);
+  const CliResult json = compare(dir, base, cur, {"--format", "json"});
+  EXPECT_EQ(json.exit_code, 1) << json.out;
+  EXPECT_EQ(json.out.find("ptdp compare:"), std::string::npos) << "only the report: " << json.out;
+  for (const char* needle : {"\"verdict\": \"FAIL\"", "\"exit_code\": 1", "\"regressed\": 1", "\"metric\": \"tokens_per_s\"",
+                             "\"change_pct\": -20.0"})
+    EXPECT_NE(json.out.find(needle), std::string::npos) << needle << "\n" << json.out;
+  const CliResult md = compare(dir, base, cur, {"--format", "markdown"});
+  EXPECT_EQ(md.exit_code, 1);
+  EXPECT_NE(md.out.find("### ptdp compare: **FAIL**"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tokens_per_s | 4564 | 3651 | -20.00% | REGRESSION |"), std::string::npos) << md.out;
+  const CliResult junit = compare(dir, base, cur, {"--format", "junit"});
+  EXPECT_EQ(junit.exit_code, 1);
+  EXPECT_NE(junit.out.find("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("tests=\"6\" failures=\"1\""), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("<failure message=\"REGRESSION: 4564 -&gt; 3651: -20.00%\"/>"), std::string::npos)
+      << junit.out;
+  const CliResult same = compare(dir, base, base, {"--format", "json"});
+  EXPECT_EQ(same.exit_code, 0);
+  EXPECT_NE(same.out.find("\"verdict\": \"PASS\""), std::string::npos) << same.out;
+  EXPECT_TRUE(IsUsageError(compare(dir, base, base, {"--format", "yaml"}),
+                           {"--format 'yaml' must be text, json, markdown or junit"}));
 }
 
 // ---- malformed input: one line naming the file (and line), exit code 2 ----
@@ -480,7 +526,7 @@ TEST(CliCompare, RowsThatDifferInSequenceParallelStackZeroShapeOrArchAreNotPaire
     append_result_rows(cp, {c});
     const CliResult r = compare(dir, bp, cp);
     EXPECT_EQ(r.exit_code, 1) << v.column << "\n" << r.out;
-    EXPECT_NE(r.out.find("0 ok, 0 regressed, 1 missing from the current file, 1 new"), std::string::npos)
+    EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
         << v.column << "\n" << r.out;
   }
 }

@@ -5,7 +5,8 @@
 # appended to results/history.csv; then this build's runs are compared with the previous build's
 # runs of the same configuration on the same machine (`ptdp compare --per-machine`: Hodges-Lehmann
 # change with its confidence interval and a Mann-Whitney U test; a regression must be beyond
-# TOLERANCE and significant at ALPHA; exit 1 on a regression, report only with STRICT=0). Finally every series is
+# TOLERANCE and significant at ALPHA; exit 1 on a regression, 3 when inconclusive, report only
+# with STRICT=0). Finally every series is
 # plotted per build with its noise band to plots/history.png.
 # A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
 # between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
@@ -70,6 +71,7 @@ mkdir -p "$(dirname "$history")" "$(dirname "$plot")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptdp-track.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 regressed=0
+inconclusive=0
 # bench BUILD_DIR CSV ARGS: one run of the benchmark, its row appended to CSV.
 # ARGS is split at blanks, never glob-expanded: a '*' or '?' in TRACK_ARGS reaches ptdp as written.
 bench() {
@@ -98,8 +100,9 @@ for c in "${!configs[@]}"; do
       --tolerance "$tolerance" --alpha "$alpha"
     status=$?
     set -e
-    [ "$status" -le 1 ] || exit "$status"
-    [ "$status" -eq 0 ] || regressed=$((regressed + 1))
+    [ "$status" -le 1 ] || [ "$status" -eq 3 ] || exit "$status"
+    [ "$status" -ne 1 ] || regressed=$((regressed + 1))
+    [ "$status" -ne 3 ] || inconclusive=$((inconclusive + 1))
     continue
   fi
   for i in $(seq 1 "$runs"); do
@@ -118,8 +121,9 @@ for c in "${!configs[@]}"; do
       --tolerance "$tolerance" --alpha "$alpha"
     status=$?
     set -e
-    [ "$status" -le 1 ] || exit "$status"
-    [ "$status" -eq 0 ] || regressed=$((regressed + 1))
+    [ "$status" -le 1 ] || [ "$status" -eq 3 ] || exit "$status"
+    [ "$status" -ne 1 ] || regressed=$((regressed + 1))
+    [ "$status" -ne 3 ] || inconclusive=$((inconclusive + 1))
   elif [ "$split" -ne 3 ]; then  # not a regression: an unreadable history
     fail "plots/history.py could not read $history (exit $split): see above"
   fi
@@ -130,8 +134,13 @@ if [ "$regressed" -ne 0 ]; then
        "(tolerance ${tolerance}%, significance ${alpha})"
   [ "${STRICT:-1}" = "1" ] && exit 1
 fi
+if [ "$inconclusive" -ne 0 ]; then
+  echo "track: inconclusive in $inconclusive of ${#configs[@]} benchmark(s): the runs cannot tell a pass from a" \
+       "regression beyond ${tolerance}% (more RUNS, or a quieter machine, would decide)"
+fi
 if [ -n "$base_build" ]; then
   echo "track: $base_build against $build: the comparison above"
 else
   echo "track: appended to $history, plot in $plot"
 fi
+[ "$inconclusive" -eq 0 ] || [ "${STRICT:-1}" != "1" ] || exit 3

@@ -1,0 +1,151 @@
+#include "experiments/compare_report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ptdp {
+
+namespace {
+
+int count(const CompareOutcome& o, const std::string& verdict) {
+  int n = 0;
+  for (const auto& c : o.configs) n += c.verdict == verdict;
+  return n;
+}
+
+std::string number(const std::optional<double>& v, const char* fmt_spec = "{:.4g}") {
+  return v ? fmt::format(fmt::runtime(fmt_spec), *v) : "-";
+}
+
+// XML text and attribute values: the five predefined entities; control characters other than
+// tab and line breaks are not allowed in XML 1.0 and become spaces.
+std::string xml(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        out += (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') ? ' ' : ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int CompareOutcome::exit_code() const {
+  if (!failures.empty()) return kCompareFail;
+  return count(*this, "INCONCLUSIVE") > 0 ? kCompareInconclusive : kComparePass;
+}
+
+std::string CompareOutcome::verdict() const {
+  const int e = exit_code();
+  return e == kComparePass ? "PASS" : e == kCompareFail ? "FAIL" : "INCONCLUSIVE";
+}
+
+std::string render_json(const CompareOutcome& o) {
+  using nlohmann::json;
+  auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  json configs = json::array();
+  for (const auto& c : o.configs) {
+    json metrics = json::array();
+    for (const auto& m : c.metrics)
+      metrics.push_back({{"metric", m.name},
+                         {"verdict", m.verdict},
+                         {"baseline_median", opt(m.base)},
+                         {"current_median", opt(m.cur)},
+                         {"change_pct", opt(m.delta_pct)},
+                         {"interval_pct", m.lo_pct ? json::array({*m.lo_pct, *m.hi_pct}) : json(nullptr)},
+                         {"p", opt(m.p)},
+                         {"runs", {{"baseline", m.n_base}, {"current", m.n_cur}}},
+                         {"runs_to_decide", opt(m.runs_to_decide)},
+                         {"detail", m.detail}});
+    configs.push_back({{"configuration", c.label},
+                       {"verdict", c.verdict},
+                       {"baseline_lines", c.base_lines},
+                       {"current_lines", c.cur_lines},
+                       {"note", c.note},
+                       {"metrics", metrics}});
+  }
+  const json doc = {{"baseline", o.baseline},
+                    {"current", o.current},
+                    {"tolerance_pct", o.tolerance},
+                    {"alpha", o.alpha},
+                    {"per_machine", o.per_machine},
+                    {"verdict", o.verdict()},
+                    {"exit_code", o.exit_code()},
+                    {"counts",
+                     {{"ok", count(o, "ok")},
+                      {"regressed", count(o, "REGRESSION")},
+                      {"inconclusive", count(o, "INCONCLUSIVE")},
+                      {"missing", count(o, "MISSING")},
+                      {"new", count(o, "NEW")}}},
+                    {"failures", o.failures},
+                    {"configurations", configs}};
+  return doc.dump(2) + "\n";
+}
+
+std::string render_markdown(const CompareOutcome& o) {
+  auto cell = [](std::string s) {  // a table cell: no pipes, no line breaks
+    for (char& ch : s)
+      if (ch == '|' || ch == '\n' || ch == '\r') ch = ' ';
+    return s;
+  };
+  std::string out = fmt::format("### ptdp compare: **{}**\n\nbaseline `{}`, current `{}`, tolerance {}%, significance "
+                                "level {}{}\n\n",
+                                o.verdict(), o.baseline, o.current, o.tolerance, o.alpha,
+                                o.per_machine ? ", each machine on its own" : "");
+  out += "| configuration | metric | baseline | current | change | verdict |\n|---|---|---:|---:|---|---|\n";
+  for (const auto& c : o.configs) {
+    if (c.metrics.empty()) {
+      out += fmt::format("| {} | | | | | {} |\n", cell(c.label), c.verdict);
+      continue;
+    }
+    for (const auto& m : c.metrics)
+      out += fmt::format("| {} | {} | {} | {} | {} | {}{} |\n", cell(c.label), m.name, number(m.base), number(m.cur),
+                         cell(m.detail), m.verdict,
+                         m.runs_to_decide ? fmt::format(" (about {} runs a side would decide)", *m.runs_to_decide) : "");
+  }
+  if (!o.failures.empty()) {
+    out += "\n";
+    for (const auto& f : o.failures) out += "- FAIL " + cell(f) + "\n";
+  }
+  return out;
+}
+
+std::string render_junit(const CompareOutcome& o) {
+  int tests = 0, failures = 0, skipped = 0;
+  std::string cases;
+  for (const auto& c : o.configs) {
+    if (c.verdict == "MISSING") {
+      ++tests, ++failures;
+      cases += fmt::format("    <testcase classname=\"{}\" name=\"configuration\">\n      <failure message=\"missing from "
+                           "the current file (baseline {})\"/>\n    </testcase>\n",
+                           xml(c.label), xml(c.base_lines));
+      continue;
+    }
+    for (const auto& m : c.metrics) {
+      ++tests;
+      std::string body;
+      if (m.verdict == "REGRESSION" || m.verdict == "EMPTY") {
+        ++failures;
+        body = fmt::format("      <failure message=\"{}: {} -&gt; {}: {}\"/>\n", xml(m.verdict), number(m.base),
+                           number(m.cur), xml(m.detail));
+      } else if (m.verdict == "INCONCLUSIVE" || m.verdict == "not compared") {
+        ++skipped;
+        body = fmt::format("      <skipped message=\"{}: {}{}\"/>\n", xml(m.verdict), xml(m.detail),
+                           m.runs_to_decide ? fmt::format("; about {} runs a side would decide", *m.runs_to_decide) : "");
+      }
+      cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\">\n{}    </testcase>\n", xml(c.label), m.name, body);
+    }
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"ptdp compare {} {}\" "
+                     "tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n{}  </testsuite>\n</testsuites>\n",
+                     xml(o.baseline), xml(o.current), tests, failures, skipped, cases);
+}
+
+}  // namespace ptdp
