@@ -22,9 +22,9 @@ void add_model_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--model", f.model,
                  "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ..., llama-tiny, llama-7b ... llama-65b)");
   app.add_option("--arch", f.arch, "gpt | llama (default: the preset's; gpt without --model)");
-  app.add_option("--layers", f.layers, "transformer layers (overrides the preset)");
-  app.add_option("--hidden", f.hidden, "hidden size");
-  app.add_option("--heads", f.heads, "attention heads");
+  app.add_option("--layers,--num-layers", f.layers, "transformer layers (overrides the preset)");
+  app.add_option("--hidden,--hidden-size", f.hidden, "hidden size");
+  app.add_option("--heads,--num-attention-heads", f.heads, "attention heads");
   app.add_option("--seq-length", f.seq_length, "sequence length");
   app.add_option("--vocab-size", f.vocab_size, "vocabulary size");
   app.add_option("--make-vocab-size-divisible-by", f.vocab_divisible,
@@ -33,14 +33,14 @@ void add_model_flags(CLI::App& app, RunFlags& f) {
 
 void add_parallel_flags(CLI::App& app, RunFlags& f) {
   ParallelConfig& p = f.run.par;
-  app.add_option("--tp", p.tp, "tensor-parallel size t")->capture_default_str();
-  app.add_option("--pp", p.pp, "pipeline-parallel size p")->capture_default_str();
+  app.add_option("--tp,--tensor-model-parallel-size", p.tp, "tensor-parallel size t")->capture_default_str();
+  app.add_option("--pp,--pipeline-model-parallel-size", p.pp, "pipeline-parallel size p")->capture_default_str();
   app.add_option("--dp", p.dp, "data-parallel size d (default: ranks / (t*p))");
-  app.add_option("--vpp", p.vpp, "model chunks per stage v (interleaved schedule)")->capture_default_str();
-  app.add_option("--micro-batch", p.micro_batch, "micro-batch size b")->capture_default_str();
-  app.add_option("--global-batch", p.global_batch, "global batch size B (default: b*d)");
+  app.add_option("--vpp,--virtual-pipeline-model-parallel-size", p.vpp, "model chunks per stage v (interleaved schedule)")->capture_default_str();
+  app.add_option("--micro-batch,--micro-batch-size", p.micro_batch, "micro-batch size b")->capture_default_str();
+  app.add_option("--global-batch,--global-batch-size", p.global_batch, "global batch size B (default: b*d)");
   app.add_option("--schedule", p.schedule, "gpipe | 1f1b | interleaved")->capture_default_str();
-  app.add_option("--recompute", f.recompute, "activation recomputation: none | full | selective")
+  app.add_option("--recompute,--recompute-granularity", f.recompute, "activation recomputation: none | full | selective")
       ->capture_default_str();
   app.add_flag("--scatter-gather,!--no-scatter-gather", f.scatter_gather,
                "scatter/gather optimisation of pipeline sends (default on)");
@@ -53,6 +53,8 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
                  "sharded data parallelism: 0 none, 1 the distributed optimizer (optimizer state sharded over d, "
                  "gradients reduce-scattered), 3 ZeRO-3 (parameters sharded too; t = p = 1)")
       ->capture_default_str();
+  app.add_flag_callback("--use-distributed-optimizer", [&p] { p.zero = 1; },
+                        "Megatron's name for --zero 1 (the distributed optimizer)");
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {
@@ -62,7 +64,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--comm", r.comm, "local | mpi | nccl")->capture_default_str();
   app.add_option("--ranks", r.ranks, "ranks (default t*p*d)");
   app.add_option("--precision", r.precision, "f32 | bf16 | f16")->capture_default_str();
-  app.add_option("--iters", r.iters, "training iterations in all")->capture_default_str();
+  app.add_flag_callback("--fp16", [&r] { r.precision = "f16"; }, "Megatron's name for --precision f16");
+  app.add_flag_callback("--bf16", [&r] { r.precision = "bf16"; }, "Megatron's name for --precision bf16");
+  app.add_option("--iters,--train-iters", r.iters, "training iterations in all")->capture_default_str();
   app.add_option("--warmup", r.warmup, "first iterations left out of the timing")->capture_default_str();
   app.add_option_function<std::string>(
          "--seed", [&r](const std::string& v) { r.seed = parse_seed(v); }, "seed of initialisation and data order")
@@ -82,12 +86,12 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--adam-beta1", o.beta1, "Adam beta1")->capture_default_str();
   app.add_option("--adam-beta2", o.beta2, "Adam beta2")->capture_default_str();
   app.add_option("--adam-eps", o.eps, "Adam epsilon")->capture_default_str();
-  app.add_option("--data", r.data, "synthetic | PREFIX of a Megatron .bin/.idx dataset")->capture_default_str();
+  app.add_option("--data,--data-path", r.data, "synthetic | PREFIX of a Megatron .bin/.idx dataset")->capture_default_str();
   app.add_option("--csv", r.csv, "append the result row to this CSV file");
   app.add_option("--experiment", r.experiment, "experiment name in the result row")->capture_default_str();
   app.add_flag("--overlap-grad-reduce", r.overlap_grad_reduce,
                "overlap each data-parallel gradient bucket's all-reduce with the backward pass");
-  app.add_option("--grad-bucket-size", r.grad_bucket_elems, "data-parallel all-reduce bucket, in elements")
+  app.add_option("--grad-bucket-size,--ddp-bucket-size", r.grad_bucket_elems, "data-parallel all-reduce bucket, in elements")
       ->capture_default_str();
   app.add_option("--comm-timeout", r.comm_timeout_s,
                  "seconds a rank waits for another in a collective or receive before the run stops")

@@ -15,7 +15,10 @@
 #endif
 #include "experiments/cli_flags.h"
 #include "experiments/strict_numbers.h"
+#include "core/data/sentencepiece_tokenizer.h"
+#include "core/results/provenance.h"
 #include "experiments/commands.h"
+#include "experiments/suggest.h"
 #include "core/config/run_config_fields.h"
 #include "experiments/rank_device.h"
 
@@ -29,10 +32,33 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
 }  // namespace ptdp
 
+namespace {
+
+// `ptdp --version`: the commit and what this build can run.
+std::string version_text() {
+  std::string t = "ptdp " + ptdp::git_sha();
+#if defined(PTDP_HAVE_CUDA)
+  t += ", CUDA backend";
+#else
+  t += ", no CUDA backend";
+#endif
+#if defined(PTDP_HAVE_NCCL)
+  t += ", NCCL";
+#endif
+#if defined(PTDP_HAVE_MPI)
+  t += ", MPI";
+#endif
+  t += ptdp::sentencepiece_available() ? ", SentencePiece" : "";
+  return t;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ptdp;
   CLI::App app{"ptdp: PTD-P (pipeline, tensor and data parallel) GPT training and reproduction suite"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text(), "print the version (git commit) and what this build has");
 
   RunFlags train_flags;
   CLI::App* train = app.add_subcommand("train", "train a GPT and append one result row");
@@ -80,8 +106,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "ptdp: error: %s\n", one_line(e.what()).c_str());
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::string hint;
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {  // the first unknown flag's closest names
+      const auto used = app.get_subcommands();
+      const CLI::App& cmd = used.empty() ? app : *used.front();
+      for (int i = 2; i < argc && hint.empty(); ++i) {
+        const std::string a = argv[i];
+        if (a.rfind("--", 0) == 0 && cmd.get_option_no_throw(a.substr(0, a.find('='))) == nullptr)
+          hint = did_you_mean(cmd, a);
+      }
+    }
+    std::fprintf(stderr, "ptdp: error: %s%s\n", one_line(e.what()).c_str(), one_line(hint).c_str());
     return 2;
   }
   // `mpirun -np 4 ptdp train` without --comm mpi would be 4 separate runs: refused, by launcher rank 0.
