@@ -109,6 +109,10 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_option("--hysteresis", r.hysteresis, "f16: overflows tolerated before the scale halves")
       ->capture_default_str();
+  app.add_option("--log-format", r.log_format,
+                 "the progress line: ptdp, or megatron (Megatron-LM's training_log line: its keys, units and "
+                 "averages over the interval, so that its log parsers read it)")
+      ->capture_default_str();
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
   app.add_option("--loss-log", r.loss_log,

@@ -1,6 +1,8 @@
 // Megatron-LM's flag names as aliases of ptdp's, "did you mean" for unknown flags, --version.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,35 @@ TEST(CliNames, AnUnknownFlagIsAnsweredWithTheClosestNames) {
   r = run_ptdp(dir, {"train", "--model", "tiny", "--completely-unrelated-thing"});
   EXPECT_TRUE(IsUsageError(r, {"--completely-unrelated-thing"})) << r.err;
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+// --log-format megatron prints Megatron-LM's training_log line, which its parsers read: the
+// iteration, consumed samples, time and "lm loss" (averaged over the interval's iterations) in
+// Megatron's keys and formats; with --log-interval 1 the loss is the loss log's.
+TEST(CliNames, MegatronLogLinesCarryItsKeysAndTheSameLosses) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--global-batch", "8", "--micro-batch", "4", "--iters",
+                                     "4", "--warmup", "1", "--log-format", "megatron", "--loss-log", dir.file("l.csv")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex line(
+      R"( \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +(\d+)/ +4 \| consumed samples: +(\d+) \| elapsed time per )"
+      R"(iteration \(ms\): [\d.]+ \| throughput per GPU \(TFLOP/s/GPU\): [\d.]+ \| learning rate: [\d.]+E[-+]\d+ \| )"
+      R"(global batch size: +8 \| lm loss: ([\d.]+E[-+]\d+) \| loss scale: 1\.0 \| grad norm: [\d.]+ \| number of )"
+      R"(skipped iterations: +0 \| number of nan iterations: +0 \|)");
+  std::istringstream out(r.out), log(testing::text_of(dir.file("l.csv")));
+  std::string text, row;
+  std::getline(log, row);  // header
+  int seen = 0;
+  while (std::getline(out, text)) {
+    std::smatch m;
+    if (!std::regex_match(text, m, line)) continue;
+    ++seen;
+    EXPECT_EQ(std::stoi(m[2]), 8 * std::stoi(m[1]));
+    ASSERT_TRUE(std::getline(log, row));
+    const double logged = std::stod(row.substr(row.find(',') + 1));
+    EXPECT_NEAR(std::stod(m[3]), logged, 1e-6 * logged) << text;
+  }
+  EXPECT_EQ(seen, 4) << r.out;
 }
 
 TEST(CliNames, VersionNamesTheCommit) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -111,6 +112,45 @@ void stop_others_if_processes(Communicator& given_world, const std::exception& e
   if (given_world.backend() == "mpi" && given_world.size() > 1 && !dynamic_cast<const AgreedError*>(&e))
     given_world.abort(one_line(e.what()));
 }
+
+// The iterations since the last progress line, for --log-format megatron: Megatron-LM's
+// training_log averages the time over them and the loss over those that updated, and counts the
+// skipped and non-finite ones.
+struct LogInterval {
+  int iterations = 0, advanced = 0, skipped = 0, nan = 0;
+  double time_ms = 0, loss = 0, grad_norm = 0, lr = 0;
+  void add(const IterStats& st) {
+    ++iterations;
+    time_ms += st.time_ms;
+    lr = st.lr;
+    if (!std::isfinite(st.loss)) ++nan;
+    if (st.skipped) {
+      ++skipped;
+      return;
+    }
+    ++advanced;
+    loss += st.loss;
+    grad_norm = st.grad_norm;
+  }
+  // Megatron-LM's line: its keys, order, widths and units (training.py, training_log); the
+  // throughput is its model FLOPs (3 passes, recomputation not counted) per second per GPU.
+  std::string megatron_line(int it, const RunConfig& c, double model_flops, double loss_scale) const {
+    const double per_iter_s = time_ms / std::max(1, iterations) / 1e3;
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+    std::string line = fmt::format(" [{}] iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per "
+                                   "iteration (ms): {:.1f} | throughput per GPU (TFLOP/s/GPU): {:.1f} | learning "
+                                   "rate: {:.6E} | global batch size: {:5d} |",
+                                   stamp, it, c.iters, int64_t(it) * c.par.global_batch, per_iter_s * 1e3,
+                                   model_flops / per_iter_s / c.ranks / 1e12, lr, c.par.global_batch);
+    if (advanced > 0) line += fmt::format(" lm loss: {:.6E} |", loss / advanced);
+    line += fmt::format(" loss scale: {:.1f} |", loss_scale);
+    if (advanced > 0) line += fmt::format(" grad norm: {:.3f} |", grad_norm);
+    line += fmt::format(" number of skipped iterations: {:3d} | number of nan iterations: {:3d} |", skipped, nan);
+    return line;
+  }
+};
 
 // One rank's training run; world rank 0 prints progress and writes the result row. A phase
 // that can fail on one rank alone (opening files, loading and saving checkpoints) runs under
@@ -289,6 +329,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   // (SIGINT/SIGTERM) of any rank: every rank sees it after the same iteration.
   Tensor worst = Tensor::empty({4}, DType::F64);
   int last = start;
+  LogInterval interval;
   for (int it = start + 1; it <= c.iters; ++it) {
     IterStats st;
     try {
@@ -322,14 +363,25 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       else
         fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
     }
+    interval.add(st);
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
-      fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {:7.3f} TFLOP/s | {:9.0f} tokens/s | lr {:.3e} | "
-                 "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
-                 it, c.iters, st.loss, st.time_ms, flops / (st.time_ms / 1e3) / c.ranks / 1e12,
-                 tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms, st.bwd_ms, st.p2p_wait_ms, st.dp_ms,
-                 st.opt_ms, bubble,
-                 trainer.loss_scaler().dynamic() ? fmt::format(" | loss scale {:g}", trainer.loss_scaler().scale()) : "");
+      if (c.log_format == "megatron") {
+        fmt::print("{}\n", interval.megatron_line(it, c, flops_model(m, c.par.global_batch),
+                                                  trainer.loss_scaler().dynamic() ? trainer.loss_scaler().scale() : 1.0));
+      } else {
+        // A CPU run's throughput reads in GFLOP/s (0.005 TFLOP/s says little).
+        const double flops_per_gpu = flops / (st.time_ms / 1e3) / c.ranks;
+        const std::string rate = c.backend == "cpu" ? fmt::format("{:7.2f} GFLOP/s", flops_per_gpu / 1e9)
+                                                    : fmt::format("{:7.3f} TFLOP/s", flops_per_gpu / 1e12);
+        fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {} | {:9.0f} tokens/s | lr {:.3e} | "
+                   "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
+                   it, c.iters, st.loss, st.time_ms, rate, tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms,
+                   st.bwd_ms, st.p2p_wait_ms, st.dp_ms, st.opt_ms, bubble,
+                   trainer.loss_scaler().dynamic() ? fmt::format(" | loss scale {:g}", trainer.loss_scaler().scale())
+                                                   : "");
+      }
       std::fflush(stdout);
+      interval = LogInterval{};
     }
     const bool saves = !c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters);
     if (saves || (stop != 0 && !c.save_dir.empty() && it < c.iters)) save(it);

@@ -109,6 +109,8 @@ void validate_run(RunConfig& c) {
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   positive(c.log_interval, "--log-interval");
+  if (c.log_format != "ptdp" && c.log_format != "megatron")
+    usage_error("--log-format '{}' must be ptdp or megatron", c.log_format);
   const OptimizerConfig& o = c.opt;
   for (auto [v, flag] : {std::pair{o.lr.max_lr, "--lr"}, {o.lr.min_lr, "--min-lr"}, {o.weight_decay, "--weight-decay"},
                          {o.clip_grad, "--clip-grad"}, {o.beta1, "--adam-beta1"}, {o.beta2, "--adam-beta2"},

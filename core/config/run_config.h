@@ -47,6 +47,7 @@ struct RunConfig {
   std::string data = "synthetic";  // synthetic | a dataset prefix (PREFIX.bin/.idx)
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
+  std::string log_format = "ptdp";  // the progress line: ptdp | megatron (Megatron-LM's training_log line)
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run

@@ -66,6 +66,7 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--data", c.data);
   add("--csv", c.csv);
   add("--log-interval", c.log_interval);
+  add("--log-format", c.log_format);
   add("--overlap-grad-reduce", c.overlap_grad_reduce);
   add("--grad-bucket-size", c.grad_bucket_elems);
   add("--comm-timeout", c.comm_timeout_s);
