@@ -44,6 +44,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.opt.beta2 = 3; },            [](RunConfig& c) { c.opt.eps = 3; },
       [](RunConfig& c) { c.opt.clip_grad = 3; },        [](RunConfig& c) { c.data = "x"; },
       [](RunConfig& c) { c.csv = "x"; },                [](RunConfig& c) { c.log_interval = 3; },
+      [](RunConfig& c) { c.log_format = "megatron"; },
       [](RunConfig& c) { c.overlap_grad_reduce = true; }, [](RunConfig& c) { c.grad_bucket_elems = 3; },
       [](RunConfig& c) { c.comm_timeout_s = 3; },       [](RunConfig& c) { c.save_dir = "x"; },
       [](RunConfig& c) { c.load_dir = "x"; },           [](RunConfig& c) { c.save_interval = 3; },
@@ -71,7 +72,7 @@ TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 96u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 696u);
+  EXPECT_EQ(sizeof(RunConfig), 736u);
 }
 
 }  // namespace
