@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+
+#include <fmt/ranges.h>
 #include <utility>
 
 #include <CLI/CLI.hpp>
@@ -471,7 +473,24 @@ int run_job(const Job& job, Context& ctx) {
   if (ctx.world) ctx.world->barrier();  // every rank has read the file before rank 0 writes
   set_interrupt_message(job.csv);
   size_t todo = 0;
-  for (const auto& k : keys) todo += ctx.force || !done.count(k);
+  std::set<int> sizes;  // the world sizes the configurations still to run need
+  bool any_fits = false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!ctx.force && done.count(keys[i])) continue;
+    ++todo;
+    sizes.insert(configs[i].ranks);
+    any_fits = any_fits || (ctx.world && configs[i].ranks == ctx.world->size());
+  }
+  // A launched job (mpirun, srun) whose size matches none of them would run nothing and look done.
+  if (ctx.world && todo > 0 && !any_fits) {
+    if (ctx.report)
+      fmt::print(stderr,
+                 "ptdp: error: {}: no configuration still to run fits the {} ranks of this launch; they need {} ranks "
+                 "(launch one job per size, e.g. srun -n N or mpirun -np N; `ptdp reproduce {} --mode run --dry-run` "
+                 "lists them)\n",
+                 spec.name, ctx.world->size(), fmt::join(sizes, ", "), spec.name);
+    return 2;
+  }
   if (ctx.report)
     fmt::print("{}: {}\n{}: {} configurations ({} to {}, {} already in {}), mode {}, scale {}{}\n", spec.name, spec.title,
                spec.name, total, todo, ctx.mode == "simulate" ? "simulate" : "run", total - todo, job.csv, ctx.mode,
@@ -646,15 +665,16 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs) sweep_keys_in_csv(j.csv);  // a malformed file is refused before any work
 
   install_interrupt_handlers();
+  int status = 0;
   for (const auto& j : jobs) {
     ctx.hw = j.hw;
-    run_job(j, ctx);
+    status = std::max(status, run_job(j, ctx));
   }
   if (llama && ctx.report) reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
                duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));
-  return 0;
+  return status;
 }
 
 }  // namespace

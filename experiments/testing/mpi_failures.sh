@@ -102,6 +102,15 @@ case "$case_" in
     [ "$(grep -c "started by mpirun" "$out")" -eq 1 ] || fail "not one line"
     [ ! -e "$tmp/a/rows.csv" ] || fail "a row was written"
     ;;
+  reproduce-no-fitting-size)
+    # A launched sweep whose world size none of its configurations needs runs nothing: it must
+    # fail naming the sizes, not end as if done (exit 2, one line from rank 0).
+    timed "${run[@]}" -np 3 "$ptdp" reproduce fig14 --mode run --scale small --out "$tmp/sweep"
+    [ "$rc" -eq 2 ] || fail "exit code $rc, not 2"
+    grep -qF "ptdp: error: fig14: no configuration still to run fits the 3 ranks of this launch; they need 64 ranks" \
+      "$out" || fail "no error naming the sizes"
+    [ "$(grep -c "ptdp: error" "$out")" -eq 1 ] || fail "not one line"
+    ;;
   concurrent-rows)  # 3 MPI jobs at once, 3 times each, append to one CSV: one row per job, none lost
     one=(train --comm mpi --model tiny --dp 2 --iters 2 --micro-batch 1 --csv "$tmp/rows.csv")
     for round in 1 2 3; do
