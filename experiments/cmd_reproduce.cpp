@@ -57,7 +57,10 @@ struct ReproduceFlags {
   std::string hardware = "a100-selene";
   bool force = false;
   bool dry_run = false;
+  bool plan_jobs = false;
+  int gpus_per_node = 8;
 };
+
 
 
 // ---- interruption: a row being written is finished first, then the process ends ----------------
@@ -220,6 +223,7 @@ struct Context {
   Communicator* world = nullptr;           // run under mpirun/srun (null: local ranks)
   bool report = true;                      // world rank 0
   Clock::time_point start = Clock::now();
+  std::vector<std::string> no_fit;         // specs this launch's size fits nothing of (run_job)
 };
 
 // The configuration as the selected mode runs it.
@@ -450,6 +454,32 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
                sum / n, worst, worst_at, n);
 }
 
+// --plan-jobs: the launches a cluster needs for --mode run, one per world size the spec's
+// configurations use (a launch runs those of its size and skips the others), with the nodes
+// each needs and its sbatch line.
+void print_job_plan(const std::vector<Job>& jobs, const ReproduceFlags& f) {
+  std::map<int, std::vector<std::string>> by_size;  // ranks -> "spec (n configurations)"
+  for (const auto& j : jobs) {
+    std::map<int, int> count;
+    for (const auto& pt : j.points) ++count[pt.cfg.ranks];
+    for (const auto& [ranks, n] : count) by_size[ranks].push_back(fmt::format("{} ({} configuration(s))", j.spec.name, n));
+  }
+  const int g = f.gpus_per_node;
+  fmt::print("reproduce {} --mode run --scale {}: {} launch(es), one per world size; each runs the configurations of "
+             "its size and skips the others ({} GPUs per node)\n",
+             f.name, f.scale, by_size.size(), g);
+  for (const auto& [ranks, what] : by_size) {
+    const int nodes = (ranks + g - 1) / g;
+    fmt::print("{:>6} ranks on {} node(s): {}\n", ranks, nodes, fmt::join(what, ", "));
+    fmt::print("  sbatch --nodes={} --ntasks={} --ntasks-per-node={} scripts/launch/ptdp.sbatch reproduce {} --mode run "
+               "--scale {} --out {}\n",
+               nodes, ranks, std::min(ranks, g), f.name, f.scale, f.out);
+  }
+}
+
+// run_job's answer when a launch's size fits none of a spec's configurations still to run.
+constexpr int kNoFit = 4;
+
 int run_job(const Job& job, Context& ctx) {
   const SweepSpec& spec = job.spec;
   const size_t total = job.points.size();
@@ -481,15 +511,15 @@ int run_job(const Job& job, Context& ctx) {
     sizes.insert(configs[i].ranks);
     any_fits = any_fits || (ctx.world && configs[i].ranks == ctx.world->size());
   }
-  // A launched job (mpirun, srun) whose size matches none of them would run nothing and look done.
+  // A launched job (mpirun, srun) whose size matches none of them runs nothing of this spec; when
+  // that holds for every spec of the launch, run_reproduce fails (it must not look done).
   if (ctx.world && todo > 0 && !any_fits) {
-    if (ctx.report)
-      fmt::print(stderr,
-                 "ptdp: error: {}: no configuration still to run fits the {} ranks of this launch; they need {} ranks "
-                 "(launch one job per size, e.g. srun -n N or mpirun -np N; `ptdp reproduce {} --mode run --dry-run` "
-                 "lists them)\n",
-                 spec.name, ctx.world->size(), fmt::join(sizes, ", "), spec.name);
-    return 2;
+    const std::string why = fmt::format("{}: no configuration still to run fits the {} ranks of this launch; they need "
+                                        "{} ranks",
+                                        spec.name, ctx.world->size(), fmt::join(sizes, ", "));
+    if (ctx.report) fmt::print("{}, skipped\n", why);
+    ctx.no_fit.push_back(why);
+    return kNoFit;
   }
   if (ctx.report)
     fmt::print("{}: {}\n{}: {} configurations ({} to {}, {} already in {}), mode {}, scale {}{}\n", spec.name, spec.title,
@@ -583,6 +613,13 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     jobs.push_back(std::move(j));
   }
 
+  if (f.plan_jobs) {
+    if (f.mode != "run") usage_error("--plan-jobs plans the launches of --mode run (not --mode {})", f.mode);
+    if (f.gpus_per_node < 1 || f.gpus_per_node > 1024)
+      usage_error("--gpus-per-node {} must be in [1, 1024]", f.gpus_per_node);
+    print_job_plan(jobs, f);
+    return 0;
+  }
   if (f.dry_run) {  // the expanded configurations, as CSV
     fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
                "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
@@ -665,16 +702,24 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs) sweep_keys_in_csv(j.csv);  // a malformed file is refused before any work
 
   install_interrupt_handlers();
-  int status = 0;
+  bool ran = false;  // a spec had a configuration of this size to run, or nothing left to run
   for (const auto& j : jobs) {
     ctx.hw = j.hw;
-    status = std::max(status, run_job(j, ctx));
+    ran = run_job(j, ctx) != kNoFit || ran;
+  }
+  if (!ran) {
+    if (ctx.report)
+      fmt::print(stderr,
+                 "ptdp: error: {} (launch one job per size, e.g. srun -n N or mpirun -np N; `ptdp reproduce {} --mode run "
+                 "--plan-jobs` lists them)\n",
+                 fmt::join(ctx.no_fit, "; "), f.name);
+    return 2;
   }
   if (llama && ctx.report) reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
                duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));
-  return status;
+  return 0;
 }
 
 }  // namespace
@@ -696,6 +741,10 @@ std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) 
       ->capture_default_str();
   sub->add_flag("--force", f->force, "recompute configurations already in the CSV (their rows are replaced)");
   sub->add_flag("--dry-run", f->dry_run, "print the expanded configurations as CSV and exit");
+  sub->add_flag("--plan-jobs", f->plan_jobs,
+                "with --mode run: print the cluster launches the sweep needs (one per world size, its nodes and its "
+                "sbatch line) and exit");
+  sub->add_option("--gpus-per-node", f->gpus_per_node, "GPUs (ranks) per node, for --plan-jobs")->capture_default_str();
   return {sub, [sub, f]() { return run_reproduce(*sub, *f); }};
 }
 

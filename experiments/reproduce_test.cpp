@@ -73,6 +73,26 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// --plan-jobs: the launches a cluster needs, one per world size, with nodes and sbatch lines;
+// nothing is written.
+TEST(ReproduceCli, PlanJobsPrintsOneLaunchPerWorldSize) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const CliResult r = run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--plan-jobs", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("64 ranks on 8 node(s): fig13 (10 configuration(s))"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sbatch --nodes=8 --ntasks=64 --ntasks-per-node=8 scripts/launch/ptdp.sbatch reproduce fig13 "
+                       "--mode run --scale paper --out " + out),
+            std::string::npos)
+      << r.out;
+  const CliResult four = run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--plan-jobs", "--gpus-per-node", "4",
+                                        "--out", out});
+  EXPECT_NE(four.out.find("64 ranks on 16 node(s)"), std::string::npos) << four.out;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", "fig13", "--plan-jobs", "--out", out}),
+                           {"--plan-jobs plans the launches of --mode run"}));
+}
+
 TEST(ReproduceCli, SimulateWritesOneRowPerPaperPointAndResumes) {
   TempDir dir;
   const std::string out = dir.file("results");

@@ -107,7 +107,7 @@ case "$case_" in
     # fail naming the sizes, not end as if done (exit 2, one line from rank 0).
     timed "${run[@]}" -np 3 "$ptdp" reproduce fig14 --mode run --scale small --out "$tmp/sweep"
     [ "$rc" -eq 2 ] || fail "exit code $rc, not 2"
-    grep -qF "ptdp: error: fig14: no configuration still to run fits the 3 ranks of this launch; they need 64 ranks" \
+    grep -qF "ptdp: error: fig14: no configuration still to run fits the 3 ranks of this launch; they need 64 ranks (" \
       "$out" || fail "no error naming the sizes"
     [ "$(grep -c "ptdp: error" "$out")" -eq 1 ] || fail "not one line"
     ;;
