@@ -16,7 +16,8 @@
 # build are needed for a significance test at 0.05, 10 catch a 15% slowdown at this machine's
 # noise nine times in ten), WARMUP_RUNS (default 1), HISTORY, PLOT,
 # TOLERANCE (percent, default 5), ALPHA (default 0.05), STRICT=0 (report a regression, exit 0), THREADS
-# (OMP_NUM_THREADS, default: all cores), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
+# (OMP_NUM_THREADS, default: all cores), KEEP_ROWS=DIR (A/B mode: keep each benchmark's rows there as
+# ab-base-N.csv and ab-cur-N.csv), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
 # that node's CPUs and memory through numactl), BUILD (build folder, default build; built by
 # scripts/setup.sh when it has no ptdp). The CI recipe: docs/PERFORMANCE.md, "Regression tracking".
 set -euo pipefail
@@ -96,6 +97,11 @@ for c in "${!configs[@]}"; do
       bench "$build" "$tmp"/track-ab-cur.csv "$args"
     done
     set +e
+    if [ -n "${KEEP_ROWS:-}" ]; then  # the A/B rows, for reports (compare --format junit|markdown|json)
+      mkdir -p "$KEEP_ROWS"
+      cp "$tmp"/track-ab-base.csv "$KEEP_ROWS/ab-base-$((c + 1)).csv"
+      cp "$tmp"/track-ab-cur.csv "$KEEP_ROWS/ab-cur-$((c + 1)).csv"
+    fi
     "$build/ptdp" compare "$tmp"/track-ab-base.csv "$tmp"/track-ab-cur.csv --per-machine \
       --tolerance "$tolerance" --alpha "$alpha"
     status=$?
