@@ -86,7 +86,20 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--adam-beta1", o.beta1, "Adam beta1")->capture_default_str();
   app.add_option("--adam-beta2", o.beta2, "Adam beta2")->capture_default_str();
   app.add_option("--adam-eps", o.eps, "Adam epsilon")->capture_default_str();
-  app.add_option("--data,--data-path", r.data, "synthetic | PREFIX of a Megatron .bin/.idx dataset")->capture_default_str();
+  app.add_option("--data,--data-path", r.data,
+                 "synthetic | PREFIX of a Megatron .bin/.idx dataset | with --data-order megatron, Megatron's list "
+                 "'W1 PREFIX1 W2 PREFIX2 ...' (a weighted blend) or 'PREFIX1 PREFIX2 ...' (blended by size)")
+      ->capture_default_str();
+  app.add_option("--data-order", r.data_order,
+                 "ptdp (fixed windows over the token stream, seeded Fisher-Yates per epoch) | megatron "
+                 "(Megatron-core's GPTDataset/BlendedDataset order: the same samples as Megatron-LM for the same "
+                 "files, --seed and --split)")
+      ->capture_default_str();
+  app.add_option("--split", r.split, "with --data-order megatron: train,valid,test shares of the documents")
+      ->capture_default_str();
+  app.add_option("--data-cache-path", r.data_cache,
+                 "with --data-order megatron: where the index files (.npy) are built and reused (default: "
+                 "DIR/cache beside the first dataset)");
   app.add_option("--csv", r.csv, "append the result row to this CSV file");
   app.add_option("--experiment", r.experiment, "experiment name in the result row")->capture_default_str();
   app.add_flag("--overlap-grad-reduce", r.overlap_grad_reduce,

@@ -8,11 +8,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/data/indexed_dataset.h"
+#include "core/data/megatron_blend.h"
+#include "core/data/megatron_samples.h"
 #include "core/data/samples.h"
 #include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
@@ -105,6 +108,31 @@ void preflight(const RunConfig& c, bool thread_ranks) {
                 one.state_bytes / 1e9, one.activation_bytes / 1e9, have / 1e9);
 }
 
+// --data-order megatron: the prefixes of --data (a weighted list's every second item).
+std::vector<std::string> megatron_prefixes(const RunConfig& c) {
+  std::vector<std::string> items;
+  for (std::istringstream in(c.data); in >> items.emplace_back();) {
+  }
+  items.pop_back();
+  return parse_megatron_blend(items).prefixes;
+}
+
+MegatronDataOptions megatron_data_options(const RunConfig& c) {
+  MegatronDataOptions o;
+  for (std::istringstream in(c.data); in >> o.data.emplace_back();) {
+  }
+  o.data.pop_back();
+  o.split = c.split;
+  o.which = MegatronSplit::Train;
+  o.num_samples = int64_t(c.iters) * c.par.global_batch;  // Megatron's train_samples
+  o.seq_len = c.model.seq_length;
+  o.seed = c.seed;
+  o.cache_dir = c.data_cache.empty()
+                    ? (std::filesystem::path(megatron_prefixes(c).front()).parent_path() / "cache").string()
+                    : c.data_cache;
+  return o;
+}
+
 // A rank that fails outside an agreed phase (in a training step): under MPI it names itself and
 // its cause and ends every process at once (MPI_Abort), instead of the others waiting for it
 // until --comm-timeout; thread ranks stop each other (run_local_ranks).
@@ -194,15 +222,36 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
-  phase([&] {
-    if (c.data == "synthetic") {
-      samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
-    } else {
-      ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
-      check_vocab(*ds, m.vocab_size, "--vocab-size");
-      samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
-    }
-  });
+  if (c.data_order == "megatron") {
+    // World rank 0 builds the index files first; the others then find them in the cache (or build
+    // their own where the cache directory is not shared).
+    const MegatronDataOptions mo = megatron_data_options(c);
+    for (const bool first : {true, false})
+      phase([&] {
+        if (rank0 != first) return;
+        for (const auto& prefix : megatron_prefixes(c)) check_vocab(IndexedDataset::open(prefix), m.vocab_size, "--vocab-size");
+        auto ms = std::make_unique<MegatronSamples>(mo);
+        if (report) {
+          fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}, "
+                     "index files in {}\n",
+                     c.split, ms->num_samples(), m.seq_length, c.seed, mo.cache_dir);
+          for (const auto& u : ms->datasets())
+            fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n",
+                       u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+        }
+        samples = std::move(ms);
+      });
+  } else {
+    phase([&] {
+      if (c.data == "synthetic") {
+        samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
+      } else {
+        ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
+        check_vocab(*ds, m.vocab_size, "--vocab-size");
+        samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
+      }
+    });
+  }
 
   Backend* backend = &dev.backend();
   if (rank0) dev.reset_peak();

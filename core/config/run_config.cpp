@@ -131,6 +131,12 @@ void validate_run(RunConfig& c) {
   if (!(o.beta2 >= 0 && o.beta2 < 1)) usage_error("--adam-beta2 {} must be in [0, 1)", o.beta2);
   if (!(o.eps > 0)) usage_error("--adam-eps {} must be positive", o.eps);
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
+  if (c.data_order != "ptdp" && c.data_order != "megatron")
+    usage_error("--data-order '{}' must be ptdp or megatron", c.data_order);
+  if (c.data_order == "ptdp" && c.data.find_first_of(" \t") != std::string::npos)
+    usage_error("--data '{}': a list of datasets (Megatron's weighted blend) needs --data-order megatron", c.data);
+  if (c.data_order == "megatron" && c.data == "synthetic")
+    usage_error("--data-order megatron orders a dataset's documents: give --data PREFIX (or a weighted list)");
   // Bounded so that the timeout in milliseconds and a steady-clock deadline cannot overflow.
   if (!std::isfinite(c.comm_timeout_s))
     usage_error("--comm-timeout {} must be a finite number of seconds", c.comm_timeout_s);

@@ -44,7 +44,12 @@ struct RunConfig {
   int warmup = 1;                // of which the first `warmup` are not timed
   uint64_t seed = 1234;
   OptimizerConfig opt;
-  std::string data = "synthetic";  // synthetic | a dataset prefix (PREFIX.bin/.idx)
+  std::string data = "synthetic";  // synthetic | a dataset prefix (PREFIX.bin/.idx); megatron order: a list
+  // The sample order of a dataset: ptdp (windows over the token stream, seeded Fisher-Yates) or
+  // megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
+  std::string data_order = "ptdp";
+  std::string split = "969,30,1";  // --split (megatron order): train,valid,test shares
+  std::string data_cache;          // --data-cache-path (megatron order); empty: DIR_OF_DATA/cache
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
   std::string log_format = "ptdp";  // the progress line: ptdp | megatron (Megatron-LM's training_log line)

@@ -64,6 +64,9 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--adam-eps", o.eps);
   add("--clip-grad", o.clip_grad);
   add("--data", c.data);
+  add("--data-order", c.data_order);
+  add("--split", c.split);
+  add("--data-cache-path", c.data_cache);
   add("--csv", c.csv);
   add("--log-interval", c.log_interval);
   add("--log-format", c.log_format);

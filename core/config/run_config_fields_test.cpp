@@ -43,6 +43,8 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.opt.weight_decay = 3; },     [](RunConfig& c) { c.opt.beta1 = 3; },
       [](RunConfig& c) { c.opt.beta2 = 3; },            [](RunConfig& c) { c.opt.eps = 3; },
       [](RunConfig& c) { c.opt.clip_grad = 3; },        [](RunConfig& c) { c.data = "x"; },
+      [](RunConfig& c) { c.data_order = "megatron"; }, [](RunConfig& c) { c.split = "1,0,0"; },
+      [](RunConfig& c) { c.data_cache = "x"; },
       [](RunConfig& c) { c.csv = "x"; },                [](RunConfig& c) { c.log_interval = 3; },
       [](RunConfig& c) { c.log_format = "megatron"; },
       [](RunConfig& c) { c.overlap_grad_reduce = true; }, [](RunConfig& c) { c.grad_bucket_elems = 3; },
@@ -72,7 +74,7 @@ TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 96u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 736u);
+  EXPECT_EQ(sizeof(RunConfig), 832u);
 }
 
 }  // namespace
