@@ -9,6 +9,10 @@
 #   scripts/test_vgpu.sh -R NcclComm   # extra arguments go to ctest
 # Tests run side by side, one per core (ctest -j), each with OMP_NUM_THREADS=1 unless it sets its
 # own (and then its PROCESSORS, so that ctest counts its cores).
+# Missing barriers: the label "gpu" includes ThreadOrder.reverse/CudaKernels and
+# ThreadOrder.shuffle/CudaKernels (vgpu/CMakeLists.txt), the CUDA backend's kernel tests
+# (Cuda/CudaOps, CudaBackend) again under VGPU_THREAD_ORDER=reverse and shuffle (VGPU_SEED=1),
+# about 10 s each; every other test runs in the forward order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=0

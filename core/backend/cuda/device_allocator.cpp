@@ -6,6 +6,10 @@
 #include "core/backend/cuda/device_guard.h"
 #include "core/common/error.h"
 
+#ifdef PTDP_VGPU
+#include <vgpu/suballoc.h>
+#endif
+
 namespace ptdp::cuda {
 
 DeviceAllocator& DeviceAllocator::for_device(int device) {
@@ -61,6 +65,9 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
         live_[b.ptr] = b;
         in_use_ += n;
         if (in_use_ > peak_) peak_ = in_use_;
+#ifdef PTDP_VGPU
+        vgpu::sub_allocate(b.ptr, bytes, stream);
+#endif
         return b.ptr;
       }
     }
@@ -83,6 +90,9 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
   live_[p] = Block{p, n, stream, nullptr};
   in_use_ += n;
   if (in_use_ > peak_) peak_ = in_use_;
+#ifdef PTDP_VGPU
+  vgpu::sub_allocate(p, bytes, stream);
+#endif
   return p;
 }
 
@@ -94,6 +104,9 @@ void DeviceAllocator::deallocate(void* p, size_t /*bytes*/) {
   Block b = it->second;
   live_.erase(it);
   in_use_ -= b.size;
+#ifdef PTDP_VGPU
+  vgpu::sub_free(b.ptr, b.stream);  // queued before the event below, which thus covers it
+#endif
   if (b.stream) {
     // Runs from destructors: no throwing. A block whose free cannot be recorded (e.g. while
     // the process exits) is dropped rather than risked.
@@ -115,9 +128,28 @@ void DeviceAllocator::deallocate(void* p, size_t /*bytes*/) {
     }
     b.freed = e;
   }
-  free_[b.size].push_back(b);
   cached_ += b.size;
+#ifdef PTDP_VGPU
+  quarantine_locked(b);
+#else
+  free_[b.size].push_back(b);
+#endif
 }
+
+#ifdef PTDP_VGPU
+void DeviceAllocator::quarantine_locked(Block b) {
+  quarantine_.push_back(b);
+  quarantined_ += b.size;
+  const size_t cap = vgpu::sub_quarantine_bytes();
+  constexpr size_t kMaxBlocks = 1024;  // and as many blocks (each holds its free's event)
+  while (!quarantine_.empty() && (quarantined_ > cap || quarantine_.size() > kMaxBlocks)) {
+    Block old = quarantine_.front();
+    quarantine_.pop_front();
+    quarantined_ -= old.size;
+    free_[old.size].push_back(old);
+  }
+}
+#endif
 
 void DeviceAllocator::forget_stream(cudaStream_t stream) {
   if (!stream) return;
@@ -127,6 +159,10 @@ void DeviceAllocator::forget_stream(cudaStream_t stream) {
   for (auto& [n, v] : free_)
     for (Block& b : v)
       if (b.stream == stream) b.stream = nullptr;  // its event has completed: the stream was synchronized
+#ifdef PTDP_VGPU
+  for (Block& b : quarantine_)
+    if (b.stream == stream) b.stream = nullptr;
+#endif
 }
 
 void DeviceAllocator::release_cached() {
@@ -137,6 +173,11 @@ void DeviceAllocator::release_cached() {
 void DeviceAllocator::free_cached_locked() {
   std::map<size_t, std::vector<Block>> blocks;
   blocks.swap(free_);
+#ifdef PTDP_VGPU
+  for (Block& b : quarantine_) blocks[b.size].push_back(b);
+  quarantine_.clear();
+  quarantined_ = 0;
+#endif
   cached_ = 0;
   DeviceGuard guard(device_);
   for (auto& [n, v] : blocks)

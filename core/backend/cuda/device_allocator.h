@@ -3,10 +3,17 @@
 // that stream at once (stream order keeps it safe), and to another stream only after an
 // event recorded at its free has completed, so work still queued on the first stream can
 // never see its memory reused. Thread-safe.
+//
+// Built for the virtual GPU (PTDP_VGPU), the allocator tells the vgpu each tensor's exact extent
+// and lifetime (vgpu/suballoc.h): a tensor's bytes are checked as if it had its own cudaMalloc
+// (bounds, poison and uninitialised until written, use after free, reuse racing with another
+// stream), and freed blocks wait in a quarantine (vgpu::sub_quarantine_bytes()) before reuse so
+// that stale pointers meet freed memory.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -36,7 +43,7 @@ class DeviceAllocator final : public Allocator {
 
   size_t bytes_in_use() const;       // handed out and not yet freed (rounded sizes)
   size_t peak_bytes_in_use() const;  // high-water mark of bytes_in_use since reset_peak
-  size_t bytes_cached() const;       // freed and kept for reuse
+  size_t bytes_cached() const;       // freed and kept for reuse (the vgpu's quarantine included)
   void reset_peak();
   int device() const { return device_; }
 
@@ -59,6 +66,11 @@ class DeviceAllocator final : public Allocator {
   std::map<size_t, std::vector<Block>> free_;
   std::unordered_map<void*, Block> live_;
   std::vector<cudaEvent_t> events_;  // recorded-and-done events for reuse
+#ifdef PTDP_VGPU
+  void quarantine_locked(Block b);  // frees wait here before free_ (oldest leave first)
+  std::deque<Block> quarantine_;
+  size_t quarantined_ = 0;
+#endif
   size_t in_use_ = 0, peak_ = 0, cached_ = 0;
 };
 

@@ -5,13 +5,22 @@
 #ifdef PTDP_HAVE_CUDA
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/kernels.h"
+
+#ifdef PTDP_VGPU
+#include <vgpu/runtime.h>
+#include <vgpu/suballoc.h>
+#endif
 
 namespace ptdp::cuda {
 namespace {
@@ -32,6 +41,17 @@ struct Stream {
   }
 };
 
+// The vgpu build keeps freed blocks in a quarantine before reuse (so that stale pointers meet
+// freed memory); the tests of the reuse policy itself turn it off.
+#ifdef PTDP_VGPU
+struct NoQuarantine {
+  NoQuarantine() { vgpu::set_sub_quarantine_bytes_for_testing(0); }
+  ~NoQuarantine() { vgpu::set_sub_quarantine_bytes_for_testing(-1); }
+};
+#else
+struct NoQuarantine {};
+#endif
+
 TEST(CudaAllocator, RoundsUpWithinAThirtySecondOfTheSize) {
   EXPECT_EQ(DeviceAllocator::round_up(0), 512u);
   EXPECT_EQ(DeviceAllocator::round_up(1), 512u);
@@ -49,6 +69,7 @@ TEST(CudaAllocator, ReusesAFreedBlockOnTheSameStream) {
   PTDP_SKIP_WITHOUT_GPU();
   PTDP_CUDA_CHECK(cudaSetDevice(0));
   DeviceAllocator& al = DeviceAllocator::for_device(0);
+  NoQuarantine no_quarantine;
   Stream st;
   const size_t n = 1234567;
   void* p = al.allocate(n, st.s);
@@ -89,6 +110,7 @@ TEST(CudaAllocator, DoesNotHandABlockStillInUseOnOneStreamToAnother) {
   PTDP_SKIP_WITHOUT_GPU();
   PTDP_CUDA_CHECK(cudaSetDevice(0));
   DeviceAllocator& al = DeviceAllocator::for_device(0);
+  NoQuarantine no_quarantine;
   Stream a, b;
   std::atomic<bool> release{false};
   // A watchdog releases the stream if an allocation were to wait for the device.
@@ -132,6 +154,150 @@ TEST(CudaAllocator, DoesNotHandABlockStillInUseOnOneStreamToAnother) {
   EXPECT_EQ(al.bytes_cached(), cached - DeviceAllocator::round_up(n));
   al.deallocate(r, n);
 }
+
+#ifdef PTDP_VGPU
+// Planted bugs that the caching allocator hid from the vgpu before it declared each tensor's
+// extent and lifetime (vgpu/suballoc.h): each is reported now.
+
+std::string joined(const std::vector<std::string>& m) {
+  std::string s;
+  for (const std::string& x : m) s += x + "\n";
+  return s;
+}
+bool has(const std::vector<std::string>& m, const std::string& needle) { return joined(m).find(needle) != std::string::npos; }
+
+// A kernel writing one element more than the tensor holds: the block is rounded up to 1024
+// bytes, so before, the write landed in padding nobody checked.
+TEST(CudaAllocator, AKernelOverrunIntoTheRoundingPaddingIsReported) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  Stream st;
+  const int64_t n = 250;  // 1000 bytes of f32, a 1024-byte block
+  ASSERT_GT(DeviceAllocator::round_up(n * 4), size_t(n * 4));
+  void* p = al.allocate(n * 4, st.s);
+  vgpu::CaptureViolations capture;
+  fill(p, DType::F32, n + 1, 1.0, st.s);  // planted: one element too many
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(st.s));
+  const auto m = capture.messages();
+  EXPECT_TRUE(has(m, "out of bounds: memory past the end of allocation #")) << joined(m);
+  EXPECT_TRUE(has(m, "(1000 bytes of device memory on device 0, handed out by a caching allocator")) << joined(m);
+  EXPECT_TRUE(has(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
+  al.deallocate(p, n * 4);
+}
+
+TEST(CudaAllocator, ACopyPastTheTensorIntoThePaddingIsReported) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  Stream st;
+  void* p = al.allocate(1000, st.s);
+  std::vector<char> host(1008, 0);
+  vgpu::CaptureViolations capture;
+  EXPECT_EQ(cudaMemcpyAsync(p, host.data(), 1008, cudaMemcpyHostToDevice, st.s), cudaErrorInvalidValue);
+  cudaGetLastError();
+  const auto m = capture.messages();
+  EXPECT_TRUE(has(m, "overrunning its end by 8 byte(s)")) << joined(m);
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(st.s));
+  al.deallocate(p, 1000);
+}
+
+// A pointer kept after its tensor was freed: used before the block is handed out again, and
+// after another tensor of the same size was allocated (the quarantine keeps the block from it).
+TEST(CudaAllocator, UseAfterFreeIsReportedEvenAfterTheNextAllocationOfTheSameSize) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  Stream st;
+  const size_t n = 4096;
+  void* p = al.allocate(n, st.s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
+  al.deallocate(p, n);
+  void* q = al.allocate(n, st.s);
+  EXPECT_NE(q, p) << "the freed block was handed out at once: no quarantine";
+  vgpu::CaptureViolations capture;
+  EXPECT_EQ(cudaMemsetAsync(p, 0, 16, st.s), cudaErrorInvalidValue);  // planted: the stale pointer
+  cudaGetLastError();
+  fill(p, DType::F32, int64_t(n / 4), 2.0, st.s);  // the same in a kernel (the kernel does not run)
+  EXPECT_NE(cudaStreamSynchronize(st.s), cudaSuccess);
+  const auto m = capture.messages();
+  EXPECT_TRUE(has(m, "use after free: kernel fill_kernel")) << joined(m);
+  EXPECT_TRUE(has(m, "use after free: cudaMemsetAsync target uses 16 bytes at offset 0 of allocation #")) << joined(m);
+  EXPECT_TRUE(has(m, "given back to its caching allocator")) << joined(m);
+  EXPECT_TRUE(has(m, "freed by: tensor free (caching allocator)")) << joined(m);
+  // The failed launch corrupts the (virtual) device, as on a GPU: clear it for the next tests.
+  vgpu::reset_device_for_testing(0);
+  cudaGetLastError();
+  al.deallocate(q, n);
+}
+
+// The next tensor in a recycled block reads it before writing it: its bytes are uninitialised
+// (and poisoned), not the previous tensor's values.
+TEST(CudaAllocator, AReadOfARecycledBlocksStaleContentsIsReported) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  NoQuarantine no_quarantine;
+  Stream st;
+  const size_t n = 2048;
+  void* p = al.allocate(n, st.s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
+  al.deallocate(p, n);
+  void* q = al.allocate(n, st.s);
+  ASSERT_EQ(q, p);
+  std::vector<float> host(n / 4);
+  vgpu::CaptureViolations capture;
+  PTDP_CUDA_CHECK(cudaMemcpyAsync(host.data(), q, n, cudaMemcpyDeviceToHost, st.s));  // planted: never written
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(st.s));
+  const auto m = capture.messages();
+  EXPECT_TRUE(has(m, "uninitialized read: cudaMemcpyAsync source reads bytes [0, 2048) of allocation #")) << joined(m);
+  EXPECT_TRUE(std::isnan(host[0])) << "a recycled block is poisoned (0xFF: NaN), not the old zeros";
+  al.deallocate(q, n);
+}
+
+// A tensor of one stream read by another and freed without waiting for it: the allocator hands
+// the block back to the first stream at once, while the other may still read it. The free is a
+// write of the block in the first stream's order, which the race checker orders against the read.
+TEST(CudaAllocator, FreeingATensorAnotherStreamStillReadsIsARace) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  Stream a, b;
+  const size_t n = 8192;
+  void* x = al.allocate(n, a.s);
+  void* y = al.allocate(n, b.s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(x, 0, n, a.s));
+  cudaEvent_t e;
+  PTDP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  PTDP_CUDA_CHECK(cudaEventRecord(e, a.s));
+  PTDP_CUDA_CHECK(cudaStreamWaitEvent(b.s, e, 0));
+  PTDP_CUDA_CHECK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice, b.s));
+  {
+    vgpu::CaptureViolations capture;
+    al.deallocate(x, n);  // planted: stream a never waited for b's read
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(a.s));
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(b.s));
+    const auto m = capture.messages();
+    EXPECT_TRUE(has(m, "race: tensor free (caching allocator) on stream #")) << joined(m);
+    EXPECT_TRUE(has(m, "which cudaMemcpyAsync on stream #")) << joined(m);
+  }
+  // Ordered (b's read recorded and waited for before the free): no report.
+  x = al.allocate(n, a.s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(x, 0, n, a.s));
+  PTDP_CUDA_CHECK(cudaEventRecord(e, a.s));
+  PTDP_CUDA_CHECK(cudaStreamWaitEvent(b.s, e, 0));
+  PTDP_CUDA_CHECK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice, b.s));
+  PTDP_CUDA_CHECK(cudaEventRecord(e, b.s));
+  PTDP_CUDA_CHECK(cudaStreamWaitEvent(a.s, e, 0));
+  vgpu::CaptureViolations capture;
+  al.deallocate(x, n);
+  al.deallocate(y, n);
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(a.s));
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(b.s));
+  EXPECT_TRUE(capture.messages().empty()) << joined(capture.messages());
+  PTDP_CUDA_CHECK(cudaEventDestroy(e));
+}
+#endif
 
 }  // namespace
 }  // namespace ptdp::cuda

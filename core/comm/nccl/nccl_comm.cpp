@@ -96,38 +96,61 @@ void abort_comms(Core& core) {  // (core.mu held)
     if (c) ncclCommAbort(c);
 }
 
+// After an abort, waits (up to 10 s) for the work queued before `ev` to end, as the abort makes it
+// do: the caller's buffers may then be freed, and the caching allocator hands a freed block back
+// to the compute stream at once, where work that the aborted operation had not finished touching
+// would race with it.
+void settle(const Event& ev) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    const cudaError_t q = cudaEventQuery(ev.get());
+    if (q != cudaErrorNotReady) break;
+    cudaGetLastError();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  cudaGetLastError();
+}
+
 // Polls `ev` until the work before it is done; fails with the call named on an asynchronous
-// NCCL error, an abort, or the timeout (then the communicator is aborted).
+// NCCL error, an abort, or the timeout (then the communicator is aborted), once the aborted work
+// has ended (settle).
 void wait_for(const std::shared_ptr<Core>& core, const Event& ev, const char* call, uint64_t seq) {
   const auto deadline = std::chrono::steady_clock::now() + core->timeout;
   for (;;) {
+    std::string failure;
     {
       // Checked before the event: an abort ends the work in flight, so its event completes
       // without the operation having happened.
       std::lock_guard<std::mutex> lock(core->mu);
-      if (core->freed)
-        throw CommError(fmt::format("nccl comm: rank {} in {} (call #{}): the communicator was aborted ({})",
-                                    core->rank, call, seq, core->why));
-      if (done(cudaEventQuery(ev.get()), "cudaEventQuery")) return;
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(core->comm, &async);
-      for (ncclComm_t c : core->p2p)
-        if (async == ncclSuccess && c) ncclCommGetAsyncError(c, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        core->freed = true;
-        core->why = fmt::format("rank {}: {} in {}", core->rank, ncclGetErrorString(async), call);
-        abort_comms(*core);
-        throw CommError(fmt::format("nccl comm: rank {} in {} (call #{}): {}", core->rank, call, seq,
-                                    ncclGetErrorString(async)));
+      if (core->freed) {
+        failure = fmt::format("nccl comm: rank {} in {} (call #{}): the communicator was aborted ({})", core->rank,
+                              call, seq, core->why);
+      } else if (done(cudaEventQuery(ev.get()), "cudaEventQuery")) {
+        return;
+      } else {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(core->comm, &async);
+        for (ncclComm_t c : core->p2p)
+          if (async == ncclSuccess && c) ncclCommGetAsyncError(c, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          core->freed = true;
+          core->why = fmt::format("rank {}: {} in {}", core->rank, ncclGetErrorString(async), call);
+          abort_comms(*core);
+          failure = fmt::format("nccl comm: rank {} in {} (call #{}): {}", core->rank, call, seq,
+                                ncclGetErrorString(async));
+        } else if (std::chrono::steady_clock::now() >= deadline) {
+          core->freed = true;
+          core->why = fmt::format("rank {} timed out in {}", core->rank, call);
+          abort_comms(*core);
+          failure = fmt::format("nccl comm: rank {} waited {:.1f} s in {} (call #{}); a rank of the group did "
+                                "not arrive; the communicator was aborted",
+                                core->rank, core->timeout.count() / 1e3, call, seq);
+        }
       }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        core->freed = true;
-        core->why = fmt::format("rank {} timed out in {}", core->rank, call);
-        abort_comms(*core);
-        throw CommError(fmt::format("nccl comm: rank {} waited {:.1f} s in {} (call #{}); a rank of the group did "
-                                    "not arrive; the communicator was aborted",
-                                    core->rank, core->timeout.count() / 1e3, call, seq));
-      }
+    }
+    if (!failure.empty()) {
+      settle(ev);
+      throw CommError(failure);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

@@ -21,8 +21,11 @@
 #define __launch_bounds__(...)
 // __shared__ variables are per block. A worker thread runs one block at a time and all fibers of
 // that block run on it, so a function-local thread_local is exactly "one copy per running block".
+// The abi_tag puts "vgpu_shared" into each one's symbol name: the executor finds them in the
+// executable's symbol table and poisons them (0xFF) before every block, as the contents of shared
+// memory at a block's start are undefined (src/kernel/shared_memory.h).
 // (Dynamic shared memory, `extern __shared__ T x[]`, is not supported.)
-#define __shared__ static thread_local
+#define __shared__ __attribute__((abi_tag("vgpu_shared"))) static thread_local
 #define __constant__
 
 // ---- Built-in variables (CUDA C++ Programming Guide, "Built-in Variables") ----

@@ -55,6 +55,10 @@ std::optional<AllocInfo> find_allocation(const void* p);  // the allocation cont
 // Reports a violation unless [p, p + bytes) lies inside one device allocation (pinned host
 // memory too when allow_pinned). `what` names the operand ("cublasLtMatmul A", "ncclSend buffer").
 bool check_range(const void* p, size_t bytes, const std::string& what, bool allow_pinned = false);
+// For reports about a pointer that no live allocation contains: "" when it is nowhere known,
+// else a sentence naming the allocation it was freed from (*freed set: cudaFree'd, or a tensor
+// given back to its caching allocator) or whose guard zone or padding it lies in, with its sites.
+std::string explain_pointer(const void* p, bool* freed);
 // Guard-zone check of the allocation containing p (no-op for unknown pointers); reports overruns.
 void check_guards(const void* p, const std::string& after_what);
 // Initialisation shadow: bytes written by a copy, memset, kernel, GEMM or collective are

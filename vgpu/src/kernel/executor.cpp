@@ -28,6 +28,7 @@
 
 #include "kernel/context.h"
 #include "kernel/crash_handler.h"
+#include "kernel/shared_memory.h"
 #include "kernel/stack_pool.h"
 #include "kernel/thread_order.h"
 
@@ -562,6 +563,7 @@ void Runner::report_stuck() {
 }
 
 bool Runner::run_block(uint64_t linear_block) {
+  poison_shared_memory();  // shared memory is undefined at a block's start
   for (uint32_t i = 0; i < n_; ++i) {
     fibers_[i].state = State::Idle;
     fibers_[i].stack = kNoStack;

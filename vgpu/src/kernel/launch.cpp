@@ -97,10 +97,13 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
       // empty tensor): only dereferencing it would fault, and the guard zones catch that.
       const std::optional<AllocInfo> before = find_allocation(static_cast<const char*>(p.ptr) - 1);
       if (before && before->base + before->bytes == static_cast<const char*>(p.ptr)) continue;
-      report_violation("invalid kernel argument",
+      bool freed = false;
+      const std::string where = explain_pointer(p.ptr, &freed);
+      report_violation(freed ? "use after free" : "invalid kernel argument",
                        kernel::describe_kernel(spec) + " " + operand(spec, p) +
                            " is not device memory (a host pointer, or freed): a kernel can only access memory "
-                           "from cudaMalloc or cudaMallocHost (CUDA C++ Programming Guide, Device Memory).");
+                           "from cudaMalloc or cudaMallocHost (CUDA C++ Programming Guide, Device Memory)." +
+                           (where.empty() ? "" : " " + where));
       ok = false;
       continue;
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <vgpu/launch.h>
 #include <vgpu/runtime.h>
+#include <vgpu/suballoc.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -202,6 +203,26 @@ TEST(KernelLaunch, WriteOnePastTheEndIsReported) {
   cudaFree(x);
 }
 
+// A tensor of 250 floats in a cached block of 256 (vgpu/suballoc.h): one element past the
+// tensor lands in the block's padding, and is reported as past the end of the tensor.
+TEST(KernelLaunch, WriteIntoTheRoundingPaddingOfACachedBlockIsReported) {
+  Stream st;
+  float* x = device_alloc<float>(256);
+  vgpu::sub_allocate(x, 250 * sizeof(float), st.s);
+  vgpu::CaptureViolations cap;
+  TEST_LAUNCH(1, 32, 0, st.s, write_one_past)(x, 250);
+  ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  const auto m = cap.messages();
+  EXPECT_TRUE(has(m, "out of bounds: memory past the end of allocation #")) << joined(m);
+  EXPECT_TRUE(has(m, "(1000 bytes of device memory on device 0, handed out by a caching allocator from cudaMalloc "
+                     "block #")) << joined(m);
+  EXPECT_TRUE(has(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
+  EXPECT_TRUE(has(m, "kernel write_one_past")) << joined(m);
+  vgpu::sub_free(x, st.s);
+  ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  cudaFree(x);
+}
+
 __global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
 
 TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun) {
@@ -231,6 +252,21 @@ TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
     CHILD_CHECK(has(m, "argument #1 is not device memory (a host pointer, or freed)"));
+    return true;
+  });
+  in_child_process([] {  // a tensor freed to its caching allocator (vgpu/suballoc.h)
+    Stream st;
+    float* x = device_alloc<float>(32);
+    vgpu::sub_allocate(x, 32 * sizeof(float), st.s);
+    vgpu::sub_free(x, st.s);
+    vgpu::CaptureViolations cap;
+    TEST_LAUNCH(1, 32, 0, st.s, add_one)(x);
+    cudaStreamSynchronize(st.s);
+    const auto m = cap.messages();
+    std::fprintf(stderr, "%s", joined(m).c_str());
+    CHILD_CHECK(has(m, "use after free: kernel add_one (launched at "));
+    CHILD_CHECK(has(m, "It points at offset 0 of allocation #"));
+    CHILD_CHECK(has(m, "freed by: tensor free (caching allocator)"));
     return true;
   });
 }

@@ -86,6 +86,44 @@ TEST(NcclChecks, MismatchedRootAndOpAreReported) {
   cudaFree(x1);
 }
 
+// 16-bit data: one rank passes bf16, the other f16 (the same element size, so the counts and
+// byte extents agree): reported, nothing reduced. The same for a send and its receive.
+TEST(NcclChecks, MismatchedSixteenBitDatatypesAreReported) {
+  Watchdog watchdog;
+  Pair p;
+  uint16_t* x0 = p.on(0, std::vector<uint16_t>(8, 0x3f80));  // 1.0 in bf16
+  uint16_t* x1 = p.on(1, std::vector<uint16_t>(8, 0x3c00));  // 1.0 in f16
+  vgpu::CaptureViolations cap;
+  ASSERT_EQ(ncclAllReduce(x0, x0, 8, ncclBfloat16, ncclSum, p.comms[0], p.streams[0]), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(x1, x1, 8, ncclFloat16, ncclSum, p.comms[1], p.streams[1]), ncclSuccess);
+  p.sync();
+  ASSERT_EQ(cap.messages().size(), 1u) << joined(cap.messages());
+  EXPECT_TRUE(any_contains(cap.messages(), {"mismatched collective", "the datatypes differ",
+                                            "ncclAllReduce(count 8, ncclBfloat16, ncclSum)",
+                                            "ncclAllReduce(count 8, ncclFloat16, ncclSum)"}))
+      << joined(cap.messages());
+  EXPECT_EQ(host_copy(x0, 8), std::vector<uint16_t>(8, 0x3f80));  // nothing was reduced
+  cudaFree(x0);
+  cudaFree(x1);
+}
+
+TEST(NcclChecks, SendAndReceiveOfDifferentSixteenBitDatatypesAreReported) {
+  Watchdog watchdog;
+  Pair p;
+  uint16_t* a = p.on(0, std::vector<uint16_t>(8, 0x3f80));
+  uint16_t* b = p.on(1, std::vector<uint16_t>(8, 0));
+  vgpu::CaptureViolations cap;
+  ASSERT_EQ(ncclSend(a, 8, ncclBfloat16, 1, p.comms[0], p.streams[0]), ncclSuccess);
+  ASSERT_EQ(ncclRecv(b, 8, ncclFloat16, 0, p.comms[1], p.streams[1]), ncclSuccess);
+  p.sync();
+  EXPECT_TRUE(any_contains(cap.messages(), {"mismatched send/recv", "the datatypes differ",
+                                            "ncclSend(count 8, ncclBfloat16, peer 1)",
+                                            "ncclRecv(count 8, ncclFloat16, peer 0)"}))
+      << joined(cap.messages());
+  cudaFree(a);
+  cudaFree(b);
+}
+
 TEST(NcclChecks, SendAndReceiveThatDisagreeAreReported) {
   Watchdog watchdog;
   Pair p;

@@ -136,6 +136,11 @@ void race_on_written(const RaceStamp& stamp, const void* p, const std::vector<st
 // Drops the access history of an allocation (cudaFree).
 struct AllocRecord;
 void race_forget(AllocRecord* a);
+// The host writes [p, p + bytes) now (a caching allocator's poison of a block it hands out
+// without a stream): checked against unordered accesses of streams, then recorded.
+void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const Site>& site);
+// cudaFree of a block that a caching allocator sub-allocated: makes it the whole block again.
+void end_sub(AllocRecord* a);
 
 }  // namespace rt
 

@@ -67,11 +67,12 @@ size_t first_not(const char* p, size_t n, unsigned char c) {
   return n;
 }
 
-// Guard zones are [raw, base) and [base + bytes, raw + raw_bytes). Reports and repairs damage.
+// Guard zones are [raw, base) and [base + dev_bytes, raw + raw_bytes) (dev_bytes: the size, or
+// the current sub-allocation's size in stream order). Reports and repairs damage.
 void verify_guards(AllocRecord& a, const std::string& after_what) {
   const size_t pre = static_cast<size_t>(a.base - a.raw);
   const size_t pre_bad = first_not(a.raw, pre, kGuardByte);
-  char* post = a.base + a.bytes;
+  char* post = a.base + a.dev_bytes;
   const size_t post_n = static_cast<size_t>(a.raw + a.raw_bytes - post);
   const size_t post_bad = first_not(post, post_n, kGuardByte);
   if (pre_bad == pre && post_bad == post_n) return;
@@ -81,8 +82,9 @@ void verify_guards(AllocRecord& a, const std::string& after_what) {
     for (size_t i = post_bad; i < post_n; ++i)
       if (static_cast<unsigned char>(post[i]) != kGuardByte) last = i;
     m << "memory past the end of " << describe_record(a) << " was written: bytes " << post_bad << " to " << last
-      << " after its last byte changed (detected after " << after_what
-      << "). Device code or a copy wrote beyond the size passed to cudaMalloc." << site_lines(a);
+      << " after its last byte changed (detected after " << after_what << "). Device code or a copy wrote beyond "
+      << (a.sub == Sub::None ? "the size passed to cudaMalloc." : "the size its caching allocator was asked for.")
+      << site_lines(a);
     std::memset(post, kGuardByte, post_n);
   } else {
     m << "memory before the start of " << describe_record(a) << " was written: " << (pre - pre_bad)
@@ -114,6 +116,8 @@ AllocRecord* allocate(size_t bytes, int device, const char* api) {
   a->raw_bytes = raw_bytes;
   a->base = raw + kGuardBytes;
   a->bytes = bytes;
+  a->capacity = bytes;
+  a->dev_bytes = bytes;
   a->device = device;
   a->id = ++g_next_id;
   a->alloc_site = make_site(api);
@@ -155,7 +159,121 @@ void retire(AllocRecord* a, std::shared_ptr<const Site> site) {
   for (AllocRecord* old : evicted) release_record(old);
 }
 
+// ---- Sub-allocations (vgpu/suballoc.h) ----
+
+void clear_shadow(AllocRecord& a) {
+  if (!a.init) return;
+  for (size_t w = 0, n = (a.capacity + 63) / 64; w < n; ++w) a.init[w].store(0, std::memory_order_relaxed);
+}
+
+// The freed poison of [base, base + capacity) is intact, else a violation message (registry().mu held).
+std::string freed_poison_problem(const AllocRecord& a, const std::string& who) {
+  const size_t bad = first_not(a.base, a.capacity, kFreedByte);
+  if (bad == a.capacity) return "";
+  return "byte " + std::to_string(bad) + " of " + who +
+         " changed after it was given back to its caching allocator (a write through a stale pointer to a freed "
+         "tensor).";
+}
+
+// Stream-ordered part of a sub-allocation: the user's bytes poisoned as after cudaMalloc and
+// uninitialised, the rest of the block a guard zone. `previous` (when the block was freed by
+// an earlier user): that user's description, for a report of a changed poison.
+void device_sub_allocate(void* block, size_t bytes, const std::string& previous) {
+  std::string problem;
+  AllocRecord* a;
+  size_t capacity;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry().mu);
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    if (it == registry().by_base.end() || it->second->freed) return;
+    a = it->second;  // not freed meanwhile: cudaFree first waits for the stream running this
+    capacity = a->capacity;
+    // (Not when the free's part never ran: a device whose context was corrupted runs nothing.)
+    if (!previous.empty() && a->freed_poison) problem = freed_poison_problem(*a, previous);
+  }
+  // The large fills happen outside the registry's lock, in an order that a concurrent guard check
+  // never mistakes for damage: the new guard zone first, then the extent, then the user's bytes.
+  std::memset(a->base + bytes, kGuardByte, capacity - bytes);
+  {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    a->freed_poison = false;
+    a->dev_bytes = bytes;
+    clear_shadow(*a);
+  }
+  std::memset(a->base, kFreshByte, bytes);
+  if (!problem.empty()) report_violation("use after free", problem);
+}
+
+// Stream-ordered part of a sub-allocation's free: guards checked, the block poisoned with the
+// freed pattern and uninitialised.
+void device_sub_free(void* block, const std::string& who) {
+  AllocRecord* a;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry().mu);
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    if (it == registry().by_base.end() || it->second->freed) return;
+    a = it->second;
+    verify_guards(*a, "the free of " + who);
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    a->dev_bytes = a->capacity;
+    a->freed_poison = true;
+    clear_shadow(*a);
+  }
+  std::memset(a->base, kFreedByte, a->capacity);
+}
+
+// Queues `work` on `stream` as a write of the whole block (the race checker orders it against
+// every earlier use of the block), or with a null stream runs it now as a write by the host.
+void sub_work(void* block, size_t capacity, cudaStream_t stream, std::shared_ptr<const Site> site,
+              std::function<void()> work) {
+  if (stream) {
+    cudaError_t e = cudaSuccess;
+    StreamImpl* s = lookup_stream(stream, site->what.c_str(), &e);
+    if (s) {
+      Item it;
+      it.work = [work = std::move(work)] {
+        work();
+        return cudaSuccess;
+      };
+      it.site = std::move(site);
+      it.ranges.push_back(Range{block, capacity, Access::Write});
+      submit(s, std::move(it));
+      return;
+    }
+  }
+  if (racecheck_enabled()) {
+    std::lock_guard<std::mutex> race(race_mutex());
+    race_on_host_write(block, capacity, site);
+  }
+  work();
+}
+
 }  // namespace
+
+// cudaFree of a block a caching allocator sub-allocated: the freed poison checked, the record
+// made the whole block again (after the device was synchronised).
+void end_sub(AllocRecord* a) {
+  std::string problem;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    if (a->sub == Sub::None) return;
+    if (a->sub == Sub::Freed && a->freed_poison) {
+      problem = freed_poison_problem(*a, describe_record(*a));
+      if (!problem.empty()) problem += site_lines(*a);
+    } else {
+      verify_guards(*a, "cudaFree of its block");
+    }
+    a->bytes = a->dev_bytes = a->capacity;
+    a->id = a->block_id;
+    a->alloc_site = std::move(a->block_site);
+    a->free_site.reset();
+    a->sub = Sub::None;
+    a->freed_poison = false;
+  }
+  if (!problem.empty()) report_violation("use after free", problem);
+}
 
 Registry& registry() {
   static Registry* r = new Registry;
@@ -169,14 +287,28 @@ AllocRecord* find_locked(const void* p) {
   if (it == m.begin()) return nullptr;
   --it;
   AllocRecord* a = it->second;
-  if (addr < it->first + a->bytes) return a;
+  if (addr < it->first + a->bytes || (a->bytes == 0 && addr == it->first)) return a;
   return nullptr;
+}
+
+// The record whose guard zones or sub-allocation padding contain p (registry().mu held).
+AllocRecord* find_near_locked(const void* p) {
+  auto& m = registry().by_base;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = m.upper_bound(addr);
+  if (it != m.end() && reinterpret_cast<uintptr_t>(it->second->raw) <= addr) return it->second;
+  if (it == m.begin()) return nullptr;
+  AllocRecord* a = std::prev(it)->second;
+  return addr < reinterpret_cast<uintptr_t>(a->raw + a->raw_bytes) ? a : nullptr;
 }
 
 std::string describe_record(const AllocRecord& a) {
   std::ostringstream m;
   m << "allocation #" << a.id << " (" << a.bytes << " bytes of " << kind_word(a.device) << " memory";
   if (a.device >= 0) m << " on device " << a.device;
+  if (a.sub != Sub::None)
+    m << ", handed out by a caching allocator from cudaMalloc block #" << a.block_id << " of " << a.capacity
+      << " bytes";
   m << ")";
   return m.str();
 }
@@ -184,15 +316,18 @@ std::string describe_record(const AllocRecord& a) {
 std::string site_lines(const AllocRecord& a) {
   std::string out = "\n  allocation #" + std::to_string(a.id) + " allocated by: " +
                     (a.alloc_site ? a.alloc_site->describe() : std::string("?"));
-  if (a.freed && a.free_site) out += "\n  freed by: " + a.free_site->describe();
+  if (gone(a) && a.free_site) out += "\n  freed by: " + a.free_site->describe();
   return out;
 }
 
 MemClass classify(const void* p) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
+  // In a guard zone or a sub-allocation's padding: the memory of that allocation, so that the
+  // range checks report it rather than take it for host memory.
+  if (!a) a = find_near_locked(p);
   if (!a) return {MemKind::Pageable, -1};
-  if (a->freed) return {MemKind::Freed, a->device};
+  if (gone(*a)) return {MemKind::Freed, a->device};
   return {a->device >= 0 ? MemKind::Device : MemKind::Pinned, a->device};
 }
 
@@ -211,7 +346,7 @@ using rt::registry;
 std::optional<AllocInfo> find_allocation(const void* p) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
-  if (!a || a->freed) return std::nullopt;
+  if (!a || gone(*a)) return std::nullopt;
   return AllocInfo{a->base, a->bytes, a->device, a->id};
 }
 
@@ -222,10 +357,13 @@ bool check_range(const void* p, size_t bytes, const std::string& what, bool allo
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
     AllocRecord* a = find_locked(p);
-    if (a && a->freed) {
+    if (a && rt::gone(*a)) {
       kind = "use after free";
       m << what << " uses " << bytes << " bytes at offset " << (static_cast<const char*>(p) - a->base) << " of "
-        << rt::describe_record(*a) << ", which was freed. Memory must not be used after cudaFree/cudaFreeHost."
+        << rt::describe_record(*a)
+        << (a->freed ? ", which was freed. Memory must not be used after cudaFree/cudaFreeHost."
+                     : ", which was given back to its caching allocator (the tensor over it was freed). Memory "
+                       "must not be used after it was freed.")
         << rt::site_lines(*a);
     } else if (a) {
       const size_t off = static_cast<size_t>(static_cast<const char*>(p) - a->base);
@@ -247,7 +385,8 @@ bool check_range(const void* p, size_t bytes, const std::string& what, bool allo
       if (it != mp.begin()) {
         auto prev = std::prev(it);
         const uintptr_t end = prev->first + prev->second->bytes;
-        if (addr >= end && addr < end + rt::kGuardBytes * 2)
+        const uintptr_t raw_end = reinterpret_cast<uintptr_t>(prev->second->raw + prev->second->raw_bytes);
+        if (addr >= end && addr < std::max<uintptr_t>(end + rt::kGuardBytes * 2, raw_end))
           near = " It starts " + std::to_string(addr - end) + " byte(s) past the end of " +
                  rt::describe_record(*prev->second) + "." + rt::site_lines(*prev->second);
       }
@@ -262,6 +401,135 @@ bool check_range(const void* p, size_t bytes, const std::string& what, bool allo
   }
   report_violation(kind, m.str());
   return false;
+}
+
+std::string explain_pointer(const void* p, bool* freed) {
+  *freed = false;
+  std::shared_lock<std::shared_mutex> lock(registry().mu);
+  AllocRecord* a = find_locked(p);
+  std::ostringstream m;
+  if (a && rt::gone(*a)) {
+    *freed = true;
+    m << "It points at offset " << (static_cast<const char*>(p) - a->base) << " of " << rt::describe_record(*a)
+      << ", which was freed." << rt::site_lines(*a);
+  } else if (!a && (a = rt::find_near_locked(p))) {
+    const char* c = static_cast<const char*>(p);
+    if (c < a->base)
+      m << "It points " << (a->base - c) << " byte(s) before " << rt::describe_record(*a) << ".";
+    else
+      m << "It points " << (c - (a->base + a->bytes)) << " byte(s) past the end of " << rt::describe_record(*a) << ".";
+    m << rt::site_lines(*a);
+  }
+  return m.str();
+}
+
+// ---- Sub-allocations (vgpu/suballoc.h) ----
+
+namespace {
+std::atomic<long long> g_sub_quarantine_override{-1};
+}
+
+size_t sub_quarantine_bytes() {
+  const long long o = g_sub_quarantine_override.load();
+  if (o >= 0) return static_cast<size_t>(o);
+  static const size_t env = [] {
+    const char* v = std::getenv("VGPU_SUBALLOC_QUARANTINE_MB");
+    return (v && *v ? static_cast<size_t>(std::atoll(v)) : size_t{64}) << 20;
+  }();
+  return env;
+}
+
+void set_sub_quarantine_bytes_for_testing(long long bytes) { g_sub_quarantine_override = bytes; }
+
+namespace {
+// A tensor's allocation and free sites: a backtrace each only with VGPU_SUBALLOC_BACKTRACE=1 (two
+// per tensor would double the time of the vgpu suite; reports then name the allocator's call only).
+std::shared_ptr<const Site> sub_site(const char* what) {
+  static const bool frames = [] {
+    const char* v = std::getenv("VGPU_SUBALLOC_BACKTRACE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (frames) return rt::make_site(what);
+  auto s = std::make_shared<Site>();
+  s->what = what;
+  return s;
+}
+}  // namespace
+
+void sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
+  auto site = sub_site("tensor allocation (caching allocator)");
+  std::string problem, previous;
+  size_t capacity = 0;
+  bool fresh = false;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
+    std::ostringstream m;
+    if (!a || a->freed || a->device < 0) {
+      m << "a caching allocator handed out " << block << ", which is not a live cudaMalloc block.";
+    } else if (bytes > a->capacity) {
+      m << "a caching allocator handed out " << bytes << " bytes from " << rt::describe_record(*a)
+        << ", which is smaller." << rt::site_lines(*a);
+    } else if (a->sub == rt::Sub::Live) {
+      m << "a caching allocator handed out " << rt::describe_record(*a)
+        << " again while its user still holds it (one block given to two tensors)." << rt::site_lines(*a);
+    } else {
+      fresh = a->sub == rt::Sub::None;
+      if (fresh) {
+        a->block_id = a->id;
+        a->block_site = std::move(a->alloc_site);
+      } else {
+        previous = rt::describe_record(*a) + rt::site_lines(*a);
+      }
+      a->sub = rt::Sub::Live;
+      a->id = ++rt::g_next_id;
+      a->bytes = bytes;
+      a->alloc_site = site;
+      a->free_site.reset();
+      capacity = a->capacity;
+      if (fresh) {  // nothing queued can use a block cudaMalloc has just returned: no stream order needed
+        std::memset(a->base + bytes, rt::kGuardByte, capacity - bytes);
+        a->dev_bytes = bytes;
+      }
+    }
+    problem = m.str();
+  }
+  if (!problem.empty()) {
+    report_violation("invalid allocation", problem);
+    return;
+  }
+  if (fresh) return;
+  rt::sub_work(block, capacity, stream, site, [block, bytes, previous] { rt::device_sub_allocate(block, bytes, previous); });
+}
+
+void sub_free(void* block, cudaStream_t stream) {
+  auto site = sub_site("tensor free (caching allocator)");
+  std::string problem, who;
+  size_t capacity = 0;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
+    if (!a || a->freed || a->sub != rt::Sub::Live) {
+      std::ostringstream m;
+      m << "a caching allocator took back " << block << ", which "
+        << (a && a->sub == rt::Sub::Freed ? "it already took back (double free)."
+                                           : "it did not hand out (not a live sub-allocation).");
+      if (a) m << rt::site_lines(*a);
+      problem = m.str();
+    } else {
+      a->sub = rt::Sub::Freed;
+      a->free_site = site;
+      capacity = a->capacity;
+      who = rt::describe_record(*a);
+    }
+  }
+  if (!problem.empty()) {
+    report_violation("invalid free", problem);
+    return;
+  }
+  rt::sub_work(block, capacity, stream, site, [block, who] { rt::device_sub_free(block, who); });
 }
 
 void check_guards(const void* p, const std::string& after_what) {
@@ -394,6 +662,13 @@ cudaError_t free_common(void* p, bool pinned, std::shared_ptr<const vgpu::Site> 
       problem = std::string(api) + " got a pointer " + std::to_string(static_cast<char*>(p) - a->base) +
                 " bytes inside " + vgpu::rt::describe_record(*a) + "; only the pointer the allocation returned "
                 "can be freed." + vgpu::rt::site_lines(*a);
+    } else if (a->sub == vgpu::rt::Sub::Live) {
+      // A caching allocator frees a block that a user still holds: reported, then freed.
+      vgpu::report_violation("use after free", std::string(api) + " of the cudaMalloc block under " +
+                                                   vgpu::rt::describe_record(*a) +
+                                                   ", which its caching allocator handed out and was not given back: "
+                                                   "its user would go on using freed memory." +
+                                                   vgpu::rt::site_lines(*a));
     }
   }
   if (!problem.empty()) {
@@ -404,6 +679,7 @@ cudaError_t free_common(void* p, bool pinned, std::shared_ptr<const vgpu::Site> 
   // synchronization"; in practice the device is idle when it returns) so no queued work can
   // still use the block; cudaFreeHost likewise waits for the current device.
   e = vgpu::rt::sync_device(pinned ? vgpu::current_device() : a->device);
+  vgpu::rt::end_sub(a);
   vgpu::rt::retire(a, std::move(site));
   if (e != cudaSuccess) return ret(e);
   return cudaSuccess;

@@ -138,7 +138,7 @@ void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::sh
     // Records are deleted only under race_mutex() (held here), so `a` stays valid.
     if (!a || a->freed) continue;
     const size_t lo = static_cast<size_t>(static_cast<const char*>(r.ptr) - a->base);
-    const size_t hi = std::min(a->bytes, lo + r.bytes);
+    const size_t hi = std::min(a->capacity, lo + r.bytes);
     check_and_record(*a, AccessRec{lo, hi, s->agent, epoch, r.access == Access::Write, false, s, site, clock},
                      s->clock);
   }
@@ -181,7 +181,7 @@ void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::
   };
   Runs own;
   for (const auto& [lo, hi] : runs)
-    if (base + lo < a->bytes) own.emplace_back(base + lo, std::min(a->bytes, base + hi));
+    if (base + lo < a->capacity) own.emplace_back(base + lo, std::min(a->capacity, base + hi));
   own = minus_unordered_writers(std::move(own));
   if (own.empty()) return;
   for (const auto& [lo, hi] : own) {
@@ -200,6 +200,22 @@ void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::
     a->accesses.push_back(AccessRec{lo, hi, st.agent, st.epoch, true, false, st.stream, st.site, st.clock});
     if (a->accesses.size() > kMaxAccessesPerAllocation) a->accesses.erase(a->accesses.begin());
   }
+}
+
+void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const Site>& site) {
+  AllocRecord* a;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry().mu);
+    a = find_locked(p);
+  }
+  if (!a || a->freed || bytes == 0) return;
+  VClock& host = host_clock();
+  const uint64_t epoch = host.get(0) + 1;
+  host.set(0, epoch + 1);  // what the host queues next is ordered after this write
+  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+  auto clock = std::make_shared<const VClock>(host);
+  check_and_record(*a, AccessRec{lo, std::min(a->capacity, lo + bytes), 0, epoch, true, false, nullptr, site, clock},
+                   host);
 }
 
 void race_forget(AllocRecord* a) {

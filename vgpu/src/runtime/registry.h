@@ -26,15 +26,28 @@ struct AccessRec {
   std::shared_ptr<const VClock> clock;  // the agent's clock at the access: what was ordered before it
 };
 
+// A cudaMalloc block that a caching allocator hands to successive users (vgpu/suballoc.h): None
+// while it is used whole, Live while a user holds [base, base + bytes), Freed once that user
+// gave it back.
+enum class Sub : uint8_t { None, Live, Freed };
+
 struct AllocRecord {
   char* raw = nullptr;
   size_t raw_bytes = 0;
   char* base = nullptr;
+  // The extent the host's checks see (operands, kernel arguments, the shadow): the cudaMalloc
+  // size, or the current sub-allocation's size. Changed in the host's program order.
   size_t bytes = 0;
+  size_t capacity = 0;   // the cudaMalloc size
+  size_t dev_bytes = 0;  // where the guard zone after the user bytes begins, changed in stream order
   int device = -1;
-  uint64_t id = 0;
+  uint64_t id = 0;  // the allocation's, or the current sub-allocation's
   bool freed = false;
+  Sub sub = Sub::None;
+  uint64_t block_id = 0;  // the cudaMalloc allocation's id while sub-allocated
+  bool freed_poison = false;  // the stream-ordered part of the last sub_free ran (its 0xDD is there)
   std::shared_ptr<const Site> alloc_site, free_site;
+  std::shared_ptr<const Site> block_site;  // cudaMalloc's site while sub-allocated
   std::unique_ptr<std::atomic<uint64_t>[]> init;  // 1 bit per byte; device memory only
   std::vector<AccessRec> accesses;                // race checker; guarded by race_mutex()
 };
@@ -44,8 +57,11 @@ struct Registry {
   std::map<uintptr_t, AllocRecord*> by_base;  // live and quarantined records
 };
 Registry& registry();
-// The record whose user bytes contain p (live or freed); registry().mu held by the caller.
+// The record whose user bytes contain p (live or freed; an empty sub-allocation contains its
+// base); registry().mu held by the caller.
 AllocRecord* find_locked(const void* p);
+// Freed by cudaFree, or a sub-allocation given back to its caching allocator.
+inline bool gone(const AllocRecord& a) { return a.freed || a.sub == Sub::Freed; }
 std::string describe_record(const AllocRecord& a);  // "allocation #id (N bytes of device memory on device d)"
 std::string site_lines(const AllocRecord& a);       // "\n  allocation #id allocated by: ..." (+ freed by)
 

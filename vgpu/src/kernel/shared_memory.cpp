@@ -1,0 +1,134 @@
+// Shared memory poison (shared_memory.h): the tagged __shared__ variables are found in the
+// executable's ELF symbol table (.symtab, else .dynsym), as offsets into its TLS block; each
+// thread's copy of that block is found with dl_iterate_phdr (dlpi_tls_data). A probe variable
+// of this file, tagged the same way, checks the arithmetic: if its computed address is not its
+// real one, poisoning stays off.
+#include "kernel/shared_memory.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace vgpu::kernel {
+namespace {
+
+constexpr unsigned char kSharedPoison = 0xFF;
+
+// Tagged like a __shared__ variable: its symbol is found with the others.
+char* probe() {
+  __attribute__((abi_tag("vgpu_shared"))) static thread_local char p[8];
+  return p;
+}
+
+struct Found {
+  std::vector<std::pair<size_t, size_t>> ranges;  // (offset in the TLS block, bytes), merged
+  long count = -1;
+  size_t bytes = 0;
+};
+
+void scan_symbols(const unsigned char* img, size_t size, std::vector<std::pair<size_t, size_t>>* out) {
+  if (size < sizeof(Elf64_Ehdr)) return;
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(img);
+  if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return;
+  if (eh->e_shoff == 0 || eh->e_shoff + size_t(eh->e_shnum) * sizeof(Elf64_Shdr) > size) return;
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(img + eh->e_shoff);
+  for (unsigned want : {unsigned(SHT_SYMTAB), unsigned(SHT_DYNSYM)}) {
+    for (int i = 0; i < eh->e_shnum; ++i) {
+      if (sh[i].sh_type != want || sh[i].sh_link >= eh->e_shnum) continue;
+      const Elf64_Shdr& strs = sh[sh[i].sh_link];
+      if (sh[i].sh_offset + sh[i].sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
+      const auto* syms = reinterpret_cast<const Elf64_Sym*>(img + sh[i].sh_offset);
+      const size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
+      const char* names = reinterpret_cast<const char*>(img + strs.sh_offset);
+      for (size_t k = 0; k < n; ++k) {
+        if (ELF64_ST_TYPE(syms[k].st_info) != STT_TLS || syms[k].st_size == 0 || syms[k].st_name >= strs.sh_size)
+          continue;
+        if (std::strstr(names + syms[k].st_name, "B11vgpu_shared"))
+          out->emplace_back(size_t(syms[k].st_value), size_t(syms[k].st_size));
+      }
+    }
+    if (!out->empty()) return;  // .symtab had them: .dynsym adds nothing
+  }
+}
+
+char* this_thread_tls_block() {
+  char* base = nullptr;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* p) {
+        *static_cast<char**>(p) = static_cast<char*>(info->dlpi_tls_data);
+        return 1;  // the first entry is the executable
+      },
+      &base);
+  return base;
+}
+
+const Found& found() {
+  static const Found f = [] {
+    Found r;
+    const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return r;
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+      ::close(fd);
+      return r;
+    }
+    const size_t size = size_t(st.st_size);
+    void* img = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (img == MAP_FAILED) return r;
+    std::vector<std::pair<size_t, size_t>> v;
+    scan_symbols(static_cast<const unsigned char*>(img), size, &v);
+    ::munmap(img, size);
+    // The probe must be found where this thread's copy of it really is.
+    char* base = this_thread_tls_block();
+    bool probe_ok = false;
+    for (const auto& [off, n] : v)
+      if (base && base + off == probe() && n == 8) probe_ok = true;
+    if (!probe_ok) return r;
+    r.count = long(v.size());
+    std::sort(v.begin(), v.end());
+    for (const auto& [off, n] : v) {
+      r.bytes += n;
+      if (!r.ranges.empty() && off <= r.ranges.back().first + r.ranges.back().second)
+        r.ranges.back().second = std::max(r.ranges.back().second, off + n - r.ranges.back().first);
+      else
+        r.ranges.emplace_back(off, n);
+    }
+    return r;
+  }();
+  return f;
+}
+
+bool poison_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VGPU_SHARED_POISON");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+void poison_shared_memory() {
+  if (!poison_enabled()) return;
+  const Found& f = found();
+  if (f.ranges.empty()) return;
+  thread_local char* base = this_thread_tls_block();
+  if (!base) return;
+  for (const auto& [off, n] : f.ranges) std::memset(base + off, kSharedPoison, n);
+}
+
+long shared_variables_found() { return found().count; }
+size_t shared_bytes_found() { return found().bytes; }
+
+}  // namespace vgpu::kernel

@@ -1,0 +1,20 @@
+// Shared memory poison: device.h declares each __shared__ variable as a function-local
+// thread_local tagged with abi_tag("vgpu_shared") (the tag is part of its symbol's name). The
+// executor finds those variables once in the executable's symbol table and, before every block,
+// fills the running worker thread's copy of each with 0xFF, so that a block reading shared memory
+// it did not write (left over from the previous block on a GPU, or never written) sees NaNs and
+// -1s rather than the previous block's values.
+#pragma once
+#include <cstddef>
+
+namespace vgpu::kernel {
+
+// Fills this thread's copy of every __shared__ variable with 0xFF (a no-op when none was found).
+void poison_shared_memory();
+
+// How many __shared__ variables (and bytes) poison_shared_memory() fills; -1 when the
+// executable's symbol table could not be read (poisoning is then off).
+long shared_variables_found();
+size_t shared_bytes_found();
+
+}  // namespace vgpu::kernel
