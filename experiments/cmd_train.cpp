@@ -108,27 +108,19 @@ void preflight(const RunConfig& c, bool thread_ranks) {
                 one.state_bytes / 1e9, one.activation_bytes / 1e9, have / 1e9);
 }
 
-// --data-order megatron: the prefixes of --data (a weighted list's every second item).
-std::vector<std::string> megatron_prefixes(const RunConfig& c) {
-  std::vector<std::string> items;
-  for (std::istringstream in(c.data); in >> items.emplace_back();) {
-  }
-  items.pop_back();
-  return parse_megatron_blend(items).prefixes;
-}
-
-MegatronDataOptions megatron_data_options(const RunConfig& c) {
+// --data-order megatron: --data's items (a prefix, or Megatron's list) and its blend.
+MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend) {
   MegatronDataOptions o;
-  for (std::istringstream in(c.data); in >> o.data.emplace_back();) {
-  }
-  o.data.pop_back();
+  std::istringstream in(c.data);
+  for (std::string item; in >> item;) o.data.push_back(item);
+  *blend = parse_megatron_blend(o.data);
   o.split = c.split;
   o.which = MegatronSplit::Train;
   o.num_samples = int64_t(c.iters) * c.par.global_batch;  // Megatron's train_samples
   o.seq_len = c.model.seq_length;
   o.seed = c.seed;
   o.cache_dir = c.data_cache.empty()
-                    ? (std::filesystem::path(megatron_prefixes(c).front()).parent_path() / "cache").string()
+                    ? (std::filesystem::path(blend->prefixes.front()).parent_path() / "cache").string()
                     : c.data_cache;
   return o;
 }
@@ -225,11 +217,12 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   if (c.data_order == "megatron") {
     // World rank 0 builds the index files first; the others then find them in the cache (or build
     // their own where the cache directory is not shared).
-    const MegatronDataOptions mo = megatron_data_options(c);
     for (const bool first : {true, false})
       phase([&] {
+        MegatronBlend blend;  // parsed inside the phase: a bad list ends every rank with its cause
+        const MegatronDataOptions mo = megatron_data_options(c, &blend);
         if (rank0 != first) return;
-        for (const auto& prefix : megatron_prefixes(c)) check_vocab(IndexedDataset::open(prefix), m.vocab_size, "--vocab-size");
+        for (const auto& prefix : blend.prefixes) check_vocab(IndexedDataset::open(prefix), m.vocab_size, "--vocab-size");
         auto ms = std::make_unique<MegatronSamples>(mo);
         if (report) {
           fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}, "
