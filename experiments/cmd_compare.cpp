@@ -125,12 +125,6 @@ std::string lines_text(const std::vector<int>& lines) {
                            : fmt::format("lines {}", fmt::join(lines, ","));
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // The smallest two-sided p-value a U test of m against n samples can give (all of one sample
 // above all of the other): 2 / C(m+n, m).
 double smallest_p(size_t m, size_t n) {

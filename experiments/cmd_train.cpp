@@ -35,17 +35,12 @@
 #include "experiments/commands.h"
 #include "experiments/rank_device.h"
 #include "experiments/result_row.h"
+#include "experiments/stats.h"
 #include "experiments/stop_request.h"
 
 namespace ptdp {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Medians over the timed iterations; world rank 0's own times (the first stage), the
 // bubble and activations of the worst stage.

@@ -10,6 +10,9 @@
 
 namespace ptdp {
 
+// The whole command line (experiments/cli_main.cpp): what the ptdp executable's main runs.
+int cli_main(int argc, char** argv);
+
 // mpi_world: the MPI world when --comm mpi (null otherwise).
 int cmd_train(const RunConfig& cfg, Communicator* mpi_world);
 // Trains a validated configuration (preflight checks first) on local ranks or the MPI world and

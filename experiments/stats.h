@@ -6,6 +6,9 @@
 
 namespace ptdp {
 
+// The median of a non-empty sample (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+
 struct UTest {
   double u = 0;   // U of the first sample: pairs (a_i, b_j) with a_i > b_j, ties counting 1/2
   double p = 1;   // two-sided p-value
