@@ -20,11 +20,22 @@ uint64_t parse_seed(const std::string& text) {
 
 void add_model_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--model", f.model,
-                 "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ..., llama-tiny, llama-7b ... llama-65b)");
+                 "model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ..., llama-tiny, llama-tiny-gqa, llama-7b "
+                 "... llama-65b, llama2-70b, llama3-8b, llama3-70b)");
   app.add_option("--arch", f.arch, "gpt | llama (default: the preset's; gpt without --model)");
   app.add_option("--layers,--num-layers", f.layers, "transformer layers (overrides the preset)");
   app.add_option("--hidden,--hidden-size", f.hidden, "hidden size");
   app.add_option("--heads,--num-attention-heads", f.heads, "attention heads");
+  app.add_flag("--group-query-attention", f.group_query_attention,
+               "grouped-query attention (Megatron's flag): --num-query-groups key/value heads shared by the query "
+               "heads (default 1 without a GQA preset)");
+  app.add_option("--num-query-groups", f.query_groups,
+                 "query groups of grouped-query attention (key/value heads); needs --group-query-attention, as in "
+                 "Megatron-LM, and must divide --heads (and be divisible by --tp)");
+  app.add_option("--ffn-hidden-size", f.ffn_hidden_size,
+                 "MLP hidden size (llama: of gate and up each); default 4h, llama 8h/3 rounded up to 256, or the "
+                 "preset's");
+  app.add_option("--norm-epsilon", f.norm_eps, "LayerNorm / RMSNorm epsilon (default 1e-5, or the preset's)");
   app.add_option("--seq-length", f.seq_length, "sequence length");
   app.add_option("--vocab-size", f.vocab_size, "vocabulary size");
   app.add_option("--make-vocab-size-divisible-by", f.vocab_divisible,
@@ -159,6 +170,28 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
     const Arch a = parse_arch(f.arch);
     custom = custom || a != r.model.arch;
     r.model.arch = a;
+  }
+  // Grouped-query attention as Megatron-LM: --num-query-groups takes effect with
+  // --group-query-attention only (Megatron ignores it otherwise; ptdp refuses it), and the flag
+  // alone means Megatron's default of 1 group, or the preset's groups.
+  if (given("--num-query-groups") && !f.group_query_attention)
+    usage_error("--num-query-groups {} needs --group-query-attention (as in Megatron-LM, which ignores it without)",
+                f.query_groups);
+  if (f.group_query_attention) {
+    const int groups = given("--num-query-groups") ? f.query_groups : (r.model.query_groups > 0 ? r.model.query_groups : 1);
+    if (groups <= 0) usage_error("--num-query-groups {} must be positive", groups);
+    custom = custom || groups != r.model.query_groups;
+    r.model.query_groups = groups;
+  }
+  if (given("--ffn-hidden-size")) {
+    if (f.ffn_hidden_size <= 0) usage_error("--ffn-hidden-size {} must be positive", f.ffn_hidden_size);
+    custom = custom || f.ffn_hidden_size != r.model.ffn_hidden();
+    r.model.ffn_hidden_size = f.ffn_hidden_size;
+  }
+  if (given("--norm-epsilon")) {
+    if (!(f.norm_eps > 0)) usage_error("--norm-epsilon {} must be positive", f.norm_eps);
+    custom = custom || f.norm_eps != r.model.layernorm_eps;
+    r.model.layernorm_eps = f.norm_eps;
   }
   if (custom) r.model.name = given("--model") ? f.model + "-custom" : (r.model.arch == Arch::Llama ? "llama-custom" : "custom");
   r.model.make_vocab_size_divisible_by = f.vocab_divisible;

@@ -14,6 +14,9 @@ struct RunFlags {
   std::string model;
   std::string arch;  // empty: the preset's (gpt without --model)
   int layers = 0, hidden = 0, heads = 0, seq_length = 0;
+  int query_groups = 0, ffn_hidden_size = 0;  // --num-query-groups (with --group-query-attention), --ffn-hidden-size
+  bool group_query_attention = false;
+  double norm_eps = 0;                        // --norm-epsilon
   long long vocab_size = 0;
   int vocab_divisible = 128;
   std::string recompute = "none";

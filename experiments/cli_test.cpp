@@ -65,6 +65,42 @@ TEST(CliModelFlags, HeadsMustDivideHidden) {
                  "--heads 5 must divide --hidden 64");
 }
 
+// Grouped-query attention, the MLP size and the norm epsilon (Megatron's flags).
+TEST(CliModelFlags, QueryGroupsNeedGroupQueryAttentionAsInMegatron) {
+  expect_refused({"--model", "tiny", "--num-query-groups", "2"},
+                 "--num-query-groups 2 needs --group-query-attention");
+}
+
+TEST(CliModelFlags, QueryGroupsMustDivideHeadsAndBeDividedByTp) {
+  expect_refused({"--model", "tiny", "--group-query-attention", "--num-query-groups", "3"},
+                 "--num-query-groups 3 must divide --heads 4");
+  expect_refused({"--model", "tiny", "--group-query-attention", "--num-query-groups", "8"},
+                 "--num-query-groups 8 must be at most --heads 4");
+  expect_refused({"--model", "tiny", "--group-query-attention", "--num-query-groups", "0"},
+                 "--num-query-groups 0 must be positive");
+  expect_refused({"--model", "llama-tiny-gqa", "--tp", "4"}, "--tp 4 must divide --num-query-groups 2");
+  // --group-query-attention alone: Megatron's default of one group (multi-query attention).
+  expect_refused({"--model", "tiny", "--group-query-attention", "--tp", "2"}, "--tp 2 must divide --num-query-groups 1");
+}
+
+TEST(CliModelFlags, FfnHiddenSizeAndNormEpsilonAreChecked) {
+  expect_refused({"--model", "tiny", "--ffn-hidden-size", "0"}, "--ffn-hidden-size 0 must be positive");
+  expect_refused({"--model", "tiny", "--ffn-hidden-size", "99", "--tp", "2"},
+                 "--tp 2 must divide the MLP's hidden size 99");
+  expect_refused({"--model", "tiny", "--norm-epsilon", "0"}, "--norm-epsilon 0 must be positive");
+}
+
+TEST(CliModelFlags, GqaModelsTrainUnderTensorParallelism) {
+  TempDir dir;
+  const TrainRun r = train(dir, {"--model", "llama-tiny-gqa", "--tp", "2", "--iters", "2", "--warmup", "1"});
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  const TrainRun g = train(dir, {"--model", "tiny", "--group-query-attention", "--num-query-groups", "2",
+                                 "--ffn-hidden-size", "96", "--norm-epsilon", "1e-6", "--tp", "2", "--iters", "2",
+                                 "--warmup", "1"});
+  ASSERT_EQ(g.result.exit_code, 0) << g.result.err;
+  EXPECT_NE(testing::text_of(g.csv).find("tiny-custom"), std::string::npos);
+}
+
 struct SizeCase {
   const char* flag;
   const char* value;

@@ -40,6 +40,7 @@ struct OneLayer {
     d.s = kS;
     d.h = cfg.hidden;
     d.heads = cfg.heads / t;
+    d.groups = cfg.groups() / t;
     d.hd = cfg.head_dim();
     d.ffn = cfg.ffn_hidden() / t;
     d.eps = cfg.layernorm_eps;

@@ -54,6 +54,7 @@ struct CudaLayer {
     d.s = kSeq;
     d.h = h;
     d.heads = cfg.heads / t;
+    d.groups = cfg.groups() / t;
     d.hd = cfg.head_dim();
     d.ffn = cfg.ffn_hidden() / t;
     d.eps = cfg.layernorm_eps;

@@ -143,13 +143,19 @@ def lr_at(num_steps: int, max_lr: float, min_lr: float, warmup: int, decay: int)
 
 
 def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, device, recompute="none",
-                attention="auto", eps=1e-5, arch="gpt", rope_theta=10000.0):
+                attention="auto", eps=1e-5, arch="gpt", rope_theta=10000.0, kv_heads=0):
     """arch gpt: ptdp's GPT. arch llama: ptdp's LLaMA (RMSNorm with eps, rotary embeddings with base
     rope_theta, SwiGLU, no biases, untied output layer); ptdp's eps and theta default to 1e-5 and
-    10000 (core/model/config.h)."""
+    10000 (core/model/config.h). kv_heads (0: heads): grouped-query attention with that many key/value
+    heads (transformers' num_key_value_heads): ptdp's QKV rows are Megatron-core's, per group its
+    heads/kv_heads query heads, then its key, then its value; each key/value head serves its group's
+    query heads (repeat_interleave, as transformers' LlamaAttention does)."""
     nn, F = torch.nn, torch.nn.functional
-    entries = ckpt.param_layout(layers, hidden, seq_length, vocab_size, arch=arch)
+    kv_heads = kv_heads or heads
+    entries = ckpt.param_layout(layers, hidden, seq_length, vocab_size, arch=arch, heads=heads,
+                                query_groups=kv_heads)
     hd = hidden // heads
+    group = heads // kv_heads  # query heads per key/value head
     use_sdpa = attention == "sdpa" or (attention == "auto" and hasattr(F, "scaled_dot_product_attention"))
 
     def param(shape):
@@ -164,6 +170,18 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
         mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
         return torch.matmul(torch.softmax(scores.float(), dim=-1).to(v.dtype), v)
+
+    def split_qkv(qkv):
+        """The projection [b, s, (heads + 2 kv_heads) hd] to q [b, heads, s, hd] and k, v [b, kv_heads,
+        s, hd]: per group (per head without GQA) the group's query heads, its key, its value."""
+        b, s = qkv.shape[:2]
+        qkv = qkv.view(b, s, kv_heads, group + 2, hd)
+        q = qkv[:, :, :, :group].reshape(b, s, heads, hd).transpose(1, 2)
+        return q, qkv[:, :, :, group].transpose(1, 2), qkv[:, :, :, group + 1].transpose(1, 2)
+
+    def expand_kv(x):
+        """[b, kv_heads, s, hd] -> [b, heads, s, hd]: key/value head j serves query heads j*group ..."""
+        return x if group == 1 else torch.repeat_interleave(x, group, dim=1)
 
     def rms_norm(x, weight):
         """x / sqrt(mean(x^2) + eps) * weight over the last dimension, computed in f32."""
@@ -193,10 +211,9 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
         def forward(self, x):
             b, s, h = x.shape
             a = rms_norm(x, self.ln1_weight)
-            qkv = F.linear(a, self.qkv_weight)  # per head: q | k | v
-            qkv = qkv.view(b, s, heads, 3, hd).permute(3, 0, 2, 1, 4)
-            q, k, v = rotate(qkv[0]), rotate(qkv[1]), qkv[2]  # [b, heads, s, hd]
-            y = attend(q, k, v).transpose(1, 2).reshape(b, s, h)
+            q, k, v = split_qkv(F.linear(a, self.qkv_weight))  # per head (per group): q | k | v
+            q, k = rotate(q), rotate(k)
+            y = attend(q, expand_kv(k), expand_kv(v)).transpose(1, 2).reshape(b, s, h)
             x = x + F.linear(y, self.proj_weight)
             m = rms_norm(x, self.ln2_weight)
             m = F.silu(F.linear(m, self.gate_weight)) * F.linear(m, self.up_weight)
@@ -213,9 +230,8 @@ def build_model(torch, layers, hidden, heads, seq_length, vocab_size, dtype, dev
         def forward(self, x):
             b, s, h = x.shape
             a = F.layer_norm(x, (h,), self.ln1_weight, self.ln1_bias, eps)
-            qkv = F.linear(a, self.qkv_weight, self.qkv_bias)  # per head: q | k | v
-            qkv = qkv.view(b, s, heads, 3, hd).permute(3, 0, 2, 1, 4)
-            y = attend(qkv[0], qkv[1], qkv[2])  # q, k, v: [b, heads, s, hd]
+            q, k, v = split_qkv(F.linear(a, self.qkv_weight, self.qkv_bias))  # per head (per group): q | k | v
+            y = attend(q, expand_kv(k), expand_kv(v))  # [b, heads, s, hd]
             y = y.transpose(1, 2).reshape(b, s, h)
             x = x + F.linear(y, self.proj_weight, self.proj_bias)
             m = F.layer_norm(x, (h,), self.ln2_weight, self.ln2_bias, eps)
@@ -338,8 +354,9 @@ def torch_dtype(torch, precision: str):
 
 
 def model_flags(a) -> list:
+    gqa = ["--group-query-attention", "--num-query-groups", str(a.num_query_groups)] if a.num_query_groups else []
     return ["--arch", a.arch, "--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads),
-            "--seq-length", str(a.seq_length), "--vocab-size", str(a.vocab_size)]
+            "--seq-length", str(a.seq_length), "--vocab-size", str(a.vocab_size), *gqa]
 
 
 def optimizer_flags(a) -> list:
@@ -411,10 +428,14 @@ def cmd_loss(a) -> int:
     dtype = torch_dtype(torch, a.precision)
     torch.manual_seed(a.seed)
     model = build_model(torch, a.layers, a.hidden, a.heads, s, a.vocab_size, dtype, a.device, "none", a.attention,
-                        arch=a.arch)
+                        arch=a.arch, kv_heads=a.num_query_groups)
     init = ckpt.read_checkpoint(init_dir, 0)
     if init.version >= 4 and init.arch != a.arch:
         print(f"{PROG}: {init.path} holds a {init.arch} model, expected {a.arch}", file=sys.stderr)
+        return 1
+    if init.version >= 6 and init.query_groups != (a.num_query_groups or a.heads):
+        print(f"{PROG}: {init.path} holds {init.query_groups} query groups, expected {a.num_query_groups or a.heads}",
+              file=sys.stderr)
         return 1
     flat = load_flat(torch, model, init.chunks[0], a.precision)
     trainer = Trainer(torch, model, a, master_init=flat)
@@ -680,13 +701,16 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     lo = sub.add_parser("loss", parents=[common], help="per-iteration loss agreement with ptdp")
-    lo.add_argument("--model", default="tiny", choices=["tiny", "small", "llama-tiny", "custom"],
+    lo.add_argument("--model", default="tiny", choices=["tiny", "small", "llama-tiny", "llama-tiny-gqa", "custom"],
                     help="tiny: l=4 h=64 a=4 s=32 V=256; small: l=4 h=256 a=8 s=256 V=256; llama-tiny: tiny's "
-                         "sizes with --arch llama; custom: the flags below")
+                         "sizes with --arch llama; llama-tiny-gqa: llama-tiny with 2 query groups (grouped-query "
+                         "attention); custom: the flags below")
     lo.add_argument("--arch", choices=["gpt", "llama"],
                     help="the model's architecture (default: llama for --model llama-tiny, else gpt)")
     for flag in ("--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"):
         lo.add_argument(flag, type=int)
+    lo.add_argument("--num-query-groups", type=int,
+                    help="grouped-query attention: key/value heads (default: the model's; 0 or --heads: none)")
     lo.add_argument("--micro-batch", type=int, default=2)
     lo.add_argument("--global-batch", type=int, default=8)
     lo.add_argument("--iters", type=int, default=10)
@@ -731,9 +755,12 @@ def main(argv=None) -> int:
     if a.precision is None:
         a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
     if a.command == "loss":
-        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256), "llama-tiny": (4, 64, 4, 32, 256)}
+        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256), "llama-tiny": (4, 64, 4, 32, 256),
+                   "llama-tiny-gqa": (4, 64, 4, 32, 256)}
         if a.arch is None:
-            a.arch = "llama" if a.model == "llama-tiny" else "gpt"
+            a.arch = "llama" if a.model.startswith("llama-tiny") else "gpt"
+        if a.num_query_groups is None:
+            a.num_query_groups = 2 if a.model == "llama-tiny-gqa" else 0
         given = [a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size]
         if a.model == "custom":
             if any(v is None for v in given):
@@ -747,6 +774,10 @@ def main(argv=None) -> int:
                 p.error(f"--{name.replace('_', '-')} {getattr(a, name)} must be positive")
         if a.hidden % a.heads:
             p.error(f"--heads {a.heads} must divide --hidden {a.hidden}")
+        if a.num_query_groups < 0 or (a.num_query_groups and a.heads % a.num_query_groups):
+            p.error(f"--num-query-groups {a.num_query_groups} must divide --heads {a.heads}")
+        if a.num_query_groups == a.heads:
+            a.num_query_groups = 0  # multi-head attention
         if a.arch == "llama" and (a.hidden // a.heads) % 2:
             p.error(f"--arch llama needs an even head size (--hidden {a.hidden} / --heads {a.heads})")
         if a.global_batch % a.micro_batch:

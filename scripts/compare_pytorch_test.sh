@@ -4,6 +4,8 @@
 #   gpt             the tiny GPT, warm-up 3 and cosine decay to iteration 10 (the default)
 #   llama           llama-tiny at a constant learning rate, losses within 1e-5
 #   llama-schedule  llama-tiny with warm-up 3 and cosine decay to iteration 10, within 1e-5
+#   llama-gqa       llama-tiny-gqa (grouped-query attention, 2 query groups for 4 heads), warm-up 3
+#                   and cosine decay, within 1e-5
 # Exits 77 (ctest: skipped) when no Python here can import torch; $PTDP_PYTHON, python3 and
 # /usr/bin/python3 are tried.
 ptdp="$1"
@@ -13,7 +15,8 @@ case "$case" in
   gpt) args="--model tiny" ;;
   llama) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 0 --lr-decay-iters 0" ;;
   llama-schedule) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10" ;;
-  *) echo "compare_pytorch_test.sh: unknown case '$case' (gpt, llama or llama-schedule)" >&2; exit 2 ;;
+  llama-gqa) args="--model llama-tiny-gqa --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10" ;;
+  *) echo "compare_pytorch_test.sh: unknown case '$case' (gpt, llama, llama-schedule or llama-gqa)" >&2; exit 2 ;;
 esac
 for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$py" ] || continue

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3, 4, 5)
+VERSIONS = (1, 2, 3, 4, 5, 6)
 ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -25,11 +25,12 @@ LATEST_FILE = "latest_checkpointed_iteration.txt"
 # zero_dp_rank_DDD.bin, holding that rank's pieces) |
 # version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
 # version 5 on: i64 bucket_elems (--grad-bucket-size under --zero 1, else 0), u64 save_id |
+# version 6 on: i32 query_groups (key/value heads; = heads without grouped-query attention), i32 0 |
 # padding to 8
 _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
             3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
-            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ")}
-assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136)
+            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii")}
+assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144)
 
 
 class CheckpointError(Exception):
@@ -73,6 +74,7 @@ class Shard:
     dp_rank: int = 0
     arch: str | None = None  # "gpt" or "llama", recorded from version 4 on; None before (not recorded)
     ffn_hidden: int = 0  # the MLP hidden size, recorded from version 4 on; 0 before
+    query_groups: int = 0  # key/value heads, recorded from version 6 on; 0 before (= heads: no GQA then)
     chunks: list = field(default_factory=list)
 
 
@@ -130,8 +132,12 @@ def read_shard(path: str, verify: bool = True) -> Shard:
         if code not in ARCHS:
             raise CheckpointError(f"{path} has an unknown architecture code {code}")
         arch = ARCHS[code]
+    query_groups = fields[26] if version >= 6 else 0
+    if version >= 6 and (query_groups <= 0 or heads % query_groups):
+        raise CheckpointError(f"{path} has {query_groups} query groups for {heads} heads")
     shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
-                  global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden)
+                  global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
+                  query_groups=query_groups)
     view = memoryview(data)
     pos = header.size
     for j in range(nchunks):
@@ -195,14 +201,21 @@ def llama_ffn_hidden(hidden: int) -> int:
 
 
 def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, divisible_by: int = 128,
-                 arch: str = "gpt", ffn_hidden: int = 0) -> list:
+                 arch: str = "gpt", ffn_hidden: int = 0, heads: int = 0, query_groups: int = 0) -> list:
     """ParamLayout of a whole model (t=1, one stage): names, shapes ([out, in] for matrices),
     offsets in the flat buffer and the weight-decay flag, in ptdp's order. arch "gpt" or "llama";
-    ffn_hidden 0: the architecture's default (4h, or llama_ffn_hidden)."""
+    ffn_hidden 0: the architecture's default (4h, or llama_ffn_hidden). With grouped-query attention
+    (heads and query_groups given, query_groups < heads) qkv has (heads + 2 query_groups) head_dim
+    rows: per group its heads/query_groups query heads, then its key, then its value."""
     if arch not in ("gpt", "llama"):
         raise ValueError(f"arch {arch!r} is not gpt or llama")
     h, vp = hidden, padded_vocab(vocab_size, 1, divisible_by)
     ffn = ffn_hidden or (llama_ffn_hidden(hidden) if arch == "llama" else 4 * hidden)
+    qkv = 3 * h
+    if heads and query_groups and query_groups != heads:
+        if hidden % heads or heads % query_groups:
+            raise ValueError(f"{query_groups} query groups, {heads} heads and hidden {hidden} do not divide")
+        qkv = (heads + 2 * query_groups) * (hidden // heads)
     entries, offset = [], 0
 
     def add(name, shape, decay):
@@ -218,7 +231,7 @@ def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, div
         for i in range(layers):
             p = f"layers.{i}."
             add(p + "ln1.weight", (h,), False)
-            add(p + "qkv.weight", (3 * h, h), True)  # rows: per head q | k | v, head_dim each
+            add(p + "qkv.weight", (qkv, h), True)  # rows: per head q | k | v (GQA: per group), head_dim each
             add(p + "proj.weight", (h, h), True)
             add(p + "ln2.weight", (h,), False)
             add(p + "gate.weight", (ffn, h), True)
@@ -233,8 +246,8 @@ def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, div
         p = f"layers.{i}."
         add(p + "ln1.weight", (h,), False)
         add(p + "ln1.bias", (h,), False)
-        add(p + "qkv.weight", (3 * h, h), True)  # rows: per head q | k | v, head_dim each
-        add(p + "qkv.bias", (3 * h,), False)
+        add(p + "qkv.weight", (qkv, h), True)  # rows: per head q | k | v (GQA: per group), head_dim each
+        add(p + "qkv.bias", (qkv,), False)
         add(p + "proj.weight", (h, h), True)
         add(p + "proj.bias", (h,), False)
         add(p + "ln2.weight", (h,), False)

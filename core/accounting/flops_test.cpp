@@ -106,6 +106,62 @@ TEST(LlamaAccounting, FlopsOfLlama7bFromItsMatrices) {
   EXPECT_NEAR(flops_model(c, 1) / c.seq_length / (6.0 * params_exact(c)), 1.06, 0.01);
 }
 
+// Grouped-query attention. Llama 2 70B (l=80, h=8192, a=64, g=8, f=28672, V=32000), by hand:
+// per layer qkv h (h + 2 g h/a) = 83,886,080, proj h^2 = 67,108,864, MLP 3hf = 704,643,072, two
+// RMSNorms 2h: 855,654,400; 80 layers plus 2Vh + h: 68,976,648,192 (Meta's "70B", 69.0B in HF's
+// model card). Llama 3: V = 128256.
+TEST(GqaAccounting, ParametersOfLlama2And3) {
+  EXPECT_EQ(params_exact(preset_config("llama2-70b")), 68976648192LL);
+  EXPECT_NEAR(params_exact(preset_config("llama2-70b")) / 1e9, 68.98, 0.005);
+  EXPECT_EQ(params_exact(preset_config("llama3-8b")), 8030261248LL);
+  EXPECT_EQ(params_exact(preset_config("llama3-70b")), 70553706496LL);
+  // Without query groups the same sizes would hold 4h^2 per layer for attention: 10.7B more.
+  ModelConfig mha = preset_config("llama2-70b");
+  mha.query_groups = 0;
+  EXPECT_EQ(params_exact(mha) - params_exact(preset_config("llama2-70b")), 80LL * 8192 * (2 * 8192 - 2 * 8 * 128));
+}
+
+// Model FLOPs per token are 6 N_matmul + 12 l s h (N_matmul: the parameters of the GEMMs, the
+// output layer included, the embedding and norms not), and equal Megatron's
+// num_floating_point_operations with GQA: 12 B s l h^2 ((1 + g/a + s/h) + 3f/(2h) + V/(2 l h))
+// (before its causal halving of the s/h term).
+TEST(GqaAccounting, FlopsAre6NPlusAttentionAndMegatronsFormula) {
+  for (const char* name : {"llama2-70b", "llama3-8b", "llama3-70b", "llama-tiny-gqa"}) {
+    const ModelConfig c = preset_config(name);
+    const double l = c.layers, h = c.hidden, s = c.seq_length, V = double(c.vocab_size), f = c.ffn_hidden();
+    const double g = c.groups(), a = c.heads;
+    const double n_matmul = double(params_exact(c)) - V * h /* embedding */ - (2 * l + 1) * h /* norms */;
+    EXPECT_NEAR(flops_model(c, 1) / s / (6 * n_matmul + 12 * l * s * h), 1.0, 1e-12) << name;
+    const double megatron = 12 * s * l * h * h * ((1 + g / a + s / h) + 1.5 * f / h + V / (2 * l * h));
+    EXPECT_NEAR(flops_model(c, 1) / megatron, 1.0, 1e-12) << name;
+    // Full recomputation adds one forward of the layers: Eq. (3) generalised.
+    const double layer = (flops_forward_per_token(c) - 2 * h * V) / l;
+    EXPECT_NEAR(flops_eq3(c, 2) / (2 * s * (4 * l * layer + 3 * 2 * h * V)), 1.0, 1e-12) << name;
+  }
+  // Llama 2 70B: 2 h (h + 2 g h/a) + 2 h^2 + 6 h f + 4 s h per layer and token, forward.
+  const ModelConfig c = preset_config("llama2-70b");
+  EXPECT_DOUBLE_EQ(flops_forward_per_token(c),
+                   80 * (2.0 * 8192 * 10240 + 2.0 * 8192 * 8192 + 6.0 * 8192 * 28672 + 4.0 * 4096 * 8192) +
+                       2.0 * 8192 * 32000);
+}
+
+// GPT with query groups (or another MLP size) leaves the paper's Eq. (3), which assumes 3h^2 for
+// QKV and a 4h MLP, for the same count from its matrices; with groups = heads nothing changes.
+TEST(GqaAccounting, GptWithGroupsCountsItsSmallerQkv) {
+  ModelConfig c = gpt(24, 2304, 24);
+  const double eq3 = flops_eq3(c, 8), model = flops_model(c, 8);
+  const int64_t params = params_exact(c);
+  c.query_groups = 24;  // as many groups as heads: multi-head attention
+  EXPECT_EQ(flops_eq3(c, 8), eq3);
+  EXPECT_EQ(params_exact(c), params);
+  c.query_groups = 4;
+  // Per layer 2 (h - g hd) fewer key and value columns: dw fewer weights, as many bias entries.
+  const double h = 2304, cols = 2 * (h - 4.0 * 96), dw = h * cols;
+  EXPECT_EQ(params_exact(c), params - int64_t(24 * (dw + cols)));
+  EXPECT_NEAR((model - flops_model(c, 8)) / (3.0 * 8 * 2048 * 24 * 2 * dw), 1.0, 1e-9);
+  EXPECT_NEAR((eq3 - flops_eq3(c, 8)) / (4.0 * 8 * 2048 * 24 * 2 * dw), 1.0, 1e-9);
+}
+
 TEST(LlamaAccounting, GptKeepsThePapersEquations) {
   ModelConfig c = gpt(24, 2304, 24);
   EXPECT_NEAR(flops_eq3(c, 8) / (8.0 * 2048 * (4 * 24 * (24.0 * 2304 * 2304 + 4.0 * 2048 * 2304) +

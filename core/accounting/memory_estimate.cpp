@@ -11,18 +11,20 @@ MemoryEstimate estimate_single_rank_f32(const ModelConfig& c, int micro_batch, R
   // below kMaxEstimateBytes every term is an integer under 2^53, so the result is exact.
   const double h = c.hidden, s = c.seq_length, a = c.heads, l = c.layers, vp = double(c.padded_vocab(1));
   const double tokens = double(micro_batch) * s;
-  const double f = c.ffn_hidden();
-  // gpt: biases, learned positions, tied output; llama: no biases, untied output, no position table.
-  const double params = c.arch == Arch::Llama ? l * (4 * h * h + 3 * h * f + 2 * h) + 2 * vp * h + h
-                                              : l * (12 * h * h + 13 * h) + (vp + s) * h + 2 * h;
-  // Kept per token and layer: input, ln1, qkv (3h), attention output, x2, ln2, fc and GeLU
-  // (4h each): 16h values; plus the attention probabilities, a*s per token.
-  double per_layer = 16 * h + a * s;
+  // gpt: biases, learned positions, tied output; llama: no biases, untied output, no position table;
+  // with the padded vocabulary (in double: l h^2 may leave int64 for the largest sizes validated).
+  const double f = c.ffn_hidden(), qkv = double(c.qkv_width());
+  const double params = c.arch == Arch::Llama ? l * (h * qkv + h * h + 3 * h * f + 2 * h) + 2 * vp * h + h
+                                              : l * (h * qkv + qkv + h * h + 2 * h * f + f + 6 * h) + (vp + s) * h + 2 * h;
+  // Kept per token and layer: input, ln1, qkv (3h; h + 2g h/a with g query groups), attention
+  // output, x2, ln2, fc and GeLU (4h each): 16h values; plus the attention probabilities, a*s per token.
+  const double kept = 13 * h + qkv;
+  double per_layer = kept + a * s;
   if (mode == Recompute::Full) per_layer = h;
-  if (mode == Recompute::Selective) per_layer = 16 * h;
+  if (mode == Recompute::Selective) per_layer = kept;
   const double state = 16 * params;
   // Layers, plus logits and their gradient, plus one layer's working set during backward.
-  const double activations = 4 * tokens * (l * per_layer + 2 * vp + 16 * h + a * s);
+  const double activations = 4 * tokens * (l * per_layer + 2 * vp + kept + a * s);
   if (!(state + activations <= double(kMaxEstimateBytes)))
     usage_error("--model {} (l={} h={} s={}) with --micro-batch {} needs about {:.4g} GB for one model replica "
                 "in f32, more than the {:.0f} GB one replica may use",

@@ -26,6 +26,12 @@ void Backend::rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, c
 void Backend::rope(Tensor&, const Tensor&, int, int, int, double, bool) { no_llama_op(*this, "rope"); }
 void Backend::swiglu_forward(Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_forward"); }
 void Backend::swiglu_backward(Tensor&, const Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_backward"); }
+void Backend::gqa_expand(Tensor&, const Tensor&, int, int, int) {
+  throw RuntimeError("the " + name() + " backend has no gqa_expand (needed by --num-query-groups)");
+}
+void Backend::gqa_reduce(Tensor&, const Tensor&, int, int, int) {
+  throw RuntimeError("the " + name() + " backend has no gqa_reduce (needed by --num-query-groups)");
+}
 
 Tensor to_backend(Backend& be, const Tensor& t) {
   if (t.device() == be.device()) return t;

@@ -86,6 +86,15 @@ class Backend {
   virtual void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv,
                                   const Tensor& probs, int b, int s, int a, int hd) = 0;
 
+  // Grouped-query attention (--num-query-groups g < a): x [n, g*(a/g + 2)*hd] is the QKV
+  // projection in Megatron-core's layout (per group: its a/g query heads, then its key, then its
+  // value); y [n, a*3*hd] the per-head q | k | v layout that attention_forward and rope read, query
+  // head j with the key and value of its group j / (a/g).
+  virtual void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd);
+  // The transpose (backward): dx [n, g*(a/g + 2)*hd] gets the query gradients and, per group, the
+  // sum of its a/g heads' key and value gradients; overwritten.
+  virtual void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd);
+
   // x[r] = wte[tok[r] - vocab_start] (zero when the token is outside this shard's rows)
   //        + wpe[r mod s] (when wpe is given)
   virtual void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte,

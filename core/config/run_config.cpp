@@ -31,6 +31,10 @@ void validate_run(RunConfig& c) {
   if (c.ranks < 0) usage_error("--ranks {} must be positive", c.ranks);
   if (p.global_batch < 0) usage_error("--global-batch {} must be positive", p.global_batch);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
+  // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
+  // t); its newer all-gather path for t > groups is not implemented).
+  if (c.model.gqa() && c.model.groups() % p.tp != 0)
+    usage_error("--tp {} must divide --num-query-groups {}", p.tp, c.model.groups());
   if (c.model.ffn_hidden() % p.tp != 0)
     usage_error("--tp {} must divide the MLP's hidden size {} (--arch {})", p.tp, c.model.ffn_hidden(),
                 arch_name(c.model.arch));

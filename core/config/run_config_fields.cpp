@@ -29,7 +29,9 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--seq-length", m.seq_length);
   add("--vocab-size", m.vocab_size);
   add("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
-  add("layernorm eps", m.layernorm_eps);
+  add("--num-query-groups", m.query_groups);
+  add("--ffn-hidden-size", m.ffn_hidden_size);
+  add("--norm-epsilon", m.layernorm_eps);
   add("init std", m.init_std);
   add("--arch", std::string(arch_name(m.arch)));
   add("rope theta", m.rope_theta);

@@ -26,6 +26,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.model.hidden = 3; },         [](RunConfig& c) { c.model.heads = 3; },
       [](RunConfig& c) { c.model.seq_length = 3; },     [](RunConfig& c) { c.model.vocab_size = 3; },
       [](RunConfig& c) { c.model.make_vocab_size_divisible_by = 3; },
+      [](RunConfig& c) { c.model.query_groups = 3; },  [](RunConfig& c) { c.model.ffn_hidden_size = 3; },
       [](RunConfig& c) { c.model.layernorm_eps = 3; },  [](RunConfig& c) { c.model.init_std = 3; },
       [](RunConfig& c) { c.model.arch = Arch::Llama; }, [](RunConfig& c) { c.model.rope_theta = 3; },
       [](RunConfig& c) { c.par.tp = 3; },               [](RunConfig& c) { c.par.pp = 3; },
@@ -71,10 +72,10 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
 // A field added to RunConfig (or its parts) changes these sizes: list it in run_config_fields.cpp
 // (and in EveryFieldChangesTheList), then update the sizes here.
 TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
-  EXPECT_EQ(sizeof(ModelConfig), 96u);
+  EXPECT_EQ(sizeof(ModelConfig), 104u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 832u);
+  EXPECT_EQ(sizeof(RunConfig), 840u);
 }
 
 }  // namespace

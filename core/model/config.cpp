@@ -42,12 +42,28 @@ const std::vector<ModelPreset>& model_presets() {
       {"fig13-162b", 32, 20480, 128, 2048, 51200, "Figure 13, 162.2B"},
       {"fig14-5.9b", 32, 3840, 32, 2048, 51200, "Figures 14 and 15, 5.9B"},
       {"fig16-91b", 32, 15360, 128, 2048, 51200, "Figure 16, 91.4B"},
-      // LLaMA (Touvron et al. 2023, Table 2), V=32000 (SentencePiece BPE), s=2048.
+      // LLaMA (Touvron et al. 2023, Table 2), V=32000 (SentencePiece BPE), s=2048, RMSNorm eps 1e-6
+      // (the paper's code and the released models' config.json, rms_norm_eps).
       {"llama-tiny", 4, 64, 4, 32, 256, "tests: byte-level llama, l=4 h=64 a=4 s=32", Arch::Llama},
-      {"llama-7b", 32, 4096, 32, 2048, 32000, "LLaMA 6.7B", Arch::Llama},
-      {"llama-13b", 40, 5120, 40, 2048, 32000, "LLaMA 13.0B", Arch::Llama},
-      {"llama-33b", 60, 6656, 52, 2048, 32000, "LLaMA 32.5B", Arch::Llama},
-      {"llama-65b", 80, 8192, 64, 2048, 32000, "LLaMA 65.2B", Arch::Llama},
+      {"llama-tiny-gqa", 4, 64, 4, 32, 256, "tests: llama-tiny with grouped-query attention, 2 query groups",
+       Arch::Llama, 2},
+      {"llama-7b", 32, 4096, 32, 2048, 32000, "LLaMA 6.7B", Arch::Llama, 0, 0, 1e-6},
+      {"llama-13b", 40, 5120, 40, 2048, 32000, "LLaMA 13.0B", Arch::Llama, 0, 0, 1e-6},
+      {"llama-33b", 60, 6656, 52, 2048, 32000, "LLaMA 32.5B", Arch::Llama, 0, 0, 1e-6},
+      {"llama-65b", 80, 8192, 64, 2048, 32000, "LLaMA 65.2B", Arch::Llama, 0, 0, 1e-6},
+      // Grouped-query attention: 8 key/value heads, the MLP size given (not the 8h/3 rule).
+      {"llama2-70b", 80, 8192, 64, 4096, 32000,
+       "Llama 2 70B (Touvron et al. 2023b, Table 1; meta-llama/Llama-2-70b-hf config.json): 69.0B, GQA 8 groups, "
+       "ffn 28672, eps 1e-5",
+       Arch::Llama, 8, 28672, 1e-5, 10000},
+      {"llama3-8b", 32, 4096, 32, 8192, 128256,
+       "Llama 3 8B (Meta 2024; meta-llama/Meta-Llama-3-8B config.json): 8.0B, GQA 8 groups, ffn 14336, rope theta "
+       "500000, eps 1e-5",
+       Arch::Llama, 8, 14336, 1e-5, 500000},
+      {"llama3-70b", 80, 8192, 64, 8192, 128256,
+       "Llama 3 70B (Meta 2024; meta-llama/Meta-Llama-3-70B config.json): 70.6B, GQA 8 groups, ffn 28672, rope "
+       "theta 500000, eps 1e-5",
+       Arch::Llama, 8, 28672, 1e-5, 500000},
   };
   return presets;
 }
@@ -63,6 +79,10 @@ ModelConfig preset_config(const std::string& name) {
       c.seq_length = p.seq_length;
       c.vocab_size = p.vocab_size;
       c.arch = p.arch;
+      c.query_groups = p.query_groups;
+      c.ffn_hidden_size = p.ffn_hidden_size;
+      c.layernorm_eps = p.norm_eps;
+      c.rope_theta = p.rope_theta;
       return c;
     }
   }
@@ -84,6 +104,16 @@ void validate_model(const ModelConfig& c) {
   if (c.vocab_size > kMaxVocabSize) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
   if (c.hidden % c.heads != 0)
     usage_error("--heads {} must divide --hidden {}", c.heads, c.hidden);
+  if (c.query_groups < 0) usage_error("--num-query-groups {} must be positive", c.query_groups);
+  if (c.query_groups > c.heads)
+    usage_error("--num-query-groups {} must be at most --heads {}", c.query_groups, c.heads);
+  if (c.heads % c.groups() != 0)
+    usage_error("--num-query-groups {} must divide --heads {}", c.query_groups, c.heads);
+  if (c.ffn_hidden_size < 0) usage_error("--ffn-hidden-size {} must be positive", c.ffn_hidden_size);
+  if (c.ffn_hidden_size > kMaxFfnHidden)
+    usage_error("--ffn-hidden-size {} must be at most {}", c.ffn_hidden_size, kMaxFfnHidden);
+  if (!(c.layernorm_eps > 0) || c.layernorm_eps > 1)  // also NaN
+    usage_error("--norm-epsilon {} must be positive and at most 1", c.layernorm_eps);
   if (c.arch == Arch::Llama && c.head_dim() % 2 != 0)
     usage_error("--arch llama needs an even head size for the rotary embedding (--hidden {} / --heads {} = {})",
                 c.hidden, c.heads, c.head_dim());

@@ -91,6 +91,7 @@ LayerDims Gpt::dims(int b) const {
   d.s = cfg_.seq_length;
   d.h = cfg_.hidden;
   d.heads = cfg_.heads / shard_.tp_size;
+  d.groups = cfg_.groups() / shard_.tp_size;  // whole query groups per rank (validate_run: t divides g)
   d.hd = cfg_.head_dim();
   d.ffn = cfg_.ffn_hidden() / shard_.tp_size;
   d.eps = cfg_.layernorm_eps;

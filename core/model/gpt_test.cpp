@@ -2,7 +2,9 @@
 // parameter accounting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/model/gpt.h"
 #include "core/accounting/flops.h"
@@ -49,10 +51,12 @@ double loss_and_grad(Gpt& model, const Batch& bt, int b, Recompute mode, bool ba
 
 // Every parameter's gradient against central differences; the padded vocabulary rows of the
 // embedding (and of llama's separate output layer) get exactly zero.
-void expect_whole_model_gradient_matches(Arch arch) {
+void expect_whole_model_gradient_matches(Arch arch, int heads = 2, int groups = 0) {
   auto be = make_cpu_backend();
   ModelConfig c = small_config();
   c.arch = arch;
+  c.heads = heads;
+  c.query_groups = groups;
   Gpt model(c, ShardSpec{}, *be, DType::F64);
   model.init(42);
   // Larger weights than Megatron's 0.02 make every path of the gradient non-negligible.
@@ -81,10 +85,12 @@ TEST(GptGradient, WholeModelMatchesFiniteDifferencesInF64) { expect_whole_model_
 
 TEST(LlamaGradient, WholeModelMatchesFiniteDifferencesInF64) { expect_whole_model_gradient_matches(Arch::Llama); }
 
-void expect_recomputation_identical(Arch arch) {
+void expect_recomputation_identical(Arch arch, int heads = 2, int groups = 0) {
   auto be = make_cpu_backend();
   ModelConfig c = small_config();
   c.arch = arch;
+  c.heads = heads;
+  c.query_groups = groups;
   Gpt model(c, ShardSpec{}, *be, DType::F64);
   model.init(7);
   Batch bt = random_batch(3, c.seq_length, c.vocab_size, 2);
@@ -100,6 +106,110 @@ void expect_recomputation_identical(Arch arch) {
 TEST(GptGradient, RecomputationGivesIdenticalLossAndGradients) { expect_recomputation_identical(Arch::Gpt); }
 
 TEST(LlamaGradient, RecomputationGivesIdenticalLossAndGradients) { expect_recomputation_identical(Arch::Llama); }
+
+// Grouped-query attention (4 heads of size 4 sharing 2 key/value heads; one shared by all: MQA).
+TEST(GqaGradient, WholeModelMatchesFiniteDifferencesInF64) {
+  expect_whole_model_gradient_matches(Arch::Gpt, 4, 2);
+  expect_whole_model_gradient_matches(Arch::Llama, 4, 2);
+  expect_whole_model_gradient_matches(Arch::Llama, 4, 1);
+}
+
+TEST(GqaGradient, RecomputationGivesIdenticalLossAndGradients) {
+  expect_recomputation_identical(Arch::Gpt, 4, 2);
+  expect_recomputation_identical(Arch::Llama, 4, 2);
+}
+
+// A GQA model is the multi-head model whose heads of a group hold copies of the group's key and
+// value: with the QKV rows laid out per head (q, the group's k, the group's v) from Megatron-core's
+// per-group rows, both give the same loss; the GQA query gradients are the MHA ones and each
+// group's key (value) gradient is the sum of its heads'.
+void expect_gqa_equals_mha_with_shared_keys(Arch arch) {
+  auto be = make_cpu_backend();
+  ModelConfig gc = small_config();
+  gc.arch = arch, gc.heads = 4, gc.query_groups = 2;
+  ModelConfig mc = gc;
+  mc.query_groups = 0;
+  Gpt gqa(gc, ShardSpec{}, *be, DType::F64), mha(mc, ShardSpec{}, *be, DType::F64);
+  gqa.init(5);
+  testing::fill_normal(gqa.params(), 9, 0.3);
+  const int a = gc.heads, g = gc.groups(), r = a / g, hd = gc.head_dim();
+  // Row of the GQA qkv that row (head j, part p, element i) of the MHA qkv copies.
+  auto source_row = [&](int j, int part, int i) {
+    const int block = part == 0 ? j % r : r + part - 1;
+    return (j / r) * (r + 2) * hd + block * hd + i;
+  };
+  for (const auto& e : mha.layout().entries()) {
+    const ParamEntry& src = gqa.layout().at(e.name);
+    const double* from = gqa.params().data<double>() + src.offset;
+    double* to = mha.params().data<double>() + e.offset;
+    const bool qkv = e.name.find(".qkv.") != std::string::npos;
+    if (!qkv) {
+      ASSERT_EQ(e.shape, src.shape) << e.name;
+      std::copy(from, from + shape_numel(e.shape), to);
+      continue;
+    }
+    const int64_t cols = e.shape.size() == 2 ? e.shape[1] : 1;
+    for (int j = 0; j < a; ++j)
+      for (int part = 0; part < 3; ++part)
+        for (int i = 0; i < hd; ++i)
+          std::copy(from + source_row(j, part, i) * cols, from + (source_row(j, part, i) + 1) * cols,
+                    to + ((j * 3 + part) * hd + i) * cols);
+  }
+  const int b = 2;
+  Batch bt = random_batch(b, gc.seq_length, gc.vocab_size, 4);
+  const double lg = loss_and_grad(gqa, bt, b, Recompute::None, true);
+  const double lm = loss_and_grad(mha, bt, b, Recompute::None, true);
+  EXPECT_NEAR(lg, lm, 1e-12 * std::abs(lm));
+  for (const auto& e : gqa.layout().entries()) {
+    const ParamEntry& m = mha.layout().at(e.name);
+    const double* gg = gqa.grads().data<double>() + e.offset;
+    const double* mg = mha.grads().data<double>() + m.offset;
+    if (e.name.find(".qkv.") == std::string::npos) {
+      for (int64_t i = 0; i < shape_numel(e.shape); ++i) ASSERT_NEAR(gg[i], mg[i], 1e-11) << e.name << " " << i;
+      continue;
+    }
+    const int64_t cols = e.shape.size() == 2 ? e.shape[1] : 1;
+    std::vector<double> want(size_t(shape_numel(e.shape)), 0.0);
+    for (int j = 0; j < a; ++j)
+      for (int part = 0; part < 3; ++part)
+        for (int i = 0; i < hd; ++i)
+          for (int64_t c = 0; c < cols; ++c)
+            want[size_t(source_row(j, part, i) * cols + c)] += mg[((j * 3 + part) * hd + i) * cols + c];
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(gg[i], want[i], 1e-11) << e.name << " " << i;
+  }
+}
+
+TEST(GqaModel, EqualsMultiHeadAttentionWithEachGroupsKeysAndValuesCopiedToItsHeads) {
+  expect_gqa_equals_mha_with_shared_keys(Arch::Gpt);
+  expect_gqa_equals_mha_with_shared_keys(Arch::Llama);
+}
+
+// What a layer keeps: the compact QKV ((a + 2g) hd columns), not the keys and values expanded to
+// every head.
+TEST(GqaModel, LayersKeepTheCompactQkv) {
+  auto be = make_cpu_backend();
+  ModelConfig c = small_config();
+  c.heads = 4, c.query_groups = 1, c.arch = Arch::Llama;
+  Gpt model(c, ShardSpec{}, *be, DType::F32);
+  model.init(1);
+  Batch bt = random_batch(2, c.seq_length, c.vocab_size, 3);
+  double sum = 0;
+  auto cache = model.forward(2, bt.tokens, &bt.targets, Recompute::Selective, nullptr, &sum);
+  for (const LayerCache& l : cache->layers)
+    EXPECT_EQ(l.qkv.shape(), (Shape{2 * c.seq_length, (4 + 2 * 1) * c.head_dim()}));
+}
+
+TEST(GqaParams, QkvHoldsTheQueryHeadsAndOneKeyAndValuePerGroup) {
+  ModelConfig c = preset_config("llama2-70b");
+  EXPECT_EQ(c.groups(), 8);
+  EXPECT_EQ(c.qkv_width(), (64 + 2 * 8) * 128);
+  ParamLayout full(c, ShardSpec{1, 0, 0, 1});
+  EXPECT_EQ(full.at("layers.0.qkv.weight").shape, (Shape{10240, 8192}));
+  ParamLayout shard(c, ShardSpec{8, 3, 0, 1});  // t = 8: one whole group (8 queries, k, v) per rank
+  EXPECT_EQ(shard.at("layers.0.qkv.weight").shape, (Shape{1280, 8192}));
+  EXPECT_EQ(shard.at("layers.0.qkv.weight").split_offset, 3 * 1280);
+  EXPECT_EQ(shard.at("layers.0.gate.weight").shape, (Shape{28672 / 8, 8192}));
+}
 
 TEST(GptGradient, FullRecomputationKeepsOnlyLayerInputs) {
   auto be = make_cpu_backend();

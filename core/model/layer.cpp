@@ -66,6 +66,21 @@ void reduce_rows(const LayerDims& d, const Tensor& partial, Tensor& out) {
   d.tp->reduce_scatter(partial.reshape({partial.numel()}), flat, ReduceOp::Sum);
 }
 
+Tensor attention_qkv(Backend& be, const LayerDims& d, const Tensor& qkv) {
+  if (!d.gqa()) return qkv;
+  Tensor heads = be.empty({d.rows(), int64_t(3) * d.heads * d.hd}, qkv.dtype());
+  be.gqa_expand(heads, qkv, d.heads, d.kv_heads(), d.hd);
+  if (d.llama) be.rope(heads, heads, d.s, d.heads, d.hd, d.rope_theta, false);
+  return heads;
+}
+
+Tensor qkv_grad(Backend& be, const LayerDims& d, const Tensor& dheads) {
+  if (!d.gqa()) return dheads;
+  Tensor dqkv = be.empty({d.rows(), d.qkv_cols()}, dheads.dtype());
+  be.gqa_reduce(dqkv, dheads, d.heads, d.kv_heads(), d.hd);
+  return dqkv;
+}
+
 int64_t LayerCache::bytes() const {
   int64_t n = 0;
   for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act})
@@ -84,11 +99,11 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   c.mean1 = be.empty({nl}, acc_dtype(dt));
   c.rstd1 = be.empty({nl}, acc_dtype(dt));
   be.layernorm_forward(c.ln1, c.mean1, c.rstd1, x, w.ln1_w, w.ln1_b, d.eps);
-  c.qkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
+  c.qkv = be.empty({n, d.qkv_cols()}, dt);
   be.linear_forward(c.qkv, sp_gather(be, d, c.ln1), w.qkv_w, &w.qkv_b);  // sp: g-bar all-gather
   c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
   c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-  be.attention_forward(c.atty, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
+  be.attention_forward(c.atty, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
   c.x2 = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, c.x2);
   be.linear_forward(part, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
@@ -136,7 +151,7 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
     NvtxRange r("recompute");
     c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
     Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-    be.attention_forward(scratch, c.probs, c.qkv, d.b, d.s, d.heads, d.hd);
+    be.attention_forward(scratch, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
   }
   if (d.llama) {
     llama_backward(be, d, w, g, c, dy, dx);
@@ -157,8 +172,9 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   // Attention: x2 = x + proj(attn(qkv(ln1(x))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, &g.proj_b, sp_gather(be, d, dx2), c.atty, w.proj_w);
-  Tensor dqkv = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
-  be.attention_backward(dqkv, datty, c.qkv, c.probs, d.b, d.s, d.heads, d.hd);
+  Tensor dheads = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
+  be.attention_backward(dheads, datty, attention_qkv(be, d, c.qkv), c.probs, d.b, d.s, d.heads, d.hd);
+  const Tensor dqkv = qkv_grad(be, d, dheads);  // GQA: keys' and values' gradients summed per group
   be.linear_backward(&part, false, g.qkv_w, &g.qkv_b, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
   be.copy(dx, dx2);

@@ -35,6 +35,7 @@ struct LayerDims {
   int b = 0, s = 0;   // micro-batch and sequence length: rows = b * s
   int h = 0;          // hidden size
   int heads = 0;      // heads on this rank
+  int groups = 0;     // key/value heads (query groups) on this rank; 0: heads (multi-head attention)
   int hd = 0;         // head dimension
   int ffn = 0;        // MLP width on this rank
   double eps = 1e-5;  // LayerNorm (RMSNorm) epsilon
@@ -46,6 +47,10 @@ struct LayerDims {
   bool bias_owner = true;
   bool sp = false;  // sequence parallelism (needs tp; rows() % t == 0)
   int64_t rows() const { return int64_t(b) * s; }
+  int kv_heads() const { return groups > 0 ? groups : heads; }
+  bool gqa() const { return kv_heads() != heads; }
+  // Columns of this rank's QKV projection: (heads + 2 kv_heads) * hd (3 heads hd without GQA).
+  int64_t qkv_cols() const { return int64_t(heads + 2 * kv_heads()) * hd; }
   // Rows of the layer's input, output, LayerNorms and residuals on this rank: n/t with sp.
   int64_t local_rows() const { return sp ? rows() / tp->size() : rows(); }
 };
@@ -72,6 +77,9 @@ struct LayerWeights {
 // What the forward pass of one layer keeps for its backward pass. With full recomputation only
 // x is kept; with selective recomputation everything but the attention probabilities. LLaMA:
 // ln1/ln2 are the RMSNorm outputs (no means), qkv is after the rotary embedding, fc is gate | up.
+// Grouped-query attention (LayerDims::gqa): qkv is the compact projection (per group its query
+// heads, its key, its value: (heads + 2 groups) hd columns), before the rotary embedding for
+// LLaMA; attention reads it expanded to every head (attention_qkv), rebuilt in backward.
 //
 // Selective recomputation is Korthikanti et al.'s (2022, section 5): Q, K, V (qkv) and the
 // attention output (atty) are kept; the attention core (QK^T, the causal softmax and the
@@ -84,11 +92,21 @@ struct LayerWeights {
 //   selective: e*sbh*(8 + 24/t) + 16*sb                   (sp: e*sbh*32/t + 16*sb/t)
 //   full:      e*sbh                                       (sp: e*sbh/t)
 // x, ln1, x2, ln2 are sbh each (n/t rows with sp), qkv 3sbh/t, atty sbh/t, fc and act 4sbh/t,
-// probs a*s*s*b/t; mean and rstd of both LayerNorms one f32 per row.
+// probs a*s*s*b/t; mean and rstd of both LayerNorms one f32 per row. With g query groups qkv is
+// sbh(1 + 2g/a)/t instead of 3sbh/t.
 struct LayerCache {
   Tensor x, ln1, mean1, rstd1, qkv, probs, atty, x2, ln2, mean2, rstd2, fc, act;
   int64_t bytes() const;
 };
+
+// The per-head q | k | v [n, 3 heads hd] that attention reads, from the kept qkv: qkv itself
+// without grouped-query attention; with it the keys and values expanded to every head of their
+// group (Backend::gqa_expand), then, for LLaMA, the rotary embedding applied.
+Tensor attention_qkv(Backend& be, const LayerDims& d, const Tensor& qkv);
+// The transpose for backward: from the per-head gradient dheads (after LLaMA's inverse rotation),
+// the gradient of the kept qkv: dheads itself, or with grouped-query attention the keys' and
+// values' gradients summed over each group (Backend::gqa_reduce).
+Tensor qkv_grad(Backend& be, const LayerDims& d, const Tensor& dheads);
 
 void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                    LayerCache& cache, Recompute mode);

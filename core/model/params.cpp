@@ -12,7 +12,8 @@ ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s)
     : arch_(c.arch), tp_size_(s.tp_size), tp_rank_(s.tp_rank) {
   PTDP_CHECK(s.tp_size >= 1 && s.tp_rank >= 0 && s.tp_rank < s.tp_size, "bad tensor-parallel rank");
   PTDP_CHECK(c.heads % s.tp_size == 0, "t={} does not divide {} heads", s.tp_size, c.heads);
-  const int64_t h = c.hidden, ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
+  PTDP_CHECK(c.groups() % s.tp_size == 0, "t={} does not divide {} query groups", s.tp_size, c.groups());
+  const int64_t h = c.hidden, qkv = c.qkv_width(), ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
   const int end = s.layer_end < 0 ? c.layers : s.layer_end;
   const double std = c.init_std, out_std = c.init_std / std::sqrt(2.0 * c.layers);
   if (c.arch == Arch::Llama) {
@@ -28,8 +29,10 @@ ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s)
     std::string p = "layers." + std::to_string(l) + ".";
     add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
     add(p + "ln1.bias", {h}, -1, false, 0);
-    add(p + "qkv.weight", {3 * h, h}, 0, true, std);  // column-parallel: whole heads per rank
-    add(p + "qkv.bias", {3 * h}, 0, false, 0);
+    // Column-parallel: whole heads (whole query groups) per rank. Rows: per head q | k | v, or with
+    // grouped-query attention per group its query heads, then its key, then its value (Megatron-core).
+    add(p + "qkv.weight", {qkv, h}, 0, true, std);
+    add(p + "qkv.bias", {qkv}, 0, false, 0);
     add(p + "proj.weight", {h, h}, 1, true, out_std);  // row-parallel
     add(p + "proj.bias", {h}, -1, false, 0);
     add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
@@ -49,12 +52,12 @@ ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s)
 // column-parallel and adjacent (each rank's slices form one [2f/t, h] matrix: one GEMM), down
 // row-parallel, and an untied output layer on the last stage.
 void ParamLayout::add_llama(const ModelConfig& c, const ShardSpec& s, int end, double std, double out_std) {
-  const int64_t h = c.hidden, ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
+  const int64_t h = c.hidden, qkv = c.qkv_width(), ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
   if (s.pre) add("wte", {vp, h}, 0, true, std);
   for (int l = s.layer_begin; l < end; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
-    add(p + "qkv.weight", {3 * h, h}, 0, true, std);
+    add(p + "qkv.weight", {qkv, h}, 0, true, std);  // as gpt's (grouped-query attention included)
     add(p + "proj.weight", {h, h}, 1, true, out_std);
     add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
     add(p + "gate.weight", {ffn, h}, 0, true, std);

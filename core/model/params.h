@@ -2,7 +2,7 @@
 // (Megatron: normal std 0.02, output projections std 0.02/sqrt(2l), biases 0, LayerNorm 1 / 0).
 // GPT: wte (tied output layer), wpe, per layer ln1, qkv, proj, ln2, fc, fc2 (weights and
 // biases), lnf. LLaMA: wte, per layer ln1, qkv, proj, ln2, gate, up, down (weights only), lnf,
-// output.
+// output. qkv has (a + 2g) head_dim rows with g query groups (ModelConfig::qkv_width).
 #pragma once
 #include <string>
 #include <vector>

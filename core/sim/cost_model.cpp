@@ -80,6 +80,10 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const int per_node = std::min(t, hw.gpus_per_node);
   const double b = pc.micro_batch, s = mc.seq_length, h = mc.hidden, a = mc.heads;
   const double rows = b * s, ht = h / t, at = a / t, hd = h / a, ft = double(mc.ffn_hidden()) / t;
+  // Grouped-query attention: the QKV GEMM's columns on this device (h + 2 g hd) / t, of which the
+  // keys and values are kvt = 2 g hd / t (2h/t without query groups).
+  const double qkvt = double(mc.qkv_width()) / t, kvt = qkvt - ht;
+  const bool gqa = mc.gqa();
   const bool llama = mc.arch == Arch::Llama;  // RMSNorm, rotary, SwiGLU, no biases or dropout
   const double vt = double(mc.padded_vocab(t)) / t;
   const double scores = b * at * s * s;  // attention score elements on this device
@@ -128,8 +132,11 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     Pass& q = p[kModuleQkv];
     if (!core_attention_only) {
       pre[kModuleQkv].mem(2 * E * bsh * rowshare);  // LayerNorm 1 (llama: RMSNorm, the same traffic)
-      column_forward(q, 3 * ht);  // QKV (gpt: bias in the GEMM epilogue)
-      if (llama) q.mem(2 * E * 2 * rows * ht);  // rotary embedding of q and k
+      column_forward(q, qkvt);  // QKV (gpt: bias in the GEMM epilogue)
+      if (llama) q.mem(2 * E * rows * (ht + kvt / 2));  // rotary embedding of q and k
+      // Grouped-query attention without flash attention: Megatron's unfused core attention
+      // expands k and v to every head (repeat_interleave: read kvt, write 2 ht per row).
+      if (gqa && !flash) q.mem(E * rows * (kvt + 2 * ht));
     }
     core_attention(q);
     if (core_attention_only) return;
@@ -216,20 +223,23 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     pq.attn(s, hd, s, b * at);    // dQ = dS K
     pq.attn(s, hd, s, b * at);    // dK = dS^T Q
   }
-  if (llama) pq.mem(2 * E * 2 * rows * ht);  // rotary backward of dq and dk
-  pq.mem(2 * E * 3 * rows * ht);  // q, k, v gradients into the fused QKV layout
+  // Grouped-query attention without flash attention: the expanded k and v gradients summed back
+  // to their groups (read 2 ht, write kvt per row).
+  if (gqa && !flash) pq.mem(E * rows * (2 * ht + kvt));
+  if (llama) pq.mem(2 * E * rows * (ht + kvt / 2));  // rotary backward of dq and dk
+  pq.mem(2 * E * rows * qkvt);    // q, k, v gradients into the fused QKV layout
   Pass& bq = bw[kModuleQkv];
-  if (!llama) bq.mem(E * 3 * rows * ht);  // its bias gradient
-  column_backward(bq, 3 * ht);    // QKV, f
+  if (!llama) bq.mem(E * rows * qkvt);  // its bias gradient
+  column_backward(bq, qkvt);      // QKV, f
   bq.mem(4 * E * bsh * rowshare); // LayerNorm 1 backward
 
   // The parameters of each module on one device: its weight shard, and its biases and LayerNorm.
   // llama: gate and up are fc1 (2f), down is fc2; its only small tensors are the two RMSNorms.
   const double fh = ft * h;
-  const std::array<double, kLayerModules> weights = {3 * h * h / t, h * h / t, (llama ? 2 : 1) * fh, fh};
+  const std::array<double, kLayerModules> weights = {qkvt * h, h * h / t, (llama ? 2 : 1) * fh, fh};
   const std::array<double, kLayerModules> biases =
       llama ? std::array<double, kLayerModules>{h, h, 0, 0}
-            : std::array<double, kLayerModules>{3 * h / t + 2 * h, h + 2 * h, 4 * h / t, h};
+            : std::array<double, kLayerModules>{qkvt + 2 * h, h + 2 * h, ft, h};
   params_per_layer = layer_params_per_device(mc, t);
   // Weight gradients: Megatron v2.5 accumulates them into the main-gradient buffer (read grad, read
   // and write main_grad: no fused accumulation); DeepSpeed's ZeRO-3 copies each gradient into its
@@ -349,9 +359,11 @@ double CostModel::dp_allgather(double params) const {
 }
 
 double layer_params_per_device(const ModelConfig& mc, int t) {
-  const double h = mc.hidden, f = mc.ffn_hidden();
-  if (mc.arch == Arch::Llama) return (4 * h * h + 3 * h * f) / t + 2 * h;
-  return 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
+  // qkv h (h + 2 g h/a) (3h^2 without query groups), proj h^2, the MLP; gpt: 12h^2/t + 7h/t + 6h
+  // with f = 4h and multi-head attention.
+  const double h = mc.hidden, f = mc.ffn_hidden(), qkv = double(mc.qkv_width());
+  if (mc.arch == Arch::Llama) return (h * qkv + h * h + 3 * h * f) / t + 2 * h;
+  return (h * qkv + h * h + 2 * h * f) / t + (qkv + f) / t + 6.0 * h;
 }
 
 double CostModel::embedding_allreduce() const {

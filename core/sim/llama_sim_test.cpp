@@ -70,6 +70,63 @@ TEST(SimLlama, ModulesHoldTheFusedGateUpAndNoBiases) {
   EXPECT_DOUBLE_EQ(cm.params_position, 0.0);
 }
 
+// Grouped-query attention (llama2-70b: 64 heads, 8 groups, f = 28672): the QKV GEMM has
+// (a + 2g) h/a = 10240 columns, t = 8 holds one group per device; parameters and the model's
+// FLOPs follow.
+TEST(SimGqa, QkvGemmAndParametersUseTheGroups) {
+  const RunConfig c = llama_run("llama2-70b", 8, 1, 1, 1, 1);
+  const CostModel cm(c, selene());
+  const double h = 8192, f = 28672, t = 8, qkv = 10240;
+  EXPECT_DOUBLE_EQ(cm.modules[kModuleQkv].weights, qkv * h / t);
+  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc1].weights, 2 * f * h / t);
+  EXPECT_DOUBLE_EQ(cm.params_per_layer, (qkv * h + h * h + 3 * h * f) / t + 2 * h);
+  RunConfig one = llama_run("llama2-70b", 1, 1, 1, 1, 1);
+  const MemoryVerdict v = memory_verdict(one, selene());
+  EXPECT_DOUBLE_EQ(v.stages[0].params, double(params_exact(one.model)));  // 32000: no padding
+  // The same model with a key and value per head: more QKV GEMM time, the rest unchanged.
+  RunConfig mha = c;
+  mha.model.query_groups = 0;
+  const CostModel cmm(mha, selene());
+  EXPECT_DOUBLE_EQ(cmm.modules[kModuleQkv].weights, 3 * h * h / t);
+  EXPECT_LT(cm.layer.forward.gemm, cmm.layer.forward.gemm);
+  EXPECT_LT(cm.layer.backward.gemm, cmm.layer.backward.gemm);
+}
+
+// Activations: with flash attention (megatron-2022, mcore) the core keeps q and the groups' k and
+// v, (1 + 2g/a) sbh/t; Megatron's unfused core attention expands k and v to every head
+// (repeat_interleave) and keeps the copies: 3 sbh/t as without groups.
+TEST(SimGqa, KeptKeysAndValuesFollowTheAttentionKernel) {
+  RunConfig c = llama_run("llama2-70b", 8, 1, 1, 1, 1);
+  const double s = 4096, h = 8192, f = 28672, t = 8, sbh = s * h, E = 2;
+  const double g = 8, a = 64;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective),
+                   sbh * (4 * E + ((3 + 1) * E + 3 * E * f / h) / t));
+  c.stack = "mcore";
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective),
+                   sbh * (4 * E + ((1 + 2 * g / a + 1) * E + 3 * E * f / h) / t));
+  RunConfig mha = c;
+  mha.model.query_groups = 0;
+  EXPECT_LT(layer_activation_bytes(c, Recompute::Selective), layer_activation_bytes(mha, Recompute::Selective));
+}
+
+TEST(SimGqa, SimulatesLlama2And3) {
+  for (const char* name : {"llama2-70b", "llama3-70b"}) {
+    RunConfig c = llama_run(name, 8, 4, 4, 1, 128);
+    const SimResult r = simulate(c, selene());
+    EXPECT_GT(r.tflops_per_gpu, 100.0) << name;
+    EXPECT_LT(r.tflops_per_gpu, 312.0) << name;
+  }
+  // t = 16 would split llama3-8b's 8 groups over two devices each: refused.
+  RunConfig bad = llama_run("llama3-8b", 8, 1, 1, 1, 1);
+  bad.par.tp = 16;
+  try {
+    validate_run(bad);
+    FAIL() << "--tp 16 with 8 query groups must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tp 16 must divide --num-query-groups 8"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SimLlama, NoTiedEmbeddingAllReduceAcrossStages) {
   RunConfig c = llama_run("llama-7b", 8, 4, 1, 1, 8);
   EXPECT_EQ(CostModel(c, selene()).embedding_allreduce(), 0.0);

@@ -24,6 +24,7 @@ namespace {
 
 struct Dims {
   double E, b, s, h, a, t, f, sbh;
+  double g;  // key/value heads (query groups; a without grouped-query attention)
   bool llama;
   double rowshare;  // of the b*s rows a rank keeps outside the tensor-parallel GEMMs (1/t: sequence parallel)
   bool flash;       // fused attention: no s x s scores kept or in the working set
@@ -36,6 +37,7 @@ struct Dims {
         t(c.par.tp),
         f(c.model.ffn_hidden()),
         sbh(b * s * h),
+        g(c.model.groups()),
         llama(c.model.arch == Arch::Llama),
         rowshare(c.par.sequence_parallel && c.par.tp > 1 ? 1.0 / c.par.tp : 1.0),
         flash(software_stack(c.stack).flash_attention) {}
@@ -50,12 +52,18 @@ double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
   const double attention_core =
       d.flash ? 4 * d.a * d.s * d.b / d.t
               : (d.llama ? d.E : 2 * d.E + 1) * d.a * d.s * d.s * d.b / d.t;  // llama: no dropout mask
+  // q, k, v kept for the attention core, in units of sbh/t: 3 with multi-head attention; with g
+  // query groups 1 + 2g/a under flash attention (it reads the groups' k and v as they are), and
+  // still 3 without it (Megatron's unfused core attention expands k and v to every head with
+  // repeat_interleave, and the products keep the expanded copies).
+  const double qkv = d.flash ? 1 + 2 * d.g / d.a : 3.0;
   if (d.llama) {
     // No dropout masks; q, k, v, the projection input, gate and up (2f), the down input (f).
-    const double dense = d.sbh * (4 * d.E * d.rowshare + (4 * d.E + 3 * d.E * d.f / d.h) / d.t);
+    const double dense = d.sbh * (4 * d.E * d.rowshare + ((qkv + 1) * d.E + 3 * d.E * d.f / d.h) / d.t);
     return mode == Recompute::Selective ? dense : dense + attention_core;
   }
-  const double dense = d.sbh * ((4 * d.E + 2) * d.rowshare + 12 * d.E / d.t);
+  // q, k, v, the projection input, fc's output and GeLU's output (f = 4h each: 12 for MHA).
+  const double dense = d.sbh * ((4 * d.E + 2) * d.rowshare + (qkv + 1 + 2 * d.f / d.h) * d.E / d.t);
   return mode == Recompute::Selective ? dense : dense + attention_core;
 }
 
@@ -99,7 +107,7 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   //    the scores (one s x s buffer), of the core's output and q|k|v (b*s*h/t each) and the
   //    residual stream's.
   const double scores = d.flash ? 0.0 : d.a / d.t * d.s * d.s * d.b;
-  const double mlp_grads = d.llama ? 3 * d.f : 8 * d.h;
+  const double mlp_grads = d.llama ? 3 * d.f : 2 * d.f;
   const double all_saved = layer_activation_bytes(cfg, Recompute::None);
   const double mlp_peak = all_saved + d.E * (d.sbh + mlp_grads * d.b * d.s / d.t);
   const double core_saved = (d.llama ? d.E : 2 * d.E + 1) * scores;  // probs (+ dropout mask and output)

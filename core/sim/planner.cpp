@@ -80,7 +80,7 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
   const ModelConfig& m = req.model;
   int t = 1;
   for (int c : divisors(std::min(hw.gpus_per_node, req.gpus)))
-    if (m.heads % c == 0 && m.ffn_hidden() % c == 0 && req.gpus % c == 0) t = c;
+    if (m.heads % c == 0 && m.groups() % c == 0 && m.ffn_hidden() % c == 0 && req.gpus % c == 0) t = c;
   // Why no layout came out, for the note: memory, the batch not dividing, or the replay bound.
   int fitting = 0, batch_mismatch = 0, beyond_bound = 0;
   for (int p : divisors(m.layers)) {
@@ -141,7 +141,8 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
   };
   std::vector<Candidate> cands;
   for (int t : divisors(req.gpus)) {
-    if (model.heads % t != 0 || model.ffn_hidden() % t != 0) continue;  // heads and MLP split over t
+    // heads, whole query groups and the MLP split over t
+    if (model.heads % t != 0 || model.groups() % t != 0 || model.ffn_hidden() % t != 0) continue;
     for (int p : divisors(req.gpus / t)) {
       if (model.layers % p != 0) continue;
       const int d = req.gpus / (t * p);

@@ -18,12 +18,12 @@ struct ModuleTensors {
 
 // Word embedding, position embedding, the four modules of a layer, the final LayerNorm.
 std::vector<double> layer_module_tensors(const ModelConfig& m, int module) {
-  const double h = m.hidden;
+  const double h = m.hidden, qkv = double(m.qkv_width()), f = m.ffn_hidden();  // qkv 3h, f 4h for the paper's GPT
   switch (module) {
-    case kModuleQkv: return {3 * h * h, 3 * h, h, h};  // weight, bias, LayerNorm 1 weight and bias
-    case kModuleProj: return {h * h, h, h, h};         // weight, bias, LayerNorm 2
-    case kModuleFc1: return {4 * h * h, 4 * h};
-    default: return {4 * h * h, h};                    // fc2
+    case kModuleQkv: return {qkv * h, qkv, h, h};  // weight, bias, LayerNorm 1 weight and bias
+    case kModuleProj: return {h * h, h, h, h};     // weight, bias, LayerNorm 2
+    case kModuleFc1: return {f * h, f};
+    default: return {f * h, h};                    // fc2
   }
 }
 

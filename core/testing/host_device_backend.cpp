@@ -93,6 +93,14 @@ class HostDeviceBackend final : public Backend {
     Tensor dh = hv(dqkv);
     cpu_->attention_backward(dh, hv(dy), hv(qkv), hv(probs), b, s, a, hd);
   }
+  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
+    Tensor yh = hv(y);
+    cpu_->gqa_expand(yh, hv(x), a, g, hd);
+  }
+  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
+    Tensor dxh = hv(dx);
+    cpu_->gqa_reduce(dxh, hv(dy), a, g, hd);
+  }
   void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
                          int s) override {
     Tensor xh = hv(x), ph = wpe ? hv(*wpe) : Tensor();

@@ -18,8 +18,9 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
-// (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id.
-constexpr uint32_t kVersion = 5;
+// (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id;
+// 6: the query groups (key/value heads) of grouped-query attention.
+constexpr uint32_t kVersion = 6;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 const char* kManifest = "save_id.txt";
@@ -41,8 +42,12 @@ struct Header {
   int32_t arch, ffn_hidden;  // version 4
   int64_t bucket_elems;      // version 5: --zero 1's --grad-bucket-size (0 otherwise)
   uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
+  int32_t query_groups;      // version 6: key/value heads (heads without grouped-query attention)
+  int32_t reserved;          // version 6: 0
 };
-static_assert(sizeof(Header) == 136, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+static_assert(sizeof(Header) == 144, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+
+int groups_of(const CheckpointLayout& l) { return l.query_groups > 0 ? l.query_groups : l.heads; }
 
 uint64_t fnv(const std::string& bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -57,12 +62,12 @@ void put(std::string& out, const void* p, size_t n) { out.append(static_cast<con
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
 std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} ffn={} s={} V={}, seed {}, global batch {}",
+  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={}, seed {}, global batch {}",
                      l.tp, l.pp, l.vpp,
                      l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
                                           l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
                             : std::string(" --zero 0"),
-                     arch_name(l.arch), l.layers, l.hidden, l.heads, l.ffn_hidden, l.seq_length, l.vocab_size, l.seed,
+                     arch_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.seed,
                      l.global_batch);
 }
 
@@ -81,6 +86,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.zero = h.zero, l.dp = h.dp, l.dp_rank = h.dp_rank;
   l.arch = h.arch == 1 ? Arch::Llama : Arch::Gpt, l.ffn_hidden = h.ffn_hidden;
   l.bucket_elems = h.bucket_elems;
+  l.query_groups = h.query_groups;
   return l;
 }
 
@@ -97,6 +103,7 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
       {"--hidden", fmt::format("{}", a.hidden), fmt::format("{}", b.hidden)},
       {"--heads", fmt::format("{}", a.heads), fmt::format("{}", b.heads)},
+      {"--num-query-groups", fmt::format("{}", groups_of(a)), fmt::format("{}", groups_of(b))},
       {"the MLP hidden size", fmt::format("{}", a.ffn_hidden), fmt::format("{}", b.ffn_hidden)},
       {"--seq-length", fmt::format("{}", a.seq_length), fmt::format("{}", b.seq_length)},
       {"--vocab-size", fmt::format("{}", a.vocab_size), fmt::format("{}", b.vocab_size)},
@@ -141,6 +148,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.arch = l.arch == Arch::Llama ? 1 : 0, h.ffn_hidden = l.ffn_hidden;
   h.bucket_elems = l.zero == 1 ? l.bucket_elems : 0;
   h.save_id = state.save_id;
+  h.query_groups = groups_of(l);
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {

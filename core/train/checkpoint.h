@@ -37,6 +37,8 @@ struct CheckpointLayout {
   int ffn_hidden = 0;
   // --zero 1: the gradient bucket size (--grad-bucket-size), which lays out each rank's pieces.
   int64_t bucket_elems = 0;
+  // Key/value heads (ModelConfig::groups(): --num-query-groups, or heads); 0 means heads.
+  int query_groups = 0;
 };
 
 struct CheckpointState {

@@ -38,6 +38,7 @@ ModelConfig model8() {
 CheckpointLayout with_model(CheckpointLayout l, const ModelConfig& c) {
   l.arch = c.arch;
   l.ffn_hidden = c.ffn_hidden();
+  l.query_groups = c.groups();
   return l;
 }
 
@@ -171,20 +172,31 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
   const std::string as_gpt =
       usage_message_of([&] { load_shard(ck, 0, with_model(layout, gpt), m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_gpt.find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 "
-                        "ffn=256 s=32 V=256"),
+                        "g=4 ffn=256 s=32 V=256"),
             std::string::npos)
       << as_gpt;
-  EXPECT_NE(as_gpt.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch gpt l=4 h=64 a=4 ffn=256 s=32 V=256"),
+  EXPECT_NE(as_gpt.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch gpt l=4 h=64 a=4 g=4 ffn=256 s=32 V=256"),
             std::string::npos)
       << as_gpt;
 
   CheckpointLayout wider = layout;
   wider.ffn_hidden = 512;
   const std::string as_wider = usage_message_of([&] { load_shard(ck, 0, wider, m.pointers(), trainer.optimizers(), kId); });
-  EXPECT_NE(as_wider.find("--arch llama l=4 h=64 a=4 ffn=256"), std::string::npos) << as_wider;
-  EXPECT_NE(as_wider.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 ffn=512"),
+  EXPECT_NE(as_wider.find("--arch llama l=4 h=64 a=4 g=4 ffn=256"), std::string::npos) << as_wider;
+  EXPECT_NE(as_wider.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 g=4 ffn=512"),
             std::string::npos)
       << as_wider;
+
+  // The same sizes with grouped-query attention: another model (the QKV has fewer rows).
+  CheckpointLayout grouped = layout;
+  grouped.query_groups = 2;
+  const std::string as_grouped =
+      usage_message_of([&] { load_shard(ck, 0, grouped, m.pointers(), trainer.optimizers(), kId); });
+  EXPECT_NE(as_grouped.find("was saved with --num-query-groups 4, this run has --num-query-groups 2"), std::string::npos)
+      << as_grouped;
+  EXPECT_NE(as_grouped.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 g=2 ffn=256"),
+            std::string::npos)
+      << as_grouped;
 }
 
 TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {

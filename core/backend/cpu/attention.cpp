@@ -99,6 +99,59 @@ void attention_backward(T* dqkv, const T* dy, const T* qkv, const T* probs, int 
   }
 }
 
+// Grouped-query attention. x row: g groups of (r + 2) blocks of hd (r = a/g query heads, key,
+// value); y row: a heads of 3 blocks (q, k, v). Head j = group j / r, query j % r of it.
+template <class T>
+void gqa_expand(T* y, const T* x, int64_t n, int a, int g, int hd) {
+  const int r = a / g;
+  const int64_t xw = int64_t(g) * (r + 2) * hd, yw = int64_t(3) * a * hd;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    const T* xr = x + row * xw;
+    T* yr = y + row * yw;
+    for (int j = 0; j < a; ++j) {
+      const T* grp = xr + int64_t(j / r) * (r + 2) * hd;
+      T* hy = yr + int64_t(j) * 3 * hd;
+      for (int i = 0; i < hd; ++i) {
+        hy[i] = grp[int64_t(j % r) * hd + i];    // q
+        hy[hd + i] = grp[int64_t(r) * hd + i];   // k of the group
+        hy[2 * hd + i] = grp[int64_t(r + 1) * hd + i];  // v of the group
+      }
+    }
+  }
+}
+
+// The transpose: queries copied back, keys and values summed over the group's r heads (in head
+// order).
+template <class T>
+void gqa_reduce(T* dx, const T* dy, int64_t n, int a, int g, int hd) {
+  const int r = a / g;
+  const int64_t xw = int64_t(g) * (r + 2) * hd, yw = int64_t(3) * a * hd;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    const T* yr = dy + row * yw;
+    T* xr = dx + row * xw;
+    for (int k = 0; k < g; ++k) {
+      T* grp = xr + int64_t(k) * (r + 2) * hd;
+      for (int i = 0; i < hd; ++i) {
+        T dk = 0, dv = 0;
+        for (int q = 0; q < r; ++q) {
+          const T* hy = yr + int64_t(k * r + q) * 3 * hd;
+          grp[int64_t(q) * hd + i] = hy[i];
+          dk += hy[hd + i];
+          dv += hy[2 * hd + i];
+        }
+        grp[int64_t(r) * hd + i] = dk;
+        grp[int64_t(r + 1) * hd + i] = dv;
+      }
+    }
+  }
+}
+
+template void gqa_expand<float>(float*, const float*, int64_t, int, int, int);
+template void gqa_expand<double>(double*, const double*, int64_t, int, int, int);
+template void gqa_reduce<float>(float*, const float*, int64_t, int, int, int);
+template void gqa_reduce<double>(double*, const double*, int64_t, int, int, int);
 template void attention_forward<float>(float*, float*, const float*, int, int, int, int);
 template void attention_forward<double>(double*, double*, const double*, int, int, int, int);
 template void attention_backward<float>(float*, const float*, const float*, const float*, int, int, int, int);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/backend/cpu/kernels.h"
@@ -88,6 +89,39 @@ TEST_P(CausalAttention, RowBlocksMatchTheDefinition) {
 
 INSTANTIATE_TEST_SUITE_P(Lengths, CausalAttention,
                          ::testing::Values(Shape{2, 17, 2, 8}, Shape{1, 130, 2, 8}, Shape{2, 259, 1, 4}));
+
+// Grouped-query attention: head j of the expanded layout holds query j and the key and value of
+// group j / (a/g), read from Megatron-core's layout (per group: its queries, its key, its value);
+// gqa_reduce is the transpose of gqa_expand (<expand(x), y> = <x, reduce(y)>).
+TEST(GqaLayout, ExpandReadsMegatronsGroupLayoutAndReduceIsItsTranspose) {
+  for (auto [a, g, hd] : {std::tuple{4, 2, 3}, std::tuple{6, 1, 2}, std::tuple{4, 4, 2}, std::tuple{8, 2, 1}}) {
+    const int r = a / g;
+    const int64_t n = 3, xw = int64_t(a + 2 * g) * hd, yw = int64_t(3) * a * hd;
+    std::vector<double> x(size_t(n * xw)), y(size_t(n * yw), 7.0);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = double(i);
+    gqa_expand<double>(y.data(), x.data(), n, a, g, hd);
+    for (int64_t row = 0; row < n; ++row)
+      for (int j = 0; j < a; ++j)
+        for (int i = 0; i < hd; ++i) {
+          const int64_t grp = row * xw + int64_t(j / r) * (r + 2) * hd;
+          const double* h = y.data() + row * yw + int64_t(j) * 3 * hd;
+          ASSERT_EQ(h[i], x[grp + (j % r) * hd + i]) << "q of head " << j;
+          ASSERT_EQ(h[hd + i], x[grp + r * hd + i]) << "k of head " << j;
+          ASSERT_EQ(h[2 * hd + i], x[grp + (r + 1) * hd + i]) << "v of head " << j;
+        }
+    std::mt19937 rng(11);
+    std::normal_distribution<double> nd(0, 1);
+    std::vector<double> xr(x.size()), dy(y.size()), dx(x.size(), 7.0);
+    for (auto& v : xr) v = nd(rng);
+    for (auto& v : dy) v = nd(rng);
+    gqa_expand<double>(y.data(), xr.data(), n, a, g, hd);
+    gqa_reduce<double>(dx.data(), dy.data(), n, a, g, hd);
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < y.size(); ++i) lhs += y[i] * dy[i];
+    for (size_t i = 0; i < x.size(); ++i) rhs += xr[i] * dx[i];
+    EXPECT_NEAR(lhs, rhs, 1e-10 * (std::abs(lhs) + 1)) << "a=" << a << " g=" << g;
+  }
+}
 
 }  // namespace
 }  // namespace ptdp::cpu

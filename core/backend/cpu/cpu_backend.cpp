@@ -37,6 +37,14 @@ using cpu::working;
 template <class T>
 T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
+// The compact grouped-query QKV [n, g*(a/g + 2)*hd].
+void check_gqa(const Tensor& qkv, int a, int g, int hd) {
+  PTDP_CHECK(a > 0 && g > 0 && hd > 0 && a % g == 0, "gqa: {} query groups must divide {} heads (head size {})",
+             g, a, hd);
+  PTDP_CHECK(qkv.defined() && qkv.ndim() == 2 && qkv.dim(1) == int64_t(a + 2 * g) * hd,
+             "gqa: qkv must be [n, (a + 2g)*hd] = [n, {}]", int64_t(a + 2 * g) * hd);
+}
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::CPU; }
@@ -240,6 +248,29 @@ class CpuBackend final : public Backend {
       cpu::attention_backward<T>(dw.data<T>(), dyw.data<T>(), qw.data<T>(), pw.data<T>(), b, s, a, hd);
     });
     narrow(dw, dqkv);
+  }
+
+  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
+    check_gqa(x, a, g, hd);
+    const int64_t n = x.dim(0);
+    expect(y, "gqa_expand output", {n, int64_t(3) * a * hd}, x.dtype());
+    Tensor yw = working(y), xw = widen(x);
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::gqa_expand<T>(yw.data<T>(), xw.data<T>(), n, a, g, hd);
+    });
+    narrow(yw, y);
+  }
+  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
+    check_gqa(dx, a, g, hd);
+    const int64_t n = dx.dim(0);
+    expect(dy, "gqa_reduce input", {n, int64_t(3) * a * hd}, dx.dtype());
+    Tensor dxw = working(dx), dyw = widen(dy);
+    dispatch(dx.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::gqa_reduce<T>(dxw.data<T>(), dyw.data<T>(), n, a, g, hd);
+    });
+    narrow(dxw, dx);
   }
 
   void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start,

@@ -28,6 +28,9 @@ template <class T> void attention_forward(T* y, T* probs, const T* qkv, int b, i
 template <class T> void attention_backward(T* dqkv, const T* dy, const T* qkv, const T* probs, int b, int s,
                                            int a, int hd);
 
+template <class T> void gqa_expand(T* y, const T* x, int64_t n, int a, int g, int hd);
+template <class T> void gqa_reduce(T* dx, const T* dy, int64_t n, int a, int g, int hd);
+
 template <class T> void embedding_forward(T* x, const int32_t* tok, const T* wte, int64_t rows, int64_t vocab_start,
                                           const T* wpe, int64_t n, int64_t h, int s);
 template <class T> void embedding_backward(T* dwte, T* dwpe, const T* dx, const int32_t* tok, int64_t rows,

@@ -55,6 +55,14 @@ LinearDims linear_dims(const Tensor& x, const Tensor& w, const char* op) {
 
 char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
 
+// The compact grouped-query QKV [n, g*(a/g + 2)*hd].
+void check_gqa(const Tensor& qkv, int a, int g, int hd) {
+  PTDP_CHECK(a > 0 && g > 0 && hd > 0 && a % g == 0, "gqa: {} query groups must divide {} heads (head size {})",
+             g, a, hd);
+  PTDP_CHECK(qkv.ndim() == 2 && qkv.dim(1) == int64_t(a + 2 * g) * hd, "gqa: qkv must be [n, (a + 2g)*hd] = [n, {}], got {}",
+             int64_t(a + 2 * g) * hd, shape_str(qkv.shape()));
+}
+
 // The kernels take their pointers as __restrict__ (no two overlap), which lets the compiler keep
 // loads in flight across stores: an output that overlaps an input is refused.
 void expect_apart(const Tensor& out, const Tensor& in, const char* op, const char* out_name, const char* in_name) {
@@ -375,6 +383,32 @@ class CudaBackend final : public Backend {
     expect(dy, "swiglu output grad", {n, f}, dt);
     r.count(16.0 * n * f, 5.0 * dtype_size(dt) * n * f);
     cuda::swiglu_backward(dx.raw(), x.raw(), dy.raw(), dt, n, f, stream_);
+  }
+
+  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "gqa_expand", stream_);
+    const DType dt = compute_dtype(x, "gqa_expand");
+    check_gqa(x, a, g, hd);
+    const int64_t n = x.dim(0);
+    expect(x, "gqa_expand input", x.shape(), dt);
+    expect(y, "gqa_expand output", {n, int64_t(3) * a * hd}, dt);
+    expect_apart(y, x, "gqa_expand", "output", "input");
+    r.count(0, dtype_size(dt) * double(n) * (3.0 * a + a + 2.0 * g) * hd);
+    cuda::gqa_expand(y.raw(), x.raw(), dt, n, a, g, hd, stream_);
+  }
+
+  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "gqa_reduce", stream_);
+    const DType dt = compute_dtype(dx, "gqa_reduce");
+    check_gqa(dx, a, g, hd);
+    const int64_t n = dx.dim(0);
+    expect(dx, "gqa_reduce output", dx.shape(), dt);
+    expect(dy, "gqa_reduce input", {n, int64_t(3) * a * hd}, dt);
+    expect_apart(dx, dy, "gqa_reduce", "output", "input");
+    r.count(2.0 * n * a * hd, dtype_size(dt) * double(n) * (3.0 * a + a + 2.0 * g) * hd);
+    cuda::gqa_reduce(dx.raw(), dy.raw(), dt, n, a, g, hd, stream_);
   }
 
   // The heads of the whole micro-batch at once: q, k, v permuted to one [s, 3 hd] block per

@@ -468,6 +468,27 @@ TEST_P(CudaOps, SwigluForwardAndBackwardMatchCpu) {
   }
 }
 
+// Grouped-query attention's expand and its transpose: one group (MQA), groups of several heads,
+// groups = heads (the identity layout), an odd head size, a single row.
+TEST_P(CudaOps, GqaExpandAndReduceMatchCpu) {
+  struct Shape3 {
+    int64_t n;
+    int a, g, hd;
+  };
+  for (const Shape3 sh : {Shape3{37, 8, 2, 16}, {5, 6, 1, 3}, {12, 4, 4, 8}, {1, 12, 3, 5}}) {
+    const int64_t compact = int64_t(sh.a + 2 * sh.g) * sh.hd, heads = int64_t(3) * sh.a * sh.hd;
+    Tensor x = input({sh.n, compact}, 70, -2, 2), dy = input({sh.n, heads}, 71, -2, 2);
+    Tensor ry = cpu_empty({sh.n, heads}), rdx = cpu_empty({sh.n, compact});
+    cpu->gqa_expand(ry, x, sh.a, sh.g, sh.hd);
+    cpu->gqa_reduce(rdx, dy, sh.a, sh.g, sh.hd);
+    Tensor gx = up(x), gdy = up(dy), y = poisoned({sh.n, heads}, dt), dx = poisoned({sh.n, compact}, dt);
+    gpu->gqa_expand(y, gx, sh.a, sh.g, sh.hd);
+    gpu->gqa_reduce(dx, gdy, sh.a, sh.g, sh.hd);
+    expect_close(y, ry, "gqa_expand", 1e-12);  // a copy: exact in every dtype
+    expect_close(dx, rdx, "gqa_reduce");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::F32, DType::BF16, DType::F16), dtype_param_name);
 
 TEST(CudaBackend, AdamWMatchesCpu) {
@@ -569,6 +590,11 @@ TEST(CudaBackend, LlamaOpsRefuseBadShapesAndDtypes) {
   refused([&] { gpu->swiglu_forward(y3, x); }, "swiglu output has shape");
   Tensor x64 = gpu->empty({4, 8}, DType::F64), y64 = gpu->empty({4, 4}, DType::F64);
   refused([&] { gpu->swiglu_forward(y64, x64); }, "f32, bf16 or f16, not f64");
+  Tensor compact = gpu->empty({4, (4 + 2 * 2) * 2}, DType::BF16), heads = gpu->empty({4, 3 * 4 * 2}, DType::BF16);
+  refused([&] { gpu->gqa_expand(heads, compact, 4, 3, 2); }, "query groups must divide");
+  refused([&] { gpu->gqa_expand(heads, compact, 4, 1, 2); }, "gqa: qkv must be [n, (a + 2g)*hd]");
+  refused([&] { gpu->gqa_expand(compact, compact, 4, 2, 2); }, "gqa_expand output has shape");
+  refused([&] { gpu->gqa_reduce(compact, compact, 4, 2, 2); }, "gqa_reduce input has shape");
 }
 
 TEST(CudaBackend, EachBackendHasItsOwnStream) {

@@ -54,6 +54,12 @@ void rope(void* y, const void* x, const float* table, DType dt, int64_t n, int s
 void swiglu_forward(void* y, const void* x, DType dt, int64_t n, int64_t f, cudaStream_t st);
 void swiglu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, int64_t f, cudaStream_t st);
 
+// ---- gqa.cu (grouped-query attention) ----
+// x [n, g*(a/g + 2)*hd] (per group: its query heads, key, value) -> y [n, a*3*hd] (per head q | k | v)
+void gqa_expand(void* y, const void* x, DType dt, int64_t n, int a, int g, int hd, cudaStream_t st);
+// the transpose: dx overwritten, keys' and values' gradients summed over each group's heads (f32)
+void gqa_reduce(void* dx, const void* dy, DType dt, int64_t n, int a, int g, int hd, cudaStream_t st);
+
 // ---- softmax.cu: rows of length s, row r holding query position r % s ----
 // In place: scores -> causal softmax (zero above the diagonal).
 void causal_softmax_forward(void* p, DType dt, int64_t rows, int s, cudaStream_t st);
