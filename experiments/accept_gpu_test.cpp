@@ -28,23 +28,15 @@ using testing::CliResult;
 using testing::IsUsageError;
 using testing::lines_of;
 using testing::run_ptdp;
+using testing::source_file;
 using testing::split_csv_line;
 using testing::TempDir;
 using testing::text_of;
+using testing::write_text;
 
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kGpuProfiles = {"h100-dgx", "h200"};
-
-std::string source_file(const std::string& rel) {
-  return (fs::path(__FILE__).parent_path().parent_path() / rel).string();
-}
-
-std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir.file(name);
-  testing::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
-  return path;
-}
 
 // The number of GPUs here; 0 with the reason in `why`.
 int gpus_here(std::string* why) {

@@ -25,23 +25,15 @@ using testing::CliResult;
 using testing::IsUsageError;
 using testing::lines_of;
 using testing::run_ptdp;
+using testing::source_file;
 using testing::split_csv_line;
 using testing::TempDir;
 using testing::text_of;
+using testing::write_text;
 
 namespace fs = std::filesystem;
 
 // The source tree: <root>/experiments/accept_test.cpp.
-std::string source_file(const std::string& rel) {
-  return (fs::path(__FILE__).parent_path().parent_path() / rel).string();
-}
-
-std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir.file(name);
-  testing::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
-  return path;
-}
-
 // hardware/cpu-accept.toml with `field = { value = ...` replaced by `value`, the golden path made
 // absolute (the copy lives in a temporary directory), written into `dir`.
 std::string modified_profile(const TempDir& dir, const std::string& field, const std::string& value,
@@ -58,7 +50,7 @@ std::string modified_profile(const TempDir& dir, const std::string& field, const
 }
 
 // The report's CSV rows by check name: {status, value, threshold}.
-std::map<std::string, std::vector<std::string>> report_rows(const std::string& csv) {
+std::map<std::string, std::vector<std::string>> cpu_report_rows(const std::string& csv) {
   std::map<std::string, std::vector<std::string>> rows;
   const auto lines = lines_of(text_of(csv));
   EXPECT_FALSE(lines.empty());
@@ -89,7 +81,7 @@ TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   }
   EXPECT_EQ(r.exit_code, 0) << earlier << r.out << r.err;
   EXPECT_NE(r.out.find("ACCEPT: PASS (5 of 5 checks)"), std::string::npos) << r.out;
-  const auto rows = report_rows(dir.file("accept.csv"));
+  const auto rows = cpu_report_rows(dir.file("accept.csv"));
   for (const char* check : {"gemm", "memory", "allreduce", "p2p", "train"}) {
     ASSERT_TRUE(rows.count(check)) << check;
     EXPECT_EQ(rows.at(check)[0], "PASS") << check;
@@ -112,7 +104,7 @@ TEST(CliAccept, ThresholdAboveTheMachineFailsAndNamesTheRow) {
   for (const auto& line : lines_of(r.out))
     if (line.rfind("gemm ", 0) == 0) gemm_line = line.find(" FAIL ") != std::string::npos;
   EXPECT_TRUE(gemm_line) << r.out;
-  const auto rows = report_rows(dir.file("r.csv"));
+  const auto rows = cpu_report_rows(dir.file("r.csv"));
   EXPECT_EQ(rows.at("gemm")[0], "FAIL");
   EXPECT_EQ(rows.at("gemm")[2], "1e+09");
   EXPECT_EQ(rows.at("train")[0], "PASS");

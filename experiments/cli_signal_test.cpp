@@ -31,7 +31,7 @@ bool wait_for_output(const CliProcess& p, const std::string& needle) {
   return false;
 }
 
-size_t lines_of(const std::string& text) { return size_t(std::count(text.begin(), text.end(), '\n')); }
+size_t line_count(const std::string& text) { return size_t(std::count(text.begin(), text.end(), '\n')); }
 
 std::vector<std::string> long_run(const TempDir& dir) {
   return {"train",      "--model", "tiny",           "--tp",   "2",  "--iters", "1000000", "--warmup",
@@ -53,9 +53,9 @@ TEST(CliSignal, SigintStopsAfterTheIterationAndWritesWhatWasMeasured) {
   const std::string after = r.out.substr(r.out.find("stopped by SIGINT after iteration ") + 34);
   const int reached = std::stoi(after);
   EXPECT_GE(reached, 5);
-  EXPECT_EQ(lines_of(text_of(dir.file("loss.csv"))), size_t(reached) + 1);
+  EXPECT_EQ(line_count(text_of(dir.file("loss.csv"))), size_t(reached) + 1);
   const std::string rows = text_of(dir.file("rows.csv"));
-  EXPECT_EQ(lines_of(rows), 2u) << rows;
+  EXPECT_EQ(line_count(rows), 2u) << rows;
   EXPECT_EQ(text_of(dir.file("ck/latest_checkpointed_iteration.txt")), std::to_string(reached) + "\n");
 }
 

@@ -615,7 +615,9 @@ TEST(CliSequenceParallel, LossesEqualThoseWithoutIt) {
       const std::vector<std::string> cols = split_csv_line(rows[0]), row = split_csv_line(rows[1]);
       const size_t at = static_cast<size_t>(std::find(cols.begin(), cols.end(), "sequence_parallel") - cols.begin());
       EXPECT_LT(at, row.size());
-      if (at < row.size()) EXPECT_EQ(row[at], sp ? "1" : "0");
+      if (at < row.size()) {
+        EXPECT_EQ(row[at], sp ? "1" : "0");
+      }
     }
     return losses;
   };

@@ -22,6 +22,7 @@ using testing::CliResult;
 using testing::IsUsageError;
 using testing::run_ptdp;
 using testing::TempDir;
+using testing::write_text;
 
 struct Measured {
   std::string model = "small";
@@ -61,12 +62,6 @@ std::string write_rows(const TempDir& dir, const std::string& name, const std::v
   std::vector<ResultRow> r;
   for (const auto& m : rows) r.push_back(make_row(m));
   append_result_rows(path, r);
-  return path;
-}
-
-std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir.file(name);
-  testing::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
   return path;
 }
 

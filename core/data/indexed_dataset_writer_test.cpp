@@ -12,7 +12,7 @@ using testing::Bytes;
 using testing::TempDir;
 using testing::usage_message;
 
-std::vector<int32_t> all_tokens(const IndexedDataset& ds) {
+std::vector<int32_t> written_tokens(const IndexedDataset& ds) {
   std::vector<int32_t> out(ds.total_tokens());
   ds.read_tokens(0, ds.total_tokens(), out.data());
   return out;
@@ -39,7 +39,7 @@ TEST(IndexedDatasetWriter, RoundTripsEveryIntegerDtype) {
     EXPECT_EQ(ds.document_index(3), 3);
     std::vector<int32_t> all = a;
     all.insert(all.end(), c.begin(), c.end());
-    EXPECT_EQ(all_tokens(ds), all) << token_dtype_name(t);
+    EXPECT_EQ(written_tokens(ds), all) << token_dtype_name(t);
   }
 }
 
@@ -85,7 +85,7 @@ TEST(IndexedDatasetWriter, AbandonedWriteKeepsThePreviousDataset) {
     w.add_document(std::vector<int32_t>{9, 9, 9});
   }
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"keep.bin", "keep.idx"}));
-  EXPECT_EQ(all_tokens(IndexedDataset::open(prefix)), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(written_tokens(IndexedDataset::open(prefix)), (std::vector<int32_t>{1, 2}));
 }
 
 TEST(IndexedDatasetWriter, TokenOutsideDtypeIsUsageError) {

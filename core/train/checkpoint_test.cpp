@@ -28,7 +28,7 @@ struct Grid {
   int t = 2, p = 2, d = 2, v = 2;
 };
 
-ModelConfig model8() {
+ModelConfig checkpoint_model8() {
   ModelConfig c = preset_config("tiny");
   c.layers = 8;
   return c;
@@ -48,7 +48,7 @@ std::vector<double> train(const Grid& r, int from, int to, const std::string& lo
   std::vector<double> losses;
   std::mutex mu;
   const Topology topo(r.t, r.p, r.d);
-  const ModelConfig c = model8();
+  const ModelConfig c = checkpoint_model8();
   run_local_ranks(topo.world(), [&](int rank, Communicator& world) {
     set_cpu_threads(1);
     ParallelGroups g = ParallelGroups::create(world, topo);
@@ -111,7 +111,7 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   const std::string ck = dir.file("ckpt");
   train(Grid{1, 1, 1, 1}, 0, 1, "", ck);
   auto be = make_cpu_backend();
-  ModelConfig c = model8();
+  ModelConfig c = checkpoint_model8();
   StageModel m = build_stage_model(c, 1, 0, 1, 0, 1, *be, nullptr, 7);
   SyntheticSamples data(c.vocab_size, c.seq_length, 7);
   TrainConfig tc;

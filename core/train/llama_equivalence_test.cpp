@@ -54,9 +54,9 @@ TEST_P(Llama, MatchesOneRankOnTheSameGlobalBatch) {
       reference(), testing::train_parallel(llama8(), testing::equivalence_train_config(1), GetParam(), 3, 33));
 }
 
-std::string name(const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); }
+std::string llama_layout_name(const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); }
 
-INSTANTIATE_TEST_SUITE_P(Grid, Llama, ::testing::ValuesIn(layouts()), name);
+INSTANTIATE_TEST_SUITE_P(Grid, Llama, ::testing::ValuesIn(layouts()), llama_layout_name);
 
 }  // namespace
 }  // namespace ptdp

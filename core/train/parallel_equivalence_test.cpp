@@ -19,15 +19,15 @@ namespace {
 using testing::Layout;
 using testing::RunResult;
 
-TrainConfig tiny_train() { return testing::equivalence_train_config(2); }
+TrainConfig tiny_equivalence_train() { return testing::equivalence_train_config(2); }
 
-const RunResult& reference() {
-  static const RunResult ref = testing::train_parallel(preset_config("tiny"), tiny_train(), Layout{}, 3, 21);
+const RunResult& tiny_reference() {
+  static const RunResult ref = testing::train_parallel(preset_config("tiny"), tiny_equivalence_train(), Layout{}, 3, 21);
   return ref;
 }
 
 void expect_same_as_one_rank(const RunResult& got, const std::string& what) {
-  testing::expect_same_training(reference(), got, what);
+  testing::expect_same_training(tiny_reference(), got, what);
 }
 
 class TensorDataParallel : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -37,7 +37,7 @@ TEST_P(TensorDataParallel, MatchesOneRankOnTheSameGlobalBatch) {
   Layout layout;
   layout.tp = t;
   layout.dp = d;
-  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_train(), layout, 3, 21),
+  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_equivalence_train(), layout, 3, 21),
                           "t=" + std::to_string(t) + " d=" + std::to_string(d));
 }
 
@@ -62,7 +62,7 @@ TEST_P(SequenceParallel, MatchesOneRankOnTheSameGlobalBatch) {
   layout.sequence_parallel = true;
   layout.overlap = overlap;
   if (overlap) layout.bucket_elems = 5000;
-  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_train(), layout, 3, 21), layout.name());
+  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_equivalence_train(), layout, 3, 21), layout.name());
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, SequenceParallel,
@@ -80,7 +80,7 @@ TEST(DataParallel, OverlappedBucketsGiveTheSameResult) {
   layout.dp = 2;
   layout.overlap = true;
   layout.bucket_elems = 5000;  // many buckets, launched while backward runs
-  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_train(), layout, 3, 21),
+  expect_same_as_one_rank(testing::train_parallel(preset_config("tiny"), tiny_equivalence_train(), layout, 3, 21),
                           "overlap");
 }
 
@@ -88,10 +88,10 @@ TEST(TensorParallel, PaddedVocabularyNeverChangesTheLoss) {
   // V = 250 pads to 256 with t = 1 and to 512 with t = 4 (a multiple of 128 * t): same losses.
   ModelConfig c = preset_config("tiny");
   c.vocab_size = 250;
-  RunResult one = testing::train_parallel(c, tiny_train(), Layout{}, 2, 5);
+  RunResult one = testing::train_parallel(c, tiny_equivalence_train(), Layout{}, 2, 5);
   Layout four;
   four.tp = 4;
-  RunResult split = testing::train_parallel(c, tiny_train(), four, 2, 5);
+  RunResult split = testing::train_parallel(c, tiny_equivalence_train(), four, 2, 5);
   for (size_t i = 0; i < one.losses.size(); ++i) EXPECT_NEAR(split.losses[i], one.losses[i], 1e-5 * one.losses[i]);
 }
 

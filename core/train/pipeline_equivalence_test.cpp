@@ -27,7 +27,7 @@ ModelConfig model8() {  // tiny with 8 layers, so that p*v = 8 places one layer 
 
 TrainConfig train_cfg() { return testing::equivalence_train_config(1); }
 
-const RunResult& reference() {
+const RunResult& model8_reference() {
   static const RunResult ref = testing::train_parallel(model8(), train_cfg(), Layout{}, 3, 33);
   return ref;
 }
@@ -56,7 +56,7 @@ class Ptdp : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Ptdp, MatchesOneRankOnTheSameGlobalBatch) {
   const Layout& l = GetParam();
-  testing::expect_same_training(reference(), testing::train_parallel(model8(), train_cfg(), l, 3, 33));
+  testing::expect_same_training(model8_reference(), testing::train_parallel(model8(), train_cfg(), l, 3, 33));
 }
 
 std::string layout_name(const ::testing::TestParamInfo<Layout>& info) { return info.param.name(); }
@@ -164,7 +164,7 @@ TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
   for (int t : {2, 4}) {
     Layout l = layout(t, 2, 1, ScheduleKind::OneFOneB, Recompute::None, true, false);
     l.sequence_parallel = true;
-    testing::expect_same_training(reference(),
+    testing::expect_same_training(model8_reference(),
                                   testing::train_parallel(model8(), testing::equivalence_train_config(2), l, 3, 33));
   }
 }

@@ -134,6 +134,16 @@ inline std::vector<std::string> split_csv_line(const std::string& line) {
   return fields;
 }
 
+// The path of a file of the source tree, from its path relative to the repository root.
+inline std::string source_file(const std::string& rel) { return std::string(PTDP_SOURCE_DIR) + "/" + rel; }
+
+// Writes `text` to the file `name` in `dir`; returns its path.
+inline std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
+  write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+  return path;
+}
+
 // The lines of a text, without their '\n'; a last line without '\n' counts too.
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

@@ -10,18 +10,14 @@
 #include <string>
 
 #include "cublas/device_test_util.h"
+#include "runtime/test_util.h"
 
 namespace vgpu::blas {
 namespace {
 
 using testing::DeviceMatrix;
 using testing::HostMatrix;
-
-bool any_contains(const std::vector<std::string>& msgs, const std::string& a, const std::string& b = "") {
-  for (const auto& m : msgs)
-    if (m.find(a) != std::string::npos && m.find(b) != std::string::npos) return true;
-  return false;
-}
+using vgpu_test::any_contains;
 
 struct Shapes {
   bool ta = false, tb = false;

@@ -12,25 +12,16 @@
 #include <string>
 
 #include "cublas/device_test_util.h"
+#include "runtime/test_util.h"
 
 namespace vgpu::blas {
 namespace {
 
 using testing::DeviceMatrix;
 using testing::HostMatrix;
+using vgpu_test::any_contains;
+using vgpu_test::joined;
 using testing::LtPlan;
-
-bool any_contains(const std::vector<std::string>& msgs, const std::string& a, const std::string& b = "",
-                  const std::string& c = "") {
-  for (const auto& m : msgs)
-    if (m.find(a) != std::string::npos && m.find(b) != std::string::npos && m.find(c) != std::string::npos) return true;
-  return false;
-}
-std::string joined(const std::vector<std::string>& msgs) {
-  std::string s;
-  for (const auto& m : msgs) s += m + "\n";
-  return s;
-}
 
 struct LtCase {
   bool ta = false, tb = false;

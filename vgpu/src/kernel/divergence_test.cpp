@@ -7,20 +7,12 @@
 #include <vector>
 
 #include "kernel/executor.h"
+#include "runtime/test_util.h"
 
 namespace {
 
-bool has(const std::vector<std::string>& msgs, const std::string& needle) {
-  for (const std::string& m : msgs)
-    if (m.find(needle) != std::string::npos) return true;
-  return false;
-}
+using vgpu_test::joined;
 
-std::string joined(const std::vector<std::string>& msgs) {
-  std::string s;
-  for (const std::string& m : msgs) s += m + "\n";
-  return s;
-}
 
 __global__ void early_return_then_barrier(int* ran) {
   ran[blockIdx.x] = 1;
@@ -35,10 +27,10 @@ TEST(KernelDivergence, BarrierAfterEarlyReturnIsReported) {
             cudaErrorLaunchFailure);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
-  EXPECT_TRUE(has(m, "barrier divergence: __syncthreads() at ")) << m[0];
-  EXPECT_TRUE(has(m, "was reached by 224 of 256 threads of block (0,0,0) of kernel early_return_then_barrier")) << m[0];
-  EXPECT_TRUE(has(m, "32 threads had returned (threads 224-255)")) << m[0];
-  EXPECT_TRUE(has(m, "divergence_test.cpp:")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "barrier divergence: __syncthreads() at ")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "was reached by 224 of 256 threads of block (0,0,0) of kernel early_return_then_barrier")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "32 threads had returned (threads 224-255)")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "divergence_test.cpp:")) << m[0];
   EXPECT_EQ(ran[0], 1);
   EXPECT_EQ(ran[1], 0);  // the kernel stopped at the first bad block
 }
@@ -56,7 +48,7 @@ TEST(KernelDivergence, BarriersAtDifferentPlacesAreReported) {
             cudaErrorLaunchFailure);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
-  EXPECT_TRUE(has(m, "barrier divergence: the threads of block (0,0,0) of kernel barriers_at_two_places reached "
+  EXPECT_TRUE(vgpu_test::any_contains(m, "barrier divergence: the threads of block (0,0,0) of kernel barriers_at_two_places reached "
                      "different __syncthreads() calls: 32 threads"))
       << m[0];
 }
@@ -83,9 +75,9 @@ TEST(KernelDivergence, ShuffleWithAnExitedLaneIsReported) {
     vgpu::set_thread_order(saved, 1);
     const auto m = cap.messages();
     ASSERT_EQ(m.size(), 1u) << joined(m);
-    EXPECT_TRUE(has(m, "warp divergence: ")) << m[0];
-    EXPECT_TRUE(has(m, "__shfl_xor_sync")) << m[0];
-    EXPECT_TRUE(has(m, "(lane 5 of warp ")) << m[0];
+    EXPECT_TRUE(vgpu_test::any_contains(m, "warp divergence: ")) << m[0];
+    EXPECT_TRUE(vgpu_test::any_contains(m, "__shfl_xor_sync")) << m[0];
+    EXPECT_TRUE(vgpu_test::any_contains(m, "(lane 5 of warp ")) << m[0];
   }
 }
 
@@ -98,7 +90,7 @@ TEST(KernelDivergence, FullMaskShuffleInAShortWarpIsReported) {
             cudaErrorLaunchFailure);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
-  EXPECT_TRUE(has(m, "the mask names lanes 16-31, which do not exist: warp 1 has only 16 threads")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "the mask names lanes 16-31, which do not exist: warp 1 has only 16 threads")) << m[0];
 }
 
 __global__ void lane_outside_mask(float* out) { out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1.0f, 0); }
@@ -108,7 +100,7 @@ TEST(KernelDivergence, LaneOutsideItsMaskIsReported) {
   std::vector<float> out(32);
   EXPECT_EQ(vgpu::kernel::run_kernel_sync("lane_outside_mask", 1, 32, lane_outside_mask, out.data()),
             cudaErrorLaunchFailure);
-  EXPECT_TRUE(has(cap.messages(), "the calling lane is not named in the mask")) << joined(cap.messages());
+  EXPECT_TRUE(vgpu_test::any_contains(cap.messages(), "the calling lane is not named in the mask")) << joined(cap.messages());
 }
 
 __global__ void shuffle_versus_barrier(float* out) {
@@ -125,10 +117,10 @@ TEST(KernelDivergence, DeadlockDescribesWhereEachThreadWaits) {
             cudaErrorLaunchFailure);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
-  EXPECT_TRUE(has(m, "deadlock: no thread of block (0,0,0) of kernel shuffle_versus_barrier can proceed: threads "
+  EXPECT_TRUE(vgpu_test::any_contains(m, "deadlock: no thread of block (0,0,0) of kernel shuffle_versus_barrier can proceed: threads "
                      "0-15 wait in __shfl_xor_sync(mask 0xffffffff) at "))
       << m[0];
-  EXPECT_TRUE(has(m, "; threads 16-63 wait in __syncthreads() at ")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "; threads 16-63 wait in __syncthreads() at ")) << m[0];
 }
 
 __global__ void mismatched_masks(float* out) {
@@ -141,7 +133,7 @@ TEST(KernelDivergence, LanesDisagreeingOnTheMaskAreReported) {
   std::vector<float> out(32);
   EXPECT_EQ(vgpu::kernel::run_kernel_sync("mismatched_masks", 1, 32, mismatched_masks, out.data()),
             cudaErrorLaunchFailure);
-  EXPECT_TRUE(has(cap.messages(), "warp divergence: the lanes of warp 0 of block (0,0,0) of kernel mismatched_masks "
+  EXPECT_TRUE(vgpu_test::any_contains(cap.messages(), "warp divergence: the lanes of warp 0 of block (0,0,0) of kernel mismatched_masks "
                                   "disagree"))
       << joined(cap.messages());
 }
@@ -156,8 +148,8 @@ TEST(KernelDivergence, ExceptionEscapingAThreadIsReported) {
             cudaErrorLaunchFailure);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
-  EXPECT_TRUE(has(m, "kernel exception: an exception escaped thread (9,0,0)")) << m[0];
-  EXPECT_TRUE(has(m, "device code threw")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "kernel exception: an exception escaped thread (9,0,0)")) << m[0];
+  EXPECT_TRUE(vgpu_test::any_contains(m, "device code threw")) << m[0];
   // The executor is usable afterwards.
   std::vector<float> out(32);
   EXPECT_EQ(vgpu::kernel::run_kernel_sync("short_warp_shuffle", 1, 32, short_warp_shuffle, out.data()), cudaSuccess);
@@ -167,7 +159,7 @@ TEST(KernelDivergence, ExceptionEscapingAThreadIsReported) {
 TEST(KernelDivergence, BarrierOutsideAKernelIsReported) {
   vgpu::CaptureViolations cap;
   __syncthreads();
-  EXPECT_TRUE(has(cap.messages(), "device function outside a kernel: __syncthreads() called at "))
+  EXPECT_TRUE(vgpu_test::any_contains(cap.messages(), "device function outside a kernel: __syncthreads() called at "))
       << joined(cap.messages());
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernel/executor.h"
+#include "runtime/test_util.h"
 
 // What ptdp's launch.cuh defines under PTDP_VGPU.
 #define TEST_LAUNCH(grid, block, shmem, stream, ...) \
@@ -23,16 +24,8 @@
 
 namespace {
 
-bool has(const std::vector<std::string>& msgs, const std::string& needle) {
-  for (const std::string& m : msgs)
-    if (m.find(needle) != std::string::npos) return true;
-  return false;
-}
-std::string joined(const std::vector<std::string>& msgs) {
-  std::string s;
-  for (const std::string& m : msgs) s += m + "\n";
-  return s;
-}
+using vgpu_test::joined;
+
 
 // Holds a stream's worker until released.
 struct Gate {
@@ -197,9 +190,9 @@ TEST(KernelLaunch, WriteOnePastTheEndIsReported) {
   TEST_LAUNCH(1, 32, 0, st.s, write_one_past)(x, n);
   ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
   const auto m = cap.messages();
-  EXPECT_TRUE(has(m, "out of bounds: memory past the end of")) << joined(m);
-  EXPECT_TRUE(has(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
-  EXPECT_TRUE(has(m, "kernel write_one_past")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "out of bounds: memory past the end of")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "kernel write_one_past")) << joined(m);
   cudaFree(x);
 }
 
@@ -213,11 +206,11 @@ TEST(KernelLaunch, WriteIntoTheRoundingPaddingOfACachedBlockIsReported) {
   TEST_LAUNCH(1, 32, 0, st.s, write_one_past)(x, 250);
   ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
   const auto m = cap.messages();
-  EXPECT_TRUE(has(m, "out of bounds: memory past the end of allocation #")) << joined(m);
-  EXPECT_TRUE(has(m, "(1000 bytes of device memory on device 0, handed out by a caching allocator from cudaMalloc "
+  EXPECT_TRUE(vgpu_test::any_contains(m, "out of bounds: memory past the end of allocation #")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "(1000 bytes of device memory on device 0, handed out by a caching allocator from cudaMalloc "
                      "block #")) << joined(m);
-  EXPECT_TRUE(has(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
-  EXPECT_TRUE(has(m, "kernel write_one_past")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "bytes 0 to 3 after its last byte changed")) << joined(m);
+  EXPECT_TRUE(vgpu_test::any_contains(m, "kernel write_one_past")) << joined(m);
   vgpu::sub_free(x, st.s);
   ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
   cudaFree(x);
@@ -234,8 +227,8 @@ TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun
     const cudaError_t e = cudaStreamSynchronize(st.s);
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
-    CHILD_CHECK(has(m, "invalid kernel argument: kernel add_one (launched at "));
-    CHILD_CHECK(has(m, "argument #1 is not device memory (a host pointer, or freed)"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "invalid kernel argument: kernel add_one (launched at "));
+    CHILD_CHECK(vgpu_test::any_contains(m, "argument #1 is not device memory (a host pointer, or freed)"));
     CHILD_CHECK(e == cudaErrorLaunchFailure);
     CHILD_CHECK(host[0] == 0.0f);  // the kernel did not run
     void* p = nullptr;
@@ -251,7 +244,7 @@ TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun
     cudaStreamSynchronize(st.s);
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
-    CHILD_CHECK(has(m, "argument #1 is not device memory (a host pointer, or freed)"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "argument #1 is not device memory (a host pointer, or freed)"));
     return true;
   });
   in_child_process([] {  // a tensor freed to its caching allocator (vgpu/suballoc.h)
@@ -264,9 +257,9 @@ TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun
     cudaStreamSynchronize(st.s);
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
-    CHILD_CHECK(has(m, "use after free: kernel add_one (launched at "));
-    CHILD_CHECK(has(m, "It points at offset 0 of allocation #"));
-    CHILD_CHECK(has(m, "freed by: tensor free (caching allocator)"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "use after free: kernel add_one (launched at "));
+    CHILD_CHECK(vgpu_test::any_contains(m, "It points at offset 0 of allocation #"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "freed by: tensor free (caching allocator)"));
     return true;
   });
 }
@@ -311,7 +304,7 @@ TEST(KernelLaunch, PointerFieldsOfAggregateArgumentsAreCheckedToo) {
     cudaStreamSynchronize(st.s);
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
-    CHILD_CHECK(has(m, "argument #2 (field #1) is not device memory"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "argument #2 (field #1) is not device memory"));
     return true;
   });
 }
@@ -338,9 +331,9 @@ TEST(KernelLaunch, KernelsOnTwoStreamsRaceUnlessAnEventOrdersThem) {
     TEST_LAUNCH(1, 64, 0, b.s, copy_kernel)(y, x, n);              // reads x
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto m = cap.messages();
-    EXPECT_TRUE(has(m, "race: ")) << joined(m);
-    EXPECT_TRUE(has(m, "kernel copy_kernel")) << joined(m);
-    EXPECT_TRUE(has(m, "kernel fill_value")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "race: ")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "kernel copy_kernel")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "kernel fill_value")) << joined(m);
   }
   {
     cudaEvent_t e;
@@ -383,9 +376,9 @@ TEST(KernelLaunch, WritesPastAPointersFirstByteAreCheckedForRaces) {
   ASSERT_EQ(cudaMemset(y, 0, n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // cudaMemset is asynchronous on the legacy stream
   auto expect_race = [](const std::vector<std::string>& m) {
-    EXPECT_TRUE(has(m, "race: ")) << joined(m);
-    EXPECT_TRUE(has(m, "kernel fill_range")) << joined(m);
-    EXPECT_TRUE(has(m, "cudaMemcpyAsync")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "race: ")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "kernel fill_range")) << joined(m);
+    EXPECT_TRUE(vgpu_test::any_contains(m, "cudaMemcpyAsync")) << joined(m);
   };
   {  // the kernel (writing the tail through a pointer to the head) has run when b reads the tail
     vgpu::CaptureViolations cap;
@@ -449,7 +442,7 @@ TEST(KernelLaunch, MemoryAKernelWritesCountsAsInitialised) {
     vgpu::CaptureViolations cap;  // reading fresh cudaMalloc memory is reported...
     ASSERT_EQ(cudaMemcpyAsync(h.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost, st.s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
-    EXPECT_TRUE(has(cap.messages(), "uninitialized read")) << joined(cap.messages());
+    EXPECT_TRUE(vgpu_test::any_contains(cap.messages(), "uninitialized read")) << joined(cap.messages());
   }
   float* y = device_alloc<float>(n);
   {
@@ -532,8 +525,8 @@ TEST(KernelLaunch, ADivergentKernelFailsItsStreamWithAStickyLaunchFailure) {
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
     CHILD_CHECK(e == cudaErrorLaunchFailure);
-    CHILD_CHECK(has(m, "barrier divergence: __syncthreads() at "));
-    CHILD_CHECK(has(m, "of kernel diverge (launched at "));
+    CHILD_CHECK(vgpu_test::any_contains(m, "barrier divergence: __syncthreads() at "));
+    CHILD_CHECK(vgpu_test::any_contains(m, "of kernel diverge (launched at "));
     void* p = nullptr;
     CHILD_CHECK(cudaMalloc(&p, 4) == cudaErrorLaunchFailure);  // the device is unusable
     return true;
@@ -550,7 +543,7 @@ TEST(KernelLaunch, MemoryOfAnotherDeviceIsReported) {
     cudaStreamSynchronize(st.s);
     const auto m = cap.messages();
     std::fprintf(stderr, "%s", joined(m).c_str());
-    CHILD_CHECK(has(m, "argument #1 is memory of device 0, but the kernel runs on device 1"));
+    CHILD_CHECK(vgpu_test::any_contains(m, "argument #1 is memory of device 0, but the kernel runs on device 1"));
     return true;
   });
 }

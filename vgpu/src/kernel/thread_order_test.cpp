@@ -1,4 +1,4 @@
-// Thread orders (forward, reverse, shuffle): ptdp-style warp_sum/block_sum reductions are right in
+// Thread orders (forward, reverse, shuffle): ptdp-style order_warp_sum/block_sum reductions are right in
 // every order, while a planted missing __syncthreads gives a wrong result in forward or reverse
 // order; the order setting changes the order in which fibers and blocks run.
 #include <gtest/gtest.h>
@@ -12,26 +12,26 @@
 namespace {
 
 // The reductions of core/backend/cuda/device_types.cuh.
-template <class T> __device__ __forceinline__ T warp_sum(T v) {
+template <class T> __device__ __forceinline__ T order_warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 template <class T> __device__ T block_sum(T v) {
   __shared__ T part[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = order_warp_sum(v);
   __syncthreads();
   if (lane == 0) part[warp] = v;
   __syncthreads();
   T r = lane < warps ? part[lane] : T(0);
-  return warp_sum(r);
+  return order_warp_sum(r);
 }
 
 __global__ void sums(long long* block_out, long long* warp_out, const int* x, int64_t n) {
   long long acc = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     acc += x[i];
-  const long long w = warp_sum(acc);
+  const long long w = order_warp_sum(acc);
   const long long b = block_sum(acc);
   const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   warp_out[t] = w;

@@ -13,12 +13,7 @@
 
 namespace {
 using vgpu_test::any_contains;
-
-std::string joined(const std::vector<std::string>& m) {
-  std::string s;
-  for (const std::string& x : m) s += x + "\n";
-  return s;
-}
+using vgpu_test::joined;
 
 struct Block {
   char* p = nullptr;

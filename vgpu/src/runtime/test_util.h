@@ -63,10 +63,19 @@ struct AtLeastDevices {
   }
 };
 
-inline bool any_contains(const std::vector<std::string>& msgs, const std::string& needle) {
+// Whether one message contains every given needle.
+inline bool any_contains(const std::vector<std::string>& msgs, const std::string& a, const std::string& b = "",
+                         const std::string& c = "") {
   for (const auto& m : msgs)
-    if (m.find(needle) != std::string::npos) return true;
+    if (m.find(a) != std::string::npos && m.find(b) != std::string::npos && m.find(c) != std::string::npos) return true;
   return false;
+}
+
+// The messages, one per line (for a failure's output).
+inline std::string joined(const std::vector<std::string>& msgs) {
+  std::string s;
+  for (const auto& m : msgs) s += m + "\n";
+  return s;
 }
 
 }  // namespace vgpu_test
