@@ -19,8 +19,9 @@ export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0${
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
+# The microbenchmarks are built too: the documents' blocks (Docs.ShellBlocksRun) run them.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTDP_SANITIZE=ON \
-  -DPTDP_CUDA=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
+  -DPTDP_CUDA=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
 cmake --build build-asan -j "$jobs"
 if [ -n "${PTDP_SANITIZE_BUILD_ONLY:-}" ]; then exit 0; fi
 # Sanitized code runs 2-5x slower: a longer per-test limit than scripts/test.sh.
@@ -33,11 +34,12 @@ status=0
 #    which compares measured memory and all-reduce bandwidth with this machine's thresholds
 #    (hardware/cpu-accept.toml); instrumented loops are 2-3x slower by design.
 ctest --test-dir build-asan --output-on-failure --timeout 1800 \
-  -E '^(Mpi|CliMpi|CliMpiFailure)\.|^CliAccept\.CpuProfilePassesOnThisMachine$' || status=1
-# 2. The MPI tests (mpirun starting sanitized ptdp_mpi_tests / ptdp processes) with leak detection
+  -E '^(Mpi|CliMpi|CliMpiFailure)\.|^CliAccept\.CpuProfilePassesOnThisMachine$|^Docs\.ShellBlocksRun$' || status=1
+# 2. The MPI tests and the documents' blocks (README.md's mpirun block among them: mpirun starting
+#    sanitized ptdp_mpi_tests / ptdp processes) with leak detection
 #    off: OpenMPI does not free what MPI_Init allocates (libmpi, libopen-pal, libhwloc, its
 #    dlopen'ed plugins), and the plugins are unloaded by MPI_Finalize, so those stacks end in
 #    "<unknown module>" and no suppression can name them. ASan and UBSan stay on.
 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-  ctest --test-dir build-asan --output-on-failure --timeout 1800 -R '^(Mpi|CliMpi|CliMpiFailure)\.' --no-tests=ignore || status=1
+  ctest --test-dir build-asan --output-on-failure --timeout 1800 -R '^(Mpi|CliMpi|CliMpiFailure)\.|^Docs\.ShellBlocksRun$' --no-tests=ignore || status=1
 exit $status
