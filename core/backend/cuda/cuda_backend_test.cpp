@@ -489,6 +489,92 @@ TEST_P(CudaOps, GqaExpandAndReduceMatchCpu) {
   }
 }
 
+// ---- Reductions over thousands of positive terms ----
+// Every op accumulates in f32 whatever the storage (backend.h). A 16-bit running sum stops growing
+// once its spacing exceeds a term (bf16: at 256 terms of about 1; f16: at 2048), which the tests
+// above, with a few hundred signed terms within 1e-2, never reach. Here 4096-8192 terms in [0.5, 1)
+// against the CPU's f32 sums of the same rounded inputs within 1e-4: a column reduction whose
+// per-thread partial sums were rounded to bf16 after every term missed by 1e-3 (its chunks keep
+// the partial sums short), one summing in 16 bits throughout by tens of percent.
+constexpr int64_t kTerms = 4096;  // 16 x bf16's stall point, 2 x f16's
+constexpr double kLongTol = 1e-4;
+
+Tensor host_zeros(Shape shape) { return Tensor::zeros(std::move(shape), F32); }
+
+// dw = dy^T x and db = column sums of dy over 4096 rows, into f32 gradients.
+TEST_P(CudaOps, LongLinearGradientsAccumulateInF32) {
+  Tensor x = input({kTerms, 4}, 80, 0.5, 1), dy = input({kTerms, 3}, 81, 0.5, 1), w = input({3, 4}, 82);
+  Tensor rdw = host_zeros({3, 4}), rdb = host_zeros({3});
+  cpu->linear_backward(nullptr, false, rdw, &rdb, dy, x, w);
+  Tensor dw = up(host_zeros({3, 4}), F32), db = up(host_zeros({3}), F32);
+  gpu->linear_backward(nullptr, false, dw, &db, up(dy), up(x), up(w));
+  expect_close(dw, rdw, "linear dw over 4096 rows", kLongTol);
+  expect_close(db, rdb, "linear db over 4096 rows", kLongTol);
+}
+
+// LayerNorm's bias gradient and RMSNorm's gain gradient (positive x, g and dy: every term
+// dy * x * rstd is positive) sum over 4096 rows. LayerNorm's gain gradient has terms of both signs
+// (x centred) and no stall point.
+TEST_P(CudaOps, LongNormGradientsAccumulateInF32) {
+  const int64_t c = 5;
+  Tensor x = input({kTerms, c}, 83, 0.5, 1), g = input({c}, 84, 0.5, 1), b = input({c}, 85, 0.5, 1);
+  Tensor dy = input({kTerms, c}, 86, 0.5, 1);
+  Tensor ry = host_zeros({kTerms, c}), rm = host_zeros({kTerms}), rr = host_zeros({kTerms});
+  cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
+  Tensor rdx = host_zeros({kTerms, c}), rdg = host_zeros({c}), rdb = host_zeros({c});
+  cpu->layernorm_backward(rdx, rdg, rdb, dy, x, g, rm, rr);
+  Tensor dx = up(host_zeros({kTerms, c})), dg = up(host_zeros({c}), F32), db = up(host_zeros({c}), F32);
+  gpu->layernorm_backward(dx, dg, db, up(dy), up(x), up(g), up(rm, F32), up(rr, F32));
+  expect_close(db, rdb, "layernorm db over 4096 rows", kLongTol);
+
+  Tensor rrs = host_zeros({kTerms}), rdx2 = host_zeros({kTerms, c}), rdg2 = host_zeros({c});
+  cpu->rmsnorm_forward(ry, rrs, x, g, 1e-5);
+  cpu->rmsnorm_backward(rdx2, rdg2, dy, x, g, rrs);
+  Tensor dx2 = up(host_zeros({kTerms, c})), dg2 = up(host_zeros({c}), F32);
+  gpu->rmsnorm_backward(dx2, dg2, up(dy), up(x), up(g), up(rrs, F32));
+  expect_close(dg2, rdg2, "rmsnorm dg over 4096 rows", kLongTol);
+}
+
+// Mean and mean square over 8192 columns of one row.
+TEST_P(CudaOps, LongNormStatisticsAccumulateInF32) {
+  const int64_t c = 2 * kTerms;
+  Tensor x = input({2, c}, 87, 0.5, 1), g = input({c}, 88, 0.5, 1), b = input({c}, 89, 0.5, 1);
+  Tensor ry = host_zeros({2, c}), rm = host_zeros({2}), rr = host_zeros({2});
+  cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
+  Tensor y = poisoned({2, c}, dt), m = poisoned({2}, F32), r = poisoned({2}, F32);
+  gpu->layernorm_forward(y, m, r, up(x), up(g), up(b), 1e-5);
+  expect_close(m, rm, "layernorm mean over 8192 columns", kLongTol);
+  // rstd of values in [0.5, 1): a variance of about 1/48, from sums of squares near 0.58 c.
+  expect_close(r, rr, "layernorm rstd over 8192 columns", 1e-3);
+  Tensor rr2 = host_zeros({2}), y2 = poisoned({2, c}, dt), r2 = poisoned({2}, F32);
+  cpu->rmsnorm_forward(ry, rr2, x, g, 1e-5);
+  gpu->rmsnorm_forward(y2, r2, up(x), up(g), 1e-5);
+  expect_close(r2, rr2, "rmsnorm rstd over 8192 columns", kLongTol);
+}
+
+// Every row the same token: its embedding gradient row sums 4096 rows of dx.
+TEST_P(CudaOps, LongEmbeddingGradientAccumulatesInF32) {
+  const int64_t h = 3, rows = 4;
+  Tensor dx = input({kTerms, h}, 90, 0.5, 1), tok = tokens(kTerms, 2, 3, 91);  // every token 2
+  Tensor rwte = host_zeros({rows, h});
+  cpu->embedding_backward(rwte, nullptr, dx, tok, 0, kTerms);
+  Tensor wte = up(host_zeros({rows, h}), F32);
+  gpu->embedding_backward(wte, nullptr, up(dx), up(tok), 0, kTerms);
+  expect_close(wte, rwte, "embedding dwte of a token repeated 4096 times", kLongTol);
+}
+
+// The softmax denominator of the loss over 8192 vocabulary columns.
+TEST_P(CudaOps, LongCrossEntropySumAccumulatesInF32) {
+  const int64_t v = 2 * kTerms;
+  Tensor logits = input({2, v}, 92, 0.5, 1);
+  Tensor rmax = host_zeros({2}), rse = host_zeros({2});
+  cpu->xent_row_max(rmax, logits, v);
+  cpu->xent_sum_exp(rse, logits, rmax, v);
+  Tensor se = poisoned({2}, F32);
+  gpu->xent_sum_exp(se, up(logits), up(rmax, F32), v);
+  expect_close(se, rse, "xent sum_exp over 8192 columns", kLongTol);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::F32, DType::BF16, DType::F16), dtype_param_name);
 
 TEST(CudaBackend, AdamWMatchesCpu) {
