@@ -8,6 +8,9 @@
 #   budget    with PTDP_SESSION_LIMIT=1 nothing after the probe starts: every stage is recorded as
 #             skipped, and the files are still written
 set -uo pipefail
+# The session's logic is under test here, not its kernels: the vgpu's per-access checks (which
+# double a kernel's time, and the kernel tests run) are off unless asked for.
+export VGPU_ACCESS_CHECK=${VGPU_ACCESS_CHECK:-0}
 build=$1
 case_=${2:-dry-run}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -13,6 +13,7 @@
 #include "core/testing/parallel_run.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
+#include "core/testing/vgpu_access_checks.h"
 #endif
 
 namespace ptdp {
@@ -151,6 +152,9 @@ TEST_P(CudaGqa, MatchesTheCpuReferenceOnOneGpu) {
   Layout& l = g.layout;
   if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
   l.backend = "cuda";
+  // The per-access kernel checks of the virtual GPU (gqa_expand and gqa_reduce are checked in
+  // CudaKernels) on the sequence-parallel layout only: they double the others' time.
+  const testing::VgpuAccessChecks checks(l.sequence_parallel);
   const RunResult got =
       testing::train_parallel(kCases[g.model].model(), testing::equivalence_train_config(1), l, 3, 33);
   const RunResult& ref = reference(g.model);

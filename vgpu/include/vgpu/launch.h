@@ -31,6 +31,7 @@ struct KernelSpec {
   int line = 0;
   dim3 grid, block;
   size_t shmem = 0;
+  size_t closure_bytes = 0;  // the size of the closure run_grid gets (its parameters, host memory)
 };
 using ThreadBody = void (*)(const void* closure);  // runs the kernel for the current fiber
 
@@ -151,6 +152,8 @@ template <class... P> class Launcher {
     using Args = std::tuple<std::decay_t<P>...>;
     using C = detail::Closure<void (*)(P...), Args>;
     auto closure = std::make_shared<C>(C{kernel_, detail::pack_args<P...>(std::forward<A>(args)...)});
+    detail::KernelSpec spec = spec_;
+    spec.closure_bytes = sizeof(C);
     std::vector<detail::PointerArg> pointers;
     std::apply(
         [&](const auto&... a) {
@@ -158,7 +161,7 @@ template <class... P> class Launcher {
           (detail::collect_pointer(a, ++i, pointers), ...);
         },
         closure->args);
-    detail::submit_launch(spec_, stream_, pointers, std::move(closure), &detail::run_closure<C>);
+    detail::submit_launch(spec, stream_, pointers, std::move(closure), &detail::run_closure<C>);
   }
 
  private:

@@ -41,6 +41,15 @@ struct Site {
   std::string describe() const;  // one or more lines for a report
 };
 Site capture_site(std::string what, const char* file = nullptr, int line = 0);
+// The per-access checks of instrumented kernels (src/kernel/access_check.h): on unless
+// VGPU_ACCESS_CHECK=0; a test may turn them off for its own launches (kernels already running
+// keep the setting they started with).
+void set_access_checks(bool on);
+bool access_checks();
+
+// "file:line (function)" of a code address, from the binary's line table (addr2line) where it has
+// one, else "function+0x1f (binary)"; for reports of single instructions (a kernel's load).
+std::string describe_code_address(const void* pc);
 
 // ---- Device memory registry. cudaMalloc'd memory is host memory with guard zones before and
 // after (a fill pattern checked after every operation that touched the allocation, at free and

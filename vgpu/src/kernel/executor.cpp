@@ -26,6 +26,7 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#include "kernel/access_check.h"
 #include "kernel/context.h"
 #include "kernel/crash_handler.h"
 #include "kernel/shared_memory.h"
@@ -137,6 +138,7 @@ class Runner {
   template <WarpOp kOp>
   uint64_t warp(unsigned mask, uint64_t value, int arg, int width, std::source_location where);
   bool in_fiber() const { return current_ != nullptr; }
+  bool tracked() const { return tracked_; }
 
  private:
   [[noreturn]] static void entry();
@@ -219,6 +221,10 @@ class Runner {
   bool barrier_mixed_ = false;
   std::source_location barrier_where_{};
   int barrier_result_ = 0;
+  // The access checks (access_check.h), on while tracking_.
+  AccessTracker tracker_;
+  bool tracking_ = false;
+  bool tracked_ = false;  // the last grid made tracked accesses
   // A violation found on a fiber, reported from the worker's stack.
   bool failed_ = false;
   const char* fail_kind_ = "";
@@ -380,6 +386,7 @@ int Runner::barrier(BarrierOp op, int predicate, std::source_location where) {
   if (++at_barrier_ == n_) {  // every thread of the block has arrived: release them all
     if (barrier_mixed_) fail_mixed_barrier();
     at_barrier_ = 0;
+    if (tracking_) tracker_.barrier_done();
     switch (op) {
       case BarrierOp::Sync: barrier_result_ = 0; break;
       case BarrierOp::Count: barrier_result_ = static_cast<int>(barrier_true_); break;
@@ -472,6 +479,7 @@ inline uint64_t Runner::warp(unsigned mask, uint64_t value, int arg, int width, 
 // so that the warp goes on while its lanes' stacks are still in cache.
 void Runner::complete_warp(Warp& wd, uint32_t w, uint32_t mask, WarpOp op) {
   Fiber* lanes = &fibers_[w * 32];
+  if (tracking_) tracker_.warp_done(w);
   if (mask == ~0u && order_.order() == ThreadOrder::Forward && op != WarpOp::Ballot) {
     // The common case (a full warp shuffling): straight loops over the 32 lanes.
     uint32_t bad = 0;
@@ -564,6 +572,7 @@ void Runner::report_stuck() {
 
 bool Runner::run_block(uint64_t linear_block) {
   poison_shared_memory();  // shared memory is undefined at a block's start
+  if (tracking_) tracker_.begin_block(linear_block);
   for (uint32_t i = 0; i < n_; ++i) {
     fibers_[i].state = State::Idle;
     fibers_[i].stack = kNoStack;
@@ -641,6 +650,11 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   const uint64_t total = uint64_t(g.x) * g.y * g.z;
   const BlockOrder blocks(setting_, name_hash_, total);
   cudaError_t result = cudaSuccess;
+  tracking_ = access_checks_enabled();
+  if (tracking_) {
+    tracker_.begin(spec, closure, stacks_, n_, static_cast<uint32_t>(warps_.size()));
+    t_access_tracker = &tracker_;
+  }
   {
     CrashScope crash(spec, stacks_);
     t_active = this;
@@ -655,6 +669,9 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
     }
     t_active = nullptr;
   }
+  t_access_tracker = nullptr;
+  tracked_ = tracking_ && tracker_.end();
+  tracking_ = false;
   threadIdx = saved_tid;
   blockIdx = saved_bid;
   blockDim = saved_bdim;
@@ -680,6 +697,8 @@ std::string describe_kernel(const detail::KernelSpec& spec) {
   if (spec.file) s += std::string(" (launched at ") + spec.file + ":" + std::to_string(spec.line) + ")";
   return s;
 }
+
+bool last_grid_tracked() { return this_thread_runner().tracked(); }
 
 cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, const void* closure) {
   if (t_active) {

@@ -15,6 +15,10 @@ namespace vgpu::kernel {
 // cudaErrorLaunchFailure; the remaining blocks do not run.
 cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, const void* closure);
 
+// Whether the last grid run_grid ran on this thread had its loads and stores checked one by one
+// (access_check.h: its code is instrumented and the checks are on); its writes are then marked
+// initialised exactly.
+bool last_grid_tracked();
 // "kernel NAME (launched at FILE:LINE)", for messages.
 std::string describe_kernel(const detail::KernelSpec& spec);
 
@@ -28,6 +32,7 @@ cudaError_t run_kernel_sync(const char* name, dim3 grid, dim3 block, void (*kern
   spec.name = name;
   spec.grid = grid;
   spec.block = block;
+  spec.closure_bytes = sizeof(C);
   return run_grid(spec, &detail::run_closure<C>, &closure);
 }
 

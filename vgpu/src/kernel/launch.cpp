@@ -119,8 +119,9 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     }
     const size_t rest = static_cast<size_t>(a->base + a->bytes - static_cast<const char*>(p.ptr));
     ranges.push_back(Range{p.ptr, rest, p.read_only ? Access::Read : Access::Write});
-    // Written memory counts as initialised once the kernel has run (as the runtime's copies mark
-    // theirs); in device memory, which only streams write, what changed is what the kernel wrote.
+    // An instrumented kernel marks the bytes it stores as initialised itself (access_check.h);
+    // for one without the instrumentation each written argument's rest counts as initialised once
+    // it has run. In device memory, which only streams write, what changed is what the kernel wrote.
     if (!p.read_only) written.push_back(Written{ranges.back(), a->device >= 0 && rest <= kMaxSnapshotBytes});
   }
   // For the race checker a kernel argument is first the byte it points at: where a kernel's
@@ -150,9 +151,10 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
           }
         const cudaError_t e = kernel::run_grid(spec, body, closure.get());
         if (e != cudaSuccess) return e;
+        const bool exact = kernel::last_grid_tracked();  // the kernel's writes marked themselves
         for (size_t i = 0; i < written.size(); ++i) {
           const Range& r = written[i].range;
-          mark_initialized(r.ptr, r.bytes);
+          if (!exact) mark_initialized(r.ptr, r.bytes);
           if (!learn || !written[i].learn) continue;
           race_record_written(*stamp, r.ptr, changed_runs(before[i], static_cast<const unsigned char*>(r.ptr)));
         }

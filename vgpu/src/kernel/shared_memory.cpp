@@ -5,6 +5,7 @@
 // real one, poisoning stays off.
 #include "kernel/shared_memory.h"
 
+#include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,11 +34,18 @@ char* probe() {
 
 struct Found {
   std::vector<std::pair<size_t, size_t>> ranges;  // (offset in the TLS block, bytes), merged
+  std::vector<std::pair<size_t, size_t>> variables;  // each variable (offset, bytes), sorted
+  std::vector<std::string> names;                    // their symbols, demangled
+  size_t tls_bytes = 0;                              // the executable's TLS block
   long count = -1;
   size_t bytes = 0;
 };
 
-void scan_symbols(const unsigned char* img, size_t size, std::vector<std::pair<size_t, size_t>>* out) {
+struct Symbol {
+  size_t offset, bytes;
+  std::string name;
+};
+void scan_symbols(const unsigned char* img, size_t size, std::vector<Symbol>* out) {
   if (size < sizeof(Elf64_Ehdr)) return;
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(img);
   if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return;
@@ -54,22 +63,37 @@ void scan_symbols(const unsigned char* img, size_t size, std::vector<std::pair<s
         if (ELF64_ST_TYPE(syms[k].st_info) != STT_TLS || syms[k].st_size == 0 || syms[k].st_name >= strs.sh_size)
           continue;
         if (std::strstr(names + syms[k].st_name, "B11vgpu_shared"))
-          out->emplace_back(size_t(syms[k].st_value), size_t(syms[k].st_size));
+          out->push_back(Symbol{size_t(syms[k].st_value), size_t(syms[k].st_size), names + syms[k].st_name});
       }
     }
     if (!out->empty()) return;  // .symtab had them: .dynsym adds nothing
   }
 }
 
-char* this_thread_tls_block() {
-  char* base = nullptr;
+char* this_thread_tls_block(size_t* bytes = nullptr) {
+  struct Out {
+    char* base = nullptr;
+    size_t bytes = 0;
+  } out;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* p) {
-        *static_cast<char**>(p) = static_cast<char*>(info->dlpi_tls_data);
+        auto* o = static_cast<Out*>(p);
+        o->base = static_cast<char*>(info->dlpi_tls_data);
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_TLS) o->bytes = info->dlpi_phdr[i].p_memsz;
         return 1;  // the first entry is the executable
       },
-      &base);
-  return base;
+      &out);
+  if (bytes) *bytes = out.bytes;
+  return out.base;
+}
+
+std::string demangled(const std::string& symbol) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : symbol;
+  std::free(d);
+  return s;
 }
 
 const Found& found() {
@@ -86,17 +110,23 @@ const Found& found() {
     void* img = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (img == MAP_FAILED) return r;
-    std::vector<std::pair<size_t, size_t>> v;
-    scan_symbols(static_cast<const unsigned char*>(img), size, &v);
+    std::vector<Symbol> syms;
+    scan_symbols(static_cast<const unsigned char*>(img), size, &syms);
     ::munmap(img, size);
     // The probe must be found where this thread's copy of it really is.
-    char* base = this_thread_tls_block();
+    char* base = this_thread_tls_block(&r.tls_bytes);
     bool probe_ok = false;
-    for (const auto& [off, n] : v)
-      if (base && base + off == probe() && n == 8) probe_ok = true;
+    for (const Symbol& s : syms)
+      if (base && base + s.offset == probe() && s.bytes == 8) probe_ok = true;
     if (!probe_ok) return r;
-    r.count = long(v.size());
-    std::sort(v.begin(), v.end());
+    r.count = long(syms.size());
+    std::sort(syms.begin(), syms.end(), [](const Symbol& a, const Symbol& b) { return a.offset < b.offset; });
+    std::vector<std::pair<size_t, size_t>> v;
+    for (const Symbol& s : syms) {
+      v.emplace_back(s.offset, s.bytes);
+      r.names.push_back(demangled(s.name));
+    }
+    r.variables = v;
     for (const auto& [off, n] : v) {
       r.bytes += n;
       if (!r.ranges.empty() && off <= r.ranges.back().first + r.ranges.back().second)
@@ -129,6 +159,18 @@ void poison_shared_memory() {
 }
 
 long shared_variables_found() { return found().count; }
+
+ThreadSharedMemory this_thread_shared_memory() {
+  ThreadSharedMemory m;
+  const Found& f = found();
+  thread_local char* base = this_thread_tls_block();
+  if (!base || f.count < 0) return m;
+  m.tls_lo = base;
+  m.tls_hi = base + f.tls_bytes;
+  for (size_t i = 0; i < f.variables.size(); ++i)
+    m.variables.push_back(SharedVariable{base + f.variables[i].first, f.variables[i].second, &f.names[i]});
+  return m;
+}
 size_t shared_bytes_found() { return found().bytes; }
 
 }  // namespace vgpu::kernel

@@ -6,6 +6,8 @@
 // -1s rather than the previous block's values.
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace vgpu::kernel {
 
@@ -16,5 +18,20 @@ void poison_shared_memory();
 // executable's symbol table could not be read (poisoning is then off).
 long shared_variables_found();
 size_t shared_bytes_found();
+
+// This thread's copy of the __shared__ variables, and of the executable's whole TLS block (which
+// also holds threadIdx and the other built-ins), for the access checks (access_check.h). Empty
+// when the symbol table could not be read.
+struct SharedVariable {
+  char* addr;
+  size_t bytes;
+  const std::string* name;  // demangled symbol: "float* block_sum<float>(float)::partial[abi:vgpu_shared]"
+};
+struct ThreadSharedMemory {
+  char* tls_lo = nullptr;
+  char* tls_hi = nullptr;
+  std::vector<SharedVariable> variables;  // sorted by address
+};
+ThreadSharedMemory this_thread_shared_memory();
 
 }  // namespace vgpu::kernel

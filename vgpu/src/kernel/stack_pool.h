@@ -24,6 +24,9 @@ class StackPool {
   size_t size(size_t i) const { return kStackBytes - color(i); }
   // Whether addr lies in a guard page of this pool (async-signal-safe): a stack overflow.
   bool in_guard(const void* addr) const;
+  // The pool's whole extent (the access checks leave the fibers' own stacks alone).
+  const char* lo() const { return base_; }
+  const char* hi() const { return base_ + slots_ * kSlotBytes; }
 
  private:
   static size_t color(size_t i) { return (i % 64) * 64; }

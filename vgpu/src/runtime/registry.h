@@ -60,6 +60,8 @@ Registry& registry();
 // The record whose user bytes contain p (live or freed; an empty sub-allocation contains its
 // base); registry().mu held by the caller.
 AllocRecord* find_locked(const void* p);
+// The record whose raw bytes (guard zones included) contain p, or null; registry().mu held.
+AllocRecord* find_near_locked(const void* p);
 // Freed by cudaFree, or a sub-allocation given back to its caching allocator.
 inline bool gone(const AllocRecord& a) { return a.freed || a.sub == Sub::Freed; }
 std::string describe_record(const AllocRecord& a);  // "allocation #id (N bytes of device memory on device d)"

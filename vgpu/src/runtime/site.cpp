@@ -1,7 +1,11 @@
 // Call sites: capture_site() keeps the raw return addresses of the host thread (cheap);
 // Site::describe() symbolises and demangles them only when a report is printed.
 #include <cxxabi.h>
+#include <dlfcn.h>
+#include <elf.h>
 #include <execinfo.h>
+
+#include <cstdio>
 
 #include <cstdlib>
 #include <cstring>
@@ -83,6 +87,35 @@ std::string Site::describe() const {
     out += "\n      #" + std::to_string(shown++) + " " + names[i];
   }
   return out;
+}
+
+std::string describe_code_address(const void* pc) {
+  void* frame = const_cast<void*>(pc);
+  char** sym = backtrace_symbols(&frame, 1);
+  std::string fallback = sym ? readable(sym[0]) : "?";
+  std::free(sym);
+  Dl_info info;
+  if (!dladdr(pc, &info) || !info.dli_fname || !info.dli_fbase) return fallback;
+  // The return address of the hook: the instruction after the access's call, in its statement.
+  // A position-independent binary's line table has addresses relative to its load address.
+  const bool relative = static_cast<const Elf64_Ehdr*>(info.dli_fbase)->e_type == ET_DYN;
+  const auto addr = reinterpret_cast<uintptr_t>(pc) - 1 - (relative ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0);
+  char cmd[1200];
+  std::snprintf(cmd, sizeof cmd, "addr2line -C -f -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+                static_cast<unsigned long>(addr));
+  FILE* f = ::popen(cmd, "r");
+  if (!f) return fallback;
+  char fn[4096] = "", where[4096] = "";
+  const bool ok = std::fgets(fn, sizeof fn, f) && std::fgets(where, sizeof where, f);
+  ::pclose(f);
+  if (!ok || where[0] == '?') return fallback;
+  auto chomp = [](char* s) { s[std::strcspn(s, "\n")] = 0; };
+  chomp(fn);
+  chomp(where);
+  std::string w = where;
+  const size_t disc = w.find(" (discriminator");
+  if (disc != std::string::npos) w.resize(disc);
+  return w + " (" + fn + ")";
 }
 
 }  // namespace vgpu

@@ -1,0 +1,56 @@
+// Every load and store of a kernel, checked at its real address (vgpu/README.md, "Kernel memory
+// accesses"). The CUDA sources of a vgpu build are compiled with GCC's ThreadSanitizer
+// instrumentation but linked without its runtime: each load, store and atomic calls a __tsan_*
+// entry point, which access_hooks.cpp defines and forwards here while a kernel runs. Per launch:
+//   - bounds: device memory outside the allocation's exact extent (the guard zones, a neighbour)
+//   - use after free, and reads of device memory that nothing has written (the init shadow,
+//     which a kernel's writes now mark byte by byte)
+//   - races between the kernel's own threads, in global and shared memory (racecheck): two
+//     accesses to a byte, one a write, not both atomic, by threads that no __syncthreads (same
+//     block) or warp synchronisation (same warp) orders. Blocks of one launch are never ordered.
+// VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace vgpu::detail {
+struct KernelSpec;
+}
+
+namespace vgpu::kernel {
+
+class StackPool;
+enum AccessFlag : unsigned { kRead = 0, kWrite = 1, kAtomic = 2 };
+
+class AccessTracker {
+ public:
+  AccessTracker();
+  ~AccessTracker();
+  AccessTracker(const AccessTracker&) = delete;
+  AccessTracker& operator=(const AccessTracker&) = delete;
+
+  // Around one grid on this thread; end() says whether the kernel made any tracked access (its
+  // code is instrumented: then what it wrote is marked initialised exactly, as it happened).
+  void begin(const detail::KernelSpec& spec, const void* closure, const StackPool& stacks, uint32_t threads_per_block,
+             uint32_t warps);
+  bool end();
+  void begin_block(uint64_t linear_block);
+  void barrier_done() { ++block_epoch_; }
+  void warp_done(uint32_t warp);
+
+  void access(const void* p, size_t bytes, unsigned flags, const void* pc);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  uint32_t block_epoch_ = 0;
+};
+
+// Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
+bool access_checks_enabled();
+
+// The tracker of the grid running on this thread, null outside kernels and with the checks off.
+extern thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec")));
+
+}  // namespace vgpu::kernel

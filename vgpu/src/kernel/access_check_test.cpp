@@ -1,0 +1,288 @@
+// The per-access checks of kernels (access_check.h): planted bugs that a GPU run can expose and
+// that only checking each load and store finds. This file's kernels are instrumented like ptdp's
+// .cu files (vgpu/CMakeLists.txt, VGPU_ACCESS_FLAGS).
+#include <gtest/gtest.h>
+#include <vgpu/launch.h>
+#include <vgpu/runtime.h>
+#include <vgpu/suballoc.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/test_util.h"
+
+#define ACCESS_LAUNCH(grid, block, stream, ...) \
+  ::vgpu::launch(#__VA_ARGS__, __FILE__, __LINE__, grid, block, 0, stream, __VA_ARGS__)
+
+namespace {
+
+using vgpu_test::any_contains;
+using vgpu_test::joined;
+
+struct AccessStream {
+  cudaStream_t s = nullptr;
+  AccessStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~AccessStream() { cudaStreamDestroy(s); }
+};
+
+template <class T> T* upload(const std::vector<T>& v) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, v.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return static_cast<T*>(p);
+}
+
+template <class T> T* zeros(size_t n) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(p, 0, n * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the tests' streams do not wait for the legacy stream
+  return static_cast<T*>(p);
+}
+
+// Runs launch(stream) with the violations captured; returns them.
+template <class F> std::vector<std::string> violations_of(F launch) {
+  AccessStream st;
+  vgpu::CaptureViolations cap;
+  launch(st.s);
+  EXPECT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  return cap.messages();
+}
+
+// ---- Races between the threads of one launch ----
+
+// Embedding backward with repeated tokens: the rows must be added atomically.
+__global__ void scatter_add_plain(const int* tokens, const float* grad, float* table, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) table[tokens[i]] += grad[i];  // planted: not atomicAdd
+}
+__global__ void scatter_add_atomic(const int* tokens, const float* grad, float* table, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&table[tokens[i]], grad[i]);
+}
+
+struct Scatter {
+  int* tokens;
+  float* grad;
+  float* table;
+  explicit Scatter(int n) {
+    std::vector<int> t(n);
+    for (int i = 0; i < n; ++i) t[i] = (i * 7) % 5;  // every row several times
+    tokens = upload(t);
+    grad = upload(std::vector<float>(n, 1.0f));
+    table = zeros<float>(5);
+  }
+  ~Scatter() {
+    cudaFree(tokens);
+    cudaFree(grad);
+    cudaFree(table);
+  }
+};
+
+TEST(AccessCheck, ScatterAddWithoutAtomicsInOneBlockIsARace) {
+  Scatter s(64);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 64, st, scatter_add_plain)(s.tokens, s.grad, s.table, 64); });
+  EXPECT_TRUE(any_contains(m, "data race: kernel scatter_add_plain")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "hazard on byte offset 0 of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "thread (5,0,0) of block (0,0,0)")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "thread (0,0,0) of block (0,0,0)")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "with no __syncthreads() between them")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "access_check_test.cpp:")) << joined(m);  // the line of the access
+}
+
+TEST(AccessCheck, ScatterAddWithoutAtomicsAcrossBlocksIsARace) {
+  Scatter s(64);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(16, 4, st, scatter_add_plain)(s.tokens, s.grad, s.table, 64); });
+  EXPECT_TRUE(any_contains(m, "data race: kernel scatter_add_plain")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "in another block of the same launch")) << joined(m);
+}
+
+TEST(AccessCheck, ScatterAddWithAtomicsIsClean) {
+  Scatter s(64);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(4, 16, st, scatter_add_atomic)(s.tokens, s.grad, s.table, 64); });
+  EXPECT_TRUE(m.empty()) << joined(m);
+  std::vector<float> got(5);
+  ASSERT_EQ(cudaMemcpy(got.data(), s.table, 5 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  float total = 0;
+  for (float v : got) total += v;
+  EXPECT_EQ(total, 64.0f);
+}
+
+// A block sum in shared memory whose first barrier is missing: thread 0 reads partial[32] before
+// thread 32 has written it. Wrong on a GPU only when warps are scheduled so; found here in every
+// thread order.
+template <bool kBarrier> __global__ void block_sum(const float* x, float* out) {
+  __shared__ float partial[64];
+  partial[threadIdx.x] = x[threadIdx.x];
+  if (kBarrier) __syncthreads();  // planted (kBarrier false): missing
+  for (unsigned s = 32; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = partial[0];
+}
+
+TEST(AccessCheck, MissingBarrierInASharedMemoryReductionIsARace) {
+  float* x = upload(std::vector<float>(64, 1.0f));
+  float* out = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 64, st, block_sum<false>)(x, out); });
+  EXPECT_TRUE(any_contains(m, "data race: kernel block_sum<false>")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "write-after-read hazard on byte 128 of __shared__ ")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "partial")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "thread (32,0,0) of block (0,0,0) writes it, and thread (0,0,0) of block (0,0,0) read it"))
+      << joined(m);
+  const auto clean = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 64, st, block_sum<true>)(x, out); });
+  EXPECT_TRUE(clean.empty()) << joined(clean);
+  float got = 0;
+  ASSERT_EQ(cudaMemcpy(&got, out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, 64.0f);
+  cudaFree(x);
+  cudaFree(out);
+}
+
+// Warp-synchronous code without __syncwarp: lanes are not in lock step (independent thread
+// scheduling, CUDA C++ Programming Guide, SIMT Architecture).
+template <bool kSync> __global__ void rotate_in_warp(int* out) {
+  __shared__ int lanes[32];
+  lanes[threadIdx.x] = threadIdx.x;
+  if (kSync) __syncwarp();  // planted (kSync false): missing
+  out[threadIdx.x] = lanes[(threadIdx.x + 1) % 32];
+}
+
+TEST(AccessCheck, WarpSynchronousCodeWithoutSyncwarpIsARace) {
+  int* out = zeros<int>(32);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, rotate_in_warp<false>)(out); });
+  EXPECT_TRUE(any_contains(m, "data race: kernel rotate_in_warp<false>")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "and no warp synchronisation")) << joined(m);
+  const auto clean = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, rotate_in_warp<true>)(out); });
+  EXPECT_TRUE(clean.empty()) << joined(clean);
+  cudaFree(out);
+}
+
+// An atomic and a plain access to one address race too.
+__global__ void count_then_read(int* counter, int* seen) {
+  if (threadIdx.x == 0) atomicAdd(counter, 1);
+  if (threadIdx.x == 1) *seen = *counter;  // planted: plain read of what another thread updates
+}
+
+TEST(AccessCheck, PlainReadOfAnAtomicallyUpdatedCounterIsARace) {
+  int* counter = zeros<int>(1);
+  int* seen = zeros<int>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, count_then_read)(counter, seen); });
+  EXPECT_TRUE(any_contains(m, "read-after-write hazard")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "wrote (atomically) it")) << joined(m);
+  cudaFree(counter);
+  cudaFree(seen);
+}
+
+// ---- Bounds and initialisation at the real address ----
+
+__global__ void read_at(const float* x, float* y, int i) {
+  if (threadIdx.x == 0) *y = x[i];
+}
+__global__ void write_first(float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 1.0f;
+}
+
+TEST(AccessCheck, ReadOnePastTheEndIsReported) {
+  float* x = zeros<float>(100);
+  float* y = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 100); });
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "accesses 4 byte(s) at 0 byte(s) past the end of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "(400 bytes of device memory on device 0)")) << joined(m);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+TEST(AccessCheck, ReadIntoTheRoundingPaddingOfACachedBlockIsReported) {
+  float* x = zeros<float>(256);
+  float* y = zeros<float>(1);
+  AccessStream st;
+  vgpu::sub_allocate(x, 250 * sizeof(float), st.s);
+  ACCESS_LAUNCH(1, 32, st.s, write_first)(x, 250);
+  vgpu::CaptureViolations cap;
+  ACCESS_LAUNCH(1, 32, st.s, read_at)(x, y, 250);
+  ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  const auto m = cap.messages();
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "0 byte(s) past the end of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "handed out by a caching allocator")) << joined(m);
+  vgpu::sub_free(x, st.s);
+  ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+TEST(AccessCheck, ReadOfMemoryNothingWroteIsReported) {
+  float* x = nullptr;
+  ASSERT_EQ(cudaMalloc(&x, 100 * sizeof(float)), cudaSuccess);
+  float* y = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 5); });
+  EXPECT_TRUE(any_contains(m, "uninitialized read: kernel read_at")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "reads 4 byte(s) at byte offset 20 of allocation #")) << joined(m);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+// What a kernel wrote is initialised, exactly: not the rest of the buffer it was given.
+TEST(AccessCheck, OnlyTheBytesAKernelWroteCountAsInitialised) {
+  float* x = nullptr;
+  ASSERT_EQ(cudaMalloc(&x, 100 * sizeof(float)), cudaSuccess);
+  float* y = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) {
+    ACCESS_LAUNCH(1, 32, st, write_first)(x, 50);
+    ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 49);
+    ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 60);  // planted: element 60 was never written
+  });
+  ASSERT_EQ(m.size(), 1u) << joined(m);
+  EXPECT_TRUE(any_contains(m, "reads 4 byte(s) at byte offset 240 of allocation #")) << joined(m);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+// ---- Shared memory size ----
+
+__global__ void too_much_shared(float* out) {
+  __shared__ float big[13 * 1024];  // 52 KiB: more than a block may declare statically
+  big[threadIdx.x] = 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) *out = big[1];
+}
+
+TEST(AccessCheck, SharedMemoryBeyond48KiBIsReported) {
+  float* out = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, too_much_shared)(out); });
+  EXPECT_TRUE(any_contains(m, "shared memory: kernel too_much_shared")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "uses 53248 bytes of shared memory per block")) << joined(m);
+  cudaFree(out);
+}
+
+// ---- Correct kernels stay quiet ----
+
+__global__ void scale_grid_stride(const float* x, float* y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = 2.0f * x[i];
+}
+
+TEST(AccessCheck, AGridStrideLoopIsCleanAndItsOutputInitialised) {
+  float* x = upload(std::vector<float>(1000, 1.5f));
+  float* y = nullptr;
+  ASSERT_EQ(cudaMalloc(&y, 1000 * sizeof(float)), cudaSuccess);
+  float* z = nullptr;
+  ASSERT_EQ(cudaMalloc(&z, 1000 * sizeof(float)), cudaSuccess);
+  const auto m = violations_of([&](cudaStream_t st) {
+    ACCESS_LAUNCH(3, 64, st, scale_grid_stride)(x, y, 1000);
+    ACCESS_LAUNCH(3, 64, st, scale_grid_stride)(y, z, 1000);
+  });
+  EXPECT_TRUE(m.empty()) << joined(m);
+  std::vector<float> got(1000);
+  ASSERT_EQ(cudaMemcpy(got.data(), z, 1000 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got[999], 6.0f);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(z);
+}
+
+}  // namespace
