@@ -24,6 +24,28 @@
 namespace vgpu::kernel {
 
 thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec"))) = false;
+
+void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
+  static thread_local bool busy = false;  // what the report runs is not checked again
+  if (t_vgpu_thread || busy) return;
+  busy = true;
+  std::string what;
+  {
+    std::shared_lock<std::shared_mutex> lock(rt::registry().mu);
+    const rt::AllocRecord* a = rt::find_locked(p);
+    if (!a) a = rt::find_near_locked(p);
+    what = a ? "byte offset " + std::to_string(static_cast<const char*>(p) - a->base) + " of " +
+                   rt::describe_record(*a) + rt::site_lines(*a)
+             : "device memory no allocation holds";
+  }
+  report_violation("host access to device memory",
+                   std::string("the host ") + ((flags & kWrite) ? "writes " : "reads ") + std::to_string(bytes) +
+                       " byte(s) at " + what + "\n  at " + describe_code_address(pc) +
+                       "\nDevice memory is not accessible from the host: copy it with cudaMemcpy (CUDA C++ "
+                       "Programming Guide, Device Memory); on a GPU this dereference faults or reads garbage.");
+  busy = false;
+}
 
 namespace {
 std::atomic<int> g_access_override{-1};  // -1: the environment's setting

@@ -50,6 +50,12 @@ class AccessTracker {
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();
 
+// An instrumented access outside any kernel that lands in device memory (runtime/arena.h): the
+// host dereferencing a device pointer. Reported, unless this thread is the vgpu's own (a stream
+// worker, which copies device memory on the runtime's behalf).
+void host_access(const void* p, size_t bytes, unsigned flags, const void* pc);
+extern thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec")));
+
 // The tracker of the grid running on this thread, null outside kernels and with the checks off.
 extern thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec")));
 

@@ -260,6 +260,32 @@ TEST(AccessCheck, SharedMemoryBeyond48KiBIsReported) {
   cudaFree(out);
 }
 
+// ---- The host touching device memory ----
+
+TEST(AccessCheck, TheHostReadingDeviceMemoryIsReported) {
+  float* x = zeros<float>(4);
+  vgpu::CaptureViolations cap;
+  const volatile float* p = x;
+  const float v = p[2];  // planted: a device pointer dereferenced on the host
+  const auto m = cap.messages();
+  EXPECT_EQ(v, 0.0f);
+  EXPECT_TRUE(any_contains(m, "host access to device memory: the host reads 4 byte(s) at byte offset 8 of allocation #"))
+      << joined(m);
+  EXPECT_TRUE(any_contains(m, "access_check_test.cpp:")) << joined(m);
+  cudaFree(x);
+}
+
+TEST(AccessCheck, TheHostUsingPinnedMemoryIsClean) {
+  void* h = nullptr;
+  ASSERT_EQ(cudaMallocHost(&h, 16), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  volatile float* p = static_cast<float*>(h);
+  p[1] = 3.0f;
+  EXPECT_EQ(p[1], 3.0f);
+  EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
+  cudaFreeHost(h);
+}
+
 // ---- Correct kernels stay quiet ----
 
 __global__ void scale_grid_stride(const float* x, float* y, int n) {

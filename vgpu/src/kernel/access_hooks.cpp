@@ -1,13 +1,15 @@
 // The entry points that GCC's (and Clang's) -fsanitize=thread instrumentation calls at every load,
 // store and atomic of the CUDA sources of a vgpu build. ThreadSanitizer's runtime is not linked:
-// these forward each access to the kernel's AccessTracker while a kernel runs on this thread, and
-// otherwise only return (access_check.h). The atomics perform the operation themselves.
+// these forward each access to the kernel's AccessTracker while a kernel runs on this thread;
+// otherwise they only check that the host is not touching device memory (access_check.h). The
+// atomics perform the operation themselves.
 // Not compiled with the instrumentation (it would call itself).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "kernel/access_check.h"
+#include "runtime/arena.h"
 
 namespace {
 using vgpu::kernel::AccessTracker;
@@ -15,7 +17,11 @@ using vgpu::kernel::t_access_tracker;
 
 inline __attribute__((always_inline)) void note(const volatile void* p, size_t n, unsigned flags, const void* pc) {
   AccessTracker* t = t_access_tracker;
-  if (__builtin_expect(t == nullptr, 1)) return;
+  if (__builtin_expect(t == nullptr, 1)) {
+    if (__builtin_expect(vgpu::rt::in_device_arena(const_cast<const void*>(p)), 0))
+      vgpu::kernel::host_access(const_cast<const void*>(p), n, flags, pc);
+    return;
+  }
   t_access_tracker = nullptr;  // what the check itself runs is not checked
   t->access(const_cast<const void*>(p), n, flags, pc);
   t_access_tracker = t;

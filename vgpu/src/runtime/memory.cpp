@@ -6,6 +6,7 @@
 #include <deque>
 #include <sstream>
 
+#include "runtime/arena.h"
 #include "runtime/registry.h"
 
 namespace vgpu {
@@ -103,13 +104,17 @@ void release_record(AllocRecord* a) {
                                            " changed after it was freed (a write through a stale pointer)." +
                                            site_lines(*a));
   verify_guards(*a, "its release from the quarantine of freed memory");
-  std::free(a->raw);
+  if (a->device >= 0)
+    arena_release(a->raw, a->raw_bytes);
+  else
+    std::free(a->raw);
   delete a;
 }
 
 AllocRecord* allocate(size_t bytes, int device, const char* api) {
   const size_t raw_bytes = kGuardBytes + round_up(bytes, kGuardBytes) + kGuardBytes;
-  char* raw = static_cast<char*>(std::aligned_alloc(kGuardBytes, raw_bytes));
+  // Device memory in its own address range (arena.h); pinned host memory from the heap.
+  char* raw = device >= 0 ? arena_allocate(raw_bytes) : static_cast<char*>(std::aligned_alloc(kGuardBytes, raw_bytes));
   if (!raw) return nullptr;
   auto* a = new AllocRecord;
   a->raw = raw;

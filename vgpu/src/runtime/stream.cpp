@@ -3,6 +3,7 @@
 // enqueue() is the door through which the kernel, cuBLAS and NCCL parts queue work.
 #include <sstream>
 
+#include "kernel/access_check.h"
 #include "runtime/internal.h"
 
 namespace vgpu {
@@ -50,6 +51,7 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
 }
 
 void worker_loop(StreamImpl* s) {
+  kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf
   std::unique_lock<std::mutex> lk(s->mu);
   for (;;) {
     s->cv_work.wait(lk, [s] { return !s->queue.empty() || s->destroyed.load(); });
