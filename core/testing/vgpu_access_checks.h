@@ -1,5 +1,6 @@
-// The virtual GPU's per-access kernel checks (vgpu/README.md, "Kernel memory accesses") on or off
-// for a scope, for tests whose subject is not the kernels; nothing outside the virtual-GPU build.
+// The virtual GPU's per-access kernel checks (vgpu/README.md, "Kernel memory accesses") off for a
+// scope (tests whose subject is not the kernels), or left as they are; nothing outside the
+// virtual-GPU build.
 #pragma once
 #ifdef PTDP_VGPU
 #include <vgpu/runtime.h>
@@ -12,7 +13,7 @@ class VgpuAccessChecks {
   explicit VgpuAccessChecks(bool on) {
 #ifdef PTDP_VGPU
     was_ = vgpu::access_checks();
-    vgpu::set_access_checks(on);
+    vgpu::set_access_checks(on && was_);  // never on where VGPU_ACCESS_CHECK=0 turned them off
 #else
     (void)on;
 #endif

@@ -19,6 +19,7 @@
 #include "kernel/executor.h"
 #include "kernel/shared_memory.h"
 #include "kernel/stack_pool.h"
+#include "runtime/arena.h"
 #include "runtime/registry.h"
 
 namespace vgpu::kernel {
@@ -349,6 +350,14 @@ const Region* AccessTracker::Impl::find(const char* p, size_t bytes, const void*
                (p < a->base ? std::to_string(a->base - p) + " byte(s) before the start of "
                             : std::to_string(p - end) + " byte(s) past the end of ") +
                rt::describe_record(*a) + "." + rt::site_lines(*a),
+           pc);
+    return nullptr;
+  }
+  if (rt::in_device_arena(p)) {  // device memory's range, but no allocation's: the rest of a page
+    report(kOutOfBounds,
+           who(block, thread) + " accesses " + std::to_string(bytes) +
+               " byte(s) of device memory that no allocation holds (beyond the guard zones of the "
+               "allocation before it).",
            pc);
     return nullptr;
   }

@@ -197,6 +197,17 @@ TEST(AccessCheck, ReadOnePastTheEndIsReported) {
   cudaFree(y);
 }
 
+// Past the guard zone, in the rest of the allocation's last page: no allocation's memory at all.
+TEST(AccessCheck, ReadBeyondTheGuardZoneIsReported) {
+  float* x = zeros<float>(100);
+  float* y = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 100 + 128); });
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "device memory that no allocation holds")) << joined(m);
+  cudaFree(x);
+  cudaFree(y);
+}
+
 TEST(AccessCheck, ReadIntoTheRoundingPaddingOfACachedBlockIsReported) {
   float* x = zeros<float>(256);
   float* y = zeros<float>(1);
