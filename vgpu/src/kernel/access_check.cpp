@@ -190,7 +190,6 @@ std::string dim3_text(uint64_t lin, dim3 d) {
 
 struct AccessTracker::Impl {
   const detail::KernelSpec* spec = nullptr;
-  uint32_t n = 0;  // threads per block
   uint64_t block = 0;
   uint32_t thread = 0;  // of the access being checked
   std::vector<uint32_t> wepoch;
@@ -239,12 +238,11 @@ AccessTracker::AccessTracker() : impl_(new Impl) {}
 AccessTracker::~AccessTracker() = default;
 
 void AccessTracker::begin(const detail::KernelSpec& spec, const void* closure, const StackPool& stacks,
-                          uint32_t threads_per_block, uint32_t warps) {
+                          uint32_t warps) {
   Impl& m = *impl_;
   m.closure_lo = static_cast<const char*>(closure);
   m.closure_hi = m.closure_lo + spec.closure_bytes;
   m.spec = &spec;
-  m.n = threads_per_block;
   m.wepoch.assign(warps, 0);
   m.stack_lo = stacks.lo();
   m.stack_hi = stacks.hi();
@@ -387,25 +385,22 @@ void AccessTracker::Impl::check_device(const Region& g, const char* p, size_t by
   const size_t lo = static_cast<size_t>(p - a.base), hi = lo + bytes;
   std::atomic<uint64_t>* w = a.init.get();
   const bool reads = !(flags & kWrite) || (flags & kAtomic);  // an atomic read-modify-write reads too
-  for (size_t i = lo; i < hi;) {
-    const size_t word = i / 64, bit = i % 64, n = std::min<size_t>(64 - bit, hi - i);
-    const uint64_t mask = n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << bit;
+  rt::for_each_init_word(lo, hi, [&](size_t word, uint64_t mask) {
     const uint64_t have = w[word].load(std::memory_order_relaxed);
-    if ((have & mask) != mask) {
-      if (reads && !found[kUninitialized]) {
-        const size_t first = word * 64 + static_cast<size_t>(__builtin_ctzll(~have & mask));
-        report(kUninitialized,
-               who(block, thread) + " reads " + std::to_string(bytes) + " byte(s) at " + where(g, p) +
-                   ", which nothing has written since cudaMalloc (byte " + std::to_string(first) +
-                   " is unwritten; cudaMalloc does not initialise memory, and a caching allocator's block holds "
-                   "whatever its last tensor left)." +
-                   rt::site_lines(a),
-               pc);
-      }
-      if (flags & kWrite) w[word].fetch_or(mask, std::memory_order_relaxed);
+    if ((have & mask) == mask) return true;
+    if (reads && !found[kUninitialized]) {
+      const size_t first = word * 64 + static_cast<size_t>(__builtin_ctzll(~have & mask));
+      report(kUninitialized,
+             who(block, thread) + " reads " + std::to_string(bytes) + " byte(s) at " + where(g, p) +
+                 ", which nothing has written since cudaMalloc (byte " + std::to_string(first) +
+                 " is unwritten; cudaMalloc does not initialise memory, and a caching allocator's block holds "
+                 "whatever its last tensor left)." +
+                 rt::site_lines(a),
+             pc);
     }
-    i += n;
-  }
+    if (flags & kWrite) w[word].fetch_or(mask, std::memory_order_relaxed);
+    return true;
+  });
 }
 
 void AccessTracker::access(const void* ptr, size_t bytes, unsigned flags, const void* pc) {

@@ -32,8 +32,7 @@ class AccessTracker {
 
   // Around one grid on this thread; end() says whether the kernel made any tracked access (its
   // code is instrumented: then what it wrote is marked initialised exactly, as it happened).
-  void begin(const detail::KernelSpec& spec, const void* closure, const StackPool& stacks, uint32_t threads_per_block,
-             uint32_t warps);
+  void begin(const detail::KernelSpec& spec, const void* closure, const StackPool& stacks, uint32_t warps);
   bool end();
   void begin_block(uint64_t linear_block);
   void barrier_done() { ++block_epoch_; }

@@ -652,7 +652,7 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   cudaError_t result = cudaSuccess;
   tracking_ = access_checks_enabled();
   if (tracking_) {
-    tracker_.begin(spec, closure, stacks_, n_, static_cast<uint32_t>(warps_.size()));
+    tracker_.begin(spec, closure, stacks_, static_cast<uint32_t>(warps_.size()));
     t_access_tracker = &tracker_;
   }
   {

@@ -549,19 +549,15 @@ void mark_initialized(const void* p, size_t bytes) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
   if (!a || a->freed || !a->init) return;
-  size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base);
-  const size_t hi = std::min(a->bytes, lo + bytes);
+  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base);
   std::atomic<uint64_t>* w = a->init.get();
-  while (lo < hi) {
-    const size_t word = lo / 64, bit = lo % 64;
-    const size_t n = std::min<size_t>(64 - bit, hi - lo);
-    const uint64_t mask = n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << bit;
+  rt::for_each_init_word(lo, std::min(a->bytes, lo + bytes), [w](size_t word, uint64_t mask) {
     if (mask == ~uint64_t{0})
       w[word].store(mask, std::memory_order_relaxed);
     else
       w[word].fetch_or(mask, std::memory_order_relaxed);
-    lo += n;
-  }
+    return true;
+  });
 }
 
 void check_initialized(const void* p, size_t bytes, const std::string& what) {
@@ -574,28 +570,22 @@ void check_initialized(const void* p, size_t bytes, const std::string& what) {
     const size_t start = static_cast<size_t>(static_cast<const char*>(p) - a->base);
     const size_t hi = std::min(a->bytes, start + bytes);
     const std::atomic<uint64_t>* w = a->init.get();
-    size_t lo = start;
-    while (lo < hi) {
-      const size_t word = lo / 64, bit = lo % 64;
-      const size_t n = std::min<size_t>(64 - bit, hi - lo);
-      const uint64_t mask = n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << bit;
+    rt::for_each_init_word(start, hi, [&](size_t word, uint64_t mask) {
       const uint64_t missing = ~w[word].load(std::memory_order_relaxed) & mask;
-      if (missing) {
-        const size_t first = word * 64 + static_cast<size_t>(__builtin_ctzll(missing));
-        size_t count = 0;
-        for (size_t i = first; i < hi; ++i)
-          if (!(w[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) ++count;
-        std::ostringstream m;
-        m << what << " reads bytes [" << start << ", " << hi << ") of " << rt::describe_record(*a) << ", but "
-          << count << " of them (the first at offset " << first
-          << ") were never written since cudaMalloc (by a copy, memset, kernel, GEMM or collective); cudaMalloc "
-             "does not initialise memory."
-          << rt::site_lines(*a);
-        msg = m.str();
-        break;
-      }
-      lo += n;
-    }
+      if (!missing) return true;
+      const size_t first = word * 64 + static_cast<size_t>(__builtin_ctzll(missing));
+      size_t count = 0;
+      for (size_t i = first; i < hi; ++i)
+        if (!(w[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) ++count;
+      std::ostringstream m;
+      m << what << " reads bytes [" << start << ", " << hi << ") of " << rt::describe_record(*a) << ", but "
+        << count << " of them (the first at offset " << first
+        << ") were never written since cudaMalloc (by a copy, memset, kernel, GEMM or collective); cudaMalloc "
+           "does not initialise memory."
+        << rt::site_lines(*a);
+      msg = m.str();
+      return false;
+    });
   }
   if (!msg.empty()) report_violation("uninitialized read", msg);
 }

@@ -1,6 +1,7 @@
 // The device-memory registry shared by src/runtime: one record per cudaMalloc/cudaMallocHost
 // allocation (live or quarantined after free), found by address.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <shared_mutex>
 
@@ -51,6 +52,17 @@ struct AllocRecord {
   std::unique_ptr<std::atomic<uint64_t>[]> init;  // 1 bit per byte; device memory only
   std::vector<AccessRec> accesses;                // race checker; guarded by race_mutex()
 };
+
+// The words of an initialisation shadow (AllocRecord::init, one bit per byte) that the bytes
+// [lo, hi) cover: f(word, mask) with the mask of those bytes' bits, until f returns false.
+template <class F> void for_each_init_word(size_t lo, size_t hi, F&& f) {
+  while (lo < hi) {
+    const size_t word = lo / 64, bit = lo % 64, n = std::min<size_t>(64 - bit, hi - lo);
+    const uint64_t mask = n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << bit;
+    if (!f(word, mask)) return;
+    lo += n;
+  }
+}
 
 struct Registry {
   std::shared_mutex mu;
