@@ -2,9 +2,9 @@
 # The test command. Everything runs in one build, build-vgpu/ (scripts/test_vgpu.sh --all): the CPU
 # code and the CUDA code, the latter as host C++ against the virtual GPU (vgpu/), so that every test
 # (CPU, CUDA, NCCL, MPI, CLI, documents) runs here without a GPU, side by side on every core. Where
-# nvcc is installed, the CUDA sources are also compiled by nvcc for the real GPUs (the CUDA files of
-# the backend and communicator libraries of build/, the build scripts/setup.sh makes) so that what
-# only nvcc and the real CUDA headers can reject is caught too.
+# nvcc is installed, the CUDA sources are also compiled by nvcc for a real GPU (the CUDA files of
+# the backend and communicator libraries, in build-nvcc/) so that what only nvcc and the real CUDA
+# headers can reject is caught too.
 #   scripts/test.sh                   # everything (CI runs this): Debian packages, builds, every test
 #   scripts/test.sh --changed [REV]   # before a commit: rebuild build-vgpu/ and run the tests of the
 #                                     # folders changed since REV (default HEAD, uncommitted and
@@ -41,14 +41,18 @@ fi
 scripts/setup_packages.sh
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
-  # shellcheck disable=SC2086
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${PTDP_CMAKE_ARGS:-} >/dev/null
   # Only the sources that use CUDA, cuBLAS or NCCL (backend/cuda/, comm/nccl/): the rest of those
-  # libraries is the same C++ that build-vgpu/ compiles.
-  mapfile -t cuda_objects < <(ninja -C build -t targets all |
+  # libraries is the same C++ that build-vgpu/ compiles. For one architecture (no source of ptdp
+  # depends on __CUDA_ARCH__, so a second one rejects nothing more) and without precompiled
+  # headers (each source must include what it uses), in build-nvcc/: the user's build/ keeps its
+  # own settings.
+  # shellcheck disable=SC2086
+  cmake -S . -B build-nvcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON -DPTDP_BUILD_TESTS=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
+  mapfile -t cuda_objects < <(ninja -C build-nvcc -t targets all |
     sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p')
-  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build/build.ninja" >&2; exit 1; }
-  ninja -C build -j "$(nproc)" "${cuda_objects[@]}"
-  echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; exit 1; }
+  ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
+  echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
 fi
 scripts/test_vgpu.sh --all

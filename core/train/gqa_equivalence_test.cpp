@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/testing/equivalence.h"
 #include "core/testing/parallel_run.h"
@@ -45,14 +47,20 @@ ModelConfig llama_g2() { return llama_gqa8(2); }
 ModelConfig llama_g1() { return llama_gqa8(1); }
 const Case kCases[] = {{"LlamaGroups2", llama_g2}, {"LlamaGroups1", llama_g1}, {"GptGroups4", gpt_gqa8}};
 
-const RunResult& reference(int which) {
-  static RunResult refs[3];
-  static bool done[3] = {false, false, false};
-  if (!done[which]) {
-    refs[which] = testing::train_parallel(kCases[which].model(), testing::equivalence_train_config(1), Layout{}, 3, 33);
-    done[which] = true;
-  }
-  return refs[which];
+ModelConfig case_model(int which, int layers) {
+  ModelConfig c = kCases[which].model();
+  c.layers = layers;
+  return c;
+}
+
+// One rank's run of a case at a depth, trained once per process.
+const RunResult& reference(int which, int layers = 8) {
+  static std::map<std::pair<int, int>, RunResult> refs;
+  auto [it, fresh] = refs.try_emplace({which, layers});
+  if (fresh)
+    it->second =
+        testing::train_parallel(case_model(which, layers), testing::equivalence_train_config(1), Layout{}, 3, 33);
+  return it->second;
 }
 
 struct GqaLayout {
@@ -142,7 +150,9 @@ TEST(GqaModel, GroupsChangeTheModelAndItsParameters) {
 #ifdef PTDP_HAVE_CUDA
 // The CUDA backend's gqa_expand / gqa_reduce in training, every rank a thread on GPU 0 (or over
 // NCCL, one GPU per rank), against the CPU reference, with the bounds of the CudaPtdp grid.
+// Every layout has p*v <= 4, so each case at 4 layers, half the kernel work of its 8.
 class CudaGqa : public ::testing::TestWithParam<GqaLayout> {};
+constexpr int kCudaLayers = 4;
 
 TEST_P(CudaGqa, MatchesTheCpuReferenceOnOneGpu) {
   std::string reason;
@@ -155,9 +165,10 @@ TEST_P(CudaGqa, MatchesTheCpuReferenceOnOneGpu) {
   // The per-access kernel checks of the virtual GPU (gqa_expand and gqa_reduce are checked in
   // CudaKernels) on the sequence-parallel layout only: they double the others' time.
   const testing::VgpuAccessChecks checks(l.sequence_parallel);
+  ASSERT_LE(l.pp * l.vpp, kCudaLayers);
   const RunResult got =
-      testing::train_parallel(kCases[g.model].model(), testing::equivalence_train_config(1), l, 3, 33);
-  const RunResult& ref = reference(g.model);
+      testing::train_parallel(case_model(g.model, kCudaLayers), testing::equivalence_train_config(1), l, 3, 33);
+  const RunResult& ref = reference(g.model, kCudaLayers);
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-4) << "iteration " << i + 1;
   EXPECT_LT(testing::compare_weights(ref, got).whole, 1e-3);

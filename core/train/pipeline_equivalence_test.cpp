@@ -184,20 +184,26 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallelHostDevice, Ptdp, ::testing::Values([] 
 // than OpenBLAS, so the bounds are those of two correct f32 computations rather than of the same one.
 // These check the device plumbing of every schedule, layout, recompute mode and scatter/gather
 // setting (streams, stage buffers, p2p and the collectives of device tensors), which does not
-// depend on the width: model8's 8 layers at half its width and sequence (h = 32, 4 heads of 8,
-// s = 16), a quarter of its kernel work on the virtual GPU. The kernels at other shapes are the
+// depend on the width or the depth: model8 at half its width and sequence (h = 32, 4 heads of 8,
+// s = 16) and with as few layers as the layout allows while every chunk holds whole layers and the
+// layouts with p*v <= 2 hold several per stage: 4 layers, or 8 where p*v = 8. That is an eighth of
+// model8's kernel work on the virtual GPU for most layouts. The kernels at other shapes are the
 // CudaKernels tests'; model8 itself trains on the CUDA backend in CliCuda (t = p = d = v = 2) and
 // tiny in MixedPrecision.CudaBf16AndF16FollowTheCpuBackend.
-ModelConfig narrow8() {
+ModelConfig narrow(int layers) {
   ModelConfig c = model8();
   c.hidden = 32;
   c.seq_length = 16;
+  c.layers = layers;
   return c;
 }
 
-const RunResult& narrow_reference() {
-  static const RunResult ref = testing::train_parallel(narrow8(), train_cfg(), Layout{}, 3, 33);
-  return ref;
+int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 ? 8 : 4; }
+
+const RunResult& narrow_reference(int layers) {
+  static const RunResult ref4 = testing::train_parallel(narrow(4), train_cfg(), Layout{}, 3, 33);
+  static const RunResult ref8 = testing::train_parallel(narrow(8), train_cfg(), Layout{}, 3, 33);
+  return layers == 4 ? ref4 : ref8;
 }
 
 class CudaPtdp : public ::testing::TestWithParam<Layout> {};
@@ -222,8 +228,9 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
   const testing::VgpuAccessChecks checks(access_checked(l));
   if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
   l.backend = "cuda";
-  RunResult got = testing::train_parallel(narrow8(), train_cfg(), l, 3, 33);
-  const RunResult& ref = narrow_reference();
+  const int layers = narrow_layers(l);
+  RunResult got = testing::train_parallel(narrow(layers), train_cfg(), l, 3, 33);
+  const RunResult& ref = narrow_reference(layers);
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-4) << "iteration " << i + 1;
   EXPECT_LT(testing::compare_weights(ref, got).whole, 1e-3);

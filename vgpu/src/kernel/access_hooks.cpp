@@ -18,7 +18,8 @@ using vgpu::kernel::t_access_tracker;
 inline __attribute__((always_inline)) void note(const volatile void* p, size_t n, unsigned flags, const void* pc) {
   AccessTracker* t = t_access_tracker;
   if (__builtin_expect(t == nullptr, 1)) {
-    if (__builtin_expect(vgpu::rt::in_device_arena(const_cast<const void*>(p)), 0))
+    // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.
+    if (__builtin_expect(vgpu::rt::in_device_arena(const_cast<const void*>(p)), 0) && !vgpu::kernel::t_vgpu_thread)
       vgpu::kernel::host_access(const_cast<const void*>(p), n, flags, pc);
     return;
   }
