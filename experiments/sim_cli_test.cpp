@@ -186,7 +186,7 @@ TEST(SimCli, SequenceParallelUnderAStackWithoutItIsRefused) {
   TempDir dir;
   const Args base = {"simulate", "--model", "gpt-1.7b", "--tp", "2", "--gpus", "8", "--global-batch", "64",
                      "--hardware", "a100-selene", "--sequence-parallel"};
-  for (const Args extra : {Args{"--stack", "megatron-2021"}, Args{}}) {
+  for (const Args& extra : {Args{"--stack", "megatron-2021"}, Args{}}) {
     Args a = base;
     a.insert(a.end(), extra.begin(), extra.end());
     const CliResult r = run_ptdp(dir, a);

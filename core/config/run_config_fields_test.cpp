@@ -15,7 +15,9 @@ TEST(RunConfigFields, FlagsAreUniqueAndValuesExact) {
   std::set<std::string> names;
   for (const auto& [name, value] : run_config_fields(c)) EXPECT_TRUE(names.insert(name).second) << name;
   for (const auto& [name, value] : run_config_fields(c))
-    if (name == "--lr") EXPECT_EQ(value, "0.10000000000000001");
+    if (name == "--lr") {
+      EXPECT_EQ(value, "0.10000000000000001");
+    }
 }
 
 TEST(RunConfigFields, EveryFieldChangesTheList) {

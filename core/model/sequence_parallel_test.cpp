@@ -201,7 +201,9 @@ TEST(SequenceParallelMemory, GptLayerKeepsTheClosedFormBytes) {
       for (int64_t got : measured(c, t, b, mode, false, DType::F32)) EXPECT_EQ(got, without) << recompute_name(mode);
       for (int64_t got : measured(c, t, b, mode, true, DType::F32)) EXPECT_EQ(got, with) << recompute_name(mode);
       // Full recomputation keeps the layer inputs only: sequence parallelism divides them by t.
-      if (mode == Recompute::Full) EXPECT_EQ(without, t * with);
+      if (mode == Recompute::Full) {
+        EXPECT_EQ(without, t * with);
+      }
     }
   // The numbers of docs/ARCHITECTURE.md: tiny, b = 2, t = 2, no recomputation.
   const Sizes z{32, 2, 64, 4, 2};

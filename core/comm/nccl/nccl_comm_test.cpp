@@ -224,7 +224,9 @@ TEST(NcclComm, AReceiveIsOrderedAfterComputeQueuedOnItsBuffer) {
     be.fill(x, 7.0);  // a kernel on the compute stream
     if (r == 0) comm.send(device_values(be, std::vector<float>(256, 1.0f)), 1, 0);
     else comm.recv(x, 0, 0);
-    if (r == 1) EXPECT_EQ(host_values(be, x)[255], 1.0f);
+    if (r == 1) {
+      EXPECT_EQ(host_values(be, x)[255], 1.0f);
+    }
   });
   EXPECT_TRUE(capture.messages().empty()) << capture.messages().front();
 }
