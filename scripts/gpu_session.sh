@@ -254,6 +254,7 @@ if ((dry)); then
   gpt_train=(--layers 2 --hidden 64 --heads 4 --seq-length 32 --vocab-size 256 --micro-batch 2)
   llama_train=(--arch llama "${gpt_train[@]}")
   tp_iters=(--iters 3 --warmup 1)
+  loss_iters=(--iters 3)
   fig7=(--scale small)
   accept_hw=vgpu
 else
@@ -266,6 +267,7 @@ else
   gpt_train=(--layers 24 --hidden 2048 --heads 16 --seq-length 2048 --vocab-size 51200 --micro-batch 4)
   llama_train=(--arch llama --layers 4 --hidden 4096 --heads 32 --seq-length 2048 --vocab-size 32000 --micro-batch 2)
   tp_iters=(--iters 8 --warmup 3)
+  loss_iters=(--iters 10)
   fig7=(--scale paper)
   accept_hw=""
 fi
@@ -299,8 +301,10 @@ fi
 
 # 2. Against PyTorch on the same GPU.
 cmp=("$PY" "$repo/scripts/compare_pytorch.py")
-stage pytorch_loss_f32 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision f32 --ptdp "$PTDP"
-stage pytorch_loss_bf16 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision bf16 --ptdp "$PTDP"
+stage pytorch_loss_f32 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision f32 "${loss_iters[@]}" \
+  --ptdp "$PTDP"
+stage pytorch_loss_bf16 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision bf16 "${loss_iters[@]}" \
+  --ptdp "$PTDP"
 tp=("${cmp[@]}" throughput --device "$device" --ptdp-backend cuda --precision "$precision" --recompute none
     "${tp_iters[@]}" --ptdp "$PTDP" --peak-tflops 989.4)
 stage pytorch_eager_gpt 35 "${tp[@]}" --shape "$gpt_shape" --implementations ptdp pytorch-eager \
