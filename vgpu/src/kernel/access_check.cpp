@@ -25,6 +25,28 @@
 namespace vgpu::kernel {
 
 thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void WriteLog::finish() {
+  if (runs_.size() < 2) return;
+  std::sort(runs_.begin(), runs_.end());
+  size_t out = 0;
+  for (size_t i = 1; i < runs_.size(); ++i) {
+    if (runs_[i].first <= runs_[out].second + kGap) runs_[out].second = std::max(runs_[out].second, runs_[i].second);
+    else runs_[++out] = runs_[i];
+  }
+  runs_.resize(out + 1);
+}
+
+std::vector<std::pair<size_t, size_t>> WriteLog::within(const void* base, size_t bytes) const {
+  const auto lo = reinterpret_cast<uintptr_t>(base), hi = lo + bytes;
+  std::vector<std::pair<size_t, size_t>> out;
+  auto it = std::lower_bound(runs_.begin(), runs_.end(), lo,
+                             [](const std::pair<uintptr_t, uintptr_t>& r, uintptr_t a) { return r.second <= a; });
+  for (; it != runs_.end() && it->first < hi; ++it)
+    out.emplace_back(std::max(it->first, lo) - lo, std::min(it->second, hi) - lo);
+  return out;
+}
 thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec"))) = false;
 
 void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace vgpu::detail {
 struct KernelSpec;
@@ -45,6 +47,37 @@ class AccessTracker {
   std::unique_ptr<Impl> impl_;
   uint32_t block_epoch_ = 0;
 };
+
+// The bytes an instrumented kernel stores, logged by the hooks whether or not the checks are on:
+// what the race checker learns a launch wrote (kernel/launch.cpp), exactly and without comparing
+// a snapshot of each written argument. Runs of addresses less than kGap bytes apart are merged
+// (a kernel's writes are dense or strided; row-sparse ones need not be one record per row).
+class WriteLog {
+ public:
+  static constexpr size_t kGap = 256;
+  void clear() { runs_.clear(); }
+  bool empty() const { return runs_.empty(); }
+  void add(const void* p, size_t bytes) {  // the common case: after or inside the last run
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (!runs_.empty()) {
+      auto& r = runs_.back();
+      if (a >= r.first && a <= r.second + kGap) {
+        if (a + bytes > r.second) r.second = a + bytes;
+        return;
+      }
+    }
+    runs_.emplace_back(a, a + bytes);
+  }
+  void finish();  // sorts and merges the runs
+  // After finish(): the runs within [base, base + bytes), as offsets from base.
+  std::vector<std::pair<size_t, size_t>> within(const void* base, size_t bytes) const;
+
+ private:
+  std::vector<std::pair<uintptr_t, uintptr_t>> runs_;
+};
+
+// The log of the grid running on this thread (the executor's), null outside kernels.
+extern thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec")));
 
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();

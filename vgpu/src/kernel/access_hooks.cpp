@@ -1,8 +1,9 @@
 // The entry points that GCC's (and Clang's) -fsanitize=thread instrumentation calls at every load,
 // store and atomic of the CUDA sources of a vgpu build. ThreadSanitizer's runtime is not linked:
 // these forward each access to the kernel's AccessTracker while a kernel runs on this thread;
-// otherwise they only check that the host is not touching device memory (access_check.h). The
-// atomics perform the operation themselves.
+// otherwise they only check that the host is not touching device memory (access_check.h). A
+// kernel's stores are also logged (WriteLog) for the race checker. The atomics perform the
+// operation themselves.
 // Not compiled with the instrumentation (it would call itself).
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,8 @@ using vgpu::kernel::AccessTracker;
 using vgpu::kernel::t_access_tracker;
 
 inline __attribute__((always_inline)) void note(const volatile void* p, size_t n, unsigned flags, const void* pc) {
+  if (flags & vgpu::kernel::kWrite)
+    if (vgpu::kernel::WriteLog* w = vgpu::kernel::t_write_log) w->add(const_cast<const void*>(p), n);
   AccessTracker* t = t_access_tracker;
   if (__builtin_expect(t == nullptr, 1)) {
     // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.

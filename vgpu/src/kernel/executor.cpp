@@ -139,6 +139,7 @@ class Runner {
   uint64_t warp(unsigned mask, uint64_t value, int arg, int width, std::source_location where);
   bool in_fiber() const { return current_ != nullptr; }
   bool tracked() const { return tracked_; }
+  const WriteLog& writes() const { return writes_; }
 
  private:
   [[noreturn]] static void entry();
@@ -225,6 +226,7 @@ class Runner {
   AccessTracker tracker_;
   bool tracking_ = false;
   bool tracked_ = false;  // the last grid made tracked accesses
+  WriteLog writes_;       // the last grid's instrumented stores
   // A violation found on a fiber, reported from the worker's stack.
   bool failed_ = false;
   const char* fail_kind_ = "";
@@ -650,6 +652,8 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   const uint64_t total = uint64_t(g.x) * g.y * g.z;
   const BlockOrder blocks(setting_, name_hash_, total);
   cudaError_t result = cudaSuccess;
+  writes_.clear();
+  t_write_log = &writes_;
   tracking_ = access_checks_enabled();
   if (tracking_) {
     tracker_.begin(spec, closure, stacks_, static_cast<uint32_t>(warps_.size()));
@@ -670,6 +674,8 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
     t_active = nullptr;
   }
   t_access_tracker = nullptr;
+  t_write_log = nullptr;
+  writes_.finish();
   tracked_ = tracking_ && tracker_.end();
   tracking_ = false;
   threadIdx = saved_tid;
@@ -699,6 +705,7 @@ std::string describe_kernel(const detail::KernelSpec& spec) {
 }
 
 bool last_grid_tracked() { return this_thread_runner().tracked(); }
+const WriteLog& last_grid_writes() { return this_thread_runner().writes(); }
 
 cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, const void* closure) {
   if (t_active) {

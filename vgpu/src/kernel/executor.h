@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "kernel/access_check.h"
+
 namespace vgpu::kernel {
 
 // Runs the grid synchronously. A violation (barrier or warp divergence, deadlock, an exception
@@ -19,6 +21,9 @@ cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, co
 // (access_check.h: its code is instrumented and the checks are on); its writes are then marked
 // initialised exactly.
 bool last_grid_tracked();
+// The stores of the last grid run_grid ran on this thread, as far as its code is instrumented
+// (access_check.h; empty for code without the instrumentation), sorted and merged.
+const WriteLog& last_grid_writes();
 // "kernel NAME (launched at FILE:LINE)", for messages.
 std::string describe_kernel(const detail::KernelSpec& spec);
 

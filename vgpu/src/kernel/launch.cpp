@@ -4,7 +4,9 @@
 #include <vgpu/launch.h>
 #include <vgpu/runtime.h>
 
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,7 +42,8 @@ std::string operand(const KernelSpec& spec, const PointerArg& p) {
   return s;
 }
 
-// Larger written allocations are not snapshot (their extent stays the first byte).
+// Larger written allocations are not snapshot (for a kernel without the instrumentation their
+// extent stays the first byte).
 constexpr size_t kMaxSnapshotBytes = size_t(256) << 20;
 
 // The runs of bytes that differ between `before` and `now` (its length), runs closer than
@@ -85,7 +88,7 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
   std::vector<Range> ranges;
   struct Written {
     Range range;
-    bool learn;  // its extent is learnt from a snapshot
+    bool learn;  // device memory: its extent is learnt when the kernel has run
   };
   std::vector<Written> written;
   bool ok = true;
@@ -122,16 +125,18 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     // An instrumented kernel marks the bytes it stores as initialised itself (access_check.h);
     // for one without the instrumentation each written argument's rest counts as initialised once
     // it has run. In device memory, which only streams write, what changed is what the kernel wrote.
-    if (!p.read_only) written.push_back(Written{ranges.back(), a->device >= 0 && rest <= kMaxSnapshotBytes});
+    if (!p.read_only) written.push_back(Written{ranges.back(), a->device >= 0});
   }
   // For the race checker a kernel argument is first the byte it points at: where a kernel's
   // accesses end is unknown at the launch (a grid-stride loop over n elements, a view into a
   // larger buffer such as the flat gradient buffer whose other buckets NCCL reduces meanwhile),
   // but a kernel that uses its buffer touches where the pointer points. What the kernel really
-  // wrote is learnt when it runs: the bytes that changed in the rest of each written argument's
-  // allocation (a snapshot taken just before), added to the checker afterwards and checked then
-  // (race_record_written). Reads past the first byte, and writes of a value already there, stay
-  // unseen (docs/CUDA.md). The guard zones of the whole allocation are checked after the kernel.
+  // wrote is learnt when it runs, in the rest of each written argument's allocation: the bytes
+  // its instrumented code stored (kernel::WriteLog), or for code without the instrumentation the
+  // bytes that changed (a snapshot taken just before); added to the checker afterwards and checked
+  // then (race_record_written). Reads past the first byte stay unseen, and for uninstrumented
+  // kernels writes of a value already there (docs/CUDA.md). The guard zones of the whole
+  // allocation are checked after the kernel.
   for (Range& r : ranges) r.bytes = 1;
 
   Site site = capture_site(std::string("kernel ") + spec.name + " <<<" + dims(spec.grid) + ", " + dims(spec.block) +
@@ -143,20 +148,34 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
       [spec, closure = std::move(closure), body, ok, written = std::move(written), stamp]() -> cudaError_t {
         if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
         const bool learn = race_stamp_filled(*stamp);
+        // An instrumented kernel logs its stores (kernel::WriteLog); one whose earlier launch from
+        // the same site on this worker logged some needs no snapshot (instrumentation is per
+        // source file, and a launch site's kernels are its file's). Until then, and for kernels
+        // without the instrumentation, the written arguments are compared with a snapshot.
+        thread_local std::set<std::tuple<const char*, int, const char*>> logs_its_writes;
+        const auto site_key = std::make_tuple(spec.file, spec.line, spec.name);
+        const bool logged = logs_its_writes.count(site_key) != 0;
         std::vector<std::vector<unsigned char>> before(written.size());
+        std::vector<bool> snapshot(written.size(), false);
         for (size_t i = 0; i < written.size(); ++i)
-          if (learn && written[i].learn) {
+          if (learn && written[i].learn && !logged && written[i].range.bytes <= kMaxSnapshotBytes) {
             const auto* p = static_cast<const unsigned char*>(written[i].range.ptr);
             before[i].assign(p, p + written[i].range.bytes);
+            snapshot[i] = true;
           }
         const cudaError_t e = kernel::run_grid(spec, body, closure.get());
         if (e != cudaSuccess) return e;
         const bool exact = kernel::last_grid_tracked();  // the kernel's writes marked themselves
+        const kernel::WriteLog& log = kernel::last_grid_writes();
+        if (!log.empty()) logs_its_writes.insert(site_key);
         for (size_t i = 0; i < written.size(); ++i) {
           const Range& r = written[i].range;
           if (!exact) mark_initialized(r.ptr, r.bytes);
           if (!learn || !written[i].learn) continue;
-          race_record_written(*stamp, r.ptr, changed_runs(before[i], static_cast<const unsigned char*>(r.ptr)));
+          if (!log.empty() || logged)
+            race_record_written(*stamp, r.ptr, log.within(r.ptr, r.bytes));
+          else if (snapshot[i])
+            race_record_written(*stamp, r.ptr, changed_runs(before[i], static_cast<const unsigned char*>(r.ptr)));
         }
         return e;
       },
