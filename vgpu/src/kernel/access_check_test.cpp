@@ -297,6 +297,38 @@ TEST(AccessCheck, TheHostUsingPinnedMemoryIsClean) {
   cudaFreeHost(h);
 }
 
+// ---- What a kernel stored, for the race checker across streams ----
+
+// The race checker learns an instrumented kernel's writes from its stores (kernel::WriteLog), so
+// a store of the value already there counts (a snapshot comparison would not see it), from every
+// launch of the site, checks on or off.
+__global__ void store_ones(float* x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] = 1.0f;
+}
+
+TEST(AccessCheck, AStoreOfTheValueAlreadyThereRacesWithAnotherStreamsRead) {
+  for (bool checks : {true, false}) {
+    vgpu::set_access_checks(checks);
+    float* x = upload(std::vector<float>(1000, 1.0f));
+    float* y = zeros<float>(1000);
+    AccessStream a, b;
+    vgpu::CaptureViolations cap;
+    for (int launch = 0; launch < 2; ++launch) {  // the second launch of the site takes no snapshot
+      ACCESS_LAUNCH(2, 64, a.s, store_ones)(x, 1000);
+      // Bytes [2000, 4000) only: past the kernel argument's first byte.
+      ASSERT_EQ(cudaMemcpyAsync(y, x + 500, 500 * sizeof(float), cudaMemcpyDeviceToDevice, b.s), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    const auto m = cap.messages();
+    EXPECT_TRUE(any_contains(m, "race: ")) << "checks " << checks << ": " << joined(m);
+    EXPECT_TRUE(any_contains(m, "kernel store_ones")) << "checks " << checks << ": " << joined(m);
+    EXPECT_EQ(m.size(), 2u) << "checks " << checks << ": " << joined(m);  // one per launch
+    cudaFree(x);
+    cudaFree(y);
+  }
+  vgpu::set_access_checks(true);
+}
+
 // ---- Correct kernels stay quiet ----
 
 __global__ void scale_grid_stride(const float* x, float* y, int n) {
