@@ -186,26 +186,28 @@ __global__ void write_first(float* x, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 1.0f;
 }
 
-TEST(AccessCheck, ReadOnePastTheEndIsReported) {
+// The violations of read_at reading element i of a 100-float allocation.
+std::vector<std::string> read_at_violations(int i) {
   float* x = zeros<float>(100);
   float* y = zeros<float>(1);
-  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 100); });
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, i); });
+  cudaFree(x);
+  cudaFree(y);
+  return m;
+}
+
+TEST(AccessCheck, ReadOnePastTheEndIsReported) {
+  const auto m = read_at_violations(100);
   EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
   EXPECT_TRUE(any_contains(m, "accesses 4 byte(s) at 0 byte(s) past the end of allocation #")) << joined(m);
   EXPECT_TRUE(any_contains(m, "(400 bytes of device memory on device 0)")) << joined(m);
-  cudaFree(x);
-  cudaFree(y);
 }
 
 // Past the guard zone, in the rest of the allocation's last page: no allocation's memory at all.
 TEST(AccessCheck, ReadBeyondTheGuardZoneIsReported) {
-  float* x = zeros<float>(100);
-  float* y = zeros<float>(1);
-  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, 100 + 128); });
+  const auto m = read_at_violations(100 + 128);
   EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
   EXPECT_TRUE(any_contains(m, "device memory that no allocation holds")) << joined(m);
-  cudaFree(x);
-  cudaFree(y);
 }
 
 TEST(AccessCheck, ReadIntoTheRoundingPaddingOfACachedBlockIsReported) {

@@ -47,11 +47,10 @@ std::string operand(const KernelSpec& spec, const PointerArg& p) {
 constexpr size_t kMaxSnapshotBytes = size_t(256) << 20;
 
 // The runs of bytes that differ between `before` and `now` (its length), runs closer than
-// kRunGap merged: a kernel's writes are dense or strided, and row-sparse ones (embedding
-// gradients) need not be one record per row.
+// WriteLog::kGap merged, as the write log merges them: a kernel's writes are dense or strided,
+// and row-sparse ones (embedding gradients) need not be one record per row.
 std::vector<std::pair<size_t, size_t>> changed_runs(const std::vector<unsigned char>& before,
                                                     const unsigned char* now) {
-  constexpr size_t kRunGap = 256;
   std::vector<std::pair<size_t, size_t>> runs;
   const size_t n = before.size();
   const unsigned char* b = before.data();
@@ -67,7 +66,7 @@ std::vector<std::pair<size_t, size_t>> changed_runs(const std::vector<unsigned c
     }
     size_t j = i + 1;
     while (j < n && before[j] != now[j]) ++j;
-    if (!runs.empty() && i - runs.back().second < kRunGap) runs.back().second = j;
+    if (!runs.empty() && i - runs.back().second < kernel::WriteLog::kGap) runs.back().second = j;
     else runs.emplace_back(i, j);
     i = j;
   }
