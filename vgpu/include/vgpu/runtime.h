@@ -94,7 +94,11 @@ struct Range {
 // worker; a non-success return becomes the stream's error (sticky for cudaErrorIllegalAddress,
 // as on a GPU), reported by the next synchronisation or query. After it runs, the guard zones
 // of the allocations in `ranges` are checked.
-void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work);
+// `self_contained`: the work waits on nothing another thread does (a kernel, a product; not a
+// collective): queued on an idle stream, it may run on the calling thread before enqueue returns
+// (vgpu/README.md, "Streams").
+void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
+             bool self_contained = false);
 
 // Where a queued item stands in the race checker's order (filled by enqueue_stamped when the
 // checker is on): lets work that learns its real extent while it runs (a kernel, whose pointer
@@ -103,7 +107,7 @@ struct RaceStamp;
 // As enqueue, and fills `stamp` (made by new_race_stamp) before the work can run.
 std::shared_ptr<RaceStamp> new_race_stamp();
 void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
-                     const std::shared_ptr<RaceStamp>& stamp);
+                     const std::shared_ptr<RaceStamp>& stamp, bool self_contained = false);
 // Whether `stamp` was filled (the race checker is on).
 bool race_stamp_filled(const RaceStamp& stamp);
 // From the work of a stamped item: the bytes [p + lo, p + hi) of each run changed while it ran.

@@ -105,17 +105,36 @@ void compute_gemm(const GemmProblem& p) {
 // openblas_set_num_threads (process-wide, and overridden by the OpenMP value on every call).
 // Every stream worker of every virtual device may run products concurrently, so on a small
 // machine a team per worker would oversubscribe the cores many times over (and libgomp's idle
-// threads spin); the parallelism here comes from the streams instead. So each worker limits its
-// own OpenMP setting to one thread, leaving the host threads (ptdp's CPU backend) untouched.
-// omp_set_num_threads is looked up at run time: libgomp is loaded with OpenBLAS, and the vgpu
-// itself is not built with OpenMP.
-void use_one_blas_thread_here() {
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  using SetThreads = void (*)(int);
-  static const auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (set_threads) set_threads(1);
+// threads spin); the parallelism here comes from the streams instead. So a product runs with the
+// calling thread's OpenMP setting at one thread, restored afterwards (a product may run on a host
+// thread, whose setting is ptdp's CPU backend's). The OpenMP functions are looked up at run time:
+// libgomp is loaded with OpenBLAS, and the vgpu itself is not built with OpenMP.
+namespace {
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+SetThreads omp_set() {
+  static const auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  return f;
+}
+GetThreads omp_get() {
+  static const auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return f;
+}
+}  // namespace
+
+thread_local int t_product_threads = 0;
+
+OneBlasThread::OneBlasThread() {
+  if (!omp_set() || !omp_get()) return;
+  saved_ = omp_get()();
+  if (saved_ != 1) omp_set()(1);
+  t_product_threads = omp_get()();
+}
+
+int openmp_threads_of_last_product_for_testing() { return t_product_threads; }
+
+OneBlasThread::~OneBlasThread() {
+  if (saved_ > 1) omp_set()(saved_);
 }
 
 }  // namespace vgpu::blas

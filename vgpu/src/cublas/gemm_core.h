@@ -32,8 +32,19 @@ struct GemmProblem {
 // Runs the products; safe to call from several threads at once (scratch is per thread).
 void compute_gemm(const GemmProblem& p);
 
-// Stream workers call this before their first product: OpenBLAS (OpenMP build) then runs this
-// thread's products on this thread alone (see gemm_core.cpp for why).
-void use_one_blas_thread_here();
+// The calling thread's OpenMP setting while its last product ran (0: none ran on it).
+int openmp_threads_of_last_product_for_testing();
+
+// While it lives, OpenBLAS runs the calling thread's products on one thread (gemm_core.cpp).
+class OneBlasThread {
+ public:
+  OneBlasThread();
+  ~OneBlasThread();
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_ = 0;
+};
 
 }  // namespace vgpu::blas

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cublas/device_test_util.h"
+#include "cublas/gemm_core.h"
 #include "runtime/test_util.h"
 
 namespace vgpu::blas {
@@ -565,24 +566,40 @@ TEST_F(LtMatmul, ProductsOnSeveralStreamsAtOnceAreEachRight) {
 
 // A stream worker that ran a product asks OpenBLAS (OpenMP build) for one thread: its own
 // OpenMP setting is 1, so concurrent workers do not oversubscribe the cores.
-TEST_F(LtMatmul, StreamWorkersRunOpenBlasOnOneThread) {
+// A product runs OpenBLAS on one OpenMP thread, on a stream's worker or on the calling thread (an
+// idle stream), and leaves the thread's own setting as it was.
+TEST_F(LtMatmul, ProductsRunOpenBlasOnOneThreadAndKeepTheThreadsSetting) {
   LtCase cs;
   Operands o = make_operands(cs, 290);
   LtPlan plan;
   make_plan(cs, o, plan);
   cublasLtMatmulAlgo_t algo{};
   ASSERT_EQ(heuristic(plan, &algo), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(matmul(cs, o, plan, &algo), CUBLAS_STATUS_SUCCESS);
   using MaxThreads = int (*)();
+  using SetThreads = void (*)(int);
   const auto max_threads = reinterpret_cast<MaxThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  const auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   ASSERT_NE(max_threads, nullptr) << "libgomp is not loaded with OpenBLAS";
+  ASSERT_NE(set_threads, nullptr);
+  const int before = max_threads();
+  set_threads(3);
+  ASSERT_EQ(matmul(cs, o, plan, &algo), CUBLAS_STATUS_SUCCESS);  // the stream is idle: it runs here
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_EQ(vgpu::blas::openmp_threads_of_last_product_for_testing(), 1);
+  EXPECT_EQ(max_threads(), 3);
+  set_threads(before);
   struct Probe {
-    MaxThreads fn;
     int seen = -1;
-  } probe{max_threads};
+  } probe;
+  vgpu_test::Gate gate;
+  gate.block(stream_);
+  ASSERT_EQ(matmul(cs, o, plan, &algo), CUBLAS_STATUS_SUCCESS);  // behind the gate: on the worker
   ASSERT_EQ(cudaLaunchHostFunc(
-                stream_, [](void* p) { static_cast<Probe*>(p)->seen = static_cast<Probe*>(p)->fn(); }, &probe),
+                stream_,
+                [](void* p) { static_cast<Probe*>(p)->seen = vgpu::blas::openmp_threads_of_last_product_for_testing(); },
+                &probe),
             cudaSuccess);
+  gate.release();
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   EXPECT_EQ(probe.seen, 1);
 }

@@ -107,11 +107,13 @@ cublasStatus_t submit_gemm(const GemmCall& call) {
     }
     if (q.beta != 0.0f) check("C", q.c, q.batch);
     if (q.bias) check("bias", bias, q.bias_stride == 0 ? 1 : q.batch);
-    use_one_blas_thread_here();
-    compute_gemm(q);
+    {
+      const OneBlasThread one;
+      compute_gemm(q);
+    }
     for_each_run(q.d, q.batch, [](const void* ptr, size_t bytes) { mark_initialized(ptr, bytes); });
     return cudaSuccess;
-  });
+  }, /*self_contained=*/true);
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -178,7 +178,7 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
         }
         return e;
       },
-      stamp);
+      stamp, /*self_contained=*/true);
 }
 
 }  // namespace vgpu::detail

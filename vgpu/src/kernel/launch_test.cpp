@@ -357,12 +357,14 @@ TEST(KernelLaunch, KernelsOnTwoStreamsRaceUnlessAnEventOrdersThem) {
 __global__ void fill_range(float* x, float v, int64_t from, int64_t to) {
   for (int64_t i = from + threadIdx.x; i < to; i += blockDim.x) x[i] = v;
 }
-std::atomic<bool> g_kernel_may_end{false};
+std::atomic<bool> g_kernel_wrote{false}, g_kernel_may_end{false};
 __global__ void fill_range_then_wait(float* x, float v, int64_t from, int64_t to) {
   for (int64_t i = from + threadIdx.x; i < to; i += blockDim.x) x[i] = v;
   __syncthreads();
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    g_kernel_wrote = true;
     while (!g_kernel_may_end.load()) std::this_thread::yield();
+  }
 }
 void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }
 
@@ -419,8 +421,14 @@ TEST(KernelLaunch, WritesPastAPointersFirstByteAreCheckedForRaces) {
      // beside a kernel writing another: the other stream's bytes changed during the kernel are
      // not taken for the kernel's
     vgpu::CaptureViolations cap;
-    g_kernel_may_end = false;
+    g_kernel_wrote = g_kernel_may_end = false;
+    // Queued behind a gate, the kernel runs on a's worker (on an idle stream it would run here,
+    // on the launching thread, and wait for itself).
+    Gate g;
+    ASSERT_EQ(cudaLaunchHostFunc(a.s, Gate::wait, &g), cudaSuccess);
     TEST_LAUNCH(1, 64, 0, a.s, fill_range_then_wait)(x, 4.0f, 0, n / 2);
+    g.release();
+    while (!g_kernel_wrote.load()) std::this_thread::yield();
     ASSERT_EQ(cudaMemsetAsync(x + n / 2, 0x3f, half, b.s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);  // the memset has run, inside the kernel's run
     g_kernel_may_end = true;

@@ -14,12 +14,18 @@ ArenaBounds g_arena;
 namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kReserve = size_t{1} << 40;  // 1 TiB of address space, no memory until used
+// Released blocks up to this many bytes keep their pages (PROT_NONE, so a stale pointer still
+// faults): a block of the same size handed out again is not faulted and zeroed page by page by
+// the kernel once more (each rank's 32 MiB cuBLAS workspace, each test).
+constexpr size_t kKeepResident = size_t{512} << 20;
 
 struct Arena {
   std::mutex mu;
   char* base = nullptr;
   size_t used = 0;                               // the bump pointer's offset
   std::map<size_t, std::vector<char*>> free_by_size;  // released ranges by page-rounded size
+  size_t resident = 0;  // bytes of released ranges whose pages are kept (kKeepResident)
+  std::map<char*, size_t> kept;  // those ranges
   bool failed = false;
 };
 
@@ -49,6 +55,10 @@ char* arena_allocate(size_t bytes) {
   if (it != a.free_by_size.end() && !it->second.empty()) {
     p = it->second.back();
     it->second.pop_back();
+    if (auto k = a.kept.find(p); k != a.kept.end()) {
+      a.resident -= k->second;
+      a.kept.erase(k);
+    }
   } else {
     if (n > kReserve - a.used) return nullptr;
     p = a.base + a.used;
@@ -63,10 +73,17 @@ char* arena_allocate(size_t bytes) {
 
 void arena_release(char* p, size_t bytes) {
   const size_t n = (bytes + kPage - 1) / kPage * kPage;
-  // The memory goes back to the system, and the range faults until it is handed out again.
-  ::mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
+  // The range faults until it is handed out again; its memory stays (up to kKeepResident) or
+  // goes back to the system.
+  if (a.resident + n <= kKeepResident) {
+    ::mprotect(p, n, PROT_NONE);
+    a.resident += n;
+    a.kept[p] = n;
+  } else {
+    ::mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  }
   a.free_by_size[n].push_back(p);
 }
 

@@ -1,8 +1,8 @@
 // Device memory's own address range: every cudaMalloc block is placed in one range of the address
 // space reserved at start-up, so that "is this device memory" is one comparison (the host-access
 // check of instrumented host code, src/kernel/access_hooks.cpp). Blocks are whole pages, mapped on
-// allocation and unmapped (PROT_NONE) on release, their ranges reused by later blocks of the same
-// page count.
+// allocation and inaccessible (PROT_NONE) after release, their ranges reused by later blocks of the
+// same page count; up to 512 MiB of released blocks keep their memory for that reuse.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -107,6 +107,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   ev->refs.fetch_add(1);  // held by the record item
   vgpu::rt::Item it;
   it.record = ev;
+  it.self_contained = true;
   vgpu::rt::submit(s, std::move(it));
   return cudaSuccess;
 }

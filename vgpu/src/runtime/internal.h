@@ -59,6 +59,8 @@ struct Item {
   std::shared_ptr<const Site> site;
   std::vector<Range> ranges;  // guard zones checked after the work ran
   std::shared_ptr<RaceStamp> stamp;  // filled by the race checker at submission (enqueue_stamped)
+  bool self_contained = false;  // waits on no other agent: may run on the submitting thread
+  bool claimed = false;         // running on the submitting thread: the worker leaves it alone
 };
 
 // Per host thread: current device, last error, whether it runs a cudaLaunchHostFunc callback.

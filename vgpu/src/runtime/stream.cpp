@@ -1,9 +1,12 @@
 // Streams: one worker thread per stream runs its FIFO of work in order; the legacy default
 // stream of each device is created on first use and synchronises with blocking streams.
 // enqueue() is the door through which the kernel, cuBLAS and NCCL parts queue work.
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "kernel/access_check.h"
+#include "runtime/arena.h"
 #include "runtime/internal.h"
 
 namespace vgpu {
@@ -50,11 +53,53 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
   return e;
 }
 
+// Whether self-contained work queued on an idle stream runs on the submitting thread
+// (VGPU_RUN_ON_CALLER, default on).
+bool run_on_caller() {
+  static const bool on = [] {
+    const char* v = std::getenv("VGPU_RUN_ON_CALLER");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// Pinned host memory is shared with the host: work on it keeps to the worker, so that a host that
+// uses it without synchronising still sees the work late, as on a GPU.
+bool only_device_memory(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges)
+    if (!in_device_arena(r.ptr)) return false;
+  return true;
+}
+
+// The front item of s, claimed by this (submitting) thread, runs here as the worker would run it.
+void run_claimed(StreamImpl* s) {
+  Item& it = s->queue.front();  // only this thread pops it
+  const bool was_vgpu = kernel::t_vgpu_thread;
+  const ThreadState saved = thread_state();
+  kernel::t_vgpu_thread = true;
+  const cudaError_t e = run_item(s, it);
+  kernel::t_vgpu_thread = was_vgpu;
+  thread_state() = saved;
+  if (is_sticky(e)) make_sticky(s->device, e);
+  it.work = nullptr;
+  it.site.reset();
+  bool more;
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    if (e != cudaSuccess && !is_sticky(e) && s->error == cudaSuccess) s->error = e;
+    s->queue.pop_front();
+    ++s->completed;
+    more = !s->queue.empty() || s->destroyed.load();
+  }
+  s->cv_done.notify_all();
+  if (more) s->cv_work.notify_one();
+}
+
 void worker_loop(StreamImpl* s) {
   kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf
   std::unique_lock<std::mutex> lk(s->mu);
   for (;;) {
-    s->cv_work.wait(lk, [s] { return !s->queue.empty() || s->destroyed.load(); });
+    s->cv_work.wait(lk, [s] { return s->queue.empty() ? s->destroyed.load() : !s->queue.front().claimed; });
     if (s->queue.empty()) {  // destroyed and drained: keep only the small handle object
       std::deque<Item>().swap(s->queue);
       break;
@@ -180,6 +225,9 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
   Item waits[1];
   std::vector<Item> more_waits;  // legacy stream behind several blocking streams
   int nwaits = 0;
+  bool here = false;
+  uint64_t seq;
+  {
   std::lock_guard<std::mutex> race_lock(race_mutex());
   DeviceState& d = device_state(s->device);
   // CUDA (stream synchronization behavior): "When an action is taken in the legacy stream ...,
@@ -234,10 +282,12 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
     if (item.record) item.record->clock = s->clock;
     if (clock_out) *clock_out = s->clock;
   }
-  uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     seq = s->enqueued + static_cast<uint64_t>(nwaits) + more_waits.size() + 1;
+    here = item.self_contained && s->queue.empty() && nwaits == 0 && more_waits.empty() && run_on_caller() &&
+           !kernel::t_vgpu_thread && only_device_memory(item.ranges);
+    item.claimed = here;
     if (item.record) {
       EventImpl* e = item.record;
       std::lock_guard<std::mutex> el(e->mu);
@@ -251,7 +301,11 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
     s->queue.push_back(std::move(item));
     s->enqueued = seq;
   }
-  s->cv_work.notify_one();
+  }
+  if (here)
+    run_claimed(s);
+  else
+    s->cv_work.notify_one();
   return seq;
 }
 
@@ -318,8 +372,9 @@ int stream_device(cudaStream_t s) {
   return st ? st->device : -1;
 }
 
-void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work) {
-  enqueue_stamped(s, std::move(site), std::move(ranges), std::move(work), nullptr);
+void enqueue(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
+             bool self_contained) {
+  enqueue_stamped(s, std::move(site), std::move(ranges), std::move(work), nullptr, self_contained);
 }
 
 std::shared_ptr<RaceStamp> new_race_stamp() { return std::make_shared<RaceStamp>(); }
@@ -327,7 +382,7 @@ std::shared_ptr<RaceStamp> new_race_stamp() { return std::make_shared<RaceStamp>
 bool race_stamp_filled(const RaceStamp& stamp) { return stamp.filled; }
 
 void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::function<cudaError_t()> work,
-                     const std::shared_ptr<RaceStamp>& stamp) {
+                     const std::shared_ptr<RaceStamp>& stamp, bool self_contained) {
   cudaError_t e = cudaSuccess;
   StreamImpl* st = rt::lookup_stream(s, site.what.c_str(), &e);
   if (!st) {
@@ -339,6 +394,7 @@ void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::
   it.site = std::make_shared<const Site>(std::move(site));
   it.ranges = std::move(ranges);
   it.stamp = stamp;
+  it.self_contained = self_contained;
   rt::submit(st, std::move(it));
 }
 

@@ -226,3 +226,75 @@ TEST(RuntimeStream, ConcurrentThreadsWithTheirOwnStreamsStayCorrect) {
 }
 
 }  // namespace
+
+namespace {
+// Where a stream item ran, and whether the stream had completed it when enqueue returned.
+struct Ran {
+  std::atomic<bool> here{false}, ran{false};
+};
+void enqueue_probe(cudaStream_t s, Ran& r, bool self_contained, std::vector<vgpu::Range> ranges = {}) {
+  const std::thread::id caller = std::this_thread::get_id();
+  vgpu::enqueue(
+      s, vgpu::capture_site("probe item"), std::move(ranges),
+      [&r, caller] {
+        r.here = std::this_thread::get_id() == caller;
+        r.ran = true;
+        return cudaSuccess;
+      },
+      self_contained);
+}
+}  // namespace
+
+// Self-contained work on an idle stream runs on the calling thread before enqueue returns (a GPU
+// that finished it at once); behind pending work, or work that may wait on others (a collective,
+// a host function), or work on pinned host memory, runs on the worker in queue order.
+TEST(RuntimeStream, SelfContainedWorkOnAnIdleStreamRunsOnTheCallingThread) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  Ran idle, other, behind, pinned_work;
+  enqueue_probe(s, idle, true);
+  EXPECT_TRUE(idle.ran.load());
+  EXPECT_TRUE(idle.here.load());
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+  enqueue_probe(s, other, false);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_FALSE(other.here.load());
+  Gate gate;
+  gate.block(s);
+  enqueue_probe(s, behind, true);
+  EXPECT_FALSE(behind.ran.load());
+  gate.release();
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(behind.ran.load());
+  EXPECT_FALSE(behind.here.load());
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 64), cudaSuccess);
+  enqueue_probe(s, pinned_work, true, {vgpu::Range{pinned, 64, vgpu::Access::Write}});
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_FALSE(pinned_work.here.load());
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// Work run on the calling thread leaves that thread's CUDA state alone: its error goes to the
+// stream (returned by the next synchronisation), not to the thread's last error.
+TEST(RuntimeStream, WorkOnTheCallingThreadKeepsItsErrorOnTheStream) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGetLastError();
+  vgpu::enqueue(
+      s, vgpu::capture_site("failing item"), {},
+      [] {
+        cudaSetDevice(1);
+        cudaSetDevice(-1);  // cudaErrorInvalidDevice, the running thread's last error
+        return cudaErrorInvalidValue;
+      },
+      true);
+  int dev = -1;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  cudaGetLastError();
+}
