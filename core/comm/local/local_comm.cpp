@@ -81,11 +81,12 @@ class LocalComm final : public Communicator {
   int size() const override { return g_->size(); }
   std::string backend() const override { return "local"; }
 
-  void all_reduce(Tensor& x, ReduceOp op) override { all_reduce_async(x, op).wait(); }
+  void all_reduce(Tensor& x, ReduceOp op) override { start_all_reduce(x, op, /*caller_waits=*/true).wait(); }
+  CommHandle all_reduce_async(Tensor& x, ReduceOp op) override { return start_all_reduce(x, op, false); }
 
-  CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
+  CommHandle start_all_reduce(Tensor& x, ReduceOp op, bool caller_waits) {
     check_collective_args("all_reduce", x, nullptr, 0);
-    return enqueue("all_reduce", [this, x, op]() mutable {
+    return enqueue("all_reduce", caller_waits, [this, x, op]() mutable {
       const int64_t n = x.numel();
       const size_t es = dtype_size(x.dtype());
       ChunkRange mine = chunk_range(n, size(), rank_);
@@ -115,7 +116,7 @@ class LocalComm final : public Communicator {
     const int64_t n = out.numel();
     check_collective_args("all_gather", in, &out, n);
     PTDP_CHECK(in.numel() == chunk_range(n, size(), rank_).size(), "all_gather: input is not this rank's chunk");
-    enqueue("all_gather", [this, in, out]() mutable {
+    enqueue("all_gather", true, [this, in, out]() mutable {
       const size_t es = dtype_size(in.dtype());
       g_->slot(rank_).in = in.raw();
       {
@@ -130,13 +131,16 @@ class LocalComm final : public Communicator {
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    reduce_scatter_async(in, out, op).wait();
+    start_reduce_scatter(in, out, op, /*caller_waits=*/true).wait();
+  }
+  CommHandle reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
+    return start_reduce_scatter(in, out, op, false);
   }
 
-  CommHandle reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
+  CommHandle start_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op, bool caller_waits) {
     ChunkRange mine = chunk_range(in.numel(), size(), rank_);
     check_collective_args("reduce_scatter", in, &out, mine.size());
-    return enqueue("reduce_scatter", [this, in, out, op, mine]() mutable {
+    return enqueue("reduce_scatter", caller_waits, [this, in, out, op, mine]() mutable {
       g_->slot(rank_).in = in.raw();
       {
         ReadPhase r = sync_then_read("reduce_scatter");
@@ -148,7 +152,7 @@ class LocalComm final : public Communicator {
 
   void broadcast(Tensor& x, int root) override {
     PTDP_CHECK(root >= 0 && root < size(), "broadcast: root {} outside the group of {}", root, size());
-    enqueue("broadcast", [this, x, root]() mutable {
+    enqueue("broadcast", true, [this, x, root]() mutable {
       g_->slot(rank_).in = x.raw();
       {
         ReadPhase r = sync_then_read("broadcast");
@@ -159,7 +163,7 @@ class LocalComm final : public Communicator {
   }
 
   void barrier() override {
-    enqueue("barrier", [this] { sync("barrier"); }).wait();
+    enqueue("barrier", true, [this] { sync("barrier"); }).wait();
   }
 
   void abort(const std::string& why) override {
@@ -190,7 +194,7 @@ class LocalComm final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override {
     std::shared_ptr<Group> child;
     int child_rank = 0;
-    enqueue("split", [&, this] {
+    enqueue("split", true, [&, this] {
       const uint64_t id = seq_;
       g_->slot(rank_).a = color;
       g_->slot(rank_).b = key;
@@ -235,9 +239,10 @@ class LocalComm final : public Communicator {
     return ReadPhase(g_.get());
   }
 
-  // Runs collectives one at a time, in call order, on this rank's worker thread.
-  CommHandle enqueue(const char* call, std::function<void()> fn) {
-    auto task = std::make_shared<std::packaged_task<void()>>([this, call, fn = std::move(fn)] {
+  // Runs collectives one at a time, in call order, on this rank's worker thread; one the caller
+  // waits for, with nothing queued or running before it, on the calling thread (no hand-off).
+  CommHandle enqueue(const char* call, bool caller_waits, std::function<void()> fn) {
+    auto job = [this, call, fn = std::move(fn)] {
       ++seq_;
       try {
         fn();
@@ -247,7 +252,25 @@ class LocalComm final : public Communicator {
         g_->fail(fmt::format("local comm: rank {} failed in {}: {}", g_->world_rank(rank_), call, e.what()));
         throw;
       }
-    });
+    };
+    if (caller_waits) {
+      std::unique_lock<std::mutex> lock(qmu_);
+      if (queue_.empty() && !running_) {
+        running_ = true;
+        lock.unlock();
+        struct Idle {  // also when the collective throws
+          LocalComm* c;
+          ~Idle() {
+            std::lock_guard<std::mutex> l(c->qmu_);
+            c->running_ = false;
+            c->qcv_.notify_all();
+          }
+        } idle{this};
+        job();
+        return CommHandle();
+      }
+    }
+    auto task = std::make_shared<std::packaged_task<void()>>(std::move(job));
     std::shared_future<void> done = task->get_future().share();
     {
       std::lock_guard<std::mutex> lock(qmu_);
@@ -259,16 +282,17 @@ class LocalComm final : public Communicator {
   }
 
   void work() {
+    std::unique_lock<std::mutex> lock(qmu_);
     for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(qmu_);
-        qcv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
+      qcv_.wait(lock, [this] { return stop_ || (!queue_.empty() && !running_); });
+      if (queue_.empty()) return;
+      std::function<void()> job = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+      lock.unlock();
       job();
+      lock.lock();
+      running_ = false;
     }
   }
 
@@ -279,6 +303,7 @@ class LocalComm final : public Communicator {
   std::condition_variable qcv_;
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
+  bool running_ = false;  // a collective is running (on the worker or the calling thread)
   std::thread worker_;
 };
 

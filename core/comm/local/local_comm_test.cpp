@@ -121,6 +121,25 @@ TEST(LocalComm, AsyncAllReducesCompleteInCallOrder) {
   });
 }
 
+// A blocking collective runs on the caller's thread only when nothing is queued before it: behind
+// asynchronous ones it waits its turn (ranks that issued different numbers of asynchronous calls
+// before it still meet in call order).
+TEST(LocalComm, BlockingCollectivesKeepCallOrderBehindAsynchronousOnes) {
+  run_local_ranks(4, [](int r, Communicator& c) {
+    for (int round = 0; round < 20; ++round) {
+      Tensor a = Tensor::empty({4096}, DType::F32), b = Tensor::empty({1}, DType::F32);
+      for (int i = 0; i < 4096; ++i) a.data<float>()[i] = float(r + round);
+      b.data<float>()[0] = float(10 * r);
+      CommHandle h = c.all_reduce_async(a, ReduceOp::Sum);
+      if ((r + round) % 2) h.wait();  // half the ranks: nothing queued when the blocking call comes
+      c.all_reduce(b, ReduceOp::Sum);
+      h.wait();
+      EXPECT_EQ(a.data<float>()[4095], float(6 + 4 * round));
+      EXPECT_EQ(b.data<float>()[0], 60.0f);
+    }
+  });
+}
+
 TEST(LocalComm, ARankThatNeverArrivesMakesTheOthersFailNamingIt) {
   auto t0 = std::chrono::steady_clock::now();
   try {
