@@ -24,8 +24,8 @@
 
 namespace vgpu::kernel {
 
-thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec"))) = nullptr;
-thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec"))) = nullptr;
 
 void WriteLog::finish() {
   if (runs_.size() < 2) return;
@@ -47,7 +47,7 @@ std::vector<std::pair<size_t, size_t>> WriteLog::within(const void* base, size_t
     out.emplace_back(std::max(it->first, lo) - lo, std::min(it->second, hi) - lo);
   return out;
 }
-thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec"))) = false;
+constinit thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec"))) = false;
 
 void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
   static thread_local bool busy = false;  // what the report runs is not checked again

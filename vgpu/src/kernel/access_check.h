@@ -57,7 +57,7 @@ class WriteLog {
   static constexpr size_t kGap = 256;
   void clear() { runs_.clear(); }
   bool empty() const { return runs_.empty(); }
-  void add(const void* p, size_t bytes) {  // the common case: after or inside the last run
+  void add(const void* p, size_t bytes) {  // the common case inline: after or inside the last run
     const auto a = reinterpret_cast<uintptr_t>(p);
     if (!runs_.empty()) {
       auto& r = runs_.back();
@@ -66,9 +66,10 @@ class WriteLog {
         return;
       }
     }
-    runs_.emplace_back(a, a + bytes);
+    start_run(a, bytes);
   }
   void finish();  // sorts and merges the runs
+  [[gnu::noinline]] void start_run(uintptr_t a, size_t bytes) { runs_.emplace_back(a, a + bytes); }
   // After finish(): the runs within [base, base + bytes), as offsets from base.
   std::vector<std::pair<size_t, size_t>> within(const void* base, size_t bytes) const;
 
@@ -77,7 +78,7 @@ class WriteLog {
 };
 
 // The log of the grid running on this thread (the executor's), null outside kernels.
-extern thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec")));
+extern constinit thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec")));
 
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();
@@ -86,9 +87,9 @@ bool access_checks_enabled();
 // host dereferencing a device pointer. Reported, unless this thread is the vgpu's own (a stream
 // worker, which copies device memory on the runtime's behalf).
 void host_access(const void* p, size_t bytes, unsigned flags, const void* pc);
-extern thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec")));
+extern constinit thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec")));
 
 // The tracker of the grid running on this thread, null outside kernels and with the checks off.
-extern thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec")));
+extern constinit thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec")));
 
 }  // namespace vgpu::kernel

@@ -16,19 +16,22 @@ namespace {
 using vgpu::kernel::AccessTracker;
 using vgpu::kernel::t_access_tracker;
 
-inline __attribute__((always_inline)) void note(const volatile void* p, size_t n, unsigned flags, const void* pc) {
-  if (flags & vgpu::kernel::kWrite)
-    if (vgpu::kernel::WriteLog* w = vgpu::kernel::t_write_log) w->add(const_cast<const void*>(p), n);
-  AccessTracker* t = t_access_tracker;
-  if (__builtin_expect(t == nullptr, 1)) {
-    // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.
-    if (__builtin_expect(vgpu::rt::in_device_arena(const_cast<const void*>(p)), 0) && !vgpu::kernel::t_vgpu_thread)
-      vgpu::kernel::host_access(const_cast<const void*>(p), n, flags, pc);
-    return;
-  }
+// The tracked access, out of line: the hooks' common paths (checks off, or the host touching its
+// own memory) then need no stack frame.
+[[gnu::noinline]] void tracked(const void* p, size_t n, unsigned flags, const void* pc, AccessTracker* t) {
   t_access_tracker = nullptr;  // what the check itself runs is not checked
-  t->access(const_cast<const void*>(p), n, flags, pc);
+  t->access(p, n, flags, pc);
   t_access_tracker = t;
+}
+
+inline __attribute__((always_inline)) void note(const volatile void* vp, size_t n, unsigned flags, const void* pc) {
+  const void* p = const_cast<const void*>(vp);
+  if (flags & vgpu::kernel::kWrite)
+    if (vgpu::kernel::WriteLog* w = vgpu::kernel::t_write_log) w->add(p, n);
+  if (AccessTracker* t = t_access_tracker; __builtin_expect(t != nullptr, 0)) return tracked(p, n, flags, pc, t);
+  // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.
+  if (!vgpu::kernel::t_vgpu_thread && __builtin_expect(vgpu::rt::in_device_arena(p), 0))
+    vgpu::kernel::host_access(p, n, flags, pc);
 }
 #define VGPU_PC __builtin_return_address(0)
 }  // namespace
