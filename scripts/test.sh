@@ -6,14 +6,30 @@
 # the backend and communicator libraries, in build-nvcc/) so that what only nvcc and the real CUDA
 # headers can reject is caught too.
 #   scripts/test.sh                   # everything (CI runs this): Debian packages, builds, every test
-#   scripts/test.sh --changed [REV]   # before a commit: rebuild build-vgpu/ and run the tests of the
+#   scripts/test.sh --changed [REV] [--gpu]
+#                                     # before a commit: rebuild build-vgpu/ and run the tests of the
 #                                     # folders changed since REV (default HEAD, uncommitted and
-#                                     # untracked files included); the layering tests always run
+#                                     # untracked files included); the layering tests always run.
+#                                     # Their GPU suites (the virtual GPU's) run when the change
+#                                     # touches the CUDA path (core/backend/cuda, core/comm/nccl,
+#                                     # vgpu/, .cu files) or with --gpu; otherwise the device
+#                                     # plumbing of the touched code is checked on the CPU (the
+#                                     # host-device backend's layouts) and the GPU suites wait for
+#                                     # the full run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ "${1:-}" == "--changed" ]]; then
-  base=${2:-HEAD}
+  shift
+  force_gpu=0
+  base=HEAD
+  for a in "$@"; do
+    case $a in
+      --gpu) force_gpu=1 ;;
+      -*) echo "test.sh --changed: unknown option $a (known: --gpu)" >&2; exit 2 ;;
+      *) base=$a ;;
+    esac
+  done
   git rev-parse --verify --quiet "$base^{commit}" >/dev/null ||
     { echo "test.sh: --changed $base: not a commit" >&2; exit 2; }
   mapfile -t files < <({ git diff --name-only "$base"; git ls-files --others --exclude-standard; } | sort -u)
@@ -28,11 +44,16 @@ if [[ "${1:-}" == "--changed" ]]; then
   gpu=0
   grep -qE '^(core/backend/cuda|core/comm/nccl|vgpu)/|\.cu$|cuda|nccl|gpu' <<<"$(printf '%s\n' "${files[@]}")" && gpu=1
   echo "test.sh --changed: ${#files[@]} file(s) since $base; suites: ${suites:-none}; virtual GPU: $( ((gpu)) && echo yes || echo no)"
+  without_gpu=()
+  if ((!gpu && !force_gpu)); then
+    without_gpu=(-LE '^gpu$')
+    echo "test.sh --changed: no change to the CUDA path: the suites' GPU parts are left to the full run (--gpu runs them)"
+  fi
   [[ -f build-vgpu/CMakeCache.txt ]] || { echo "test.sh --changed: no build-vgpu/ yet: run scripts/test.sh once" >&2; exit 2; }
   regex='^Layering\.'
   [[ -n "$suites" ]] && regex="$regex|(^|/)($suites)((:gpu|:nogpu)?(@[0-9]+)?\$|\.)"
   status=0
-  scripts/test_vgpu.sh --all -R "$regex" || status=1
+  scripts/test_vgpu.sh --all -R "$regex" "${without_gpu[@]}" || status=1
   # A change to the CUDA path (vgpu/ included) that touched no suite's folder: every GPU test.
   if ((gpu)) && [[ -z "$suites" ]]; then scripts/test_vgpu.sh || status=1; fi
   exit "$status"
