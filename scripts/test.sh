@@ -60,7 +60,9 @@ if [[ "${1:-}" == "--changed" ]]; then
 fi
 
 scripts/setup_packages.sh
-if [ -x /usr/local/cuda/bin/nvcc ]; then
+# The nvcc check runs beside the virtual-GPU build and tests (its configure and last compiles
+# would otherwise leave a core idle); its output comes at the end, and its failure fails the run.
+nvcc_check() {
   export PATH="/usr/local/cuda/bin:$PATH"
   # Only the sources that use CUDA, cuBLAS or NCCL (backend/cuda/, comm/nccl/): the rest of those
   # libraries is the same C++ that build-vgpu/ compiles. For one architecture (no source of ptdp
@@ -72,8 +74,21 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
     -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON -DPTDP_BUILD_TESTS=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
   mapfile -t cuda_objects < <(ninja -C build-nvcc -t targets all |
     sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p')
-  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; exit 1; }
+  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; return 1; }
   ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
   echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
+}
+nvcc_pid=
+nvcc_log=$(mktemp)
+trap 'rm -f "$nvcc_log"' EXIT
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  nvcc_check >"$nvcc_log" 2>&1 &
+  nvcc_pid=$!
 fi
-scripts/test_vgpu.sh --all
+status=0
+scripts/test_vgpu.sh --all || status=1
+if [[ -n "$nvcc_pid" ]]; then
+  wait "$nvcc_pid" || { echo "test.sh: the nvcc check failed:" >&2; status=1; }
+  cat "$nvcc_log"
+fi
+exit "$status"
