@@ -63,9 +63,7 @@ if [[ "${1:-}" == "--changed" ]]; then
 fi
 
 scripts/setup_packages.sh
-# The nvcc check first (its configure and compiles beside the virtual-GPU build made both slower:
-# 11m58s against 10m58s on the 2-core VM).
-nvcc_check() {
+if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, the run was no faster)
   export PATH="/usr/local/cuda/bin:$PATH"
   # Only the sources that use CUDA, cuBLAS or NCCL (backend/cuda/, comm/nccl/): the rest of those
   # libraries is the same C++ that build-vgpu/ compiles. For one architecture (no source of ptdp
@@ -77,9 +75,8 @@ nvcc_check() {
     -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON -DPTDP_BUILD_TESTS=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
   mapfile -t cuda_objects < <(ninja -C build-nvcc -t targets all |
     sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p')
-  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; return 1; }
+  ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; exit 1; }
   ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
   echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
-}
-if [ -x /usr/local/cuda/bin/nvcc ]; then nvcc_check; fi
+fi
 scripts/test_vgpu.sh --all

@@ -120,9 +120,8 @@ GetThreads omp_get() {
   static const auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
   return f;
 }
+thread_local int t_product_threads = 0;  // the setting while this thread's last product ran
 }  // namespace
-
-thread_local int t_product_threads = 0;
 
 OneBlasThread::OneBlasThread() {
   if (!omp_set() || !omp_get()) return;
@@ -131,10 +130,10 @@ OneBlasThread::OneBlasThread() {
   t_product_threads = omp_get()();
 }
 
-int openmp_threads_of_last_product_for_testing() { return t_product_threads; }
-
 OneBlasThread::~OneBlasThread() {
   if (saved_ > 1) omp_set()(saved_);
 }
+
+int openmp_threads_of_last_product_for_testing() { return t_product_threads; }
 
 }  // namespace vgpu::blas

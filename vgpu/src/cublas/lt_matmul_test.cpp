@@ -564,8 +564,6 @@ TEST_F(LtMatmul, ProductsOnSeveralStreamsAtOnceAreEachRight) {
   for (auto& st : streams) cudaStreamDestroy(st);
 }
 
-// A stream worker that ran a product asks OpenBLAS (OpenMP build) for one thread: its own
-// OpenMP setting is 1, so concurrent workers do not oversubscribe the cores.
 // A product runs OpenBLAS on one OpenMP thread, on a stream's worker or on the calling thread (an
 // idle stream), and leaves the thread's own setting as it was.
 TEST_F(LtMatmul, ProductsRunOpenBlasOnOneThreadAndKeepTheThreadsSetting) {

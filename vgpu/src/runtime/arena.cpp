@@ -23,9 +23,12 @@ struct Arena {
   std::mutex mu;
   char* base = nullptr;
   size_t used = 0;                               // the bump pointer's offset
-  std::map<size_t, std::vector<char*>> free_by_size;  // released ranges by page-rounded size
-  size_t resident = 0;  // bytes of released ranges whose pages are kept (kKeepResident)
-  std::map<char*, size_t> kept;  // those ranges
+  struct Released {
+    char* p;
+    bool kept;  // its pages are kept (kKeepResident)
+  };
+  std::map<size_t, std::vector<Released>> free_by_size;  // released ranges by page-rounded size
+  size_t resident = 0;                                  // bytes of the kept ones
   bool failed = false;
 };
 
@@ -50,25 +53,22 @@ char* arena_allocate(size_t bytes) {
     }
   }
   if (!a.base) return nullptr;
-  char* p = nullptr;
+  Arena::Released r{nullptr, false};
   auto it = a.free_by_size.find(n);
   if (it != a.free_by_size.end() && !it->second.empty()) {
-    p = it->second.back();
+    r = it->second.back();
     it->second.pop_back();
-    if (auto k = a.kept.find(p); k != a.kept.end()) {
-      a.resident -= k->second;
-      a.kept.erase(k);
-    }
   } else {
     if (n > kReserve - a.used) return nullptr;
-    p = a.base + a.used;
+    r.p = a.base + a.used;
     a.used += n;
   }
-  if (::mprotect(p, n, PROT_READ | PROT_WRITE) != 0) {
-    a.free_by_size[n].push_back(p);
+  if (::mprotect(r.p, n, PROT_READ | PROT_WRITE) != 0) {
+    a.free_by_size[n].push_back(r);
     return nullptr;
   }
-  return p;
+  if (r.kept) a.resident -= n;
+  return r.p;
 }
 
 void arena_release(char* p, size_t bytes) {
@@ -77,14 +77,14 @@ void arena_release(char* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(a.mu);
   // The range faults until it is handed out again; its memory stays (up to kKeepResident) or
   // goes back to the system.
-  if (a.resident + n <= kKeepResident) {
+  const bool keep = a.resident + n <= kKeepResident;
+  if (keep) {
     ::mprotect(p, n, PROT_NONE);
     a.resident += n;
-    a.kept[p] = n;
   } else {
     ::mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   }
-  a.free_by_size[n].push_back(p);
+  a.free_by_size[n].push_back({p, keep});
 }
 
 }  // namespace vgpu::rt

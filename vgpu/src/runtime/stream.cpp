@@ -71,7 +71,21 @@ bool only_device_memory(const std::vector<Range>& ranges) {
   return true;
 }
 
-// The front item of s, claimed by this (submitting) thread, runs here as the worker would run it.
+// The front item `it` of s has run (e: its result; lk, on s->mu, not held): its captures are
+// released outside the lock, its error recorded, and it leaves the queue. Returns with lk held.
+void retire_front(StreamImpl* s, Item& it, cudaError_t e, std::unique_lock<std::mutex>& lk) {
+  if (is_sticky(e)) make_sticky(s->device, e);
+  it.work = nullptr;
+  it.site.reset();
+  lk.lock();
+  if (e != cudaSuccess && !is_sticky(e) && s->error == cudaSuccess) s->error = e;
+  s->queue.pop_front();
+  ++s->completed;
+  s->cv_done.notify_all();
+}
+
+// The front item of s, claimed by this (submitting) thread, runs here as the worker would run it,
+// leaving this thread's CUDA state as it was.
 void run_claimed(StreamImpl* s) {
   Item& it = s->queue.front();  // only this thread pops it
   const bool was_vgpu = kernel::t_vgpu_thread;
@@ -80,19 +94,9 @@ void run_claimed(StreamImpl* s) {
   const cudaError_t e = run_item(s, it);
   kernel::t_vgpu_thread = was_vgpu;
   thread_state() = saved;
-  if (is_sticky(e)) make_sticky(s->device, e);
-  it.work = nullptr;
-  it.site.reset();
-  bool more;
-  {
-    std::lock_guard<std::mutex> lk(s->mu);
-    if (e != cudaSuccess && !is_sticky(e) && s->error == cudaSuccess) s->error = e;
-    s->queue.pop_front();
-    ++s->completed;
-    more = !s->queue.empty() || s->destroyed.load();
-  }
-  s->cv_done.notify_all();
-  if (more) s->cv_work.notify_one();
+  std::unique_lock<std::mutex> lk(s->mu, std::defer_lock);
+  retire_front(s, it, e, lk);
+  if (!s->queue.empty() || s->destroyed.load()) s->cv_work.notify_one();  // what came meanwhile
 }
 
 void worker_loop(StreamImpl* s) {
@@ -106,15 +110,7 @@ void worker_loop(StreamImpl* s) {
     }
     Item& it = s->queue.front();  // stays valid: deque::push_back keeps references
     lk.unlock();
-    const cudaError_t e = run_item(s, it);
-    if (is_sticky(e)) make_sticky(s->device, e);
-    it.work = nullptr;  // release captures outside the lock
-    it.site.reset();
-    lk.lock();
-    if (e != cudaSuccess && !is_sticky(e) && s->error == cudaSuccess) s->error = e;
-    s->queue.pop_front();
-    ++s->completed;
-    s->cv_done.notify_all();
+    retire_front(s, it, run_item(s, it), lk);
   }
   lk.unlock();
   DeviceState& d = device_state(s->device);
@@ -225,10 +221,7 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
   Item waits[1];
   std::vector<Item> more_waits;  // legacy stream behind several blocking streams
   int nwaits = 0;
-  bool here = false;
-  uint64_t seq;
-  {
-  std::lock_guard<std::mutex> race_lock(race_mutex());
+  std::unique_lock<std::mutex> race_lock(race_mutex());
   DeviceState& d = device_state(s->device);
   // CUDA (stream synchronization behavior): "When an action is taken in the legacy stream ...,
   // the legacy stream first waits on all blocking streams, the action is queued in the legacy
@@ -282,6 +275,8 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
     if (item.record) item.record->clock = s->clock;
     if (clock_out) *clock_out = s->clock;
   }
+  uint64_t seq;
+  bool here;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     seq = s->enqueued + static_cast<uint64_t>(nwaits) + more_waits.size() + 1;
@@ -301,7 +296,7 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
     s->queue.push_back(std::move(item));
     s->enqueued = seq;
   }
-  }
+  race_lock.unlock();
   if (here)
     run_claimed(s);
   else
