@@ -137,7 +137,11 @@ void scale_inplace(void* y, DType dt, double alpha, int64_t n, cudaStream_t st) 
 }
 
 void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* partials, cudaStream_t st) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
+  // Each thread sums at least kSumItems elements (its loads stay in flight together, and the
+  // block reductions, a tree of barriers and shuffles per block, are amortised over them); at
+  // most kSumPartials blocks, about one full wave of 256-thread blocks on an H100 or H200.
+  constexpr int64_t kSumItems = 8;
+  int64_t blocks = (n + kThreads * kSumItems - 1) / (kThreads * kSumItems);
   if (blocks < 1) blocks = 1;
   if (blocks > kSumPartials) blocks = kSumPartials;
   dispatch_float(dt, "sum", [&](auto z) {
@@ -148,7 +152,7 @@ void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* 
       PTDP_LAUNCH(unsigned(blocks), kThreads, 0, st, sum_partial_kernel<T, false>)(partials, static_cast<const T*>(x), n);
     PTDP_CUDA_CHECK_LAUNCH("sum_partial_kernel");
   });
-  PTDP_LAUNCH(1, 1024, 0, st, sum_finish_kernel)(out, partials, int(blocks));
+  PTDP_LAUNCH(1, kThreads, 0, st, sum_finish_kernel)(out, partials, int(blocks));  // at most 4 partials a thread
   PTDP_CUDA_CHECK_LAUNCH("sum_finish_kernel");
 }
 

@@ -57,10 +57,14 @@ class WriteLog {
   static constexpr size_t kGap = 256;
   void clear() { runs_.clear(); }
   bool empty() const { return runs_.empty(); }
-  void add(const void* p, size_t bytes) {  // the common case inline: after or inside the last run
+  // The common case inline: after or inside one of the last kRecent runs (a thread that stores
+  // to several arrays in turn, as AdamW's p, m and v, extends one run per array).
+  static constexpr size_t kRecent = 4;
+  void add(const void* p, size_t bytes) {
     const auto a = reinterpret_cast<uintptr_t>(p);
-    if (!runs_.empty()) {
-      auto& r = runs_.back();
+    const size_t n = runs_.size(), stop = n > kRecent ? n - kRecent : 0;
+    for (size_t i = n; i-- > stop;) {
+      auto& r = runs_[i];
       if (a >= r.first && a <= r.second + kGap) {
         if (a + bytes > r.second) r.second = a + bytes;
         return;
