@@ -139,6 +139,14 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_option("--log-interval", r.log_interval, "print a progress line every N iterations")
       ->capture_default_str();
+  app.add_option("--eval-iters", r.eval_iters,
+                 "evaluate the loss and perplexity over N global batches of the valid split (--data-order megatron; "
+                 "synthetic data: another synthetic stream) after the last iteration (0: no evaluation)")
+      ->capture_default_str();
+  app.add_option("--eval-interval", r.eval_interval,
+                 "with --eval-iters: also evaluate every N iterations, each time on the next N x B valid samples, as "
+                 "Megatron-LM (0: after the last iteration only)")
+      ->capture_default_str();
   app.add_option("--loss-log", r.loss_log,
                  "write iteration,loss,grad_norm,lr of every iteration to this CSV at the end (atomically)");
   app.add_flag("--gemm-rate", r.gemm_rate,

@@ -104,14 +104,24 @@ void preflight(const RunConfig& c, bool thread_ranks) {
 }
 
 // --data-order megatron: --data's items (a prefix, or Megatron's list) and its blend.
-MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend) {
+// The evaluations of a run (--eval-iters): one every --eval-interval iterations and one after the
+// last, each of eval_iters global batches; Megatron-LM's count of valid samples,
+// (train_iters // eval_interval + 1) * eval_iters * global_batch_size.
+int64_t valid_samples(const RunConfig& c) {
+  const int64_t evaluations = (c.eval_interval > 0 ? c.iters / c.eval_interval : 0) + 1;
+  return evaluations * c.eval_iters * c.par.global_batch;
+}
+
+MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend,
+                                          MegatronSplit which = MegatronSplit::Train) {
   MegatronDataOptions o;
   std::istringstream in(c.data);
   for (std::string item; in >> item;) o.data.push_back(item);
   *blend = parse_megatron_blend(o.data);
   o.split = c.split;
-  o.which = MegatronSplit::Train;
-  o.num_samples = int64_t(c.iters) * c.par.global_batch;  // Megatron's train_samples
+  o.which = which;
+  o.num_samples = which == MegatronSplit::Train ? int64_t(c.iters) * c.par.global_batch  // Megatron's train_samples
+                                                : valid_samples(c);
   o.seq_len = c.model.seq_length;
   o.seed = c.seed;
   o.cache_dir = c.data_cache.empty()
@@ -167,6 +177,16 @@ struct LogInterval {
   }
 };
 
+// Megatron-LM's evaluation report (training.py, evaluate_and_print_results): the line between two
+// rules of its length; its perplexity is exp(min(20, loss)).
+std::string megatron_validation_lines(int it, bool after_training, double loss) {
+  const std::string line =
+      fmt::format(" validation loss at iteration {}{} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ", it,
+                  after_training ? " on validation set" : "", loss, std::exp(std::min(20.0, loss)));
+  const std::string rule(line.size() + 1, '-');
+  return rule + "\n" + line + "\n" + rule + "\n";
+}
+
 // One rank's training run; world rank 0 prints progress and writes the result row. A phase
 // that can fail on one rank alone (opening files, loading and saving checkpoints) runs under
 // agree(): every rank then ends with the first failing rank's cause, at once.
@@ -209,6 +229,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
+  std::unique_ptr<SampleSource> valid;  // --eval-iters
   if (c.data_order == "megatron") {
     // World rank 0 builds the index files first; the others then find them in the cache (or build
     // their own where the cache directory is not shared).
@@ -228,9 +249,24 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                        u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
         }
         samples = std::move(ms);
+        if (c.eval_iters == 0) return;
+        MegatronBlend unused;
+        auto vs = std::make_unique<MegatronSamples>(megatron_data_options(c, &unused, MegatronSplit::Valid));
+        if (report) {
+          fmt::print("valid: split valid of --split {}, {} samples for {} evaluation(s) of {} x {} ({} in its index)\n",
+                     c.split, valid_samples(c), valid_samples(c) / (int64_t(c.eval_iters) * c.par.global_batch),
+                     c.eval_iters, c.par.global_batch, vs->num_samples());
+          for (const auto& u : vs->datasets())
+            fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n",
+                       u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+        }
+        valid = std::move(vs);
       });
   } else {
     phase([&] {
+      // Synthetic data has no split: the evaluations read another synthetic stream (seed + 1).
+      if (c.data == "synthetic" && c.eval_iters > 0)
+        valid = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed + 1);
       if (c.data == "synthetic") {
         samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
       } else {
@@ -356,6 +392,10 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                : o.lr.warmup_iters > 0 ? fmt::format(" (warm-up {} iterations, then constant)", o.lr.warmup_iters)
                                        : std::string(" constant"),
                o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
+    if (valid && c.data == "synthetic")
+      fmt::print("valid: another synthetic stream (seed {}), {} x {} samples per evaluation, {}after the last iteration\n",
+                 c.seed + 1, c.eval_iters, c.par.global_batch,
+                 c.eval_interval > 0 ? fmt::format("every {} iterations and ", c.eval_interval) : "");
   }
   const double flops = flops_eq3(m, c.par.global_batch);
   const double tokens = double(c.par.global_batch) * m.seq_length;
@@ -368,6 +408,30 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   Tensor worst = Tensor::empty({4}, DType::F64);
   int last = start;
   LogInterval interval;
+  // Evaluations done before this run (a resumed run continues the valid samples where they were,
+  // as Megatron-LM's consumed_valid_samples), and the last one's loss.
+  int64_t evaluations = c.eval_interval > 0 ? start / c.eval_interval : 0;
+  double valid_loss = NAN;
+  bool evaluated = false;
+  auto evaluate = [&](int it, bool after_training) {
+    try {
+      valid_loss = trainer.evaluate(*valid, evaluations * c.eval_iters * c.par.global_batch, c.eval_iters);
+    } catch (const std::exception& e) {
+      stop_others_if_processes(given_world, e);
+      throw;
+    }
+    ++evaluations;
+    evaluated = true;
+    if (!report) return;
+    if (c.log_format == "megatron") {
+      fmt::print("{}", megatron_validation_lines(it, after_training, valid_loss));
+    } else {
+      fmt::print(" validation at iteration {:>6}{} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the valid split\n", it,
+                 after_training ? " (after training)" : "", valid_loss, std::exp(valid_loss), c.eval_iters,
+                 c.par.global_batch);
+    }
+    std::fflush(stdout);
+  };
   for (int it = start + 1; it <= c.iters; ++it) {
     IterStats st;
     try {
@@ -421,6 +485,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       std::fflush(stdout);
       interval = LogInterval{};
     }
+    if (valid && c.eval_interval > 0 && it % c.eval_interval == 0) evaluate(it, false);
     const bool saves = !c.save_dir.empty() && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.iters);
     if (saves || (stop != 0 && !c.save_dir.empty() && it < c.iters)) save(it);
     if (stop != 0 && it < c.iters) {
@@ -432,6 +497,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       break;
     }
   }
+  if (valid && last == c.iters) evaluate(last, true);  // not after a stop request
   phase([&] {  // rank 0 writes the loss log; its failure ends every rank with the cause
     if (rank0 && !c.loss_log.empty()) write_user_file(c.loss_log, loss_log_csv(loss_log));
   });
@@ -495,7 +561,12 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                                  : std::string());
   RunConfig ran = c;  // a stopped run's row says how many iterations it reached
   ran.iters = last;
-  return make_row(ran, iter_ms, loss, peak_gb, bd);
+  ResultRow row = make_row(ran, iter_ms, loss, peak_gb, bd);
+  if (evaluated) {  // the last evaluation's
+    row.set("valid_loss", valid_loss);
+    row.set("valid_ppl", std::exp(valid_loss));
+  }
+  return row;
 }
 
 }  // namespace

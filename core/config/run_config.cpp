@@ -113,6 +113,16 @@ void validate_run(RunConfig& c) {
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   positive(c.log_interval, "--log-interval");
+  if (c.eval_iters < 0) usage_error("--eval-iters {} must not be negative (0: no evaluation)", c.eval_iters);
+  if (c.eval_interval < 0)
+    usage_error("--eval-interval {} must not be negative (0: evaluate after the last iteration only)", c.eval_interval);
+  if (c.eval_interval > 0 && c.eval_iters == 0)
+    usage_error("--eval-interval {} needs --eval-iters N > 0 (the global batches each evaluation runs)",
+                c.eval_interval);
+  if (c.eval_iters > 0 && c.data_order == "ptdp" && c.data != "synthetic")
+    usage_error("--eval-iters {} needs a valid split: --data-order megatron (the valid share of --split), or "
+                "--data synthetic (ptdp's own order of a dataset has no held-out part)",
+                c.eval_iters);
   if (c.log_format != "ptdp" && c.log_format != "megatron")
     usage_error("--log-format '{}' must be ptdp or megatron", c.log_format);
   const OptimizerConfig& o = c.opt;

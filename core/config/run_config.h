@@ -52,6 +52,10 @@ struct RunConfig {
   std::string data_cache;          // --data-cache-path (megatron order); empty: DIR_OF_DATA/cache
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
+  // Evaluation on the valid split (Megatron's --eval-iters, --eval-interval): eval_iters global
+  // batches every eval_interval iterations (0: none between) and after the last; 0 iters: none.
+  int eval_iters = 0;
+  int eval_interval = 0;
   std::string log_format = "ptdp";  // the progress line: ptdp | megatron (Megatron-LM's training_log line)
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)

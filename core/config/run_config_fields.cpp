@@ -71,6 +71,8 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--data-cache-path", c.data_cache);
   add("--csv", c.csv);
   add("--log-interval", c.log_interval);
+  add("--eval-iters", c.eval_iters);
+  add("--eval-interval", c.eval_interval);
   add("--log-format", c.log_format);
   add("--overlap-grad-reduce", c.overlap_grad_reduce);
   add("--grad-bucket-size", c.grad_bucket_elems);

@@ -49,6 +49,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.data_order = "megatron"; }, [](RunConfig& c) { c.split = "1,0,0"; },
       [](RunConfig& c) { c.data_cache = "x"; },
       [](RunConfig& c) { c.csv = "x"; },                [](RunConfig& c) { c.log_interval = 3; },
+      [](RunConfig& c) { c.eval_iters = 3; },           [](RunConfig& c) { c.eval_interval = 3; },
       [](RunConfig& c) { c.log_format = "megatron"; },
       [](RunConfig& c) { c.overlap_grad_reduce = true; }, [](RunConfig& c) { c.grad_bucket_elems = 3; },
       [](RunConfig& c) { c.comm_timeout_s = 3; },       [](RunConfig& c) { c.save_dir = "x"; },
@@ -77,7 +78,7 @@ TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 104u);
   EXPECT_EQ(sizeof(ParallelConfig), 72u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 840u);
+  EXPECT_EQ(sizeof(RunConfig), 848u);
 }
 
 }  // namespace

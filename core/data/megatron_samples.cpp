@@ -86,6 +86,9 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     if (!range)
       usage_error("--split {}: gives the {} split no share, but {} samples are asked of it", o.split,
                   megatron_split_name(o.which), o.num_samples);
+    if (range->begin == range->end)
+      usage_error("--split {}: the {} split of {} holds no documents (its share of the {} rounds to none)", o.split,
+                  megatron_split_name(o.which), blend.prefixes[k], ds.num_sequences());
     MegatronGptParams p;
     p.seq_len = o.seq_len;
     p.seed = o.seed;

@@ -81,6 +81,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
                   TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
   RunResult out;
   for (int i = 0; i < iters; ++i) out.losses.push_back(trainer.step().loss);
+  out.eval_loss = trainer.evaluate(data, int64_t(iters) * cfg.global_batch, 1);
   // Assemble the logical weights on every rank: each element is contributed once, by the
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
   // replicated tensors), from the first stage for the tied embedding.

@@ -14,6 +14,7 @@ namespace ptdp::testing {
 
 struct RunResult {
   std::vector<double> losses;                          // per iteration
+  double eval_loss = 0;  // after training: Trainer::evaluate over the next global batch of the data
   std::map<std::string, std::vector<double>> weights;  // name -> logical (unsplit) tensor
 };
 

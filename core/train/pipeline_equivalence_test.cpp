@@ -236,6 +236,7 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
   const RunResult& ref = narrow_reference(layers);
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-4) << "iteration " << i + 1;
+  EXPECT_LT(std::abs(got.eval_loss - ref.eval_loss) / ref.eval_loss, 1e-4) << "evaluation";
   EXPECT_LT(testing::compare_weights(ref, got).whole, 1e-3);
 }
 

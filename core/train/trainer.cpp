@@ -88,7 +88,8 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
                                       &chunk(0).backend());
 }
 
-void Trainer::run_schedule(IterStats& st, double& loss_sum) {
+void Trainer::run_schedule(const std::vector<Action>& actions, const SampleSource& data, int64_t batch_start,
+                           bool forward_only, IterStats& st, double& loss_sum) {
   const int b = cfg_.micro_batch, s = chunk(0).config().seq_length, h = chunk(0).config().hidden;
   const int p = stages(), v = static_cast<int>(chunks_.size()), m = num_microbatches();
   const int64_t n = int64_t(b) * s;
@@ -97,7 +98,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
   const double loss_scale = scaler_.scale() / (double(cfg_.global_batch) * s);
   const DType act_dtype = chunk(0).dtype();
   const int64_t first_sample =  // this data-parallel rank's contiguous share of the global batch
-      (iteration_ - 1) * cfg_.global_batch + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
+      batch_start + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
   std::map<Key, Tensor> inputs, outputs, grads_in;
   std::map<Key, std::unique_ptr<Gpt::Cache>> caches;
@@ -109,7 +110,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
     bool backward;
   };
   std::vector<Mark> marks;  // around every forward and backward pass
-  for (const Action& a : actions_) {
+  for (const Action& a : actions) {
     const Key key{a.microbatch, a.chunk};
     Gpt& g = chunk(a.chunk);
     switch (a.op) {
@@ -122,7 +123,7 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
       case Op::Forward: {
         Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
         if (g.shard().pre || g.shard().post) {
-          load_microbatch(data_, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
+          load_microbatch(data, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
           tokens = to_backend(g.backend(), tokens);
           targets = to_backend(g.backend(), targets);
         }
@@ -139,6 +140,10 @@ void Trainer::run_schedule(IterStats& st, double& loss_sum) {
         }
         if (g.shard().post) loss_sum += loss;
         else outputs[key] = out;
+        if (forward_only) {  // nothing is kept for a backward pass
+          caches.erase(key);
+          break;
+        }
         live_bytes += caches[key]->bytes();
         st.peak_activation_bytes = std::max(st.peak_activation_bytes, live_bytes);
         break;
@@ -318,7 +323,7 @@ IterStats Trainer::step() {
   if (store_) store_->zero_grads();
   link_->reset_counters();
   double loss_sum = 0;
-  run_schedule(st, loss_sum);
+  run_schedule(actions_, data_, (iteration_ - 1) * cfg_.global_batch, false, st, loss_sum);
   st.pipeline_ms = ms_since(t0);
   st.p2p_bytes = link_->bytes_sent();
   st.p2p_wait_ms = link_->wait_ms();
@@ -328,6 +333,21 @@ IterStats Trainer::step() {
   st.loss = loss_sum / (double(cfg_.global_batch) * chunk(0).config().seq_length);
   st.time_ms = ms_since(t0);
   return st;
+}
+
+double Trainer::evaluate(const SampleSource& data, int64_t first_sample, int iters) {
+  PTDP_CHECK(iters >= 0, "evaluate: {} iterations", iters);
+  if (eval_actions_.empty())
+    for (const Action& a : actions_)
+      if (a.op == Op::RecvForward || a.op == Op::Forward || a.op == Op::SendForward) eval_actions_.push_back(a);
+  double loss_sum = 0;
+  for (int i = 0; i < iters; ++i) {
+    IterStats unused;
+    run_schedule(eval_actions_, data, first_sample + int64_t(i) * cfg_.global_batch, true, unused, loss_sum);
+  }
+  sum_scalar(groups_.pp, loss_sum);  // the loss lives on the last stage
+  sum_scalar(groups_.dp, loss_sum);
+  return iters > 0 ? loss_sum / (double(iters) * cfg_.global_batch * chunk(0).config().seq_length) : 0.0;
 }
 
 }  // namespace ptdp

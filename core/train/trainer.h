@@ -105,11 +105,20 @@ class Trainer {
   std::vector<AdamW*> optimizers() const;
   const std::vector<Gpt*>& chunks() const { return chunks_; }
   LossScaler& loss_scaler() { return scaler_; }
+  // Evaluation (Megatron's forward_only pass): `iters` global batches of `data`, the first
+  // starting at sample `first_sample`, each split among the data-parallel ranks and run through
+  // this stage's schedule with its backward passes left out. Returns the mean per-token loss over
+  // them on every rank (collective over the pipeline and data-parallel groups); gradients,
+  // optimizer state and the iteration count are left as they were.
+  double evaluate(const SampleSource& data, int64_t first_sample, int iters);
   int64_t iteration() const { return iteration_; }        // iterations done
   void set_iteration(int64_t done) { iteration_ = done; }  // when resuming: the data position follows
 
  private:
-  void run_schedule(IterStats& st, double& loss_sum);
+  // The actions of one global batch starting at sample batch_start of data; forward_only keeps
+  // no activations for a backward pass (the actions hold none).
+  void run_schedule(const std::vector<Action>& actions, const SampleSource& data, int64_t batch_start,
+                    bool forward_only, IterStats& st, double& loss_sum);
   void reduce_and_update(IterStats& st, double loss_sum);
   Gpt& chunk(int j) { return *chunks_[j]; }
 
@@ -118,6 +127,7 @@ class Trainer {
   TrainConfig cfg_;
   TrainerGroups groups_;
   std::vector<Action> actions_;
+  std::vector<Action> eval_actions_;  // the forward actions of actions_, in their order
   std::vector<std::unique_ptr<AdamW>> opt_;
   std::vector<std::unique_ptr<GradSync>> sync_;
   std::unique_ptr<StageLink> link_;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <numeric>
@@ -37,6 +38,55 @@ TEST(Trainer, MicroBatchingGivesTheSameLossAndWeightsAsOneBatch) {
     ref2 += double(w1.data<float>()[i]) * w1.data<float>()[i];
   }
   EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
+}
+
+// Evaluation is the training step's forward half: the loss a step reports for a batch (before its
+// update), on another source and sample offset, and it changes no weight, gradient or iteration.
+TEST(Trainer, EvaluationIsTheForwardLossAndChangesNothing) {
+  ModelConfig c = preset_config("tiny");
+  auto be = make_cpu_backend();
+  SyntheticSamples data(c.vocab_size, c.seq_length, 5), other(c.vocab_size, c.seq_length, 6);
+  auto trained = [&](bool evaluate_between) {
+    auto model = std::make_unique<Gpt>(c, ShardSpec{}, *be, DType::F32);
+    model->init(11);
+    TrainConfig tc;
+    tc.micro_batch = 2;
+    tc.global_batch = 4;
+    Trainer t(*model, data, tc);
+    std::vector<double> losses{t.step().loss};
+    if (evaluate_between) {
+      const Tensor grads = model->grads().clone();
+      losses.push_back(t.evaluate(other, 8, 2));
+      EXPECT_EQ(t.iteration(), 1);
+      EXPECT_EQ(std::memcmp(grads.raw(), model->grads().raw(), grads.nbytes()), 0);
+    }
+    losses.push_back(t.step().loss);
+    return std::pair{losses, model->params().clone()};
+  };
+  const auto [plain, w_plain] = trained(false);
+  const auto [with_eval, w_eval] = trained(true);
+  ASSERT_EQ(with_eval.size(), 3u);
+  EXPECT_EQ(with_eval[0], plain[0]);
+  EXPECT_EQ(with_eval[2], plain[1]);  // the step after the evaluation is the same step
+  EXPECT_EQ(std::memcmp(w_plain.raw(), w_eval.raw(), w_plain.nbytes()), 0);
+
+  // evaluate(other, 8, 2) after one step = the mean of the losses two steps report for samples
+  // 8..11 and 12..15 of `other` at those weights (each step run on a fresh copy of the model).
+  double expected = 0;
+  for (int64_t first : {8, 12}) {
+    auto model = std::make_unique<Gpt>(c, ShardSpec{}, *be, DType::F32);
+    model->init(11);
+    TrainConfig tc;
+    tc.micro_batch = 2;
+    tc.global_batch = 4;
+    Trainer t(*model, data, tc);
+    t.step();
+    // A step reads samples (iteration - 1) x B onwards: after set_iteration(first / B), `first`.
+    Trainer probe(*model, other, tc);
+    probe.set_iteration(first / tc.global_batch);
+    expected += probe.step().loss / 2;
+  }
+  EXPECT_NEAR(with_eval[1], expected, 1e-6 * expected);
 }
 
 TEST(Trainer, ClippingBoundsTheUpdateAndReportsTheNorm) {

@@ -1,0 +1,145 @@
+// `train --eval-iters N [--eval-interval K]`: evaluations on Megatron's valid split (a dataset of
+// Megatron-core's fixtures with many documents, core/data/testdata/megatron) and on synthetic data,
+// through the command line: every layout equal to one rank, a resumed run evaluating the samples
+// the whole run did, Megatron-LM's report and the result row, the bad flags.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::IsUsageError;
+using testing::run_ptdp;
+using testing::source_file;
+using testing::TempDir;
+using testing::text_of;
+
+// The loss of each " validation at iteration N" line of a run's output, in order, as printed.
+std::vector<std::string> validations(const std::string& out) {
+  std::vector<std::string> v;
+  for (size_t at = out.find(" validation at iteration"); at != std::string::npos;
+       at = out.find(" validation at iteration", at + 1)) {
+    const size_t from = out.find("| loss ", at) + 7;
+    v.push_back(out.substr(from, out.find(' ', from) - from));
+  }
+  return v;
+}
+
+// tiny at h = 16 (2 heads) with mega_a's vocabulary, on its Megatron order, b = 2, B = 8.
+CliResult train_mega(const TempDir& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"train", "--model", "tiny", "--vocab-size", "65536", "--hidden", "16", "--heads",
+                                   "2", "--data-order", "megatron", "--data",
+                                   source_file("core/data/testdata/megatron/mega_a"), "--data-cache-path",
+                                   dir.file("cache"), "--micro-batch", "2", "--global-batch", "8", "--warmup", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_ptdp(dir, args);
+}
+
+TEST(CliEvaluation, EveryLayoutEvaluatesTheValidSplitAsOneRank) {
+  TempDir dir;
+  const CliResult one = train_mega(dir, {"--iters", "2", "--eval-iters", "1"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("valid: split valid of --split 969,30,1, 8 samples for 1 evaluation(s) of 1 x 8"),
+            std::string::npos)
+      << one.out;
+  EXPECT_NE(one.out.find(" validation at iteration      2 (after training) | loss "), std::string::npos) << one.out;
+  const CliResult grid = train_mega(dir, {"--iters", "2", "--eval-iters", "1", "--tp", "2", "--pp", "2", "--dp", "2"});
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  const std::vector<std::string> a = validations(one.out), b = validations(grid.out);
+  ASSERT_EQ(a.size(), 1u) << one.out;
+  ASSERT_EQ(b.size(), 1u) << grid.out;
+  EXPECT_NEAR(std::stod(a[0]), std::stod(b[0]), 2e-5 * std::stod(a[0]));
+}
+
+// Every 2 iterations of 4: at 2, at 4 and after training, each on the next 8 valid samples
+// (Megatron's (4 // 2 + 1) x 1 x 8 = 24). Resumed at 2, the run evaluates at 4 and after training
+// on the samples the whole run used there (Megatron's consumed_valid_samples).
+TEST(CliEvaluation, AResumedRunEvaluatesTheSamplesTheWholeRunDid) {
+  TempDir dir;
+  const std::vector<std::string> eval = {"--eval-iters", "1", "--eval-interval", "2"};
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), eval.begin(), eval.end());
+    return train_mega(dir, args);
+  };
+  const CliResult whole = run({"--iters", "4"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.out.find("valid: split valid of --split 969,30,1, 24 samples for 3 evaluation(s) of 1 x 8"),
+            std::string::npos)
+      << whole.out;
+  ASSERT_EQ(run({"--iters", "2", "--save", dir.file("ck")}).exit_code, 0);
+  const CliResult rest = run({"--iters", "4", "--load", dir.file("ck")});
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  const std::vector<std::string> w = validations(whole.out), r = validations(rest.out);
+  ASSERT_EQ(w.size(), 3u) << whole.out;
+  ASSERT_EQ(r.size(), 2u) << rest.out;
+  EXPECT_EQ(r[0], w[1]);
+  EXPECT_EQ(r[1], w[2]);
+  EXPECT_NE(w[0], w[1]);  // other weights
+  EXPECT_NE(w[1], w[2]);  // the same weights, other samples
+}
+
+// Synthetic data: the evaluations read another synthetic stream; Megatron-LM's report with
+// --log-format megatron; the last evaluation in the result row.
+TEST(CliEvaluation, SyntheticDataIsEvaluatedAndTheRowHoldsTheLastEvaluation) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--warmup", "1", "--global-batch", "4",
+                                     "--eval-iters", "1", "--eval-interval", "1", "--log-format", "megatron", "--csv",
+                                     dir.file("rows.csv")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {" validation loss at iteration 1 | lm loss value: ", " validation loss at iteration 2 | ",
+                           " validation loss at iteration 2 on validation set | "})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  // Between two rules one character longer than the line, as Megatron prints it.
+  const size_t line = r.out.find(" validation loss at iteration 1 |");
+  const size_t len = r.out.find('\n', line) - line;
+  ASSERT_GT(line, len + 1);
+  EXPECT_EQ(r.out.substr(line - len - 2, len + 1), std::string(len + 1, '-')) << r.out;
+  const std::vector<std::string> rows = testing::lines_of(text_of(dir.file("rows.csv")));
+  ASSERT_EQ(rows.size(), 2u);
+  const std::vector<std::string> head = testing::split_csv_line(rows[0]), row = testing::split_csv_line(rows[1]);
+  std::map<std::string, std::string> f;
+  for (size_t i = 0; i < head.size(); ++i) f[head[i]] = row.at(i);
+  const double loss = std::stod(f.at("valid_loss"));
+  EXPECT_GT(loss, 0);
+  EXPECT_NEAR(std::stod(f.at("valid_ppl")), std::exp(loss), 1e-4 * std::exp(loss));
+  const std::string key = " on validation set | lm loss value: ";
+  const size_t final_at = r.out.find(key);
+  ASSERT_NE(final_at, std::string::npos);
+  EXPECT_NEAR(std::stod(r.out.substr(final_at + key.size())), loss, 1e-5 * loss);
+  // Without --eval-iters the row leaves both empty.
+  ASSERT_EQ(run_ptdp(dir, {"train", "--model", "tiny", "--iters", "2", "--global-batch", "4", "--csv",
+                           dir.file("plain.csv")})
+                .exit_code,
+            0);
+  const std::vector<std::string> plain = testing::split_csv_line(testing::lines_of(text_of(dir.file("plain.csv")))[1]);
+  EXPECT_EQ(plain.at(plain.size() - 2), "");
+  EXPECT_EQ(plain.back(), "");
+}
+
+TEST(CliEvaluation, BadFlagsAreRefused) {
+  TempDir dir;
+  // ptdp's own order of a dataset has no held-out part.
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--vocab-size", "65536", "--data",
+                                          source_file("core/data/testdata/megatron/mega_a"), "--eval-iters", "2"}),
+                           {"--eval-iters 2 needs a valid split", "--data-order megatron"}));
+  EXPECT_TRUE(IsUsageError(train_mega(dir, {"--eval-iters", "-1"}), {"--eval-iters -1 must not be negative"}));
+  EXPECT_TRUE(IsUsageError(train_mega(dir, {"--eval-interval", "2"}), {"--eval-interval 2 needs --eval-iters"}));
+  EXPECT_TRUE(IsUsageError(train_mega(dir, {"--split", "100,0,0", "--eval-iters", "1"}),
+                           {"--split 100,0,0", "valid split"}));
+  // A valid share too small to hold a document of mega_c's few.
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--vocab-size", "65536", "--data-order",
+                                          "megatron", "--data", source_file("core/data/testdata/megatron/mega_c"),
+                                          "--data-cache-path", dir.file("cache"), "--split", "99,1,0",
+                                          "--eval-iters", "1"}),
+                           {"--split 99,1,0: the valid split of", "holds no documents"}));
+}
+
+}  // namespace
+}  // namespace ptdp
