@@ -97,8 +97,10 @@ void Trainer::run_schedule(const std::vector<Action>& actions, const SampleSourc
   // d(objective)/d(per-token loss), times the loss scale (undone before the update)
   const double loss_scale = scaler_.scale() / (double(cfg_.global_batch) * s);
   const DType act_dtype = chunk(0).dtype();
-  const int64_t first_sample =  // this data-parallel rank's contiguous share of the global batch
-      batch_start + int64_t(dp_rank()) * (cfg_.global_batch / dp_size());
+  // Megatron-LM's sampler (MegatronPretrainingSampler): the global batch is read in rounds of
+  // b x d samples, and micro-batch k of data-parallel rank r is round k's r-th b samples.
+  const int d = dp_size();
+  auto microbatch_start = [&](int k) { return batch_start + (int64_t(k) * d + dp_rank()) * b; };
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
   std::map<Key, Tensor> inputs, outputs, grads_in;
   std::map<Key, std::unique_ptr<Gpt::Cache>> caches;
@@ -123,7 +125,7 @@ void Trainer::run_schedule(const std::vector<Action>& actions, const SampleSourc
       case Op::Forward: {
         Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
         if (g.shard().pre || g.shard().post) {
-          load_microbatch(data, first_sample + int64_t(a.microbatch) * b, b, tokens, targets);
+          load_microbatch(data, microbatch_start(a.microbatch), b, tokens, targets);
           tokens = to_backend(g.backend(), tokens);
           targets = to_backend(g.backend(), targets);
         }

@@ -1,12 +1,17 @@
-// Training on one rank: micro-batching changes nothing, and real text is learned.
+// Training on one rank: micro-batching changes nothing, evaluation is the forward loss, and real
+// text is learned; and the samples each of two data-parallel ranks reads.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <vector>
 
+#include "core/comm/local/local_comm.h"
 #include "core/data/preprocess.h"
 #include "core/data/testing/data_test_util.h"
 #include "core/train/trainer.h"
@@ -87,6 +92,42 @@ TEST(Trainer, EvaluationIsTheForwardLossAndChangesNothing) {
     expected += probe.step().loss / 2;
   }
   EXPECT_NEAR(with_eval[1], expected, 1e-6 * expected);
+}
+
+// Data-parallel ranks read their micro-batches as Megatron-LM's sampler (MegatronPretrainingSampler)
+// hands them out: the global batch in rounds of b x d samples, the r-th b of each round to rank r.
+TEST(Trainer, DataParallelRanksReadTheSamplesOfMegatronsSampler) {
+  const ModelConfig c = preset_config("tiny");
+  const SyntheticSamples base(c.vocab_size, c.seq_length, 5);
+  static thread_local int t_rank = -1;
+  struct Recorder final : SampleSource {
+    explicit Recorder(const SampleSource& s) : SampleSource(s.seq_len()), inner(s) {}
+    void get(int64_t i, int32_t* out) const override {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        read[t_rank].push_back(i);
+      }
+      inner.get(i, out);
+    }
+    const SampleSource& inner;
+    mutable std::mutex mu;
+    mutable std::map<int, std::vector<int64_t>> read;
+  } rec(base);
+  run_local_ranks(2, [&](int rank, Communicator& world) {
+    t_rank = rank;
+    auto be = make_cpu_backend();
+    Gpt model(c, ShardSpec{}, *be, DType::F32);
+    model.init(11);
+    TrainConfig tc;
+    tc.micro_batch = 2;
+    tc.global_batch = 8;  // 2 micro-batches of 2 per rank
+    Trainer t(model, rec, tc, TrainerGroups{&world});
+    t.step();
+    t.step();
+  });
+  // Each micro-batch is read sample by sample: rank 0 gets 0, 1 | 4, 5 | 8, 9 | 12, 13.
+  EXPECT_EQ(rec.read[0], (std::vector<int64_t>{0, 1, 4, 5, 8, 9, 12, 13}));
+  EXPECT_EQ(rec.read[1], (std::vector<int64_t>{2, 3, 6, 7, 10, 11, 14, 15}));
 }
 
 TEST(Trainer, ClippingBoundsTheUpdateAndReportsTheNorm) {
