@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,8 +55,19 @@ class CliDataOrder : public ::testing::Test {
 
 TEST_F(CliDataOrder, AWeightedBlendIsReportedAndEveryLayoutEqualsOneRank) {
   const std::string blend = "0.7 " + a_ + " 0.3 " + b_;
-  const CliResult one = train({"--data", blend, "--iters", "3", "--loss-log", dir_.file("one.csv")});
+  const CliResult one =
+      train({"--data", blend, "--iters", "3", "--loss-log", dir_.file("one.csv"), "--csv", dir_.file("row.csv")});
   ASSERT_EQ(one.exit_code, 0) << one.err;
+  // The result row names the data and what was drawn of each source: SAMPLES:EPOCHS.
+  const std::vector<std::string> rows = testing::lines_of(text_of(dir_.file("row.csv")));
+  ASSERT_EQ(rows.size(), 2u);
+  const std::vector<std::string> head = testing::split_csv_line(rows[0]), row = testing::split_csv_line(rows[1]);
+  std::map<std::string, std::string> f;
+  for (size_t i = 0; i < head.size() && i < row.size(); ++i) f[head[i]] = row[i];
+  EXPECT_EQ(f["data"], blend);
+  EXPECT_EQ(f["data_order"], "megatron");
+  EXPECT_EQ(f["data_sources"].rfind("17:", 0), 0u) << f["data_sources"];
+  EXPECT_NE(f["data_sources"].find(";8:"), std::string::npos) << f["data_sources"];
   EXPECT_NE(one.out.find("data: Megatron-core's order, split train of --split 969,30,1, 25 samples"),
             std::string::npos)
       << one.out;

@@ -109,6 +109,9 @@ TEST(CliEvaluation, SyntheticDataIsEvaluatedAndTheRowHoldsTheLastEvaluation) {
   const double loss = std::stod(f.at("valid_loss"));
   EXPECT_GT(loss, 0);
   EXPECT_NEAR(std::stod(f.at("valid_ppl")), std::exp(loss), 1e-4 * std::exp(loss));
+  EXPECT_EQ(f.at("data"), "synthetic");
+  EXPECT_EQ(f.at("data_order"), "ptdp");
+  EXPECT_EQ(f.at("data_sources"), "");
   const std::string key = " on validation set | lm loss value: ";
   const size_t final_at = r.out.find(key);
   ASSERT_NE(final_at, std::string::npos);
@@ -119,8 +122,10 @@ TEST(CliEvaluation, SyntheticDataIsEvaluatedAndTheRowHoldsTheLastEvaluation) {
                 .exit_code,
             0);
   const std::vector<std::string> plain = testing::split_csv_line(testing::lines_of(text_of(dir.file("plain.csv")))[1]);
-  EXPECT_EQ(plain.at(plain.size() - 2), "");
-  EXPECT_EQ(plain.back(), "");
+  std::map<std::string, std::string> p;
+  for (size_t i = 0; i < head.size(); ++i) p[head[i]] = plain.at(i);
+  EXPECT_EQ(p.at("valid_loss"), "");
+  EXPECT_EQ(p.at("valid_ppl"), "");
 }
 
 TEST(CliEvaluation, BadFlagsAreRefused) {

@@ -230,6 +230,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
   std::unique_ptr<SampleSource> valid;  // --eval-iters
+  std::string data_sources;  // the result row's: SAMPLES:EPOCHS drawn of each dataset, in --data's order
   if (c.data_order == "megatron") {
     // World rank 0 builds the index files first; the others then find them in the cache (or build
     // their own where the cache directory is not shared).
@@ -248,6 +249,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
             fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n",
                        u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
         }
+        for (const auto& u : ms->datasets())
+          data_sources += fmt::format("{}{}:{:.6g}", data_sources.empty() ? "" : ";", u.samples_drawn, u.epochs_drawn);
         samples = std::move(ms);
         if (c.eval_iters == 0) return;
         MegatronBlend unused;
@@ -272,7 +275,10 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
       } else {
         ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
         check_vocab(*ds, m.vocab_size, "--vocab-size");
-        samples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
+        auto dsamples = std::make_unique<DatasetSamples>(*ds, m.seq_length, c.seed);
+        const int64_t drawn = int64_t(c.iters) * c.par.global_batch;
+        data_sources = fmt::format("{}:{:.6g}", drawn, double(drawn) / double(dsamples->num_samples()));
+        samples = std::move(dsamples);
       }
     });
   }
@@ -562,6 +568,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   RunConfig ran = c;  // a stopped run's row says how many iterations it reached
   ran.iters = last;
   ResultRow row = make_row(ran, iter_ms, loss, peak_gb, bd);
+  row.set("data_sources", data_sources);
   if (evaluated) {  // the last evaluation's
     row.set("valid_loss", valid_loss);
     row.set("valid_ppl", std::exp(valid_loss));

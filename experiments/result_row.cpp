@@ -38,6 +38,10 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   r.set("zero", p.zero);
   r.set("arch", std::string(arch_name(m.arch)));
   if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
+  if (mode != "simulate") {  // what a measured run trained on
+    r.set("data", c.data);
+    r.set("data_order", c.data_order);
+  }
   r.set("iters", c.iters);
   r.set("iter_time_ms", iter_ms);
   const double tflops = flops_eq3(m, p.global_batch) / sec / gpus / 1e12;

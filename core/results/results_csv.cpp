@@ -27,7 +27,7 @@ const std::vector<std::string>& result_columns() {
       // beyond the contract:
       "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
       "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
-      "valid_loss", "valid_ppl"};
+      "valid_loss", "valid_ppl", "data", "data_order", "data_sources"};
   return cols;
 }
 
