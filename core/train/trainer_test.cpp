@@ -51,47 +51,44 @@ TEST(Trainer, EvaluationIsTheForwardLossAndChangesNothing) {
   ModelConfig c = preset_config("tiny");
   auto be = make_cpu_backend();
   SyntheticSamples data(c.vocab_size, c.seq_length, 5), other(c.vocab_size, c.seq_length, 6);
-  auto trained = [&](bool evaluate_between) {
-    auto model = std::make_unique<Gpt>(c, ShardSpec{}, *be, DType::F32);
-    model->init(11);
-    TrainConfig tc;
-    tc.micro_batch = 2;
-    tc.global_batch = 4;
-    Trainer t(*model, data, tc);
-    std::vector<double> losses{t.step().loss};
-    if (evaluate_between) {
-      const Tensor grads = model->grads().clone();
-      losses.push_back(t.evaluate(other, 8, 2));
-      EXPECT_EQ(t.iteration(), 1);
-      EXPECT_EQ(std::memcmp(grads.raw(), model->grads().raw(), grads.nbytes()), 0);
-    }
-    losses.push_back(t.step().loss);
-    return std::pair{losses, model->params().clone()};
+  TrainConfig tc;
+  tc.micro_batch = 2;
+  tc.global_batch = 4;
+  // The model after its first step on `data`, with that step's trainer.
+  struct Stepped {
+    std::unique_ptr<Gpt> model;
+    std::unique_ptr<Trainer> trainer;
+    double loss = 0;
   };
-  const auto [plain, w_plain] = trained(false);
-  const auto [with_eval, w_eval] = trained(true);
-  ASSERT_EQ(with_eval.size(), 3u);
-  EXPECT_EQ(with_eval[0], plain[0]);
-  EXPECT_EQ(with_eval[2], plain[1]);  // the step after the evaluation is the same step
-  EXPECT_EQ(std::memcmp(w_plain.raw(), w_eval.raw(), w_plain.nbytes()), 0);
+  auto one_step = [&] {
+    Stepped s;
+    s.model = std::make_unique<Gpt>(c, ShardSpec{}, *be, DType::F32);
+    s.model->init(11);
+    s.trainer = std::make_unique<Trainer>(*s.model, data, tc);
+    s.loss = s.trainer->step().loss;
+    return s;
+  };
+  Stepped plain = one_step(), with_eval = one_step();
+  EXPECT_EQ(with_eval.loss, plain.loss);
+  const Tensor grads = with_eval.model->grads().clone();
+  const double evaluated = with_eval.trainer->evaluate(other, 8, 2);
+  EXPECT_EQ(with_eval.trainer->iteration(), 1);
+  EXPECT_EQ(std::memcmp(grads.raw(), with_eval.model->grads().raw(), grads.nbytes()), 0);
+  EXPECT_EQ(with_eval.trainer->step().loss, plain.trainer->step().loss);  // the same next step
+  EXPECT_EQ(std::memcmp(plain.model->params().raw(), with_eval.model->params().raw(), plain.model->params().nbytes()),
+            0);
 
   // evaluate(other, 8, 2) after one step = the mean of the losses two steps report for samples
   // 8..11 and 12..15 of `other` at those weights (each step run on a fresh copy of the model).
   double expected = 0;
   for (int64_t first : {8, 12}) {
-    auto model = std::make_unique<Gpt>(c, ShardSpec{}, *be, DType::F32);
-    model->init(11);
-    TrainConfig tc;
-    tc.micro_batch = 2;
-    tc.global_batch = 4;
-    Trainer t(*model, data, tc);
-    t.step();
+    Stepped s = one_step();
     // A step reads samples (iteration - 1) x B onwards: after set_iteration(first / B), `first`.
-    Trainer probe(*model, other, tc);
+    Trainer probe(*s.model, other, tc);
     probe.set_iteration(first / tc.global_batch);
     expected += probe.step().loss / 2;
   }
-  EXPECT_NEAR(with_eval[1], expected, 1e-6 * expected);
+  EXPECT_NEAR(evaluated, expected, 1e-6 * expected);
 }
 
 // Data-parallel ranks read their micro-batches as Megatron-LM's sampler (MegatronPretrainingSampler)
