@@ -3,6 +3,7 @@
 
     plots/history.py results/history.csv plots/history.png
     plots/history.py results/history.csv --last-two PREV.csv CUR.csv
+    plots/history.py results/history.csv --changes [--html REPORT.html] [--tolerance 2] [--alpha 0.01]
 
 A series is one configuration (the configuration key of `ptdp compare`: experiment, mode,
 backend, precision, model, arch, shape, gpus, t, p, d, v, b, B, schedule, recompute,
@@ -12,8 +13,12 @@ median tokens/s and TFLOP/s per GPU of each build with its noise band (min to ma
 and every run as a dot. --last-two writes every run of the newest build of the newest row's series
 and every run of the build before it in that series, as two result CSVs (header included) for
 `ptdp compare PREV.csv CUR.csv`, which tests the change for significance; it writes nothing and
-exits 3 when the series has no earlier build.
-Reads CSV only (the standard library's csv module); plotting needs matplotlib.
+exits 3 when the series has no earlier build. --changes looks at the whole history of every
+series for the builds where its tokens/s stepped or began to drift (plots/changes.py says how)
+and prints each with the `git bisect start BAD GOOD` range to search; exit code 1 when one is a
+drop of at least --tolerance percent, 0 otherwise; --html also writes a report with the plot and
+the changes of each series.
+Reads CSV with the standard library's csv module; plotting needs matplotlib, --changes SciPy.
 """
 import argparse
 import csv
@@ -178,12 +183,76 @@ def plot(path, out):
     return 0
 
 
+def find_changes(path, tolerance, alpha, html):
+    rows = read(path)
+    if not rows:
+        fail(f"{path}: no runs")
+    try:
+        import changes
+    except ImportError as e:
+        fail(f"--changes needs SciPy and NumPy ({e}): apt-get install python3-scipy")
+    series = {}
+    for r in rows:
+        series.setdefault(series_key(r), []).append(r)
+    report, regressions = [], 0
+    for k, rs in series.items():
+        bs = [(sha, [x for x in (number(r["tokens_per_s"]) for r in b) if x == x]) for sha, b in builds(rs)]
+        bs = [(sha, v) for sha, v in bs if v]
+        shas = [sha for sha, _ in bs]
+        found = changes.find([v for _, v in bs], alpha=alpha, tolerance=tolerance / 100)
+        lines = [changes.describe(c, shas) for c in found]
+        regressions += sum(changes.is_regression(c) for c in found)
+        print(f"history: {label(k)}: {len(bs)} builds, " + ("; ".join(lines) if lines else "no change"))
+        report.append((label(k), len(bs), lines))
+    if html:
+        write_html(path, html, report, tolerance, alpha)
+    print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}) in {len(series)} series")
+    return 1 if regressions else 0
+
+
+def write_html(path, out, report, tolerance, alpha):
+    """The plot (embedded) and each series' changes, one self-contained file."""
+    import base64
+    import html
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "history.png")
+        plot(path, png)
+        with open(png, "rb") as f:
+            image = base64.b64encode(f.read()).decode()
+    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{n}</td><td>"
+                   + ("<br>".join(html.escape(x) for x in lines) if lines else "no change") + "</td></tr>"
+                   for name, n, lines in report)
+    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ptdp throughput history</title></head><body>"
+            f"<h1>Throughput history: {html.escape(os.path.basename(path))}</h1>"
+            f"<p>Changes of at least {tolerance:g}% at significance {alpha:g} (plots/changes.py).</p>"
+            f"<table border='1' cellpadding='4'><tr><th>series</th><th>builds</th><th>changes</th></tr>{rows}</table>"
+            f"<p><img alt='tokens/s and TFLOP/s per build' src='data:image/png;base64,{image}'></p></body></html>\n")
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    print(f"history: {out}")
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("history")
     p.add_argument("png", nargs="?", default="plots/history.png")
     p.add_argument("--last-two", nargs=2, metavar=("PREV.csv", "CUR.csv"))
+    p.add_argument("--changes", action="store_true", help="find the builds where a series stepped or drifted")
+    p.add_argument("--html", metavar="REPORT.html", help="with --changes: also write an HTML report")
+    p.add_argument("--tolerance", type=float, default=2.0, help="smallest change reported, in percent")
+    p.add_argument("--alpha", type=float, default=0.01, help="significance of a change (corrected)")
     a = p.parse_args(argv)
+    if not (0 <= a.tolerance < 100):
+        fail(f"--tolerance {a.tolerance:g} must be in [0, 100)")
+    if not (0 < a.alpha < 1):
+        fail(f"--alpha {a.alpha:g} must be in (0, 1)")
+    if a.html and not a.changes:
+        fail("--html needs --changes")
+    if a.changes:
+        return find_changes(a.history, a.tolerance, a.alpha, a.html)
     if a.last_two:
         return last_two(a.history, *a.last_two)
     return plot(a.history, a.png)

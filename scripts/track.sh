@@ -7,7 +7,9 @@
 # change with its confidence interval and a Mann-Whitney U test; a regression must be beyond
 # TOLERANCE and significant at ALPHA; exit 1 on a regression, 3 when inconclusive, report only
 # with STRICT=0). Finally every series is
-# plotted per build with its noise band to plots/history.png.
+# plotted per build with its noise band to plots/history.png, and the whole history is searched for
+# the builds where a series stepped or began to drift (plots/history.py --changes: printed; REPORT=FILE
+# also writes it as HTML; the exit code stays the comparison's).
 # A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
 # between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
 # are compared directly; nothing is appended to the history.
@@ -135,6 +137,13 @@ for c in "${!configs[@]}"; do
   fi
 done
 [ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot" || fail "plots/history.py could not plot $history"
+if [ -z "$base_build" ]; then
+  set +e
+  "$py" plots/history.py "$history" --changes --tolerance "$tolerance" ${REPORT:+--html "$REPORT"}
+  changes=$?
+  set -e
+  [ "$changes" -le 1 ] || fail "plots/history.py --changes could not read $history (exit $changes)"
+fi
 if [ "$regressed" -ne 0 ]; then
   echo "track: throughput regression against ${base_build:-the previous build} in $regressed of ${#configs[@]} benchmark(s)" \
        "(tolerance ${tolerance}%, significance ${alpha})"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# plots/history.py --changes on made-up histories of 12 builds x 3 runs (one row of
+# results/history.csv as the template, tokens/s set, noise of 0.3% from a fixed seed): a flat series
+# reports nothing (exit 0), a 5% step down is named at its build with the bisect range (exit 1), a
+# drift of 2% a build is named at the build where it started, a drop and its fix are both found,
+# a rise alone exits 0, the HTML report holds both the table and the plot.
+#   plots/changes_test.sh
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
+py=python3
+for p in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$p" ] && "$p" -c "import scipy, matplotlib" >/dev/null 2>&1 && { py=$p; break; }
+done
+make() {  # NAME PYTHON-EXPRESSION-OF-i: the median tokens/s of build i
+  "$py" - "$src/results/history.csv" "$tmp/$1.csv" "$2" <<'PY'
+import csv, random, sys
+src, out, expr = sys.argv[1:4]
+with open(src, newline="") as f:
+    r = csv.DictReader(f)
+    header, template = r.fieldnames, next(r)
+random.seed(7)
+with open(out, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
+    w.writeheader()
+    for i in range(12):
+        for _ in range(3):
+            row = dict(template)
+            row["git_sha"] = f"{i:02d}" + "ab" * 19
+            row["tokens_per_s"] = f"{eval(expr, {'i': i}) * (1 + random.gauss(0, 0.003)):.2f}"
+            w.writerow(row)
+PY
+}
+run() {  # EXPECTED-EXIT NAME [ARGS...]
+  local want=$1 name=$2
+  shift 2
+  "$py" "$src/plots/history.py" "$tmp/$name.csv" --changes "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$want" ] || fail "$name: exit $rc, expected $want"
+}
+make flat "1000"
+make step "1000 if i < 6 else 950"
+make drift "1000 if i < 5 else 1000 * (1 - 0.02 * (i - 4))"
+make dip "1000 if i < 4 else (950 if i < 8 else 1000)"
+make rise "1000 if i < 7 else 1060"
+run 0 flat
+grep -q "12 builds, no change" "$tmp/out" || fail "flat: no 'no change'"
+run 1 step
+grep -qF "step drop of -5." "$tmp/out" || fail "step: not found"
+grep -qF "at build 06abababab" "$tmp/out" || fail "step: not at build 06"
+grep -qF "git bisect start 06ababababab 05ababababab" "$tmp/out" || fail "step: no bisect range 06..05"
+run 1 drift
+grep -qF "drift drop of" "$tmp/out" || fail "drift: not found as a drift"
+grep -qF "from build 05abababab" "$tmp/out" || fail "drift: not started at build 05"
+run 1 dip
+grep -qF "step drop of -5." "$tmp/out" && grep -qF "at build 04abababab" "$tmp/out" || fail "dip: the drop at 04 not found"
+grep -qF "step rise of +5." "$tmp/out" && grep -qF "at build 08abababab" "$tmp/out" || fail "dip: the fix at 08 not found"
+run 0 rise
+grep -qF "step rise of +6." "$tmp/out" || fail "rise: not found"
+run 0 step --tolerance 6  # a 5% step is below a 6% tolerance
+run 1 step --html "$tmp/report.html"
+grep -qF "git bisect start 06ababababab 05ababababab" "$tmp/report.html" || fail "the HTML report lacks the change"
+grep -qF "data:image/png;base64," "$tmp/report.html" || fail "the HTML report lacks the plot"
+run 2 step --html "$tmp/r.html" --alpha 0
+grep -qF -- "--alpha 0 must be in (0, 1)" "$tmp/out" || fail "--alpha 0: no error naming it"
+"$py" "$src/plots/history.py" "$tmp/step.csv" --html "$tmp/r.html" >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -qF -- "--html needs --changes" "$tmp/out" || fail "--html without --changes"
+echo "PASS: history changes"
