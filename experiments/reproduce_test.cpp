@@ -39,7 +39,6 @@ using testing::text_of;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-std::string source(const std::string& rel) { return std::string(PTDP_SOURCE_DIR) + "/" + rel; }
 
 // The data rows of a result CSV as column -> value maps (checks every row's field count).
 std::vector<std::map<std::string, std::string>> rows_of(const std::string& path) {
@@ -432,7 +431,7 @@ TEST(ReproduceCli, SigintKeepsEveryCompletedRowAndARerunCompletesTheSweep) {
 std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
 CliResult run_python(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = python() + " " + source("plots/figures.py");
+  std::string cmd = python() + " " + testing::source_file("plots/figures.py");
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " >" + dir.file("py.stdout") + " 2>" + dir.file("py.stderr");
   const int st = std::system(cmd.c_str());

@@ -37,6 +37,13 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   r.set("sequence_parallel", p.sequence_parallel ? 1 : 0);
   r.set("zero", p.zero);
   r.set("arch", std::string(arch_name(m.arch)));
+  // The shape beyond layers, hidden and heads, empty where it is the default (multi-head attention,
+  // the arch's MLP rule, eps 1e-5), as rows written before these columns existed read.
+  if (m.gqa()) r.set("query_groups", m.groups());
+  ModelConfig rule = m;
+  rule.ffn_hidden_size = 0;
+  if (m.ffn_hidden() != rule.ffn_hidden()) r.set("ffn_hidden_size", static_cast<long long>(m.ffn_hidden()));
+  if (m.layernorm_eps != 1e-5) r.set("norm_eps", m.layernorm_eps);
   if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
   if (mode != "simulate") {  // what a measured run trained on
     r.set("data", c.data);

@@ -36,7 +36,6 @@ using testing::run_ptdp;
 using testing::split_csv_line;
 using testing::TempDir;
 
-std::string source(const std::string& rel) { return std::string(PTDP_SOURCE_DIR) + "/" + rel; }
 
 // One expanded configuration, as `--dry-run` prints it: column -> text.
 using Config = std::map<std::string, std::string>;
@@ -65,7 +64,7 @@ struct PaperPoint {
   std::string series, x;
 };
 std::vector<PaperPoint> paper_points(const std::string& figure) {
-  const CsvTable t = CsvTable::read(source("results/paper/figures.csv"), {"figure", "series", "x"});
+  const CsvTable t = CsvTable::read(testing::source_file("results/paper/figures.csv"), {"figure", "series", "x"});
   std::vector<PaperPoint> v;
   for (size_t i = 0; i < t.size(); ++i)
     if (t.text(i, "figure") == figure) v.push_back({t.text(i, "series"), t.text(i, "x")});
@@ -123,7 +122,7 @@ void expect_model(const Config& c, int layers, int hidden, int heads) {
 
 TEST(SweepSpecs, Table1ExpandsToTheTenRowsOfTable1) {
   const auto cfgs = dry_run("table1");
-  const CsvTable t = CsvTable::read(source("results/paper/table1.csv"),
+  const CsvTable t = CsvTable::read(testing::source_file("results/paper/table1.csv"),
                                     {"params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "global_batch",
                                      "micro_batch", "dp", "num_microbatches", "vpp"});
   ASSERT_EQ(t.size(), 10u);
