@@ -59,11 +59,7 @@ TEST_F(CliDataOrder, AWeightedBlendIsReportedAndEveryLayoutEqualsOneRank) {
       train({"--data", blend, "--iters", "3", "--loss-log", dir_.file("one.csv"), "--csv", dir_.file("row.csv")});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   // The result row names the data and what was drawn of each source: SAMPLES:EPOCHS.
-  const std::vector<std::string> rows = testing::lines_of(text_of(dir_.file("row.csv")));
-  ASSERT_EQ(rows.size(), 2u);
-  const std::vector<std::string> head = testing::split_csv_line(rows[0]), row = testing::split_csv_line(rows[1]);
-  std::map<std::string, std::string> f;
-  for (size_t i = 0; i < head.size() && i < row.size(); ++i) f[head[i]] = row[i];
+  std::map<std::string, std::string> f = testing::last_result_row(dir_.file("row.csv"));
   EXPECT_EQ(f["data"], blend);
   EXPECT_EQ(f["data_order"], "megatron");
   EXPECT_EQ(f["data_sources"].rfind("17:", 0), 0u) << f["data_sources"];

@@ -101,11 +101,8 @@ TEST(CliEvaluation, SyntheticDataIsEvaluatedAndTheRowHoldsTheLastEvaluation) {
   const size_t len = r.out.find('\n', line) - line;
   ASSERT_GT(line, len + 1);
   EXPECT_EQ(r.out.substr(line - len - 2, len + 1), std::string(len + 1, '-')) << r.out;
-  const std::vector<std::string> rows = testing::lines_of(text_of(dir.file("rows.csv")));
-  ASSERT_EQ(rows.size(), 2u);
-  const std::vector<std::string> head = testing::split_csv_line(rows[0]), row = testing::split_csv_line(rows[1]);
-  std::map<std::string, std::string> f;
-  for (size_t i = 0; i < head.size(); ++i) f[head[i]] = row.at(i);
+  ASSERT_EQ(testing::lines_of(text_of(dir.file("rows.csv"))).size(), 2u);
+  const std::map<std::string, std::string> f = testing::last_result_row(dir.file("rows.csv"));
   const double loss = std::stod(f.at("valid_loss"));
   EXPECT_GT(loss, 0);
   EXPECT_NEAR(std::stod(f.at("valid_ppl")), std::exp(loss), 1e-4 * std::exp(loss));
@@ -121,9 +118,7 @@ TEST(CliEvaluation, SyntheticDataIsEvaluatedAndTheRowHoldsTheLastEvaluation) {
                            dir.file("plain.csv")})
                 .exit_code,
             0);
-  const std::vector<std::string> plain = testing::split_csv_line(testing::lines_of(text_of(dir.file("plain.csv")))[1]);
-  std::map<std::string, std::string> p;
-  for (size_t i = 0; i < head.size(); ++i) p[head[i]] = plain.at(i);
+  const std::map<std::string, std::string> p = testing::last_result_row(dir.file("plain.csv"));
   EXPECT_EQ(p.at("valid_loss"), "");
   EXPECT_EQ(p.at("valid_ppl"), "");
 }

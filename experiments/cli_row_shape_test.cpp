@@ -15,17 +15,6 @@ namespace {
 using testing::CliResult;
 using testing::run_ptdp;
 using testing::TempDir;
-using testing::text_of;
-
-// The last row of a result CSV, by column.
-std::map<std::string, std::string> last_row(const std::string& path) {
-  const std::vector<std::string> lines = testing::lines_of(text_of(path));
-  const std::vector<std::string> head = testing::split_csv_line(lines.front()),
-                                  row = testing::split_csv_line(lines.back());
-  std::map<std::string, std::string> f;
-  for (size_t i = 0; i < head.size() && i < row.size(); ++i) f[head[i]] = row[i];
-  return f;
-}
 
 TEST(CliRowShape, QueryGroupsMlpWidthAndEpsAreRecordedAndKeyTheConfiguration) {
   TempDir dir;
@@ -34,7 +23,7 @@ TEST(CliRowShape, QueryGroupsMlpWidthAndEpsAreRecordedAndKeyTheConfiguration) {
     args.insert(args.end(), extra.begin(), extra.end());
     const CliResult r = run_ptdp(dir, args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return last_row(dir.file(csv));
+    return testing::last_result_row(dir.file(csv));
   };
   const auto plain = train("plain.csv", {});
   EXPECT_EQ(plain.at("query_groups"), "");

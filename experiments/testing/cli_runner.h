@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,16 @@ inline std::vector<std::string> lines_of(const std::string& text) {
     at = nl + 1;
   }
   return lines;
+}
+
+// The last row of a result CSV by column name (empty when the file has no row).
+inline std::map<std::string, std::string> last_result_row(const std::string& path) {
+  const std::vector<std::string> lines = lines_of(text_of(path));
+  std::map<std::string, std::string> f;
+  if (lines.size() < 2) return f;
+  const std::vector<std::string> head = split_csv_line(lines.front()), row = split_csv_line(lines.back());
+  for (size_t i = 0; i < head.size() && i < row.size(); ++i) f[head[i]] = row[i];
+  return f;
 }
 
 }  // namespace ptdp::testing
