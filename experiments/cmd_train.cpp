@@ -112,16 +112,14 @@ int64_t valid_samples(const RunConfig& c) {
   return evaluations * c.eval_iters * c.par.global_batch;
 }
 
-MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend,
-                                          MegatronSplit which = MegatronSplit::Train) {
+MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend) {
   MegatronDataOptions o;
   std::istringstream in(c.data);
   for (std::string item; in >> item;) o.data.push_back(item);
   *blend = parse_megatron_blend(o.data);
   o.split = c.split;
-  o.which = which;
-  o.num_samples = which == MegatronSplit::Train ? int64_t(c.iters) * c.par.global_batch  // Megatron's train_samples
-                                                : valid_samples(c);
+  o.which = MegatronSplit::Train;
+  o.num_samples = int64_t(c.iters) * c.par.global_batch;  // Megatron's train_samples
   o.seq_len = c.model.seq_length;
   o.seed = c.seed;
   o.cache_dir = c.data_cache.empty()
@@ -176,6 +174,13 @@ struct LogInterval {
     return line;
   }
 };
+
+// Each dataset of a Megatron order: its weight, the samples drawn and the epochs they make.
+void print_dataset_uses(const MegatronSamples& ms) {
+  for (const auto& u : ms.datasets())
+    fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n", u.prefix,
+               u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+}
 
 // Megatron-LM's evaluation report (training.py, evaluate_and_print_results): the line between two
 // rules of its length; its perplexity is exp(min(20, loss)).
@@ -245,33 +250,30 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
           fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}, "
                      "index files in {}\n",
                      c.split, ms->num_samples(), m.seq_length, c.seed, mo.cache_dir);
-          for (const auto& u : ms->datasets())
-            fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n",
-                       u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+          print_dataset_uses(*ms);
         }
         for (const auto& u : ms->datasets())
           data_sources += fmt::format("{}{}:{:.6g}", data_sources.empty() ? "" : ";", u.samples_drawn, u.epochs_drawn);
         samples = std::move(ms);
         if (c.eval_iters == 0) return;
-        MegatronBlend unused;
-        auto vs = std::make_unique<MegatronSamples>(megatron_data_options(c, &unused, MegatronSplit::Valid));
+        MegatronDataOptions vo = mo;  // the same files and settings, Megatron's valid split
+        vo.which = MegatronSplit::Valid;
+        vo.num_samples = valid_samples(c);
+        auto vs = std::make_unique<MegatronSamples>(vo);
         if (report) {
           fmt::print("valid: split valid of --split {}, {} samples for {} evaluation(s) of {} x {} ({} in its index)\n",
-                     c.split, valid_samples(c), valid_samples(c) / (int64_t(c.eval_iters) * c.par.global_batch),
+                     c.split, vo.num_samples, vo.num_samples / (int64_t(c.eval_iters) * c.par.global_batch),
                      c.eval_iters, c.par.global_batch, vs->num_samples());
-          for (const auto& u : vs->datasets())
-            fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n",
-                       u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+          print_dataset_uses(*vs);
         }
         valid = std::move(vs);
       });
   } else {
     phase([&] {
-      // Synthetic data has no split: the evaluations read another synthetic stream (seed + 1).
-      if (c.data == "synthetic" && c.eval_iters > 0)
-        valid = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed + 1);
       if (c.data == "synthetic") {
         samples = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed);
+        // Synthetic data has no split: the evaluations read another synthetic stream (seed + 1).
+        if (c.eval_iters > 0) valid = std::make_unique<SyntheticSamples>(m.vocab_size, m.seq_length, c.seed + 1);
       } else {
         ds = std::make_unique<IndexedDataset>(IndexedDataset::open(c.data));
         check_vocab(*ds, m.vocab_size, "--vocab-size");

@@ -43,7 +43,7 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   ModelConfig rule = m;
   rule.ffn_hidden_size = 0;
   if (m.ffn_hidden() != rule.ffn_hidden()) r.set("ffn_hidden_size", static_cast<long long>(m.ffn_hidden()));
-  if (m.layernorm_eps != 1e-5) r.set("norm_eps", m.layernorm_eps);
+  if (m.layernorm_eps != ModelConfig{}.layernorm_eps) r.set("norm_eps", m.layernorm_eps);
   if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
   if (mode != "simulate") {  // what a measured run trained on
     r.set("data", c.data);
