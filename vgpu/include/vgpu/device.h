@@ -24,8 +24,18 @@
 // The abi_tag puts "vgpu_shared" into each one's symbol name: the executor finds them in the
 // executable's symbol table and poisons them (0xFF) before every block, as the contents of shared
 // memory at a block's start are undefined (src/kernel/shared_memory.h).
+// Each variable comes with a 64-byte red zone, declared first: GCC lays a function's thread-locals
+// out in reverse order, so the red zone follows the variable, and an index past one __shared__
+// array lands in it rather than in the next array (the access checks report any access to
+// thread-local storage outside every __shared__ variable; shared_memory.h counts the variables so
+// guarded).
 // (Dynamic shared memory, `extern __shared__ T x[]`, is not supported.)
-#define __shared__ __attribute__((abi_tag("vgpu_shared"))) static thread_local
+#define VGPU_CAT2_(a, b) a##b
+#define VGPU_CAT_(a, b) VGPU_CAT2_(a, b)
+#define __shared__                                                                                   \
+  __attribute__((abi_tag("vgpu_redzone"), used)) static thread_local char VGPU_CAT_(vgpu_redzone_, \
+                                                                                    __COUNTER__)[64]; \
+  __attribute__((abi_tag("vgpu_shared"))) static thread_local
 #define __constant__
 
 // ---- Built-in variables (CUDA C++ Programming Guide, "Built-in Variables") ----

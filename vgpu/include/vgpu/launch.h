@@ -32,6 +32,10 @@ struct KernelSpec {
   dim3 grid, block;
   size_t shmem = 0;
   size_t closure_bytes = 0;  // the size of the closure run_grid gets (its parameters, host memory)
+  // The launch's pointer arguments (and pointer fields), which the accesses of the kernel must
+  // stay within the allocations of (kernel/access_check.h); null when not known.
+  const void* const* args = nullptr;
+  size_t nargs = 0;
 };
 using ThreadBody = void (*)(const void* closure);  // runs the kernel for the current fiber
 

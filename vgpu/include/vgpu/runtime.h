@@ -46,6 +46,9 @@ Site capture_site(std::string what, const char* file = nullptr, int line = 0);
 // keep the setting they started with).
 void set_access_checks(bool on);
 bool access_checks();
+// The executable's __shared__ variables that no red zone follows (vgpu/device.h), by name: an
+// index past one of them may land in the next variable unseen.
+std::vector<std::string> unguarded_shared_variables();
 
 // "file:line (function)" of a code address, from the binary's line table (addr2line) where it has
 // one, else "function+0x1f (binary)"; for reports of single instructions (a kernel's load).

@@ -53,6 +53,11 @@ void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
   static thread_local bool busy = false;  // what the report runs is not checked again
   if (t_vgpu_thread || busy) return;
   busy = true;
+  if (!rt::in_device_arena(p)) {  // pinned memory: the host may touch it, once the streams are done with it
+    rt::race_on_host_access(p, bytes, (flags & kWrite) != 0, pc);
+    busy = false;
+    return;
+  }
   std::string what;
   {
     std::shared_lock<std::shared_mutex> lock(rt::registry().mu);
@@ -79,6 +84,14 @@ bool access_checks_enabled() {
   if (o >= 0) return o != 0;
   static const bool on = [] {
     const char* v = std::getenv("VGPU_ACCESS_CHECK");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+bool argument_check_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VGPU_ARGUMENT_CHECK");
     return !(v && std::strcmp(v, "0") == 0);
   }();
   return on;
@@ -252,6 +265,16 @@ struct AccessTracker::Impl {
   }
 
   const Region* find(const char* p, size_t bytes, const void* pc);
+  // Whether one of the launch's pointer arguments points into g (or one past its end); true when
+  // the arguments are not known (a grid run without a launch) or the check is off.
+  bool argument_points_into(const Region& g) const {
+    if (!spec->args || !argument_check_enabled()) return true;
+    for (size_t i = 0; i < spec->nargs; ++i) {
+      const char* q = static_cast<const char*>(spec->args[i]);
+      if (q >= g.lo && q <= g.hi) return true;
+    }
+    return false;
+  }
   void check_device(const Region& g, const char* p, size_t bytes, unsigned flags, const void* pc);
   void check_race(const Region& g, const char* p, size_t bytes, unsigned flags, const void* pc, uint32_t epoch);
 };
@@ -361,6 +384,15 @@ const Region* AccessTracker::Impl::find(const char* p, size_t bytes, const void*
     }
     const size_t extent = a->device >= 0 ? a->dev_bytes : a->bytes;
     regions.push_back(Region{a->base, a->base + std::max<size_t>(extent, 1), a, nullptr});
+    if (!argument_points_into(regions.back()))
+      report(kOutOfBounds,
+             who(block, thread) + " accesses " + std::to_string(bytes) + " byte(s) at " + where(regions.back(), p) +
+                 ", which none of the kernel's " + std::to_string(spec->nargs) +
+                 " pointer argument(s) points into: an index that ran past its own allocation, over the guard "
+                 "zone or padding, into another (or a pointer the kernel read from memory; "
+                 "VGPU_ARGUMENT_CHECK=0 allows those)." +
+                 rt::site_lines(*a),
+             pc);
     return last = &regions.back();
   }
   if ((a = rt::find_near_locked(p))) {

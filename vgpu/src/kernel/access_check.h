@@ -8,6 +8,9 @@
 //   - races between the kernel's own threads, in global and shared memory (racecheck): two
 //     accesses to a byte, one a write, not both atomic, by threads that no __syncthreads (same
 //     block) or warp synchronisation (same warp) orders. Blocks of one launch are never ordered.
+//   - provenance: an access to an allocation that none of the launch's pointer arguments points
+//     into (an index that jumped a guard zone into a neighbour); VGPU_ARGUMENT_CHECK=0 turns this
+//     one off, for kernels that follow pointers stored in device memory
 // VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each).
 #pragma once
 #include <cstddef>
@@ -23,6 +26,7 @@ struct KernelSpec;
 namespace vgpu::kernel {
 
 class StackPool;
+bool argument_check_enabled();
 enum AccessFlag : unsigned { kRead = 0, kWrite = 1, kAtomic = 2 };
 
 class AccessTracker {
@@ -87,9 +91,11 @@ extern constinit thread_local WriteLog* t_write_log __attribute__((tls_model("in
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();
 
-// An instrumented access outside any kernel that lands in device memory (runtime/arena.h): the
-// host dereferencing a device pointer. Reported, unless this thread is the vgpu's own (a stream
-// worker, which copies device memory on the runtime's behalf).
+// An instrumented access outside any kernel that lands in device or pinned memory
+// (runtime/arena.h): the host dereferencing a device pointer is reported; for pinned memory, the
+// race checker reports the host reading bytes that a stream's unsynchronised work writes, or
+// writing bytes it reads. Unless this thread is the vgpu's own (a stream worker, which copies
+// device memory on the runtime's behalf and runs host functions in stream order).
 void host_access(const void* p, size_t bytes, unsigned flags, const void* pc);
 extern constinit thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec")));
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/shared_memory.h"
 #include "runtime/test_util.h"
 
 #define ACCESS_LAUNCH(grid, block, stream, ...) \
@@ -256,7 +257,50 @@ TEST(AccessCheck, OnlyTheBytesAKernelWroteCountAsInitialised) {
   cudaFree(y);
 }
 
-// ---- Shared memory size ----
+// An index that jumps over the guard zone into another live allocation: in bounds of that one,
+// so only the launch's pointer arguments tell that the kernel had no business there.
+TEST(AccessCheck, AnIndexIntoAnAllocationNoArgumentPointsIntoIsReported) {
+  float* x = zeros<float>(100);
+  float* y = zeros<float>(1);
+  float* z = zeros<float>(1024);  // another tensor, live, written: bounds and initialisation pass
+  const ptrdiff_t jump = (reinterpret_cast<char*>(z) - reinterpret_cast<char*>(x)) / ptrdiff_t(sizeof(float));
+  ASSERT_EQ(reinterpret_cast<char*>(x + jump), reinterpret_cast<char*>(z));
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, int(jump + 3)); });
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "accesses 4 byte(s) at byte offset 12 of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "which none of the kernel's 2 pointer argument(s) points into")) << joined(m);
+  // The same element read through a pointer argument into z is fine.
+  const auto clean = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(z, y, 3); });
+  EXPECT_TRUE(clean.empty()) << joined(clean);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(z);
+}
+
+// ---- Shared memory bounds and size ----
+
+// A shift by one lane that forgets the last: thread 31 writes a[32]. The red zone after each
+// __shared__ variable (device.h) takes the store; without it, it landed in b unseen.
+__global__ void shift_into_next_array(float* out) {
+  __shared__ float a[32];
+  __shared__ float b[32];
+  b[threadIdx.x] = 2.0f;
+  a[threadIdx.x + 1] = 1.0f;  // planted: a has 32 elements
+  __syncthreads();
+  out[threadIdx.x] = a[threadIdx.x] + b[threadIdx.x];
+}
+
+TEST(AccessCheck, AnIndexPastASharedArrayIsReportedNotWrittenIntoTheNext) {
+  ASSERT_GT(vgpu::kernel::shared_variables_found(), 0);
+  for (const std::string& name : vgpu::kernel::shared_variables_unguarded())
+    EXPECT_EQ(name.find("shift_into_next_array"), std::string::npos) << name << " has no red zone after it";
+  float* out = zeros<float>(32);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, shift_into_next_array)(out); });
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel shift_into_next_array")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "0 byte(s) past the end of __shared__ (anonymous namespace)::shift_into_next_array(float*)::a")) << joined(m);
+  cudaFree(out);
+}
+
 
 __global__ void too_much_shared(float* out) {
   __shared__ float big[13 * 1024];  // 52 KiB: more than a block may declare statically
@@ -297,6 +341,57 @@ TEST(AccessCheck, TheHostUsingPinnedMemoryIsClean) {
   EXPECT_EQ(p[1], 3.0f);
   EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
   cudaFreeHost(h);
+}
+
+// The host reading a pinned buffer that a copy on a stream fills, before it synchronised with the
+// stream: on a GPU the copy may not have run, and the host reads the old contents.
+TEST(AccessCheck, TheHostReadingPinnedMemoryBeforeTheCopyIntoItFinishedIsARace) {
+  float* x = zeros<float>(4);
+  void* h = nullptr;
+  ASSERT_EQ(cudaMallocHost(&h, 4 * sizeof(float)), cudaSuccess);
+  volatile float* p = static_cast<float*>(h);
+  AccessStream st;
+  std::vector<std::string> m;
+  {
+    vgpu::CaptureViolations cap;
+    ASSERT_EQ(cudaMemcpyAsync(h, x, 4 * sizeof(float), cudaMemcpyDeviceToHost, st.s), cudaSuccess);
+    const float v = p[1];  // planted: no cudaStreamSynchronize before the read
+    (void)v;
+    ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+    m = cap.messages();
+  }
+  EXPECT_TRUE(any_contains(m, "race: the host reads 4 byte(s) at byte offset 4 of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "pinned host memory")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "which cudaMemcpyAsync on stream #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "access_check_test.cpp:")) << joined(m);
+  {  // synchronised first: clean
+    vgpu::CaptureViolations cap;
+    ASSERT_EQ(cudaMemcpyAsync(h, x, 4 * sizeof(float), cudaMemcpyDeviceToHost, st.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+    EXPECT_EQ(p[1], 0.0f);
+    EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
+  }
+  cudaFreeHost(h);
+  cudaFree(x);
+}
+
+// The host refilling a pinned staging buffer while the copy out of it may still be reading it.
+TEST(AccessCheck, TheHostOverwritingPinnedMemoryACopyStillReadsIsARace) {
+  float* x = zeros<float>(4);
+  void* h = nullptr;
+  ASSERT_EQ(cudaMallocHost(&h, 4 * sizeof(float)), cudaSuccess);
+  volatile float* p = static_cast<float*>(h);
+  for (int i = 0; i < 4; ++i) p[i] = 1.0f;
+  AccessStream st;
+  vgpu::CaptureViolations cap;
+  ASSERT_EQ(cudaMemcpyAsync(x, h, 4 * sizeof(float), cudaMemcpyHostToDevice, st.s), cudaSuccess);
+  p[0] = 2.0f;  // planted: the next batch written before the copy of this one finished
+  ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+  const auto m = cap.messages();
+  EXPECT_TRUE(any_contains(m, "race: the host writes 4 byte(s) at byte offset 0 of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "overwrites a buffer a copy still reads")) << joined(m);
+  cudaFreeHost(h);
+  cudaFree(x);
 }
 
 // ---- What a kernel stored, for the race checker across streams ----

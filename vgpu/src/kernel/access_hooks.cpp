@@ -1,7 +1,8 @@
 // The entry points that GCC's (and Clang's) -fsanitize=thread instrumentation calls at every load,
 // store and atomic of the CUDA sources of a vgpu build. ThreadSanitizer's runtime is not linked:
 // these forward each access to the kernel's AccessTracker while a kernel runs on this thread;
-// otherwise they only check that the host is not touching device memory (access_check.h). A
+// otherwise they only check that the host is not touching device memory, nor pinned memory that a
+// stream's unfinished work uses (access_check.h). A
 // kernel's stores are also logged (WriteLog) for the race checker. The atomics perform the
 // operation themselves.
 // Not compiled with the instrumentation (it would call itself).
@@ -30,7 +31,7 @@ inline __attribute__((always_inline)) void note(const volatile void* vp, size_t 
     if (vgpu::kernel::WriteLog* w = vgpu::kernel::t_write_log) w->add(p, n);
   if (AccessTracker* t = t_access_tracker; __builtin_expect(t != nullptr, 0)) return tracked(p, n, flags, pc, t);
   // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.
-  if (!vgpu::kernel::t_vgpu_thread && __builtin_expect(vgpu::rt::in_device_arena(p), 0))
+  if (__builtin_expect(vgpu::rt::in_arenas(p), 0) && !vgpu::kernel::t_vgpu_thread)
     vgpu::kernel::host_access(p, n, flags, pc);
 }
 #define VGPU_PC __builtin_return_address(0)

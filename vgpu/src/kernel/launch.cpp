@@ -90,9 +90,11 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     bool learn;  // device memory: its extent is learnt when the kernel has run
   };
   std::vector<Written> written;
+  std::vector<const void*> args;  // where the kernel's accesses may go (kernel/access_check.h)
   bool ok = true;
   for (const PointerArg& p : pointers) {
     if (!p.ptr) continue;
+    args.push_back(p.ptr);
     const std::optional<AllocInfo> a = find_allocation(p.ptr);
     if (!a) {
       // One past the end of an allocation is a valid pointer (an end marker, or the data of an
@@ -144,8 +146,12 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
   std::shared_ptr<RaceStamp> stamp = new_race_stamp();
   enqueue_stamped(
       stream, std::move(site), std::move(ranges),
-      [spec, closure = std::move(closure), body, ok, written = std::move(written), stamp]() -> cudaError_t {
+      [spec, closure = std::move(closure), body, ok, written = std::move(written), args = std::move(args),
+       stamp]() -> cudaError_t {
         if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
+        KernelSpec run_spec = spec;
+        run_spec.args = args.data();
+        run_spec.nargs = args.size();
         const bool learn = race_stamp_filled(*stamp);
         // An instrumented kernel logs its stores (kernel::WriteLog); one whose earlier launch from
         // the same site on this worker logged some needs no snapshot (instrumentation is per
@@ -162,7 +168,7 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
             before[i].assign(p, p + written[i].range.bytes);
             snapshot[i] = true;
           }
-        const cudaError_t e = kernel::run_grid(spec, body, closure.get());
+        const cudaError_t e = kernel::run_grid(run_spec, body, closure.get());
         if (e != cudaSuccess) return e;
         const bool exact = kernel::last_grid_tracked();  // the kernel's writes marked themselves
         const kernel::WriteLog& log = kernel::last_grid_writes();

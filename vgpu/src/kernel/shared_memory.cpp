@@ -5,6 +5,8 @@
 // real one, poisoning stays off.
 #include "kernel/shared_memory.h"
 
+#include <vgpu/runtime.h>
+
 #include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -38,6 +40,7 @@ struct Found {
   std::vector<std::string> names;                    // their symbols, demangled
   size_t tls_bytes = 0;                              // the executable's TLS block
   long count = -1;
+  std::vector<std::string> unguarded;  // variables whose end no red zone follows (device.h)
   size_t bytes = 0;
 };
 
@@ -45,7 +48,8 @@ struct Symbol {
   size_t offset, bytes;
   std::string name;
 };
-void scan_symbols(const unsigned char* img, size_t size, std::vector<Symbol>* out) {
+// The __shared__ variables into *out, their red zones' offsets into *redzones.
+void scan_symbols(const unsigned char* img, size_t size, std::vector<Symbol>* out, std::vector<size_t>* redzones) {
   if (size < sizeof(Elf64_Ehdr)) return;
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(img);
   if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return;
@@ -64,6 +68,8 @@ void scan_symbols(const unsigned char* img, size_t size, std::vector<Symbol>* ou
           continue;
         if (std::strstr(names + syms[k].st_name, "B11vgpu_shared"))
           out->push_back(Symbol{size_t(syms[k].st_value), size_t(syms[k].st_size), names + syms[k].st_name});
+        else if (std::strstr(names + syms[k].st_name, "B12vgpu_redzone"))
+          redzones->push_back(size_t(syms[k].st_value));
       }
     }
     if (!out->empty()) return;  // .symtab had them: .dynsym adds nothing
@@ -111,7 +117,8 @@ const Found& found() {
     ::close(fd);
     if (img == MAP_FAILED) return r;
     std::vector<Symbol> syms;
-    scan_symbols(static_cast<const unsigned char*>(img), size, &syms);
+    std::vector<size_t> redzones;
+    scan_symbols(static_cast<const unsigned char*>(img), size, &syms, &redzones);
     ::munmap(img, size);
     // The probe must be found where this thread's copy of it really is.
     char* base = this_thread_tls_block(&r.tls_bytes);
@@ -127,6 +134,13 @@ const Found& found() {
       r.names.push_back(demangled(s.name));
     }
     r.variables = v;
+    // Guarded: the first thing at or after a variable's end is a red zone, not another variable.
+    std::sort(redzones.begin(), redzones.end());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const size_t end = v[i].first + v[i].second;
+      auto z = std::lower_bound(redzones.begin(), redzones.end(), end);
+      if (z == redzones.end() || (i + 1 < v.size() && *z >= v[i + 1].first)) r.unguarded.push_back(r.names[i]);
+    }
     for (const auto& [off, n] : v) {
       r.bytes += n;
       if (!r.ranges.empty() && off <= r.ranges.back().first + r.ranges.back().second)
@@ -159,6 +173,7 @@ void poison_shared_memory() {
 }
 
 long shared_variables_found() { return found().count; }
+const std::vector<std::string>& shared_variables_unguarded() { return found().unguarded; }
 
 ThreadSharedMemory this_thread_shared_memory() {
   ThreadSharedMemory m;
@@ -174,3 +189,7 @@ ThreadSharedMemory this_thread_shared_memory() {
 size_t shared_bytes_found() { return found().bytes; }
 
 }  // namespace vgpu::kernel
+
+namespace vgpu {
+std::vector<std::string> unguarded_shared_variables() { return kernel::shared_variables_unguarded(); }
+}  // namespace vgpu

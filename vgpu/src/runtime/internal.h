@@ -141,6 +141,11 @@ void race_forget(AllocRecord* a);
 // The host writes [p, p + bytes) now (a caching allocator's poison of a block it hands out
 // without a stream): checked against unordered accesses of streams, then recorded.
 void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const Site>& site);
+// The host (instrumented host code: src/kernel/access_hooks.cpp) touches pinned memory at pc:
+// reported when a stream's work on those bytes, a write (or a read, when the host writes), is
+// not ordered before it by a host synchronisation. Checked, not recorded: work the host queues
+// later is ordered after it anyway.
+void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc);
 // cudaFree of a block that a caching allocator sub-allocated: makes it the whole block again.
 void end_sub(AllocRecord* a);
 

@@ -104,17 +104,14 @@ void release_record(AllocRecord* a) {
                                            " changed after it was freed (a write through a stale pointer)." +
                                            site_lines(*a));
   verify_guards(*a, "its release from the quarantine of freed memory");
-  if (a->device >= 0)
-    arena_release(a->raw, a->raw_bytes);
-  else
-    std::free(a->raw);
+  arena_release(a->raw, a->raw_bytes, a->device >= 0 ? ArenaKind::Device : ArenaKind::Pinned);
   delete a;
 }
 
 AllocRecord* allocate(size_t bytes, int device, const char* api) {
   const size_t raw_bytes = kGuardBytes + round_up(bytes, kGuardBytes) + kGuardBytes;
-  // Device memory in its own address range (arena.h); pinned host memory from the heap.
-  char* raw = device >= 0 ? arena_allocate(raw_bytes) : static_cast<char*>(std::aligned_alloc(kGuardBytes, raw_bytes));
+  // Device and pinned memory in their own address ranges (arena.h).
+  char* raw = arena_allocate(raw_bytes, device >= 0 ? ArenaKind::Device : ArenaKind::Pinned);
   if (!raw) return nullptr;
   auto* a = new AllocRecord;
   a->raw = raw;

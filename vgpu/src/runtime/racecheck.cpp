@@ -218,6 +218,36 @@ void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const
                    host);
 }
 
+void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc) {
+  if (!racecheck_enabled() || bytes == 0) return;
+  std::lock_guard<std::mutex> lock(race_mutex());
+  AllocRecord* a;
+  {
+    std::shared_lock<std::shared_mutex> rl(registry().mu);
+    a = find_locked(p);
+  }
+  if (!a || a->freed) return;
+  const VClock& host = host_clock();
+  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base), hi = lo + bytes;
+  for (AccessRec& o : a->accesses) {
+    if (o.hi <= lo || o.lo >= hi || o.agent == 0 || o.reported || !(o.write || write)) continue;
+    if (o.epoch <= host.get(o.agent)) continue;  // the host has synchronised with it since
+    o.reported = true;
+    std::ostringstream m;
+    m << "the host " << (write ? "writes " : "reads ") << bytes << " byte(s) at byte offset " << lo << " of "
+      << describe_record(*a) << ", which " << (o.site ? o.site->what : std::string("?")) << " on "
+      << stream_name(o.stream) << " " << (o.write ? "writes" : "reads") << " (bytes [" << o.lo << ", " << o.hi
+      << ")), and the host has not synchronised with that stream since it queued the work: it may not have run "
+         "yet. The host must wait for it (cudaStreamSynchronize, or cudaEventSynchronize on an event recorded "
+         "after it) before it "
+      << (write ? "overwrites a buffer a copy still reads" : "reads what a copy has yet to write")
+      << " (CUDA C++ Programming Guide, Asynchronous Concurrent Execution)."
+      << "\n  host:  " << describe_code_address(pc)
+      << "\n  work:  " << (o.site ? o.site->describe() : std::string("?")) << site_lines(*a);
+    report_violation("race", m.str());
+  }
+}
+
 void race_forget(AllocRecord* a) {
   a->accesses.clear();
   a->accesses.shrink_to_fit();
