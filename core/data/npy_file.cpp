@@ -8,7 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <regex>
+#include <string>
+#include <string_view>
 
 #include "core/common/error.h"
 
@@ -138,19 +139,44 @@ NpyArray NpyArray::open(const std::string& path) {
   }
   if (bytes.size() < at + hlen) usage_error("{}: .npy header runs past the end of the file", path);
   const std::string header(p + at, hlen);
-  static const std::regex re(
-      R"(^\{'descr': '([<|]?[a-z][0-9])', 'fortran_order': (True|False), 'shape': \((\d+),(?: (\d+))?\), \}\s*$)");
-  std::smatch m;
-  if (!std::regex_match(header, m, re)) usage_error("{}: unsupported .npy header {}", path, header);
-  const std::string d = m[1].str();
+  // The header NumPy writes: {'descr': '<i4', 'fortran_order': False, 'shape': (N,), } or
+  // (N, M), padded with spaces and a newline.
+  size_t i = 0;
+  auto lit = [&](std::string_view t) {
+    if (header.compare(i, t.size(), t) != 0) return false;
+    i += t.size();
+    return true;
+  };
+  auto number = [&](int64_t* v) {
+    const size_t start = i;
+    *v = 0;
+    while (i < header.size() && header[i] >= '0' && header[i] <= '9' && i - start < 18) *v = *v * 10 + (header[i++] - '0');
+    return i > start && (i == header.size() || header[i] < '0' || header[i] > '9');
+  };
+  std::string d;
+  bool fortran = false, ok = lit("{'descr': '");
+  if (ok) {
+    const size_t end = header.find('\'', i);
+    ok = end != std::string::npos && end - i >= 2 && end - i <= 3;
+    if (ok) d = header.substr(i, end - i), i = end;
+  }
+  ok = ok && lit("', 'fortran_order': ");
+  if (ok) fortran = lit("True");
+  ok = ok && (fortran || lit("False")) && lit(", 'shape': (");
+  int64_t n0 = 0, n1 = 0;
+  bool two = false;
+  ok = ok && number(&n0) && lit(",");
+  if (ok && lit(" ")) ok = (two = number(&n1));
+  ok = ok && lit("), }") && header.find_first_not_of(" \n", i) == std::string::npos;
+  if (!ok) usage_error("{}: unsupported .npy header {}", path, header);
   if (d == "<i2") a.type_ = NpyType::I16;
   else if (d == "<i4") a.type_ = NpyType::I32;
   else if (d == "<u4") a.type_ = NpyType::U32;
   else if (d == "<i8") a.type_ = NpyType::I64;
   else usage_error("{}: .npy item type {} is not int16, int32, uint32 or int64 (little-endian)", path, d);
-  a.shape_.push_back(std::stoll(m[3].str()));
-  if (m[4].matched) a.shape_.push_back(std::stoll(m[4].str()));
-  if (m[2].str() == "True" && a.shape_.size() == 2) usage_error("{}: a Fortran-order .npy array is not supported", path);
+  a.shape_.push_back(n0);
+  if (two) a.shape_.push_back(n1);
+  if (fortran && a.shape_.size() == 2) usage_error("{}: a Fortran-order .npy array is not supported", path);
   const size_t need = at + hlen + static_cast<size_t>(a.size()) * npy_item_size(a.type_);
   if (bytes.size() != need)
     usage_error("{}: {} bytes, but its header says {} (shape and item type)", path, bytes.size(), need);

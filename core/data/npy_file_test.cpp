@@ -63,6 +63,14 @@ TEST(NpyFile, MalformedFilesAreUsageErrorsNamingTheFile) {
   t.replace(t.find("(4,)"), 4, "(4, 2, 1)");
   write_file(p, t);
   EXPECT_NE(usage_message_of(p).find("unsupported .npy header"), std::string::npos) << usage_message_of(p);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"(4,)", "(4)"}, {"(4,)", "(,)"}, {"(4,)", "(4,2)"}, {"(4,)", "(-4,)"}, {"False", "Maybe"},
+           {"'<i4'", "'<i4x'"}, {", }", ", 'x': 1, }"}, {"{'descr'", "{ 'descr'"}}) {
+    std::string u = npy_header(NpyType::I32, {4});
+    u.replace(u.find(from), from.size(), to);
+    write_file(p, u + std::string(16, '\0'));
+    EXPECT_NE(usage_message_of(p).find("unsupported .npy header"), std::string::npos) << to << ": " << usage_message_of(p);
+  }
 }
 
 }  // namespace
