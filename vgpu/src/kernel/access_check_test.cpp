@@ -343,13 +343,29 @@ TEST(AccessCheck, TheHostUsingPinnedMemoryIsClean) {
   cudaFreeHost(h);
 }
 
+// Four floats of device memory (zeros) and of pinned memory, which the host reads and writes
+// through p (volatile: each access is a load or store the instrumentation sees).
+struct PinnedPair {
+  float* x = zeros<float>(4);
+  void* h = nullptr;
+  volatile float* p = nullptr;
+  PinnedPair() {
+    EXPECT_EQ(cudaMallocHost(&h, 4 * sizeof(float)), cudaSuccess);
+    p = static_cast<float*>(h);
+  }
+  ~PinnedPair() {
+    cudaFreeHost(h);
+    cudaFree(x);
+  }
+};
+
 // The host reading a pinned buffer that a copy on a stream fills, before it synchronised with the
 // stream: on a GPU the copy may not have run, and the host reads the old contents.
 TEST(AccessCheck, TheHostReadingPinnedMemoryBeforeTheCopyIntoItFinishedIsARace) {
-  float* x = zeros<float>(4);
-  void* h = nullptr;
-  ASSERT_EQ(cudaMallocHost(&h, 4 * sizeof(float)), cudaSuccess);
-  volatile float* p = static_cast<float*>(h);
+  PinnedPair b;
+  float* x = b.x;
+  void* h = b.h;
+  volatile float* p = b.p;
   AccessStream st;
   std::vector<std::string> m;
   {
@@ -371,16 +387,14 @@ TEST(AccessCheck, TheHostReadingPinnedMemoryBeforeTheCopyIntoItFinishedIsARace) 
     EXPECT_EQ(p[1], 0.0f);
     EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
   }
-  cudaFreeHost(h);
-  cudaFree(x);
 }
 
 // The host refilling a pinned staging buffer while the copy out of it may still be reading it.
 TEST(AccessCheck, TheHostOverwritingPinnedMemoryACopyStillReadsIsARace) {
-  float* x = zeros<float>(4);
-  void* h = nullptr;
-  ASSERT_EQ(cudaMallocHost(&h, 4 * sizeof(float)), cudaSuccess);
-  volatile float* p = static_cast<float*>(h);
+  PinnedPair b;
+  float* x = b.x;
+  void* h = b.h;
+  volatile float* p = b.p;
   for (int i = 0; i < 4; ++i) p[i] = 1.0f;
   AccessStream st;
   vgpu::CaptureViolations cap;
@@ -390,8 +404,6 @@ TEST(AccessCheck, TheHostOverwritingPinnedMemoryACopyStillReadsIsARace) {
   const auto m = cap.messages();
   EXPECT_TRUE(any_contains(m, "race: the host writes 4 byte(s) at byte offset 0 of allocation #")) << joined(m);
   EXPECT_TRUE(any_contains(m, "overwrites a buffer a copy still reads")) << joined(m);
-  cudaFreeHost(h);
-  cudaFree(x);
 }
 
 // ---- What a kernel stored, for the race checker across streams ----
