@@ -47,7 +47,12 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--tp,--tensor-model-parallel-size", p.tp, "tensor-parallel size t")->capture_default_str();
   app.add_option("--pp,--pipeline-model-parallel-size", p.pp, "pipeline-parallel size p")->capture_default_str();
   app.add_option("--dp", p.dp, "data-parallel size d (default: ranks / (t*p))");
-  app.add_option("--vpp,--virtual-pipeline-model-parallel-size", p.vpp, "model chunks per stage v (interleaved schedule)")->capture_default_str();
+  app.add_option("--vpp,--virtual-pipeline-model-parallel-size,--num-virtual-stages-per-pipeline-rank", p.vpp,
+                 "model chunks per stage v (interleaved schedule)")->capture_default_str();
+  app.add_option("--decoder-first-pipeline-num-layers", p.first_stage_layers,
+                 "layers of the first pipeline stage (Megatron-core's uneven stages; default: an even share)");
+  app.add_option("--decoder-last-pipeline-num-layers", p.last_stage_layers,
+                 "layers of the last pipeline stage (default: an even share); the other stages share the rest evenly");
   app.add_option("--micro-batch,--micro-batch-size", p.micro_batch, "micro-batch size b")->capture_default_str();
   app.add_option("--global-batch,--global-batch-size", p.global_batch, "global batch size B (default: b*d)");
   app.add_option("--schedule", p.schedule, "gpipe | 1f1b | interleaved")->capture_default_str();

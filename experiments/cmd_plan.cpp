@@ -34,10 +34,11 @@ struct PlanFlags {
 void print_entry(const char* rank, const sim::PlanEntry& e) {
   const ParallelConfig& p = e.cfg.par;
   const sim::SimResult& r = e.result;
-  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}\n",
+  const std::string stages = describe_stages(p.layer_split(e.cfg.model.layers));
+  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}{}\n",
              rank, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,
-             r.memory.peak / 1e9);
+             r.memory.peak / 1e9, stages.empty() ? "" : "  layers per stage " + stages);
 }
 
 int run_plan(const CLI::App& app, PlanFlags& f) {

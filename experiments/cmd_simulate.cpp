@@ -66,8 +66,9 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("ptdp simulate: model {} (l={} h={} a={} s={} V={}, {:.4g}B parameters) on {} x {} ({})\n", m.name,
              m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e9, c.ranks, hw.device,
              hw.name);
-  fmt::print("  layout t={} p={} d={} v={}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
-             p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
+  const std::string stages = describe_stages(p.layer_split(m.layers));
+  fmt::print("  layout t={} p={} d={} v={}{}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
+             p.tp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",
              p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);

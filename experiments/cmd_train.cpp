@@ -289,7 +289,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   if (rank0) dev.reset_peak();
   world.barrier();
   StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed,
-                                       precision_dtype(c.precision), c.par.sequence_parallel);
+                                       precision_dtype(c.precision), c.par.sequence_parallel, c.par.first_stage_layers,
+                                       c.par.last_stage_layers);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;

@@ -169,9 +169,11 @@ TEST(SimCli, PlanRefusesBadNumbers) {
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "0", "--global-batch", "8",
                                           "--hardware", "a100-selene"}),
                            {"--gpus 0"}));
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "gpt-1.7b", "--gpus", "7", "--global-batch", "512",
+  // 11 GPUs: no t, p, d, and 11 stages of 3 layers leave none of the 24 to the ends (7 GPUs would
+  // do: 7 stages of 2 | 4 x 5 | 2 layers).
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "gpt-1.7b", "--gpus", "11", "--global-batch", "512",
                                           "--hardware", "a100-selene"}),
-                           {"--gpus 7", "--global-batch 512"}));
+                           {"--gpus 11", "--global-batch 512"}));
 }
 
 }  // namespace

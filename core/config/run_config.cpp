@@ -38,10 +38,7 @@ void validate_run(RunConfig& c) {
   if (c.model.ffn_hidden() % p.tp != 0)
     usage_error("--tp {} must divide the MLP's hidden size {} (--arch {})", p.tp, c.model.ffn_hidden(),
                 arch_name(c.model.arch));
-  if (c.model.layers % (p.pp * p.vpp) != 0) {
-    if (p.vpp == 1) usage_error("--pp {} must divide --layers {}", p.pp, c.model.layers);
-    usage_error("--pp {} x --vpp {} must divide --layers {}", p.pp, p.vpp, c.model.layers);
-  }
+  if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
   if (p.dp == 0) {
     if (c.ranks == 0) {
       p.dp = 1;
@@ -160,6 +157,9 @@ void validate_run(RunConfig& c) {
     usage_error("--comm-timeout {} must be at most {} seconds", c.comm_timeout_s, kMaxCommTimeoutS);
   if (c.save_interval < 0) usage_error("--save-interval {} must not be negative", c.save_interval);
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
+  if (p.layer_split(c.model.layers).uneven() && (!c.save_dir.empty() || !c.load_dir.empty()))
+    usage_error("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: checkpoints (--save, --load) "
+                "record an even layer placement only; uneven stages cannot be saved or loaded yet");
   // A bucket is one collective per data-parallel group; below a few KiB the launches are all there
   // is (--grad-bucket-size 1 made two iterations of the tiny model take a minute).
   if (c.grad_bucket_elems < kMinGradBucketElems)

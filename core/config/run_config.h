@@ -6,6 +6,7 @@
 
 #include "core/model/config.h"
 #include "core/model/layer.h"
+#include "core/model/layer_split.h"
 #include "core/optim/adamw.h"
 #include "core/optim/loss_scaler.h"
 
@@ -15,6 +16,9 @@ struct ParallelConfig {
   int tp = 1, pp = 1;
   int dp = 0;   // 0: inferred from the number of ranks, as Megatron does
   int vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
+  // Uneven stages (Megatron-core's --decoder-first-pipeline-num-layers and
+  // --decoder-last-pipeline-num-layers): the first and last stages' layers; 0: an even share.
+  int first_stage_layers = 0, last_stage_layers = 0;
   int micro_batch = 1;
   int global_batch = 0;  // 0: micro_batch * dp
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
@@ -30,6 +34,7 @@ struct ParallelConfig {
   // layer for forward and backward). Only 3 with tp = pp = 1.
   int zero = 0;
   int num_microbatches() const { return global_batch / (micro_batch * dp); }
+  LayerSplit layer_split(int layers) const { return {layers, pp, vpp, first_stage_layers, last_stage_layers}; }
 };
 
 struct RunConfig {

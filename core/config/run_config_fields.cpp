@@ -40,6 +40,8 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--pp", p.pp);
   add("--dp", p.dp);
   add("--vpp", p.vpp);
+  add("--decoder-first-pipeline-num-layers", p.first_stage_layers);
+  add("--decoder-last-pipeline-num-layers", p.last_stage_layers);
   add("--micro-batch", p.micro_batch);
   add("--global-batch", p.global_batch);
   add("--schedule", p.schedule);

@@ -33,6 +33,7 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.model.arch = Arch::Llama; }, [](RunConfig& c) { c.model.rope_theta = 3; },
       [](RunConfig& c) { c.par.tp = 3; },               [](RunConfig& c) { c.par.pp = 3; },
       [](RunConfig& c) { c.par.dp = 3; },               [](RunConfig& c) { c.par.vpp = 3; },
+      [](RunConfig& c) { c.par.first_stage_layers = 3; }, [](RunConfig& c) { c.par.last_stage_layers = 3; },
       [](RunConfig& c) { c.par.micro_batch = 3; },      [](RunConfig& c) { c.par.global_batch = 3; },
       [](RunConfig& c) { c.par.schedule = "gpipe"; },   [](RunConfig& c) { c.par.recompute = Recompute::Full; },
       [](RunConfig& c) { c.par.scatter_gather = false; }, [](RunConfig& c) { c.par.zero = 1; },
@@ -76,9 +77,9 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
 // (and in EveryFieldChangesTheList), then update the sizes here.
 TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 104u);
-  EXPECT_EQ(sizeof(ParallelConfig), 72u);
+  EXPECT_EQ(sizeof(ParallelConfig), 80u);
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 848u);
+  EXPECT_EQ(sizeof(RunConfig), 856u);
 }
 
 }  // namespace

@@ -110,12 +110,7 @@ std::vector<Action> make_schedule(ScheduleKind kind, int p, int m, int v, int st
 }
 
 LayerRange chunk_layers(int layers, int p, int v, int stage, int chunk) {
-  PTDP_CHECK(p >= 1 && v >= 1 && layers % (p * v) == 0, "layers {} must be a multiple of p*v = {}", layers,
-             p * v);
-  PTDP_CHECK(stage >= 0 && stage < p && chunk >= 0 && chunk < v, "stage {} chunk {}", stage, chunk);
-  const int per = layers / (p * v);
-  const int begin = chunk * (layers / v) + stage * per;
-  return {begin, begin + per};
+  return chunk_layers(LayerSplit{layers, p, v}, stage, chunk);
 }
 
 }  // namespace ptdp

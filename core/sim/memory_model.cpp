@@ -89,14 +89,14 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const int p = par.pp, v = par.vpp;
   if (in_flight.empty())
     for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
-  const double layers_per_chunk = double(mc.layers) / (p * v);
+  const LayerSplit split = par.layer_split(mc.layers);
   const double vt = double(mc.padded_vocab(par.tp)) / par.tp;
   const double per_layer = layer_params_per_device(mc, par.tp);
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
   // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
   const double sent = software_stack(cfg.stack).free_pipeline_outputs ? 0.0 : d.E * d.sbh * d.rowshare;
-  const double per_chunk = layers_per_chunk * layer_activation_bytes(cfg, par.recompute) + sent;
+  const double layer_act = layer_activation_bytes(cfg, par.recompute);
   // Working set of one layer's backward (recomputed if need be), by liveness: autograd frees what
   // a module saved once its backward has run, so the peak is the larger of two moments.
   //  - The MLP's backward: every saved tensor of the layer, the incoming b*s*h gradient and the
@@ -123,7 +123,9 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   out.dp = par.dp;
   for (int s = 0; s < p; ++s) {
     StageMemory m;
-    m.params = mc.layers / p * per_layer;
+    // Each stage holds its own layers (uneven first and last stages: core/model/layer_split.h).
+    const double stage_layers = stage_layer_count(split, s);
+    m.params = stage_layers * per_layer;
     double working = layer_ws;
     if (s == 0) {
       m.params += vt * d.h + (d.llama ? 0.0 : d.s * d.h);  // llama: no position table
@@ -144,7 +146,7 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
       working += zero3_gathered_bytes(cfg, z3);
     }
     m.in_flight = in_flight[s];
-    m.activations = m.in_flight * per_chunk * hw.allocator_overhead;
+    m.activations = m.in_flight * (stage_layers / v * layer_act + sent) * hw.allocator_overhead;
     m.working = working * hw.allocator_overhead;
     m.reserved = hw.reserved_bytes;
     if (m.total() > out.peak) {

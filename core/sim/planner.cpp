@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/common/error.h"
 #include "core/sim/stack.h"
@@ -48,6 +49,18 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   c.backend = precision == "f32" ? "cpu" : "cuda";
   c.precision = precision;
   return c;
+}
+
+// For p stages that do not divide the layers evenly: Megatron-core's uneven split with the middle
+// stages at ceil(L/p) layers and the rest shared by the first and last stage (the lighter ones,
+// which also hold the embedding and the output layer), e.g. 94 layers on 12 stages 7 | 8 x 10 | 7.
+// Nothing when p divides L (the even split) or no such split exists.
+std::optional<LayerSplit> uneven_split(int layers, int p) {
+  if (p < 2 || layers % p == 0) return std::nullopt;
+  const int m = (layers + p - 1) / p, rest = layers - (p - 2) * m;
+  LayerSplit s{layers, p, 1, rest / 2, rest - rest / 2};
+  if (s.first < 1 || s.last < 1 || !layer_split_error(s).empty()) return std::nullopt;
+  return s;
 }
 
 void check_request(const PlanRequest& req, const HardwareProfile& hw) {
@@ -144,7 +157,8 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
     // heads, whole query groups and the MLP split over t
     if (model.heads % t != 0 || model.groups() % t != 0 || model.ffn_hidden() % t != 0) continue;
     for (int p : divisors(req.gpus / t)) {
-      if (model.layers % p != 0) continue;
+      const std::optional<LayerSplit> uneven = uneven_split(model.layers, p);
+      if (model.layers % p != 0 && !uneven) continue;
       const int d = req.gpus / (t * p);
       if (req.global_batch % d != 0) continue;
       for (int b : req.micro_batches) {
@@ -158,7 +172,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
         std::vector<Sched> scheds = {{"1f1b", 1}};
         if (p > 1) {
           scheds.push_back({"gpipe", 1});
-          if (m % p == 0)
+          if (m % p == 0 && !uneven)
             for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
               if (model.layers % (p * v) == 0 && int64_t(m) * v <= kMaxSimMicrobatches)
                 scheds.push_back({"interleaved", v});
@@ -172,6 +186,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
               ++out.layouts;
               RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
               c.par.zero = zero;
+              if (uneven) c.par.first_stage_layers = uneven->first, c.par.last_stage_layers = uneven->last;
               if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
               ++out.fit;
               const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));

@@ -105,6 +105,28 @@ TEST(SimPlanner, EveryPlannedLayoutIsValidFitsAndIsSortedByTime) {
   EXPECT_LE(res.best.front().result.iter_time_s, res.heuristic->result.iter_time_s);
 }
 
+// 94 layers divide over 2 and 47 stages only: the planner also tries Megatron-core's uneven
+// splits (the middle stages at ceil(L/p), the first and last sharing the rest), which are valid
+// layouts that train and simulate.
+TEST(SimPlanner, LayerCountsThatDoNotDivideGetUnevenSplits) {
+  PlanRequest req = request("gpt3-175b", 1536, 1536, 40);
+  req.model.layers = 94;
+  const PlanResult res = plan(req, selene());
+  ASSERT_FALSE(res.best.empty());
+  int uneven = 0;
+  for (const PlanEntry& e : res.best) {
+    RunConfig c = e.cfg;
+    EXPECT_NO_THROW(validate_run(c));
+    const LayerSplit s = c.par.layer_split(94);
+    if (!s.uneven()) continue;
+    ++uneven;
+    EXPECT_NE(94 % c.par.pp, 0);
+    EXPECT_EQ(c.par.vpp, 1);
+    if (c.par.pp == 12) EXPECT_EQ(describe_stages(s), "7 | 8 x 10 | 7");
+  }
+  EXPECT_GT(uneven, 0) << "no uneven split among the best " << res.best.size();
+}
+
 TEST(SimPlanner, NothingFitsGivesAnEmptyPlanAndSaysWhy) {
   const PlanResult res = plan(request("gpt-1t", 8, 8), selene());
   EXPECT_TRUE(res.best.empty());
@@ -115,7 +137,9 @@ TEST(SimPlanner, NothingFitsGivesAnEmptyPlanAndSaysWhy) {
 TEST(SimPlanner, ImpossibleRequestsAreUsageErrors) {
   EXPECT_THROW(plan(request("gpt-1.7b", 0, 512), selene()), UsageError);
   EXPECT_THROW(plan(request("gpt-1.7b", 8, 0), selene()), UsageError);
-  EXPECT_THROW(plan(request("gpt-1.7b", 7, 512), selene()), UsageError);  // no t, p, d divides it
+  // No t, p, d divides 11 GPUs, 24 layers and B = 512: 11 stages of ceil(24/11) = 3 layers leave
+  // none to the ends. (7 GPUs would do now: 7 stages of 2 | 4 x 5 | 2 layers.)
+  EXPECT_THROW(plan(request("gpt-1.7b", 11, 512), selene()), UsageError);
 }
 
 }  // namespace

@@ -21,16 +21,15 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
   in.p = p;
   in.m = par.num_microbatches();
   in.v = v;
-  const double lc = double(cfg.model.layers) / (p * v);
-  const double fwd = lc * cm.layer.forward.total();
-  const double bwd = lc * (cm.layer.recompute.total() + cm.layer.backward.total());
+  const LayerSplit split = par.layer_split(cfg.model.layers);
   const bool sync = cm.opt.p2p_sync;
   in.costs.resize(size_t(p) * v);
   for (int s = 0; s < p; ++s) {
     for (int j = 0; j < v; ++j) {
       ChunkCosts& c = in.costs[size_t(s) * v + j];
-      c.forward = fwd;
-      c.backward = bwd;
+      const double lc = double(stage_layer_count(split, s)) / v;  // this chunk's layers
+      c.forward = lc * cm.layer.forward.total();
+      c.backward = lc * (cm.layer.recompute.total() + cm.layer.backward.total());
       if (s == 0 && j == 0) {
         c.forward += cm.edges.embed_forward.total();
         c.backward += cm.edges.embed_backward.total();
@@ -57,7 +56,11 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
 
 double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
   const double m = cfg.par.num_microbatches();
-  const double lc = double(cfg.model.layers) / cfg.par.pp;
+  // The stage with the most layers bounds the pipeline.
+  const LayerSplit split = cfg.par.layer_split(cfg.model.layers);
+  int most = 0;
+  for (int s = 0; s < cfg.par.pp; ++s) most = std::max(most, stage_layer_count(split, s));
+  const double lc = most;
   return m * lc * (cm.layer.forward.total() + cm.layer.recompute.total() + cm.layer.backward.total());
 }
 
@@ -132,10 +135,11 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   // (the first and last stage also the tied embedding), then steps the optimizer; the grad-norm
   // and inf checks make every stage wait for the slowest.
   const bool overlap = opt.dp_overlap || cfg.overlap_grad_reduce || cm.stack.dp_overlap;
-  const double chunk_backward = double(cfg.model.layers) / (par.pp * par.vpp) *
-                                (cm.layer.recompute.total() + cm.layer.backward.total());
+  const LayerSplit split = par.layer_split(cfg.model.layers);
   double end = 0;
   for (int s = 0; s < par.pp; ++s) {
+    const double chunk_backward = double(stage_layer_count(split, s)) / par.vpp *
+                                  (cm.layer.recompute.total() + cm.layer.backward.total());
     const StageTimeline& st = rep.stages[s];
     const double params = r.memory.stages[s].params;
     // --zero 1: the gradients are reduce-scattered (half an all-reduce's traffic), each rank steps

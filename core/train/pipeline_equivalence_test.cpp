@@ -160,6 +160,26 @@ std::vector<Layout> sequence_parallel_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, Ptdp, ::testing::ValuesIn(sequence_parallel_layouts()), layout_name);
 
+// Uneven stages (Megatron-core's --decoder-first/last-pipeline-num-layers): the first and/or last
+// stage holds a given number of layers, the others share the rest; with interleaving each stage's
+// layers split evenly over its chunks. Also p = 3, which divides no layer count here evenly.
+std::vector<Layout> uneven_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, int first, int last) {
+    out.push_back(layout(t, p, d, k, r, true, false));
+    out.back().first = first;
+    out.back().last = last;
+  };
+  add(1, 2, 2, ScheduleKind::OneFOneB, Recompute::None, 3, 0);       // 3 | 5
+  add(2, 2, 1, ScheduleKind::GPipe, Recompute::Full, 0, 2);           // 6 | 2
+  add(1, 3, 2, ScheduleKind::OneFOneB, Recompute::Selective, 2, 2);   // 2 | 4 | 2
+  add(1, 4, 2, ScheduleKind::OneFOneB, Recompute::None, 1, 1);        // 1 | 3 | 3 | 1
+  add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, 2, 0);  // chunks 1 | 3, then 1 | 3
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Uneven, Ptdp, ::testing::ValuesIn(uneven_layouts()), layout_name);
+
 // b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
 TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
   for (int t : {2, 4}) {
@@ -198,7 +218,7 @@ ModelConfig narrow(int layers) {
   return c;
 }
 
-int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 ? 8 : 4; }
+int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 || l.first || l.last ? 8 : 4; }
 
 const RunResult& narrow_reference(int layers) {  // each depth trained once, when first needed
   if (layers == 4) {
@@ -251,6 +271,9 @@ std::vector<Layout> cuda_sequence_parallel_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_sequence_parallel_layouts()),
                          layout_name);
+
+// Uneven stages on the CUDA backend: p = 3 (2 | 4 | 2) and the interleaved one.
+INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2], uneven_layouts()[4]), layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather

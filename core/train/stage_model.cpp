@@ -17,14 +17,16 @@ int64_t StageModel::parameters() const {
 }
 
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
-                             Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel) {
+                             Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel, int first_layers,
+                             int last_layers) {
+  const LayerSplit split{c.layers, p, v, first_layers, last_layers};
   StageModel m;
   for (int j = 0; j < v; ++j) {
     ShardSpec shard;
     shard.tp_size = t;
     shard.tp_rank = tp_rank;
     shard.sequence_parallel = sequence_parallel;
-    LayerRange r = chunk_layers(c.layers, p, v, stage, j);
+    LayerRange r = chunk_layers(split, stage, j);
     shard.layer_begin = r.begin;
     shard.layer_end = r.end;
     shard.pre = stage == 0 && j == 0;

@@ -1,5 +1,6 @@
 // The model chunks one rank holds: for pipeline stage `stage` of p with v chunks each, chunk j
-// has Megatron's layers j*(L/v) + stage*(L/(p*v)) ...; the embedding sits on stage 0 chunk 0,
+// has Megatron's layers j*(L/v) + stage*(L/(p*v)) ..., or with uneven first and last stages
+// Megatron-core's placement (core/model/layer_split.h); the embedding sits on stage 0 chunk 0,
 // the head on stage p-1 chunk v-1; each chunk is this rank's tensor-parallel slice.
 #pragma once
 #include <memory>
@@ -17,8 +18,9 @@ struct StageModel {
 
 // tp: the tensor-parallel group (size t, may be null when t = 1). Weights are initialised
 // from the seed (the same logical weights whatever the layout). sequence_parallel: t > 1 only.
+// first_layers, last_layers: the first and last stages' layers (0: an even share).
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
                              Communicator* tp, uint64_t seed, DType dtype = DType::F32,
-                             bool sequence_parallel = false);
+                             bool sequence_parallel = false, int first_layers = 0, int last_layers = 0);
 
 }  // namespace ptdp

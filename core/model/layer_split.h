@@ -1,0 +1,37 @@
+// Which transformer layers each pipeline stage and model chunk holds: Megatron-core's placement
+// (transformer_block.py get_num_layers_to_build, transformer_layer.py
+// get_transformer_layer_offset), even or with uneven first and last stages
+// (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers).
+#pragma once
+#include <string>
+
+namespace ptdp {
+
+struct LayerSplit {
+  int layers = 1;  // transformer layers in the model
+  int p = 1;       // pipeline stages
+  int v = 1;       // model chunks per stage (interleaved schedule)
+  int first = 0;   // layers of stage 0 (over its v chunks); 0: an even share
+  int last = 0;    // layers of stage p-1; 0: an even share
+  bool uneven() const { return first > 0 || last > 0; }
+};
+
+struct LayerRange {
+  int begin, end;  // [begin, end)
+  int size() const { return end - begin; }
+};
+
+// Empty when the split is valid; else why not, naming the flags. Every stage holds at least one
+// layer per chunk; the layers left after the first and last stages divide evenly over the others;
+// each stage's layers divide by v.
+std::string layer_split_error(const LayerSplit& s);
+
+// Stage `stage`'s layers in all (v chunks), and chunk `chunk`'s range. Chunk j of stage r holds
+// the layers after those of chunks < j of every stage and of chunk j of stages < r. Needs a valid
+// split.
+int stage_layer_count(const LayerSplit& s, int stage);
+LayerRange chunk_layers(const LayerSplit& s, int stage, int chunk);
+// "7 | 8 x 10 | 7": the stages' layers, first | middle x count | last; empty when even.
+std::string describe_stages(const LayerSplit& s);
+
+}  // namespace ptdp

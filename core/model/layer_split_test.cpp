@@ -1,0 +1,120 @@
+// The layer placement equals Megatron-core's for the same flags: its two functions
+// (transformer_block.py get_num_layers_to_build and transformer_layer.py
+// get_transformer_layer_offset, as of core_r0.12) restated below step by step, compared with
+// layer_split.h over every valid split of up to 24 layers, 6 stages and 3 chunks.
+#include "core/model/layer_split.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptdp {
+namespace {
+
+struct MegatronArgs {
+  int num_layers, pp, vp;            // vp: 1 means virtual_pipeline_model_parallel_size None
+  std::optional<int> first, last;    // num_layers_in_{first,last}_pipeline_stage
+};
+
+int megatron_num_layers_to_build(const MegatronArgs& a, int pp_rank) {
+  int per_rank;
+  if (a.first || a.last) {
+    int to_distribute = a.num_layers, stages_left = a.pp;
+    if (a.first) to_distribute -= *a.first, stages_left -= 1;
+    if (a.last) to_distribute -= *a.last, stages_left -= 1;
+    per_rank = stages_left > 0 ? to_distribute / stages_left : 0;
+    if (pp_rank == 0 && a.first) per_rank = *a.first;
+    if (pp_rank == a.pp - 1 && a.last) per_rank = *a.last;
+  } else {
+    per_rank = a.num_layers / a.pp;
+  }
+  return a.vp > 1 ? per_rank / a.vp : per_rank;
+}
+
+int megatron_layer_offset(const MegatronArgs& a, int pp_rank, int vp_stage) {
+  if (a.pp == 1) return 0;
+  if (a.first || a.last) {
+    const int middle_stages = a.pp - (a.first ? 1 : 0) - (a.last ? 1 : 0);
+    const int first = a.first.value_or(0), last = a.last.value_or(0);
+    const int middle_layers = a.num_layers - first - last;
+    const int middle_rank = a.first ? pp_rank - 1 : pp_rank;
+    if (a.vp > 1) {
+      const int first_chunk = first / a.vp, last_chunk = last / a.vp, middle_chunk = middle_layers / a.vp;
+      const int total = first_chunk + middle_chunk + last_chunk;
+      if (pp_rank == 0) return vp_stage * total;
+      return vp_stage * total + first_chunk + middle_rank * (middle_chunk / middle_stages);
+    }
+    const int per_rank = middle_stages > 0 ? middle_layers / middle_stages : 0;
+    return pp_rank == 0 ? 0 : middle_rank * per_rank + first;
+  }
+  const int per_rank = a.num_layers / a.pp;
+  if (a.vp > 1) return vp_stage * (a.num_layers / a.vp) + pp_rank * (per_rank / a.vp);
+  return pp_rank * per_rank;
+}
+
+TEST(LayerSplit, PlacementEqualsMegatronCoresForEveryValidSplit) {
+  int checked = 0, uneven = 0;
+  for (int layers = 1; layers <= 24; ++layers)
+    for (int p = 1; p <= 6; ++p)
+      for (int v = 1; v <= 3; ++v) {
+        if (p == 1 && v > 1) continue;  // interleaving needs a pipeline (Megatron and ptdp refuse it)
+        for (int first = 0; first <= layers; ++first)
+          for (int last = 0; last <= layers; ++last) {
+            const LayerSplit s{layers, p, v, first, last};
+            if (!layer_split_error(s).empty()) continue;
+            // Megatron-core divides by the number of middle stages there: p = 2 with both ends
+            // given and interleaving raises ZeroDivisionError in get_transformer_layer_offset.
+            if (p == 2 && first && last && v > 1) continue;
+            const MegatronArgs a{layers, p, v, first ? std::optional<int>(first) : std::nullopt,
+                                 last ? std::optional<int>(last) : std::nullopt};
+            std::vector<int> owner(layers, 0);
+            for (int r = 0; r < p; ++r)
+              for (int j = 0; j < v; ++j) {
+                const LayerRange got = chunk_layers(s, r, j);
+                ASSERT_EQ(got.begin, megatron_layer_offset(a, r, j)) << layers << " " << p << " " << v << " " << first << " " << last;
+                ASSERT_EQ(got.size(), megatron_num_layers_to_build(a, r)) << layers << " " << p << " " << v << " " << first << " " << last;
+                ASSERT_GE(got.size(), 1);
+                for (int l = got.begin; l < got.end; ++l) ++owner[l];
+              }
+            for (int l = 0; l < layers; ++l) ASSERT_EQ(owner[l], 1) << "layer " << l << " of " << layers;
+            ++checked;
+            uneven += s.uneven();
+          }
+      }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(uneven, 500);
+}
+
+// A published layout that an even split cannot express: 70 layers over 12 stages.
+TEST(LayerSplit, SeventyLayersOverTwelveStages) {
+  const LayerSplit s{70, 12, 1, 5, 5};
+  ASSERT_EQ(layer_split_error(s), "");
+  EXPECT_EQ(stage_layer_count(s, 0), 5);
+  EXPECT_EQ(stage_layer_count(s, 1), 6);
+  EXPECT_EQ(stage_layer_count(s, 11), 5);
+  EXPECT_EQ(chunk_layers(s, 1, 0).begin, 5);
+  EXPECT_EQ(chunk_layers(s, 11, 0).begin, 65);
+  EXPECT_NE(layer_split_error(LayerSplit{70, 12, 1}), "");
+  EXPECT_EQ(describe_stages(s), "5 | 6 x 10 | 5");
+  EXPECT_EQ(describe_stages(LayerSplit{8, 2, 1, 3, 0}), "3 | 5");
+  EXPECT_EQ(describe_stages(LayerSplit{8, 3, 1, 0, 2}), "3 x 2 | 2");
+  EXPECT_EQ(describe_stages(LayerSplit{8, 2, 1}), "");
+}
+
+TEST(LayerSplit, InvalidSplitsNameTheFlags) {
+  auto err = [](LayerSplit s) { return layer_split_error(s); };
+  EXPECT_NE(err({8, 1, 1, 3, 0}).find("need --pp >= 2"), std::string::npos) << err({8, 1, 1, 3, 0});
+  EXPECT_NE(err({8, 2, 1, 3, 3}).find("must equal --layers 8"), std::string::npos) << err({8, 2, 1, 3, 3});
+  EXPECT_NE(err({8, 3, 1, 5, 5}).find("must not exceed --layers 8"), std::string::npos) << err({8, 3, 1, 5, 5});
+  EXPECT_NE(err({8, 4, 1, 1, 0}).find("divide evenly over the other 3 stage(s)"), std::string::npos) << err({8, 4, 1, 1, 0});
+  EXPECT_NE(err({8, 3, 1, 4, 4}).find("at least one each"), std::string::npos) << err({8, 3, 1, 4, 4});
+  EXPECT_NE(err({8, 2, 2, 3, 0}).find("--vpp 2 must divide stage 0's 3 layers"), std::string::npos) << err({8, 2, 2, 3, 0});
+  EXPECT_NE(err({8, 2, 1, -1, 0}).find("must not be negative"), std::string::npos);
+  EXPECT_NE(err({9, 2, 1}).find("--pp 2 must divide --layers 9"), std::string::npos);
+  EXPECT_NE(err({8, 2, 3}).find("--pp 2 x --vpp 3 must divide --layers 8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -1,0 +1,87 @@
+// Uneven pipeline stages from the command line (Megatron-core's --decoder-first-pipeline-num-layers
+// and --decoder-last-pipeline-num-layers): `train` places the layers so, trains the same model as
+// the even split (same losses), and records the split; `simulate` models it; a split that does
+// not work is refused naming the flags.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "experiments/testing/cli_runner.h"
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::run_ptdp;
+using testing::TempDir;
+
+TEST(CliUneven, TrainPlacesTheLayersAsAskedAndTrainsTheSameModel) {
+  TempDir dir;
+  auto train = [&](const std::string& csv, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--iters", "3", "--pp", "2",
+                                     "--csv", dir.file(csv)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::last_result_row(dir.file(csv));
+  };
+  const auto even = train("even.csv", {});
+  EXPECT_EQ(even.at("stage_layers"), "");
+  const auto first = train("first.csv", {"--decoder-first-pipeline-num-layers", "1"});
+  EXPECT_EQ(first.at("stage_layers"), "1:0");
+  const auto last = train("last.csv", {"--decoder-last-pipeline-num-layers", "5"});
+  EXPECT_EQ(last.at("stage_layers"), "0:5");
+  for (const auto* row : {&first, &last})
+    EXPECT_NEAR(std::stod(row->at("loss")), std::stod(even.at("loss")), 1e-5 * std::stod(even.at("loss")));
+  // Only the placement differs: `compare` sees two configurations.
+  const CliResult c = run_ptdp(dir, {"compare", dir.file("even.csv"), dir.file("first.csv")});
+  EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+  EXPECT_NE(c.out.find("missing"), std::string::npos) << c.out;
+}
+
+TEST(CliUneven, ABadSplitIsRefusedNamingTheFlags) {
+  TempDir dir;
+  auto refused = [&](std::vector<std::string> args, const std::string& needle) {
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  };
+  refused({"train", "--model", "tiny", "--layers", "6", "--pp", "3", "--decoder-first-pipeline-num-layers", "1"},
+          "the 5 layers left after the first and last stages must divide evenly over the other 2 stage(s)");
+  refused({"train", "--model", "tiny", "--layers", "6", "--decoder-first-pipeline-num-layers", "2"}, "need --pp >= 2");
+  refused({"train", "--model", "tiny", "--layers", "6", "--pp", "2", "--decoder-first-pipeline-num-layers", "2",
+           "--save", dir.file("ckpt")},
+          "uneven stages cannot be saved or loaded yet");
+  refused({"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "96", "--tp", "8", "--pp", "12",
+           "--decoder-first-pipeline-num-layers", "7"},
+          "--decoder-first-pipeline-num-layers 7");
+}
+
+// 94 layers over 12 stages (7 | 8 x 10 | 7) is what an even split cannot express; the model
+// times each stage by its own layers, so the first-heavy split of 96 layers is slower than the
+// even one (its first stage bounds the pipeline).
+TEST(CliUneven, SimulateTimesEachStageByItsLayers) {
+  TempDir dir;
+  auto sim = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
+                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
+                                     "--csv", dir.file("sim.csv")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
+  };
+  const auto [even_out, even] = sim({});
+  const auto [odd_out, odd] = sim({"--layers", "94", "--decoder-first-pipeline-num-layers", "7",
+                                   "--decoder-last-pipeline-num-layers", "7"});
+  EXPECT_NE(odd_out.find("(layers per stage 7 | 8 x 10 | 7)"), std::string::npos) << odd_out;
+  EXPECT_EQ(odd.at("stage_layers"), "7:7");
+  const auto [heavy_out, heavy] = sim({"--decoder-first-pipeline-num-layers", "10", "--decoder-last-pipeline-num-layers", "6"});
+  EXPECT_GT(std::stod(heavy.at("iter_time_ms")), 1.1 * std::stod(even.at("iter_time_ms")));
+  EXPECT_LT(std::stod(odd.at("iter_time_ms")), std::stod(even.at("iter_time_ms")));
+}
+
+}  // namespace
+}  // namespace ptdp
