@@ -7,7 +7,7 @@
 
 A series is one configuration (the configuration key of `ptdp compare`: experiment, mode,
 backend, precision, model, arch, shape, gpus, t, p, d, v, b, B, schedule, recompute,
-scatter/gather, sequence parallelism, zero, stack, query groups, MLP width, norm eps) on one machine (host, device): runs on other machines are never compared with
+scatter/gather, sequence parallelism, zero, stack, query groups, MLP width, norm eps, uneven stages) on one machine (host, device): runs on other machines are never compared with
 each other. A build is a git sha; its repeated runs are samples. The plot shows, per series, the
 median tokens/s and TFLOP/s per GPU of each build with its noise band (min to max of its runs)
 and every run as a dot. --last-two writes every run of the newest build of the newest row's series
@@ -29,9 +29,10 @@ import sys
 # core/results/results_csv.h); DEFAULTS: the key columns an older file may lack (or leave empty).
 KEY = ["experiment", "mode", "backend", "precision", "model", "arch", "layers", "hidden", "heads", "seq_length",
        "vocab_size", "gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "recompute",
-       "scatter_gather", "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps"]
+       "scatter_gather", "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps",
+       "stage_layers"]
 DEFAULTS = {"arch": "gpt", "sequence_parallel": "0", "zero": "0", "stack": "", "query_groups": "",
-            "ffn_hidden_size": "", "norm_eps": ""}
+            "ffn_hidden_size": "", "norm_eps": "", "stage_layers": ""}
 
 
 def fail(message):

@@ -27,7 +27,7 @@ const std::vector<std::string>& result_columns() {
       // beyond the contract:
       "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
       "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
-      "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size", "norm_eps"};
+      "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size", "norm_eps", "stage_layers"};
   return cols;
 }
 
@@ -36,14 +36,14 @@ const std::vector<std::string>& config_key_columns() {
       "experiment", "mode",   "backend",     "precision",    "model",    "arch",      "layers",
       "hidden",     "heads",  "seq_length",  "vocab_size",   "gpus",     "tp",        "pp",
       "dp",         "vpp",    "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather",
-      "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps"};
+      "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps", "stage_layers"};
   return k;
 }
 
 const std::map<std::string, std::string>& config_key_defaults() {
   static const std::map<std::string, std::string> d = {
       {"arch", "gpt"}, {"sequence_parallel", "0"}, {"zero", "0"}, {"stack", ""}, {"query_groups", ""},
-      {"ffn_hidden_size", ""}, {"norm_eps", ""}};
+      {"ffn_hidden_size", ""}, {"norm_eps", ""}, {"stage_layers", ""}};
   return d;
 }
 
