@@ -68,7 +68,8 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
              hw.name);
   const std::string stages = describe_stages(p.layer_split(m.layers));
   fmt::print("  layout t={} p={} d={} v={}{}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
-             p.tp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule,
+             p.tp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch,
+             p.global_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",
              p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);

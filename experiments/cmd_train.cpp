@@ -103,7 +103,6 @@ void preflight(const RunConfig& c, bool thread_ranks) {
                 one.state_bytes / 1e9, one.activation_bytes / 1e9, have / 1e9);
 }
 
-// --data-order megatron: --data's items (a prefix, or Megatron's list) and its blend.
 // The evaluations of a run (--eval-iters): one every --eval-interval iterations and one after the
 // last, each of eval_iters global batches; Megatron-LM's count of valid samples,
 // (train_iters // eval_interval + 1) * eval_iters * global_batch_size.
@@ -112,6 +111,7 @@ int64_t valid_samples(const RunConfig& c) {
   return evaluations * c.eval_iters * c.par.global_batch;
 }
 
+// --data-order megatron: --data's items (a prefix, or Megatron's list) and its blend.
 MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* blend) {
   MegatronDataOptions o;
   std::istringstream in(c.data);

@@ -27,8 +27,8 @@ struct LayerRange {
 std::string layer_split_error(const LayerSplit& s);
 
 // Stage `stage`'s layers in all (v chunks), and chunk `chunk`'s range. Chunk j of stage r holds
-// the layers after those of chunks < j of every stage and of chunk j of stages < r. Needs a valid
-// split.
+// the layers after those of chunks < j of every stage and of chunk j of stages < r (even: layers
+// j*(L/v) + r*(L/(p*v)) ..., Megatron's placement). Needs a valid split.
 int stage_layer_count(const LayerSplit& s, int stage);
 LayerRange chunk_layers(const LayerSplit& s, int stage, int chunk);
 // "7 | 8 x 10 | 7": the stages' layers, first | middle x count | last; empty when even.

@@ -87,6 +87,26 @@ TEST(LayerSplit, PlacementEqualsMegatronCoresForEveryValidSplit) {
   EXPECT_GT(uneven, 500);
 }
 
+TEST(LayerSplit, EvenChunksCoverEveryLayerExactlyOnce) {
+  for (int layers : {8, 24, 96})
+    for (int p : {1, 2, 4})
+      for (int v : {1, 2, 3}) {
+        if (layers % (p * v) != 0) continue;
+        std::vector<int> owner(layers, 0);
+        for (int s = 0; s < p; ++s)
+          for (int j = 0; j < v; ++j) {
+            const LayerRange r = chunk_layers(LayerSplit{layers, p, v}, s, j);
+            EXPECT_EQ(r.end - r.begin, layers / (p * v));
+            for (int l = r.begin; l < r.end; ++l) ++owner[l];
+          }
+        for (int l = 0; l < layers; ++l) EXPECT_EQ(owner[l], 1) << "layer " << l << " p=" << p << " v=" << v;
+      }
+  // Megatron's example: 8 layers, 2 stages, 2 chunks: stage 0 holds [0,1] [4,5], stage 1 [2,3] [6,7].
+  EXPECT_EQ(chunk_layers(LayerSplit{8, 2, 2}, 0, 1).begin, 4);
+  EXPECT_EQ(chunk_layers(LayerSplit{8, 2, 2}, 1, 0).begin, 2);
+  EXPECT_EQ(chunk_layers(LayerSplit{8, 2, 2}, 1, 1).begin, 6);
+}
+
 // A published layout that an even split cannot express: 70 layers over 12 stages.
 TEST(LayerSplit, SeventyLayersOverTwelveStages) {
   const LayerSplit s{70, 12, 1, 5, 5};

@@ -109,8 +109,4 @@ std::vector<Action> make_schedule(ScheduleKind kind, int p, int m, int v, int st
   return out;
 }
 
-LayerRange chunk_layers(int layers, int p, int v, int stage, int chunk) {
-  return chunk_layers(LayerSplit{layers, p, v}, stage, chunk);
-}
-
 }  // namespace ptdp

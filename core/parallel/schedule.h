@@ -2,7 +2,6 @@
 // for GPipe, 1F1B (PipeDream-Flush) and Megatron's interleaved 1F1B. The executor runs them, the
 // simulator (core/sim) replays them.
 #pragma once
-#include "core/model/layer_split.h"
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -46,9 +45,5 @@ struct Peer {
 };
 Peer forward_peer(int p, int stage, int chunk);
 Peer backward_peer(int p, int stage, int chunk);
-
-// Megatron's even placement: chunk j of stage r holds layers j*(L/v) + r*(L/(p*v)) ... + L/(p*v)
-// (core/model/layer_split.h has the uneven one).
-LayerRange chunk_layers(int layers, int p, int v, int stage, int chunk);
 
 }  // namespace ptdp

@@ -16,15 +16,13 @@ std::string result_header_line();
 std::string foreign_header_reason(const std::string& first_line);
 
 // The columns that identify a configuration: every setting that changes what a run measures (the
-// model's shape and architecture, query groups, MLP width and norm eps included, the layout (uneven
-// stages included),
-// precision, ZeRO, sequence parallelism, the simulated software stack). `ptdp reproduce` keeps one
-// row per key, `ptdp compare` pairs rows by it.
+// model's shape and architecture, query groups, MLP width and norm eps included; the layout,
+// uneven stages included; precision, ZeRO, sequence parallelism, the simulated software stack).
+// `ptdp reproduce` keeps one row per key, `ptdp compare` pairs rows by it.
 const std::vector<std::string>& config_key_columns();
 // The key columns a file may lack (written before they existed), with the value such a row had:
 // arch gpt, sequence_parallel 0, zero 0; stack, query_groups, ffn_hidden_size, norm_eps and
-// stage_layers empty
-// (none, or the default). An empty field reads as the same default.
+// stage_layers empty (none, or the default). An empty field reads as the same default.
 const std::map<std::string, std::string>& config_key_defaults();
 std::string config_key_value(const std::string& column, const std::string& text);
 // The key of a row whose fields `field(column)` gives (values through config_key_value).

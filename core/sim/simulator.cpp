@@ -60,8 +60,7 @@ double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
   const LayerSplit split = cfg.par.layer_split(cfg.model.layers);
   int most = 0;
   for (int s = 0; s < cfg.par.pp; ++s) most = std::max(most, stage_layer_count(split, s));
-  const double lc = most;
-  return m * lc * (cm.layer.forward.total() + cm.layer.recompute.total() + cm.layer.backward.total());
+  return m * most * (cm.layer.forward.total() + cm.layer.recompute.total() + cm.layer.backward.total());
 }
 
 namespace {

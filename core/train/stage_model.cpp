@@ -1,6 +1,6 @@
 #include "core/train/stage_model.h"
 
-#include "core/parallel/schedule.h"
+#include "core/model/layer_split.h"
 
 namespace ptdp {
 

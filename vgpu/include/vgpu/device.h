@@ -27,8 +27,8 @@
 // Each variable comes with a 64-byte red zone, declared first: GCC lays a function's thread-locals
 // out in reverse order, so the red zone follows the variable, and an index past one __shared__
 // array lands in it rather than in the next array (the access checks report any access to
-// thread-local storage outside every __shared__ variable; shared_memory.h counts the variables so
-// guarded).
+// thread-local storage outside every __shared__ variable; vgpu::unguarded_shared_variables() names
+// any variable no red zone follows).
 // (Dynamic shared memory, `extern __shared__ T x[]`, is not supported.)
 #define VGPU_CAT2_(a, b) a##b
 #define VGPU_CAT_(a, b) VGPU_CAT2_(a, b)

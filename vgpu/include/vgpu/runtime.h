@@ -46,8 +46,11 @@ Site capture_site(std::string what, const char* file = nullptr, int line = 0);
 // keep the setting they started with).
 void set_access_checks(bool on);
 bool access_checks();
-// The executable's __shared__ variables that no red zone follows (vgpu/device.h), by name: an
-// index past one of them may land in the next variable unseen.
+// The executable's __shared__ variables that no red zone follows, by name: an index past one of
+// them may land in the next variable unseen. device.h declares a red zone before each variable;
+// GCC lays out an instrumented file's thread-locals in reverse, so it follows the variable, while
+// a file compiled without the instrumentation may be laid out forward, its last variable then
+// unguarded.
 std::vector<std::string> unguarded_shared_variables();
 
 // "file:line (function)" of a code address, from the binary's line table (addr2line) where it has

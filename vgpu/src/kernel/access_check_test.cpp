@@ -292,7 +292,7 @@ __global__ void shift_into_next_array(float* out) {
 
 TEST(AccessCheck, AnIndexPastASharedArrayIsReportedNotWrittenIntoTheNext) {
   ASSERT_GT(vgpu::kernel::shared_variables_found(), 0);
-  for (const std::string& name : vgpu::kernel::shared_variables_unguarded())
+  for (const std::string& name : vgpu::unguarded_shared_variables())
     EXPECT_EQ(name.find("shift_into_next_array"), std::string::npos) << name << " has no red zone after it";
   float* out = zeros<float>(32);
   const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, shift_into_next_array)(out); });

@@ -173,7 +173,6 @@ void poison_shared_memory() {
 }
 
 long shared_variables_found() { return found().count; }
-const std::vector<std::string>& shared_variables_unguarded() { return found().unguarded; }
 
 ThreadSharedMemory this_thread_shared_memory() {
   ThreadSharedMemory m;
@@ -191,5 +190,5 @@ size_t shared_bytes_found() { return found().bytes; }
 }  // namespace vgpu::kernel
 
 namespace vgpu {
-std::vector<std::string> unguarded_shared_variables() { return kernel::shared_variables_unguarded(); }
+std::vector<std::string> unguarded_shared_variables() { return kernel::found().unguarded; }
 }  // namespace vgpu

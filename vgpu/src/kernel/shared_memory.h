@@ -17,11 +17,7 @@ void poison_shared_memory();
 // How many __shared__ variables (and bytes) poison_shared_memory() fills; -1 when the
 // executable's symbol table could not be read (poisoning is then off).
 long shared_variables_found();
-// Those that no red zone follows (device.h: one is declared before each variable, and GCC lays
-// out the thread-locals of an instrumented source file in reverse, so it follows the variable;
-// elsewhere the order may be forward, leaving the last variable of a file unguarded), by name.
-// An index past an unguarded variable's end can land in the next one unseen.
-const std::vector<std::string>& shared_variables_unguarded();
+// (Those no red zone follows: vgpu::unguarded_shared_variables(), vgpu/runtime.h.)
 size_t shared_bytes_found();
 
 // This thread's copy of the __shared__ variables, and of the executable's whole TLS block (which
