@@ -22,7 +22,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null || { echo "device_bundle: nvcc not found (the CUDA toolkit builds the bundle)" >&2; exit 2; }
 scripts/setup_packages.sh
 
-targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_nccl)
+targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl)
 # MPI off (the GPU machine has none), SentencePiece off (not needed there, and one library less).
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DPTDP_MPI=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \

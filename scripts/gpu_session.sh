@@ -12,14 +12,16 @@
 # PTDP_SESSION_LIMIT seconds (480; the dry run 1500, with every budget times 6):
 #   probe      the C library, driver, CUDA, the machine's cuBLAS(Lt) and NCCL, ldd of every binary:
 #              stops the session in seconds, with the report, when something the bundle needs is missing
-#   correct    the CUDA kernel tests against the CPU backend (f32, bf16, f16, llama ops), the PTD-P
-#              grid with thread ranks sharing the GPU; compute-sanitizer memcheck, racecheck and
-#              synccheck over a subset and a 2-iteration train --backend cuda
+#   correct    the CUDA kernel tests against the CPU backend (f32, bf16, f16, llama ops), every PTD-P
+#              layout (the grid, SP, uneven stages, GQA) with thread ranks sharing the GPU;
+#              compute-sanitizer memcheck, racecheck and synccheck over a subset and a 2-iteration
+#              train --backend cuda
 #   pytorch    scripts/compare_pytorch.py: losses over 10 steps (f32, bf16), then tokens/s and MFU of
 #              ptdp, PyTorch eager and torch.compile (GPT 1.3B, LLaMA-7B shape with 4 layers; bf16, s 2048)
 #   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured
-#   profile    GPU time per backend op (PTDP_OP_PROFILE) of the two throughput models
-#   bench      GEMMs, fused kernels, one layer, copies (Google Benchmark JSON -> CSV)
+#   profile    GPU time per backend op (PTDP_OP_PROFILE) of the throughput models and a GQA LLaMA
+#   bench      GEMMs, fused kernels, one layer, copies, a GEMM overlapped with a collective's kernel
+#              (Google Benchmark JSON -> CSV)
 #   accept     ptdp accept on the matching profile (gemm, memory, train)
 #   kernels    ncu: every kernel's duration in one training step (if time is left)
 #
@@ -199,7 +201,7 @@ probe() {
     echo "libpath: $libpath"
   fi
   local f
-  for f in "$PTDP" $TESTS $(for b in bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_nccl; do bin "$b"; done); do
+  for f in "$PTDP" $TESTS $(for b in bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl; do bin "$b"; done); do
     local real=$f nf
     [[ -n "$libdir" ]] && real="$(dirname "$libdir")/libexec/$(basename "$f")"
     nf=$(LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$real" 2>&1 |
@@ -236,6 +238,9 @@ fi
 # The GPU's memory, load, clocks, power and throttling twice a second for the whole session
 # (raw/nvidia_smi.csv; stages.csv's start_s places each stage on it).
 if command -v nvidia-smi >/dev/null; then
+  # Everything the driver reports (ECC and row-remap counters, PCIe link, clocks, throttle reasons):
+  # what a health pre-flight reads, from a real GPU.
+  nvidia-smi -q -x >"$work/raw/nvidia_smi_q.xml" 2>&1
   nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv -lms 500 >"$work/raw/nvidia_smi.csv" 2>&1 &
   smi_pid=$!
@@ -254,19 +259,23 @@ if ((dry)); then
   llama_shape="arch=llama,h=64,a=4,l=2,s=32,b=2,V=256"
   gpt_train=(--layers 2 --hidden 64 --heads 4 --seq-length 32 --vocab-size 256 --micro-batch 2)
   llama_train=(--arch llama "${gpt_train[@]}")
+  gqa_train=("${llama_train[@]}" --group-query-attention --num-query-groups 2 --ffn-hidden-size 160)
   tp_iters=(--iters 3 --warmup 1)
   loss_iters=(--iters 3)
   fig7=(--scale small)
   accept_hw=vgpu
 else
   k_filter="Cuda*:MixedPrecision.Cuda*"
-  g_filter="Grid/CudaPtdp.*:SequenceParallel/CudaPtdp.*"
+  g_filter="*/CudaPtdp.*:*/CudaGqa.*"  # every layout: the grid, SP, uneven stages, GQA
   san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu"
   device=cuda precision=bf16
   gpt_shape="h=2048,a=16,l=24,s=2048,b=4,V=51200"           # Megatron's GPT 1.3B (gpt-1.3b of its examples)
   llama_shape="arch=llama,h=4096,a=32,l=4,s=2048,b=2,V=32000"  # LLaMA-7B's layer and vocabulary, 4 layers
   gpt_train=(--layers 24 --hidden 2048 --heads 16 --seq-length 2048 --vocab-size 51200 --micro-batch 4)
   llama_train=(--arch llama --layers 4 --hidden 4096 --heads 32 --seq-length 2048 --vocab-size 32000 --micro-batch 2)
+  # LLaMA-3 8B's layer (8 query groups, FFN 14336) and vocabulary, 4 layers.
+  gqa_train=(--arch llama --layers 4 --hidden 4096 --heads 32 --group-query-attention --num-query-groups 8
+             --ffn-hidden-size 14336 --seq-length 2048 --vocab-size 128256 --micro-batch 2)
   tp_iters=(--iters 8 --warmup 3)
   loss_iters=(--iters 10)
   fig7=(--scale paper)
@@ -333,6 +342,8 @@ stage profile_gpt 30 env PTDP_OP_PROFILE="$work/raw/op_profile_gpt.csv" "${prof_
   --csv "$work/raw/profile_train.csv"
 stage profile_llama 20 env PTDP_OP_PROFILE="$work/raw/op_profile_llama.csv" "${prof_train[@]}" "${llama_train[@]}" \
   --csv "$work/raw/profile_train.csv"
+stage profile_llama_gqa 25 env PTDP_OP_PROFILE="$work/raw/op_profile_llama_gqa.csv" "${prof_train[@]}" "${gqa_train[@]}" \
+  --csv "$work/raw/profile_train.csv"
 
 # 5. Microbenchmarks (short: 0.05 s a benchmark), then ptdp accept.
 bench() {  # NAME BUDGET FILTER
@@ -344,6 +355,8 @@ bench() {  # NAME BUDGET FILTER
 bench bench_gemm_cuda 20 'BM_GemmCuda/gpt3-175b/t:(1|8)/.*/bf16|BM_LinearCuda/h:(2048|4096)/t:1/.*/bf16'
 bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
+# A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md).
+bench bench_overlap_cuda 25 '.*'
 # Pageable copies of 1 GiB are slow (host staging): the two smaller sizes only.
 bench bench_copy_cuda 10 '(pinned|device)/bytes:(1048576|67108864|1073741824)/|pageable/bytes:(1048576|67108864)/'
 if [[ -z "$accept_hw" ]]; then

@@ -1,0 +1,160 @@
+// What overlapping a collective with a GEMM costs each of them on one GPU: the CUDA backend's
+// linear_forward (cuBLASLt, bf16, f32 accumulation) on its stream, and on a second stream a
+// stand-in for one NCCL collective's kernel (overlap_kernel.h: `ctas` blocks, NCCL's channels,
+// reduce-copying bf16 through this GPU's memory, as each step of a ring all-reduce does), launched
+// first, as Megatron queues the collective before the GEMM it hides behind. Each iteration times,
+// after an L2 flush, the GEMM alone, the collective alone and both together (CUDA events on each
+// stream). Counters: each one's time alone and overlapped (us), their slowdowns, the makespan,
+// and `hidden`: the share of the shorter one that the overlap hid (1 = free, 0 = serialised).
+// What it leaves out: NVLink and the peers (the stand-in reads and writes local memory only), so
+// it measures the SMs and the memory bandwidth the collective takes, not its link time.
+// Shapes: GPT-3 175B at t = 8 with b*s = 2048 rows (the paper's b = 1, s = 2048); the
+// collective moves (t-1)/t of the layer's [b*s, h] bf16 activations, a ring's share per rank.
+//   build/bench_overlap_cuda --benchmark_filter='fc1/ctas:16'
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "core/model/config.h"
+#include "microbench/bench_common.h"
+#include "microbench/cuda_bench.h"
+#include "microbench/overlap_kernel.h"
+
+namespace ptdp {
+namespace {
+
+constexpr int64_t kRows = 2048;
+constexpr int kTp = 8;
+
+struct Event {
+  cudaEvent_t e{};
+  Event() { PTDP_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+float ms_between(const Event& a, const Event& b) {
+  float ms = 0;
+  PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, a.e, b.e));
+  return ms;
+}
+
+struct Times {
+  double gemm = 0, coll = 0, both = 0;  // seconds: each one's own interval, and the makespan
+};
+
+void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_elems, int ctas) {
+  Backend* be = bench::backend_or_skip(state);
+  if (!be) return;
+  try {
+    const DType dt = DType::BF16;
+    Tensor x = be->empty({kRows, k}, dt), w = be->empty({n, k}, dt), y = be->empty({kRows, n}, dt);
+    Tensor a = be->empty({coll_elems}, dt), b = be->empty({coll_elems}, dt), out = be->empty({coll_elems}, dt);
+    bench::fill_random(*be, x, 1);
+    bench::fill_random(*be, w, 2, -0.05, 0.05);
+    bench::fill_random(*be, a, 3);
+    bench::fill_random(*be, b, 4);
+    int l2 = 0;
+    PTDP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cuda_device(*be)));
+    Tensor flush = be->empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
+    const cudaStream_t gs = cuda_stream(*be);
+    cudaStream_t cs = nullptr;
+    PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> own(cs, [](cudaStream_t s) { cudaStreamDestroy(s); });
+    Event ready, g0, g1, c0, c1;
+
+    auto run = [&](bool gemm, bool coll) {
+      PTDP_CUDA_CHECK(cudaMemsetAsync(flush.raw(), 0, flush.nbytes(), gs));
+      PTDP_CUDA_CHECK(cudaEventRecord(ready.e, gs));
+      PTDP_CUDA_CHECK(cudaStreamWaitEvent(cs, ready.e));
+      if (coll) {
+        PTDP_CUDA_CHECK(cudaEventRecord(c0.e, cs));
+        bench::launch_reduce_copy(out.raw(), a.raw(), b.raw(), coll_elems, ctas, cs);
+        PTDP_CUDA_CHECK(cudaGetLastError());
+        PTDP_CUDA_CHECK(cudaEventRecord(c1.e, cs));
+      }
+      if (gemm) {
+        PTDP_CUDA_CHECK(cudaEventRecord(g0.e, gs));
+        be->linear_forward(y, x, w, nullptr);
+        PTDP_CUDA_CHECK(cudaEventRecord(g1.e, gs));
+      }
+      PTDP_CUDA_CHECK(cudaStreamSynchronize(cs));
+      PTDP_CUDA_CHECK(cudaStreamSynchronize(gs));
+      Times t;
+      if (gemm) t.gemm = ms_between(g0, g1) / 1e3;
+      if (coll) t.coll = ms_between(c0, c1) / 1e3;
+      if (gemm && coll) {
+        // The makespan: from the earlier start to the later end.
+        const bool coll_first = ms_between(c0, g0) >= 0;
+        const Event& start = coll_first ? c0 : g0;
+        t.both = std::max(ms_between(start, g1), ms_between(start, c1)) / 1e3;
+      }
+      return t;
+    };
+    for (int i = 0; i < 3; ++i) run(true, true);  // plans, first touch, clocks
+    Times alone, over;
+    for (auto _ : state) {
+      const Times g = run(true, false), c = run(false, true), o = run(true, true);
+      alone.gemm += g.gemm;
+      alone.coll += c.coll;
+      over.gemm += o.gemm;
+      over.coll += o.coll;
+      over.both += o.both;
+      state.SetIterationTime(o.both);
+    }
+    const double it = double(std::max<int64_t>(state.iterations(), 1));
+    const auto us = [&](double s) { return s / it * 1e6; };
+    state.counters["gemm_us"] = us(alone.gemm);
+    state.counters["coll_us"] = us(alone.coll);
+    state.counters["gemm_overlap_us"] = us(over.gemm);
+    state.counters["coll_overlap_us"] = us(over.coll);
+    state.counters["makespan_us"] = us(over.both);
+    state.counters["gemm_slowdown"] = alone.gemm > 0 ? over.gemm / alone.gemm : 0.0;
+    state.counters["coll_slowdown"] = alone.coll > 0 ? over.coll / alone.coll : 0.0;
+    const double shorter = std::min(alone.gemm, alone.coll);
+    state.counters["hidden"] = shorter > 0 ? (alone.gemm + alone.coll - over.both) / shorter : 0.0;
+    state.counters["gemm_TFLOP/s"] = alone.gemm > 0 ? 2.0 * kRows * n * k * it / alone.gemm / 1e12 : 0.0;
+    // Bytes the collective's kernel moves: two reads and a write of every element.
+    state.counters["coll_GB/s"] = alone.coll > 0 ? 3.0 * 2.0 * double(coll_elems) * it / alone.coll / 1e9 : 0.0;
+    state.counters["ctas"] = ctas;
+    state.counters["m"] = double(kRows);
+    state.counters["n"] = double(n);
+    state.counters["k"] = double(k);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  bench::release_device_cache(*be);
+}
+
+void register_overlaps() {
+  const int64_t h = preset_config("gpt3-175b").hidden;
+  // A ring's share per rank of the layer's activations, rounded to whole 16-byte vectors.
+  const int64_t coll = (kRows * h * (kTp - 1) / kTp) / 8 * 8;
+  const struct {
+    const char* op;
+    int64_t n, k;
+  } shapes[] = {{"qkv", 3 * h / kTp, h}, {"fc1", 4 * h / kTp, h}, {"fc2", h, 4 * h / kTp}};
+  for (const auto& s : shapes)
+    for (int ctas : {4, 8, 16, 32, 64})
+      benchmark::RegisterBenchmark(fmt::format("BM_OverlapCuda/gpt3-175b/t:{}/{}/ctas:{}", kTp, s.op, ctas).c_str(),
+                                   BM_OverlapCuda, s.n, s.k, coll, ctas)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseManualTime();
+}
+
+}  // namespace
+}  // namespace ptdp
+
+int main(int argc, char** argv) {
+  ptdp::register_overlaps();
+  if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_overlap_cuda") < 0) return 1;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess)
+    benchmark::AddCustomContext("sms", std::to_string(sms));
+  benchmark::AddCustomContext("rows", std::to_string(ptdp::kRows));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
