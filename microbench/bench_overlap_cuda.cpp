@@ -5,7 +5,9 @@
 // first, as Megatron queues the collective before the GEMM it hides behind. Each iteration times,
 // after an L2 flush, the GEMM alone, the collective alone and both together (CUDA events on each
 // stream). Counters: each one's time alone and overlapped (us), their slowdowns, the makespan,
-// and `hidden`: the share of the shorter one that the overlap hid (1 = free, 0 = serialised).
+// and `hidden`: the share of the shorter one that the overlap hid (1 = free, 0 = serialised, below 0
+// worse than serialised). The collective's stream has the lowest priority or (`high`) the highest, as
+// Megatron's communication streams do; `connections` records CUDA_DEVICE_MAX_CONNECTIONS.
 // What it leaves out: NVLink and the peers (the stand-in reads and writes local memory only), so
 // it measures the SMs and the memory bandwidth the collective takes, not its link time.
 // Shapes: GPT-3 175B at t = 8 with b*s = 2048 rows (the paper's b = 1, s = 2048); the
@@ -14,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -41,11 +44,18 @@ float ms_between(const Event& a, const Event& b) {
   return ms;
 }
 
+// CUDA_DEVICE_MAX_CONNECTIONS: the hardware work queues that streams share (CUDA's default 8;
+// Megatron sets 1 so that kernels of different streams start in the order they were queued).
+int device_connections() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 8;
+}
+
 struct Times {
   double gemm = 0, coll = 0, both = 0;  // seconds: each one's own interval, and the makespan
 };
 
-void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_elems, int ctas) {
+void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_elems, int ctas, bool high_priority) {
   Backend* be = bench::backend_or_skip(state);
   if (!be) return;
   try {
@@ -61,7 +71,9 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
     Tensor flush = be->empty({std::max<int64_t>(2 * int64_t(l2) / 4, 1)}, DType::F32);
     const cudaStream_t gs = cuda_stream(*be);
     cudaStream_t cs = nullptr;
-    PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    PTDP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    PTDP_CUDA_CHECK(cudaStreamCreateWithPriority(&cs, cudaStreamNonBlocking, high_priority ? greatest : least));
     std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> own(cs, [](cudaStream_t s) { cudaStreamDestroy(s); });
     Event ready, g0, g1, c0, c1;
 
@@ -119,6 +131,8 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
     // Bytes the collective's kernel moves: two reads and a write of every element.
     state.counters["coll_GB/s"] = alone.coll > 0 ? 3.0 * 2.0 * double(coll_elems) * it / alone.coll / 1e9 : 0.0;
     state.counters["ctas"] = ctas;
+    state.counters["high_priority"] = high_priority;
+    state.counters["connections"] = device_connections();
     state.counters["m"] = double(kRows);
     state.counters["n"] = double(n);
     state.counters["k"] = double(k);
@@ -138,10 +152,12 @@ void register_overlaps() {
   } shapes[] = {{"qkv", 3 * h / kTp, h}, {"fc1", 4 * h / kTp, h}, {"fc2", h, 4 * h / kTp}};
   for (const auto& s : shapes)
     for (int ctas : {4, 8, 16, 32, 64})
-      benchmark::RegisterBenchmark(fmt::format("BM_OverlapCuda/gpt3-175b/t:{}/{}/ctas:{}", kTp, s.op, ctas).c_str(),
-                                   BM_OverlapCuda, s.n, s.k, coll, ctas)
-          ->Unit(benchmark::kMicrosecond)
-          ->UseManualTime();
+      for (bool high : {false, true})
+        benchmark::RegisterBenchmark(
+            fmt::format("BM_OverlapCuda/gpt3-175b/t:{}/{}/ctas:{}/{}", kTp, s.op, ctas, high ? "high" : "normal").c_str(),
+            BM_OverlapCuda, s.n, s.k, coll, ctas, high)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseManualTime();
 }
 
 }  // namespace

@@ -357,8 +357,13 @@ bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
 # A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md).
 bench bench_overlap_cuda 25 '.*'
+# Again with one hardware queue for all streams (Megatron's CUDA_DEVICE_MAX_CONNECTIONS=1).
+if b=$(bin bench_overlap_cuda); then
+  stage bench_overlap_cuda_1conn 25 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$b" --benchmark_min_time=0.05 \
+    "--benchmark_out=$work/raw/bench_overlap_cuda_1conn.json" --benchmark_out_format=json
+fi
 # Pageable copies of 1 GiB are slow (host staging): the two smaller sizes only.
-bench bench_copy_cuda 10 '(pinned|device)/bytes:(1048576|67108864|1073741824)/|pageable/bytes:(1048576|67108864)/'
+bench bench_copy_cuda 20 '(pinned|device)/bytes:(1048576|67108864|1073741824)/|pageable/bytes:(1048576|67108864)/'
 if [[ -z "$accept_hw" ]]; then
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
     *H200*) accept_hw=h200 ;;
