@@ -3,10 +3,11 @@
 // stand-in for one NCCL collective's kernel (overlap_kernel.h: `ctas` blocks, NCCL's channels,
 // reduce-copying bf16 through this GPU's memory, as each step of a ring all-reduce does), launched
 // first, as Megatron queues the collective before the GEMM it hides behind. Each iteration times,
-// after an L2 flush, the GEMM alone, the collective alone and both together (CUDA events on each
-// stream). Counters: each one's time alone and overlapped (us), their slowdowns, the makespan,
-// and `hidden`: the share of the shorter one that the overlap hid (1 = free, 0 = serialised, below 0
-// worse than serialised). The collective's stream has the lowest priority or (`high`) the highest, as
+// after an L2 flush, the GEMM alone, the collective alone and both together, with the GPU's global
+// timer (overlap_kernel.h). Counters: each one's time alone and overlapped (us; the GEMM's from the
+// common start, the collective's from its first block's start, and `coll_wait_us` before that
+// start), their slowdowns, the makespan, and `hidden`: the share of the shorter one that the overlap
+// hid (1 = free, 0 = serialised, below 0 worse than serialised). The collective's stream has the lowest priority or (`high`) the highest, as
 // Megatron's communication streams do; `connections` records CUDA_DEVICE_MAX_CONNECTIONS.
 // What it leaves out: NVLink and the peers (the stand-in reads and writes local memory only), so
 // it measures the SMs and the memory bandwidth the collective takes, not its link time.
@@ -31,28 +32,18 @@ namespace {
 constexpr int64_t kRows = 2048;
 constexpr int kTp = 8;
 
-struct Event {
-  cudaEvent_t e{};
-  Event() { PTDP_CUDA_CHECK(cudaEventCreate(&e)); }
-  ~Event() { cudaEventDestroy(e); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
+// Four global-timer stamps (ns) on the device: the collective's first block start and last block
+// end, the common start (after the L2 flush) and the GEMM's end.
+struct Stamps {
+  uint64_t* d = nullptr;
+  Stamps() { PTDP_CUDA_CHECK(cudaMalloc(&d, 4 * sizeof(uint64_t))); }
+  ~Stamps() { cudaFree(d); }
+  Stamps(const Stamps&) = delete;
+  Stamps& operator=(const Stamps&) = delete;
 };
-float ms_between(const Event& a, const Event& b) {
-  float ms = 0;
-  PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, a.e, b.e));
-  return ms;
-}
-
-// CUDA_DEVICE_MAX_CONNECTIONS: the hardware work queues that streams share (CUDA's default 8;
-// Megatron sets 1 so that kernels of different streams start in the order they were queued).
-int device_connections() {
-  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  return v && std::atoi(v) > 0 ? std::atoi(v) : 8;
-}
 
 struct Times {
-  double gemm = 0, coll = 0, both = 0;  // seconds: each one's own interval, and the makespan
+  double gemm = 0, coll = 0, coll_wait = 0, both = 0;  // seconds
 };
 
 void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_elems, int ctas, bool high_priority) {
@@ -75,35 +66,38 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
     PTDP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     PTDP_CUDA_CHECK(cudaStreamCreateWithPriority(&cs, cudaStreamNonBlocking, high_priority ? greatest : least));
     std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> own(cs, [](cudaStream_t s) { cudaStreamDestroy(s); });
-    Event ready, g0, g1, c0, c1;
+    cudaEvent_t ready = nullptr;
+    PTDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    std::unique_ptr<CUevent_st, void (*)(cudaEvent_t)> own_ready(ready, [](cudaEvent_t e) { cudaEventDestroy(e); });
+    Stamps stamps;
 
+    // The flush, the common start, then the collective (queued first, on its stream) and the GEMM,
+    // then the GEMM's end. No events between the two launches: with one hardware queue they
+    // would order the two kernels.
     auto run = [&](bool gemm, bool coll) {
+      const uint64_t reset[4] = {~uint64_t(0), 0, 0, 0};
+      PTDP_CUDA_CHECK(cudaMemcpyAsync(stamps.d, reset, sizeof reset, cudaMemcpyHostToDevice, gs));
       PTDP_CUDA_CHECK(cudaMemsetAsync(flush.raw(), 0, flush.nbytes(), gs));
-      PTDP_CUDA_CHECK(cudaEventRecord(ready.e, gs));
-      PTDP_CUDA_CHECK(cudaStreamWaitEvent(cs, ready.e));
-      if (coll) {
-        PTDP_CUDA_CHECK(cudaEventRecord(c0.e, cs));
-        bench::launch_reduce_copy(out.raw(), a.raw(), b.raw(), coll_elems, ctas, cs);
-        PTDP_CUDA_CHECK(cudaGetLastError());
-        PTDP_CUDA_CHECK(cudaEventRecord(c1.e, cs));
-      }
-      if (gemm) {
-        PTDP_CUDA_CHECK(cudaEventRecord(g0.e, gs));
-        be->linear_forward(y, x, w, nullptr);
-        PTDP_CUDA_CHECK(cudaEventRecord(g1.e, gs));
-      }
+      bench::launch_stamp(stamps.d + 2, gs);
+      PTDP_CUDA_CHECK(cudaEventRecord(ready, gs));
+      PTDP_CUDA_CHECK(cudaStreamWaitEvent(cs, ready));
+      if (coll) bench::launch_reduce_copy(out.raw(), a.raw(), b.raw(), coll_elems, ctas, stamps.d, cs);
+      if (gemm) be->linear_forward(y, x, w, nullptr);
+      bench::launch_stamp(stamps.d + 3, gs);
+      PTDP_CUDA_CHECK(cudaGetLastError());
       PTDP_CUDA_CHECK(cudaStreamSynchronize(cs));
       PTDP_CUDA_CHECK(cudaStreamSynchronize(gs));
-      Times t;
-      if (gemm) t.gemm = ms_between(g0, g1) / 1e3;
-      if (coll) t.coll = ms_between(c0, c1) / 1e3;
-      if (gemm && coll) {
-        // The makespan: from the earlier start to the later end.
-        const bool coll_first = ms_between(c0, g0) >= 0;
-        const Event& start = coll_first ? c0 : g0;
-        t.both = std::max(ms_between(start, g1), ms_between(start, c1)) / 1e3;
+      uint64_t t[4];
+      PTDP_CUDA_CHECK(cudaMemcpy(t, stamps.d, sizeof t, cudaMemcpyDeviceToHost));
+      const auto sec = [](uint64_t from, uint64_t to) { return to > from ? double(to - from) / 1e9 : 0.0; };
+      Times r;
+      if (gemm) r.gemm = sec(t[2], t[3]);
+      if (coll) {
+        r.coll = sec(t[0], t[1]);
+        r.coll_wait = sec(t[2], t[0]);
       }
-      return t;
+      r.both = sec(t[2], std::max(gemm ? t[3] : 0, coll ? t[1] : 0));
+      return r;
     };
     for (int i = 0; i < 3; ++i) run(true, true);  // plans, first touch, clocks
     Times alone, over;
@@ -113,6 +107,7 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
       alone.coll += c.coll;
       over.gemm += o.gemm;
       over.coll += o.coll;
+      over.coll_wait += o.coll_wait;
       over.both += o.both;
       state.SetIterationTime(o.both);
     }
@@ -122,6 +117,7 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
     state.counters["coll_us"] = us(alone.coll);
     state.counters["gemm_overlap_us"] = us(over.gemm);
     state.counters["coll_overlap_us"] = us(over.coll);
+    state.counters["coll_wait_us"] = us(over.coll_wait);
     state.counters["makespan_us"] = us(over.both);
     state.counters["gemm_slowdown"] = alone.gemm > 0 ? over.gemm / alone.gemm : 0.0;
     state.counters["coll_slowdown"] = alone.coll > 0 ? over.coll / alone.coll : 0.0;
