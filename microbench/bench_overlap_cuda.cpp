@@ -32,6 +32,13 @@ namespace {
 constexpr int64_t kRows = 2048;
 constexpr int kTp = 8;
 
+// CUDA_DEVICE_MAX_CONNECTIONS: the hardware work queues that streams share (CUDA's default 8;
+// Megatron sets 1 so that kernels of different streams start in the order they were queued).
+int device_connections() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 8;
+}
+
 // Four global-timer stamps (ns) on the device: the collective's first block start and last block
 // end, the common start (after the L2 flush) and the GEMM's end.
 struct Stamps {
