@@ -39,6 +39,7 @@
 #include "core/model/gpt.h"
 #include "core/results/csv_reader.h"
 #include "core/results/provenance.h"
+#include "experiments/accept_health.h"
 #include "core/results/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/train/trainer.h"
@@ -450,7 +451,7 @@ std::pair<std::string, std::string> report_paths(const std::string& out) {
 }
 
 const std::vector<std::string>& all_checks() {
-  static const std::vector<std::string> c = {"gemm", "memory", "allreduce", "p2p", "train"};
+  static const std::vector<std::string> c = {"health", "gemm", "memory", "allreduce", "p2p", "train"};
   return c;
 }
 
@@ -458,22 +459,33 @@ struct AcceptFlags {
   std::string hardware, out, write_golden;
   bool quick = false;
   int threads = 0;
+  int level = 0;  // 0: not given (2)
   std::vector<std::string> checks;
 };
 
 int accept(const AcceptFlags& f) {
   for (const auto& c : f.checks)
     if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
-      usage_error("--checks: unknown check '{}' (known: gemm, memory, allreduce, p2p, train)", c);
+      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train)", c);
   if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
+  if (f.level != 0 && f.level != 1 && f.level != 2)
+    usage_error("--level {}: 1 (the GPUs' health, seconds) or 2 (health, then every check)", f.level);
+  if (f.level != 0 && !f.checks.empty()) usage_error("--level and --checks: give one of them, not both");
   const AcceptProfile p = load_accept_profile(f.hardware);
+  const bool gpu = p.kind == "gpu";
+  const bool health_asked =
+      f.level == 1 || std::find(f.checks.begin(), f.checks.end(), "health") != f.checks.end();
+  if (health_asked && !gpu)
+    usage_error("{}: the health check reads GPUs through NVML; profile {} is a CPU profile",
+                f.level == 1 ? "--level 1" : "--checks health", p.name);
   std::pair<std::string, std::string> out;
   if (!f.out.empty()) out = report_paths(f.out);
   if (!f.write_golden.empty()) check_output_file(f.write_golden, "--write-golden");
   auto wanted = [&](const std::string& c) {
-    return f.checks.empty() || std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
+    if (f.level == 1) return c == "health";
+    if (f.checks.empty()) return c != "health" || gpu;
+    return std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
   };
-  const bool gpu = p.kind == "gpu";
   // The golden losses and their tolerance; a GPU profile uses the CPU file until its own exists.
   auto golden_source = [&p, gpu] {
     const std::string own = resolve_data_path(p.golden);
@@ -483,13 +495,22 @@ int accept(const AcceptFlags& f) {
   std::optional<GoldenRun> golden;
   if (wanted("train") && f.write_golden.empty())
     golden = read_golden(std::get<0>(golden_source()));  // bad file: exit 2 first
-  if (gpu) require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
+  // The health pre-flight reads NVML before anything starts a CUDA context (this process would count).
+  std::string health_why;
+  std::vector<GpuHealth> health;
+  if (wanted("health")) health = read_gpu_health(&health_why);
+  const bool benchmarks = wanted("gemm") || wanted("memory") || wanted("allreduce") || wanted("p2p") ||
+                          wanted("train") || !f.write_golden.empty();
+  if (gpu && benchmarks)
+    require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
 
   const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
   const int reps = f.quick ? 3 : 10;
   Provenance pv;
-  if (gpu) pv.device = gpu_description();
-  if (gpu)
+  if (gpu) pv.device = benchmarks ? gpu_description() : health_description(health);
+  if (gpu && !benchmarks)
+    fmt::print("ptdp accept: profile {} ({}), health of {} on {}\n", p.name, p.path, pv.device, pv.host);
+  else if (gpu)
     fmt::print("ptdp accept: profile {} ({}), {} on {}, {} repetitions per measurement (best counts){}\n", p.name,
                p.path, gpu_summary(p), pv.host, reps, f.quick ? ", --quick" : "");
   else
@@ -498,7 +519,16 @@ int accept(const AcceptFlags& f) {
   std::fflush(stdout);
 
   std::vector<Check> checks;
-  if (gpu) checks = gpu_checks(p, wanted, reps);
+  if (wanted("health")) {
+    // Printed at once: it explains a FAIL of the benchmarks that follow.
+    checks = health_checks(health, health_why);
+    for (const Check& c : checks) fmt::print("health {} {}: {}\n", c.metric, c.status(), c.detail);
+    std::fflush(stdout);
+  }
+  if (gpu && benchmarks) {
+    std::vector<Check> measured = gpu_checks(p, wanted, reps);
+    checks.insert(checks.end(), measured.begin(), measured.end());
+  }
   auto at_least = [](Check c) {
     c.op = ">=";
     c.pass = c.value >= c.threshold;
@@ -605,13 +635,15 @@ int accept(const AcceptFlags& f) {
     }
   }
   const size_t n_skipped = checks.size() - ran;
+  if (ran == 0) passed = false;  // nothing measured is not a pass
   const std::string skip_note = n_skipped ? fmt::format("; {} skipped: {}", n_skipped, skipped) : "";
   if (!out.first.empty()) {
     write_user_file(out.first, report_json(p, checks, pv, threads, f.quick, passed));
     write_user_file(out.second, report_csv(p, checks, pv));
     fmt::print("reports: {} and {}\n", out.first, out.second);
   }
-  if (passed) fmt::print("ACCEPT: PASS ({} of {} checks{})\n", ran, ran, skip_note);
+  if (ran == 0) fmt::print("ACCEPT: FAIL (no check ran{})\n", skip_note);
+  else if (passed) fmt::print("ACCEPT: PASS ({} of {} checks{})\n", ran, ran, skip_note);
   else fmt::print("ACCEPT: FAIL ({} failed: {}{})\n", n_failed, failed, skip_note);
   return passed ? 0 : 1;
 }
@@ -630,8 +662,11 @@ std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
   cmd->add_option("--out", f->out, "write the JSON report to FILE and the CSV report beside it (FILE with .csv)");
   cmd->add_flag("--quick", f->quick, "3 repetitions per measurement instead of 10 (same sizes, same thresholds)");
   cmd->add_option("--threads", f->threads, "CPU threads for the GEMM and memory checks (default: every core)");
-  cmd->add_option("--checks", f->checks, "run only these checks: gemm, memory, allreduce, p2p, train")
+  cmd->add_option("--checks", f->checks, "run only these checks: health, gemm, memory, allreduce, p2p, train")
       ->delimiter(',');
+  cmd->add_option("--level", f->level,
+                  "1: the GPUs' health alone (NVML: other processes, ECC, row remapping, PCIe link, clock "
+                  "slowdowns; seconds); 2 (default): health, then every check");
   cmd->add_option("--write-golden", f->write_golden,
                   "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv); "
                   "on the CUDA backend (GPU 0) for a GPU profile");

@@ -12,6 +12,7 @@
 # PTDP_SESSION_LIMIT seconds (480; the dry run 1500, with every budget times 6):
 #   probe      the C library, driver, CUDA, the machine's cuBLAS(Lt) and NCCL, ldd of every binary:
 #              stops the session in seconds, with the report, when something the bundle needs is missing
+#   health     ptdp accept --level 1: the GPU's health as NVML reports it
 #   correct    the CUDA kernel tests against the CPU backend (f32, bf16, f16, llama ops), every PTD-P
 #              layout (the grid, SP, uneven stages, GQA) with thread ranks sharing the GPU;
 #              compute-sanitizer memcheck, racecheck and synccheck over a subset and a 2-iteration
@@ -291,6 +292,22 @@ sanitize() {  # NAME BUDGET TOOL CMD...: under compute-sanitizer (the dry run: t
 }
 tiny_train=("$PTDP" train --model tiny --backend cuda --iters 2 --data synthetic)
 
+if [[ -z "$accept_hw" ]]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) accept_hw=h200 ;;
+    *H100*) accept_hw=h100-dgx ;;
+  esac
+fi
+
+# 0. The GPU's health as the driver reports it (NVML), before anything is measured.
+if ((dry)); then
+  skip accept_health "no NVML on the virtual GPU"
+elif [[ -n "$accept_hw" ]]; then
+  stage accept_health 10 "$PTDP" accept --hardware "$accept_hw" --level 1 --out "$work/raw/health.json"
+else
+  skip accept_health "no acceptance profile for this GPU"
+fi
+
 # 1. Correct on the GPU.
 if [[ -n "$TESTS" ]]; then
   stage test_kernels 40 "$TESTS" "--gtest_filter=$k_filter:-$nogpu" \
@@ -364,12 +381,6 @@ if b=$(bin bench_overlap_cuda); then
 fi
 # 1 MiB and 64 MiB: 1 GiB (its fill and byte check on the host) ran out of 20 s on the H200.
 bench bench_copy_cuda 20 'bytes:(1048576|67108864)/'
-if [[ -z "$accept_hw" ]]; then
-  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
-    *H200*) accept_hw=h200 ;;
-    *H100*) accept_hw=h100-dgx ;;
-  esac
-fi
 if [[ -n "$accept_hw" ]]; then
   # The dry run's training check runs once, in golden_cuda (tiny on the virtual GPU takes 13 s).
   stage accept 25 "$PTDP" accept --hardware "$accept_hw" --checks "gemm,memory$( ((dry)) || echo ,train)" --quick \

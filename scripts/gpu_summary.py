@@ -306,13 +306,18 @@ def bench_rows(work: str) -> tuple:
 
 
 def accept_rows(work: str) -> list:
-    try:
-        j = json.load(open(os.path.join(work, "raw", "accept.json")))
-    except (OSError, ValueError):
-        return []
-    return [{"section": "accept", "item": f"{c['check']} {c['metric']}", "value": c["value"], "unit": c["unit"],
-             "status": c["status"], "note": f"threshold {c['op']} {c['threshold']}; {c.get('detail', '')}"[:300]}
-            for c in j.get("checks", [])]
+    """The checks of accept.json and of health.json (ptdp accept --level 1), one row each."""
+    rows = []
+    for name in ("health.json", "accept.json"):
+        try:
+            j = json.load(open(os.path.join(work, "raw", name)))
+        except (OSError, ValueError):
+            continue
+        rows += [{"section": "accept", "item": f"{c['check']} {c['metric']}", "value": c["value"], "unit": c["unit"],
+                  "status": c["status"],
+                  "note": f"threshold {c['op']} {c['threshold']}; {c.get('detail', '')}"[:300]}
+                 for c in j.get("checks", [])]
+    return rows
 
 
 def kernel_class(name: str) -> str:
