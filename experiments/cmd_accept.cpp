@@ -503,6 +503,9 @@ int accept(const AcceptFlags& f) {
                           wanted("train") || !f.write_golden.empty();
   if (gpu && benchmarks)
     require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
+  else if (gpu && health.empty())  // the health alone, and no driver to ask: nothing to measure
+    usage_error("--hardware {}: a GPU acceptance profile ({}), and no GPU here to check the health of ({})",
+                f.hardware, p.device, health_why);
 
   const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
   const int reps = f.quick ? 3 : 10;
