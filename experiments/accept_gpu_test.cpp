@@ -37,7 +37,7 @@ using testing::write_text;
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kGpuProfiles = {"h100-dgx", "h200"};
+const std::vector<std::string> kGpuProfiles = {"a100", "h100-dgx", "h200"};
 
 // The number of GPUs here; 0 with the reason in `why`.
 int gpus_here(std::string* why) {
@@ -136,11 +136,12 @@ TEST(CliAcceptGpu, GpuProfileWithoutAGpuIsRefusedWithOneLineAndNoReport) {
 
 // ---- on a GPU
 
-// The profile for this machine's GPU 0: h200 for an H200, h100-dgx otherwise.
+// The profile for this machine's GPU 0: a100 for an A100, h200 for an H200, h100-dgx otherwise.
 std::string profile_for_this_gpu() {
 #ifdef PTDP_HAVE_CUDA
   const std::string name = cuda::device_name(0);
   if (name.find("vgpu") != std::string::npos) return "vgpu";  // the virtual GPU of the test build
+  if (name.find("A100") != std::string::npos) return "a100";
   return name.find("H200") != std::string::npos ? "h200" : "h100-dgx";
 #else
   return "h100-dgx";

@@ -294,6 +294,7 @@ tiny_train=("$PTDP" train --model tiny --backend cuda --iters 2 --data synthetic
 
 if [[ -z "$accept_hw" ]]; then
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *A100*) accept_hw=a100 ;;
     *H200*) accept_hw=h200 ;;
     *H100*) accept_hw=h100-dgx ;;
   esac
