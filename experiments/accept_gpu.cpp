@@ -39,6 +39,7 @@ int visible_gpus(std::string* why) {
 }
 std::string gpu_description() { return "no GPU"; }
 std::string gpu_summary(const AcceptProfile&) { return "no GPU"; }
+std::string gpu_software() { return "no CUDA backend in this build"; }
 std::vector<Check> gpu_checks(const AcceptProfile&, const std::function<bool(const std::string&)>&, int) {
   throw RuntimeError("ptdp accept: the GPU checks need the CUDA backend, which this build lacks");
 }
@@ -428,14 +429,17 @@ std::string gpu_description() {
   return out;
 }
 
-std::string gpu_summary(const AcceptProfile& p) {
-  const int n = cuda::device_count();
-  std::string s = fmt::format("{} ({} GPU(s) visible, the profile's node has {}), CUDA {}", gpu_description(), n,
-                              p.node_gpus, cuda::versions());
+std::string gpu_software() {
+  std::string s = "CUDA " + cuda::versions();
 #ifdef PTDP_HAVE_NCCL
   s += ", NCCL " + nccl_version();
 #endif
   return s;
+}
+
+std::string gpu_summary(const AcceptProfile& p) {
+  return fmt::format("{} ({} GPU(s) visible, the profile's node has {}), {}", gpu_description(), cuda::device_count(),
+                     p.node_gpus, gpu_software());
 }
 
 std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,

@@ -26,6 +26,8 @@ int require_gpus(const std::string& hardware_flag, const AcceptProfile& p, bool 
 
 // What the report's `device` says, e.g. "8 x NVIDIA H100 80GB HBM3".
 std::string gpu_description();
+// The CUDA runtime, driver and NCCL versions, e.g. "CUDA runtime 13.0, driver 13.0, NCCL 2.28.3".
+std::string gpu_software();
 // One line for the header: the GPUs, the node's count from the profile, CUDA and NCCL versions.
 std::string gpu_summary(const AcceptProfile& p);
 

@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "core/backend/backend.h"
@@ -370,24 +371,6 @@ void write_golden(const std::string& path, const GoldenRun& g) {
 
 // ---------------------------------------------------------------- the report
 
-std::string json_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    switch (c) {
-      case '"': r += "\\\""; break;
-      case '\\': r += "\\\\"; break;
-      case '\n': r += "\\n"; break;
-      case '\t': r += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) r += fmt::format("\\u{:04x}", int(c));
-        else r += c;
-    }
-  }
-  return r;
-}
-
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
-
 std::string csv_field(const std::string& v) {
   if (v.find_first_of(",\"\n") == std::string::npos) return v;
   std::string r = "\"";
@@ -397,30 +380,33 @@ std::string csv_field(const std::string& v) {
 
 struct Provenance {
   std::string git_sha = ptdp::git_sha(), host = host_name(), device = cpu_name(), timestamp = utc_timestamp();
+  std::string cpu = cpu_name();
+  std::string software;  // GPU profiles: the CUDA runtime, driver and NCCL versions
 };
 
+// The JSON report (nlohmann::json): the run's provenance, then one object per check; a skipped
+// check's value is null.
 std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv, int threads,
                         bool quick, bool passed) {
-  std::string j = "{\n";
-  j += fmt::format("  \"profile\": \"{}\",\n  \"profile_path\": \"{}\",\n  \"profile_device\": \"{}\",\n",
-                   json_escape(p.name), json_escape(p.path), json_escape(p.device));
-  j += fmt::format("  \"git_sha\": \"{}\",\n  \"host\": \"{}\",\n  \"device\": \"{}\",\n  \"timestamp\": \"{}\",\n",
-                   json_escape(pv.git_sha), json_escape(pv.host), json_escape(pv.device), json_escape(pv.timestamp));
-  j += fmt::format("  \"threads\": {},\n  \"ranks\": {},\n  \"quick\": {},\n  \"passed\": {},\n  \"checks\": [\n",
-                   threads, p.ranks, quick ? "true" : "false", passed ? "true" : "false");
-  for (size_t i = 0; i < checks.size(); ++i) {
-    const Check& c = checks[i];
-    j += fmt::format(
-        "    {{\"check\": \"{}\", \"metric\": \"{}\", \"value\": {}, \"unit\": \"{}\", \"op\": \"{}\", "
-        "\"threshold\": {}, \"status\": \"{}\", \"detail\": \"{}\", \"threshold_source\": \"{}\"}}{}\n",
-        json_escape(c.name), json_escape(c.metric), json_number(c.value), json_escape(c.unit), c.op,
-        json_number(c.threshold), c.status(), json_escape(c.detail), json_escape(c.source),
-        i + 1 < checks.size() ? "," : "");
-  }
-  j += "  ]\n}\n";
-  return j;
+  using nlohmann::ordered_json;
+  const auto number = [](double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); };
+  ordered_json j = {{"profile", p.name},       {"profile_path", p.path}, {"profile_device", p.device},
+                    {"git_sha", pv.git_sha},   {"host", pv.host},        {"device", pv.device},
+                    {"cpu", pv.cpu},           {"software", pv.software}, {"timestamp", pv.timestamp},
+                    {"threads", threads},      {"ranks", p.ranks},       {"quick", quick},
+                    {"passed", passed},        {"checks", ordered_json::array()}};
+  for (const Check& c : checks)
+    j["checks"].push_back({{"check", c.name},
+                           {"metric", c.metric},
+                           {"value", number(c.value)},
+                           {"unit", c.unit},
+                           {"op", c.op},
+                           {"threshold", number(c.threshold)},
+                           {"status", c.status()},
+                           {"detail", c.detail},
+                           {"threshold_source", c.source}});
+  return j.dump(2) + "\n";
 }
-
 std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv) {
   std::string s =
       "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp\n";
@@ -511,6 +497,7 @@ int accept(const AcceptFlags& f) {
   const int reps = f.quick ? 3 : 10;
   Provenance pv;
   if (gpu) pv.device = benchmarks ? gpu_description() : health_description(health);
+  if (gpu && benchmarks) pv.software = gpu_software();
   if (gpu && !benchmarks)
     fmt::print("ptdp accept: profile {} ({}), health of {} on {}\n", p.name, p.path, pv.device, pv.host);
   else if (gpu)
