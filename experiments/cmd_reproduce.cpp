@@ -36,6 +36,7 @@
 #include "experiments/commands.h"
 #include "experiments/rank_device.h"
 #include "experiments/reproduce_llama.h"
+#include "experiments/reproduce_llama_data.h"
 #include "experiments/result_row.h"
 #include "experiments/sweep.h"
 #ifdef PTDP_HAVE_MPI
@@ -592,6 +593,14 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.mode == "run" && app.count("--hardware"))
     usage_error("--hardware {} is for --mode simulate (--mode run measures this machine)", f.hardware);
 
+  // llama-data: LLaMA's data mixture through Megatron's blending (reproduce_llama_data.h), computed.
+  if (f.name == "llama-data") {
+    if (f.mode != "simulate")
+      usage_error("--mode {}: llama-data is computed from the paper's sizes; use --mode simulate", f.mode);
+    std::error_code ec;
+    if (!f.dry_run && !fs::exists(f.out, ec)) fs::create_directories(f.out, ec);
+    return reproduce_llama_data("llama-data", (fs::path(f.out) / "llama-data.csv").string(), f.dry_run);
+  }
   // llama: the planner at LLaMA's scale (reproduce_llama.h), simulated only.
   const bool llama = f.name == "llama" || (f.name == "all" && f.mode == "simulate" && !f.dry_run);
   const std::string llama_csv = (fs::path(f.out) / "llama.csv").string();
