@@ -724,7 +724,10 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
                  fmt::join(ctx.no_fit, "; "), f.name);
     return 2;
   }
-  if (llama && ctx.report) reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
+  if (llama && ctx.report) {
+    reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
+    reproduce_llama_data("llama-data", (fs::path(f.out) / "llama-data.csv").string(), false);
+  }
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,
                duration(std::chrono::duration<double>(Clock::now() - ctx.start).count()));

@@ -7,7 +7,8 @@
 #      a100-selene, the 2022 code) and results/mcore-h100.csv (Megatron-Core on h100-dgx)
 #      (table2 and fig10: PTD-P against ZeRO-3; the summaries of table1 and table2 print the days
 #      for 300B tokens by the paper's Eq. 4), and results/llama.csv: the planner's layouts for LLaMA
-#      7B-65B on 2,048 A100-80GB against the LLaMA paper's 65B throughput
+#      7B-65B on 2,048 A100-80GB against the LLaMA paper's 65B throughput, and results/llama-data.csv:
+#      LLaMA's data mixture through Megatron's blending, epochs per source against its Table 1
 #   3. real runs of scaled-down sweeps on CPU ranks (threads): ptdp reproduce NAME --mode run
 #      --scale small for each NAME in $RUN_SMALL (default: fig13 fig8 fig7 table2 kor22-table5
 #      mcore-h100; the last two run sequence parallelism on CPU ranks) -> the same CSVs, mode=run
