@@ -58,6 +58,37 @@ TEST(CliEvaluation, EveryLayoutEvaluatesTheValidSplitAsOneRank) {
   EXPECT_NEAR(std::stod(a[0]), std::stod(b[0]), 2e-5 * std::stod(a[0]));
 }
 
+// Megatron-LM's test evaluation: once, after training, eval_iters global batches from the start of
+// the test split; the same loss on every layout; none where the split gives the test no share.
+TEST(CliEvaluation, TheTestSplitIsEvaluatedOnceAfterTrainingOnEveryLayoutAlike) {
+  TempDir dir;
+  const std::string key = " test after iteration      2 | loss ";
+  auto test_loss = [&](const CliResult& r) {
+    const size_t at = r.out.find(key);
+    EXPECT_NE(at, std::string::npos) << r.out;
+    return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + key.size()));
+  };
+  const CliResult one = train_mega(dir, {"--iters", "2", "--eval-iters", "1"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("test: split test of --split 969,30,1, 8 samples for one evaluation after training"),
+            std::string::npos)
+      << one.out;
+  const CliResult grid = train_mega(dir, {"--iters", "2", "--eval-iters", "1", "--tp", "2", "--pp", "2", "--dp", "2",
+                                          "--log-format", "megatron"});
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  const std::string mkey = " validation loss at iteration 2 on test set | lm loss value: ";
+  const size_t at = grid.out.find(mkey);
+  ASSERT_NE(at, std::string::npos) << grid.out;
+  const double a = test_loss(one), b = std::stod(grid.out.substr(at + mkey.size()));
+  EXPECT_NEAR(a, b, 2e-5 * a);
+  EXPECT_NE(a, std::stod(validations(one.out).at(0)));  // other samples than the valid split's
+  const CliResult none = train_mega(dir, {"--iters", "2", "--eval-iters", "1", "--split", "969,31,0"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("test: --split 969,31,0 gives the test split no share: not evaluated"), std::string::npos)
+      << none.out;
+  EXPECT_EQ(none.out.find(" test after iteration"), std::string::npos) << none.out;
+}
+
 // Every 2 iterations of 4: at 2, at 4 and after training, each on the next 8 valid samples
 // (Megatron's (4 // 2 + 1) x 1 x 8 = 24). Resumed at 2, the run evaluates at 4 and after training
 // on the samples the whole run used there (Megatron's consumed_valid_samples).

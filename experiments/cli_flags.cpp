@@ -146,7 +146,8 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   app.add_option("--eval-iters", r.eval_iters,
                  "evaluate the loss and perplexity over N global batches of the valid split (--data-order megatron; "
-                 "synthetic data: another synthetic stream) after the last iteration (0: no evaluation)")
+                 "synthetic data: another synthetic stream) after the last iteration, and with the Megatron order N "
+                 "batches of the test split once after training (0: no evaluation)")
       ->capture_default_str();
   app.add_option("--eval-interval", r.eval_interval,
                  "with --eval-iters: also evaluate every N iterations, each time on the next N x B valid samples, as "

@@ -16,6 +16,7 @@
 #include "core/data/indexed_dataset.h"
 #include "core/data/megatron_blend.h"
 #include "core/data/megatron_samples.h"
+#include "core/data/megatron_split.h"
 #include "core/data/samples.h"
 #include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
@@ -184,12 +185,14 @@ void print_dataset_uses(const MegatronSamples& ms) {
 
 // Megatron-LM's evaluation report (training.py, evaluate_and_print_results): the line between two
 // rules of its length; its perplexity is exp(min(20, loss)).
-std::string megatron_validation_lines(int it, bool after_training, double loss) {
-  const std::string line =
-      fmt::format(" validation loss at iteration {}{} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ", it,
-                  after_training ? " on validation set" : "", loss, std::exp(std::min(20.0, loss)));
+std::string megatron_evaluation_lines(const std::string& prefix, double loss) {
+  const std::string line = fmt::format(" validation loss at {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ",
+                                       prefix, loss, std::exp(std::min(20.0, loss)));
   const std::string rule(line.size() + 1, '-');
   return rule + "\n" + line + "\n" + rule + "\n";
+}
+std::string megatron_validation_lines(int it, bool after_training, double loss) {
+  return megatron_evaluation_lines(fmt::format("iteration {}{}", it, after_training ? " on validation set" : ""), loss);
 }
 
 // One rank's training run; world rank 0 prints progress and writes the result row. A phase
@@ -235,6 +238,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
   std::unique_ptr<SampleSource> valid;  // --eval-iters
+  std::unique_ptr<SampleSource> test;   // --eval-iters, Megatron order, where the test split holds documents
   std::string data_sources;  // the result row's: SAMPLES:EPOCHS drawn of each dataset, in --data's order
   if (c.data_order == "megatron") {
     // World rank 0 builds the index files first; the others then find them in the cache (or build
@@ -267,6 +271,28 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
           print_dataset_uses(*vs);
         }
         valid = std::move(vs);
+        // Megatron-LM evaluates the test split once, after training: eval_iters global batches
+        // from its start. A split that gives it no documents builds none (do_test is false).
+        if (parse_megatron_split(c.split)[2] == 0) {
+          if (report) fmt::print("test: --split {} gives the test split no share: not evaluated\n", c.split);
+          return;
+        }
+        MegatronDataOptions to = mo;
+        to.which = MegatronSplit::Test;
+        to.num_samples = int64_t(c.eval_iters) * c.par.global_batch;
+        std::unique_ptr<MegatronSamples> ts;
+        try {
+          ts = std::make_unique<MegatronSamples>(to);
+        } catch (const UsageError& e) {
+          if (report) fmt::print("test: not evaluated: {}\n", e.what());
+          return;
+        }
+        if (report) {
+          fmt::print("test: split test of --split {}, {} samples for one evaluation after training\n", c.split,
+                     to.num_samples);
+          print_dataset_uses(*ts);
+        }
+        test = std::move(ts);
       });
   } else {
     phase([&] {
@@ -507,6 +533,21 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     }
   }
   if (valid && last == c.iters) evaluate(last, true);  // not after a stop request
+  if (test && last == c.iters) {
+    double test_loss = NAN;
+    try {
+      test_loss = trainer.evaluate(*test, 0, c.eval_iters);
+    } catch (const std::exception& e) {
+      stop_others_if_processes(given_world, e);
+      throw;
+    }
+    if (report && c.log_format == "megatron")
+      fmt::print("{}", megatron_evaluation_lines(fmt::format("iteration {} on test set", last), test_loss));
+    else if (report)
+      fmt::print(" test after iteration {:>6} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the test split\n", last,
+                 test_loss, std::exp(test_loss), c.eval_iters, c.par.global_batch);
+    std::fflush(stdout);
+  }
   phase([&] {  // rank 0 writes the loss log; its failure ends every rank with the cause
     if (rank0 && !c.loss_log.empty()) write_user_file(c.loss_log, loss_log_csv(loss_log));
   });
