@@ -84,6 +84,7 @@ OUTPUT_FLAGS = r"--csv|--out|--output|-o|--output-prefix|--write-golden|--save|-
 EXTERNAL_FLAGS = {
     "mpirun": "--oversubscribe --allow-run-as-root --map-by --rank-by",
     "sbatch": "--ntasks-per-node --distribution",
+    "srun (pyxis)": "--container-image --container-mounts --container-workdir --mpi",
     "apt-get": "--no-install-recommends",
     "Megatron-LM (docs/SIMULATOR.md)": "--gradient-accumulation-fusion --tp-comm-overlap "
     "--overlap-param-gather --accumulate-allreduce-grads-in-fp32 --normalization --swiglu "
