@@ -1,8 +1,5 @@
 #include "experiments/reproduce_llama.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -11,27 +8,14 @@
 #include "core/common/regular_file.h"
 #include "core/accounting/flops.h"
 #include "core/results/results_csv.h"
+#include "experiments/spec_value.h"
+#include "experiments/sweep.h"
 #include "core/sim/planner.h"
 #include "experiments/result_row.h"
 
 namespace ptdp {
 
 namespace {
-
-template <class T>
-T need(const toml::table& t, const std::string& key, const std::string& path) {
-  auto v = t[key].value<T>();
-  if (!v) usage_error("{}: key '{}' is missing or has the wrong type", path, key);
-  return *v;
-}
-
-// experiments/specs/llama.toml from the working directory, else beside this source file.
-std::string find_spec(const std::string& name_or_path) {
-  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml") return name_or_path;
-  const std::string rel = "experiments/specs/" + name_or_path + ".toml";
-  if (std::ifstream(rel)) return rel;
-  return (std::filesystem::path(__FILE__).parent_path() / "specs" / (name_or_path + ".toml")).string();
-}
 
 double days_for(double tokens, double tokens_per_s_per_gpu, int gpus) {
   return tokens / (tokens_per_s_per_gpu * gpus) / 86400.0;
@@ -40,18 +24,13 @@ double days_for(double tokens, double tokens_per_s_per_gpu, int gpus) {
 }  // namespace
 
 LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    usage_error("{}: {}", path, e.description());
-  }
+  const toml::table root = parse_spec_toml(text, path);
   LlamaSpec s;
   s.path = path;
-  s.title = need<std::string>(root, "title", path);
-  s.gpus = int(need<int64_t>(root, "gpus", path));
-  s.global_batch = int(need<int64_t>(root, "global_batch", path));
-  s.precision = need<std::string>(root, "precision", path);
+  s.title = spec_value<std::string>(root, "title", path);
+  s.gpus = int(spec_value<int64_t>(root, "gpus", path));
+  s.global_batch = int(spec_value<int64_t>(root, "global_batch", path));
+  s.precision = spec_value<std::string>(root, "precision", path);
   if (s.gpus <= 0 || s.global_batch <= 0) usage_error("{}: gpus and global_batch must be positive", path);
   const toml::array* z = root["zero_modes"].as_array();
   if (!z || z->empty()) usage_error("{}: key 'zero_modes' must be a non-empty array", path);
@@ -65,7 +44,7 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
   for (const auto& e : *ms) {
     const toml::table* t = e.as_table();
     if (!t) usage_error("{}: [[models]] entries must be tables", path);
-    LlamaModelSpec m{need<std::string>(*t, "model", path), need<double>(*t, "tokens", path)};
+    LlamaModelSpec m{spec_value<std::string>(*t, "model", path), spec_value<double>(*t, "tokens", path)};
     bool llama = false;
     try {
       llama = preset_config(m.model).arch == Arch::Llama;
@@ -75,14 +54,15 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
     if (!(m.tokens > 0)) usage_error("{}: model '{}': tokens must be positive", path, m.model);
     s.models.push_back(m);
   }
-  s.paper_model = need<std::string>(root, "paper_model", path);
-  s.paper_tokens_per_gpu = need<double>(root, "paper_tokens_per_s_per_gpu", path);
+  s.paper_model = spec_value<std::string>(root, "paper_model", path);
+  s.paper_tokens_per_gpu = spec_value<double>(root, "paper_tokens_per_s_per_gpu", path);
   return s;
 }
 
 int reproduce_llama(const std::string& spec_name, const std::string& csv, const sim::HardwareProfile& hw,
                     bool dry_run) {
-  const std::string spec_path = find_spec(spec_name);
+  const std::string spec_path = find_spec_file(spec_name);
+  if (spec_path.empty()) usage_error("spec '{}': no {}.toml in {}", spec_name, spec_name, fmt::join(spec_dirs(), ", "));
   const LlamaSpec spec = parse_llama_spec(read_regular_file(spec_path, "spec"), spec_path);
   fmt::print("llama: {}\nllama: simulated on {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, "
              "b, schedule, recompute, zero {}\n",

@@ -1,8 +1,6 @@
 #include "experiments/reproduce_llama_data.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -12,25 +10,12 @@
 #include "core/data/megatron_blend.h"
 #include "core/results/provenance.h"
 #include "core/results/results_csv.h"
+#include "experiments/spec_value.h"
+#include "experiments/sweep.h"
 
 namespace ptdp {
 
 namespace {
-
-template <class T>
-T data_spec_value(const toml::table& t, const std::string& key, const std::string& path) {
-  auto v = t[key].value<T>();
-  if (!v) usage_error("{}: key '{}' is missing or has the wrong type", path, key);
-  return *v;
-}
-
-// experiments/specs/NAME.toml from the working directory, else beside this source file.
-std::string data_spec_path(const std::string& name_or_path) {
-  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml") return name_or_path;
-  const std::string rel = "experiments/specs/" + name_or_path + ".toml";
-  if (std::ifstream(rel)) return rel;
-  return (std::filesystem::path(__FILE__).parent_path() / "specs" / (name_or_path + ".toml")).string();
-}
 
 double total_disk_bytes(const LlamaDataSpec& s) {
   double b = 0;
@@ -41,18 +26,13 @@ double total_disk_bytes(const LlamaDataSpec& s) {
 }  // namespace
 
 LlamaDataSpec parse_llama_data_spec(const std::string& text, const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    usage_error("{}: {}", path, e.description());
-  }
+  const toml::table root = parse_spec_toml(text, path);
   LlamaDataSpec s;
   s.path = path;
-  s.title = data_spec_value<std::string>(root, "title", path);
-  s.train_tokens = data_spec_value<double>(root, "train_tokens", path);
-  s.dataset_tokens = data_spec_value<double>(root, "dataset_tokens", path);
-  s.seq_length = int(data_spec_value<int64_t>(root, "seq_length", path));
+  s.title = spec_value<std::string>(root, "title", path);
+  s.train_tokens = spec_value<double>(root, "train_tokens", path);
+  s.dataset_tokens = spec_value<double>(root, "dataset_tokens", path);
+  s.seq_length = int(spec_value<int64_t>(root, "seq_length", path));
   if (!(s.train_tokens > 0) || !(s.dataset_tokens > 0) || s.seq_length <= 0)
     usage_error("{}: train_tokens, dataset_tokens and seq_length must be positive", path);
   const toml::array* xs = root["sources"].as_array();
@@ -60,8 +40,8 @@ LlamaDataSpec parse_llama_data_spec(const std::string& text, const std::string& 
   for (const auto& e : *xs) {
     const toml::table* t = e.as_table();
     if (!t) usage_error("{}: [[sources]] entries must be tables", path);
-    LlamaDataSource x{data_spec_value<std::string>(*t, "name", path), data_spec_value<double>(*t, "proportion", path),
-                      data_spec_value<double>(*t, "disk_gb", path), data_spec_value<double>(*t, "paper_epochs", path)};
+    LlamaDataSource x{spec_value<std::string>(*t, "name", path), spec_value<double>(*t, "proportion", path),
+                      spec_value<double>(*t, "disk_gb", path), spec_value<double>(*t, "paper_epochs", path)};
     if (!(x.proportion > 0) || !(x.disk_gb > 0) || !(x.paper_epochs > 0))
       usage_error("{}: source '{}': proportion, disk_gb and paper_epochs must be positive", path, x.name);
     s.sources.push_back(x);
@@ -90,7 +70,8 @@ std::vector<LlamaDataRow> llama_data_rows(const LlamaDataSpec& spec) {
 }
 
 int reproduce_llama_data(const std::string& spec_name, const std::string& csv, bool dry_run) {
-  const std::string spec_path = data_spec_path(spec_name);
+  const std::string spec_path = find_spec_file(spec_name);
+  if (spec_path.empty()) usage_error("spec '{}': no {}.toml in {}", spec_name, spec_name, fmt::join(spec_dirs(), ", "));
   const LlamaDataSpec spec = parse_llama_data_spec(read_regular_file(spec_path, "spec"), spec_path);
   const double per_byte = spec.dataset_tokens / total_disk_bytes(spec);
   fmt::print("llama-data: {}\nllama-data: {:.3g} training tokens = {} samples of {}, blended as Megatron does; "

@@ -337,24 +337,28 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& path) {
   return s;
 }
 
-SweepSpec load_sweep_spec(const std::string& name_or_path) {
-  std::string path;
-  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
-  if (is_path) {
-    path = name_or_path;
-    if (!fs::is_regular_file(path)) usage_error("spec {}: no such file", path);
-  } else {
-    for (const auto& d : spec_dirs()) {
-      const fs::path p = fs::path(d) / (name_or_path + ".toml");
-      if (fs::is_regular_file(p)) {
-        path = p.string();
-        break;
-      }
-    }
-    if (path.empty())
-      usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", one_line(name_or_path),
-                  joined(sweep_names()));
+namespace {
+bool names_a_path(const std::string& name_or_path) {
+  return name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
+}
+}  // namespace
+
+std::string find_spec_file(const std::string& name_or_path) {
+  if (names_a_path(name_or_path)) return name_or_path;
+  for (const auto& d : spec_dirs()) {
+    const fs::path p = fs::path(d) / (name_or_path + ".toml");
+    if (fs::is_regular_file(p)) return p.string();
   }
+  return "";
+}
+
+SweepSpec load_sweep_spec(const std::string& name_or_path) {
+  const bool is_path = names_a_path(name_or_path);
+  const std::string path = find_spec_file(name_or_path);
+  if (is_path && !fs::is_regular_file(path)) usage_error("spec {}: no such file", path);
+  if (path.empty())
+    usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", one_line(name_or_path),
+                joined(sweep_names()));
   SweepSpec s = parse_sweep_spec(read_regular_file(path, "spec"), path);
   if (!is_path && s.name != name_or_path)
     usage_error("{}: name '{}' must equal the file's name '{}'", path, one_line(s.name), one_line(name_or_path));

@@ -76,6 +76,9 @@ struct SweepPoint {
 
 // Where specs are looked up: $PTDP_SPEC_DIR, ./experiments/specs, the source tree's experiments/specs.
 std::vector<std::string> spec_dirs();
+// The spec file `name_or_path` names: a path (with a '/' or ending in .toml) as it is, else
+// NAME.toml in the first of spec_dirs() that holds it; empty when no folder does.
+std::string find_spec_file(const std::string& name_or_path);
 // The artefacts in the paper's order: table1, fig6, fig7, fig8, fig11, ..., fig18, then
 // kor22-table4, kor22-table5 (Korthikanti et al. 2022) and mcore-h100 (Megatron-Core on H100).
 const std::vector<std::string>& sweep_names();
