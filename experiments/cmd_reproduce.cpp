@@ -593,13 +593,14 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.mode == "run" && app.count("--hardware"))
     usage_error("--hardware {} is for --mode simulate (--mode run measures this machine)", f.hardware);
 
+  const std::string llama_data_csv = (fs::path(f.out) / "llama-data.csv").string();
   // llama-data: LLaMA's data mixture through Megatron's blending (reproduce_llama_data.h), computed.
   if (f.name == "llama-data") {
     if (f.mode != "simulate")
       usage_error("--mode {}: llama-data is computed from the paper's sizes; use --mode simulate", f.mode);
     std::error_code ec;
     if (!f.dry_run && !fs::exists(f.out, ec)) fs::create_directories(f.out, ec);
-    return reproduce_llama_data("llama-data", (fs::path(f.out) / "llama-data.csv").string(), f.dry_run);
+    return reproduce_llama_data("llama-data", llama_data_csv, f.dry_run);
   }
   // llama: the planner at LLaMA's scale (reproduce_llama.h), simulated only.
   const bool llama = f.name == "llama" || (f.name == "all" && f.mode == "simulate" && !f.dry_run);
@@ -726,7 +727,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   }
   if (llama && ctx.report) {
     reproduce_llama("llama", llama_csv, sim::load_profile(f.hardware), false);
-    reproduce_llama_data("llama-data", (fs::path(f.out) / "llama-data.csv").string(), false);
+    reproduce_llama_data("llama-data", llama_data_csv, false);
   }
   if (ctx.report && jobs.size() > 1)
     fmt::print("reproduce: {} artefacts in {} ({})\n", jobs.size(), f.out,

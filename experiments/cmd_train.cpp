@@ -448,13 +448,18 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   int64_t evaluations = c.eval_interval > 0 ? start / c.eval_interval : 0;
   double valid_loss = NAN;
   bool evaluated = false;
-  auto evaluate = [&](int it, bool after_training) {
+  // The mean loss of eval_iters global batches of `source` from sample `first`; a failing rank
+  // ends the others with its cause.
+  auto loss_on = [&](const SampleSource& source, int64_t first) {
     try {
-      valid_loss = trainer.evaluate(*valid, evaluations * c.eval_iters * c.par.global_batch, c.eval_iters);
+      return trainer.evaluate(source, first, c.eval_iters);
     } catch (const std::exception& e) {
       stop_others_if_processes(given_world, e);
       throw;
     }
+  };
+  auto evaluate = [&](int it, bool after_training) {
+    valid_loss = loss_on(*valid, evaluations * c.eval_iters * c.par.global_batch);
     ++evaluations;
     evaluated = true;
     if (!report) return;
@@ -534,13 +539,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   }
   if (valid && last == c.iters) evaluate(last, true);  // not after a stop request
   if (test && last == c.iters) {
-    double test_loss = NAN;
-    try {
-      test_loss = trainer.evaluate(*test, 0, c.eval_iters);
-    } catch (const std::exception& e) {
-      stop_others_if_processes(given_world, e);
-      throw;
-    }
+    const double test_loss = loss_on(*test, 0);
     if (report && c.log_format == "megatron")
       fmt::print("{}", megatron_evaluation_lines(fmt::format("iteration {} on test set", last), test_loss));
     else if (report)
