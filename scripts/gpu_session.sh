@@ -364,22 +364,20 @@ stage profile_llama_gqa 25 env PTDP_OP_PROFILE="$work/raw/op_profile_llama_gqa.c
   --csv "$work/raw/profile_train.csv"
 
 # 5. Microbenchmarks (short: 0.05 s a benchmark), then ptdp accept.
-bench() {  # NAME BUDGET FILTER
-  local b
-  if ! b=$(bin "$1"); then skip "$1" "not built here (the virtual GPU has no timing to benchmark)"; return; fi
-  stage "$1" "$2" "$b" "--benchmark_filter=$3" --benchmark_min_time=0.05 \
-    "--benchmark_out=$work/raw/$1.json" --benchmark_out_format=json
+bench() {  # NAME BUDGET FILTER [STAGE VAR=VALUE...]: benchmark NAME as STAGE (default NAME) with VARs set
+  local b name=${4:-$1} vars=("${@:5}")
+  if ! b=$(bin "$1"); then skip "$name" "not built here (the virtual GPU has no timing to benchmark)"; return; fi
+  ((${#vars[@]})) && b=(env "${vars[@]}" "$b")
+  stage "$name" "$2" "${b[@]}" "--benchmark_filter=$3" --benchmark_min_time=0.05 \
+    "--benchmark_out=$work/raw/$name.json" --benchmark_out_format=json
 }
 bench bench_gemm_cuda 20 'BM_GemmCuda/gpt3-175b/t:(1|8)/.*/bf16|BM_LinearCuda/h:(2048|4096)/t:1/.*/bf16'
 bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
-# A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md).
+# A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md),
+# then again with one hardware queue for all streams (Megatron's CUDA_DEVICE_MAX_CONNECTIONS=1).
 bench bench_overlap_cuda 25 '.*'
-# Again with one hardware queue for all streams (Megatron's CUDA_DEVICE_MAX_CONNECTIONS=1).
-if b=$(bin bench_overlap_cuda); then
-  stage bench_overlap_cuda_1conn 25 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$b" --benchmark_min_time=0.05 \
-    "--benchmark_out=$work/raw/bench_overlap_cuda_1conn.json" --benchmark_out_format=json
-fi
+bench bench_overlap_cuda 25 '.*' bench_overlap_cuda_1conn CUDA_DEVICE_MAX_CONNECTIONS=1
 # 1 MiB and 64 MiB: 1 GiB (its fill and byte check on the host) ran out of 20 s on the H200.
 bench bench_copy_cuda 20 'bytes:(1048576|67108864)/'
 if [[ -n "$accept_hw" ]]; then
