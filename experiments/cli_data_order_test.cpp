@@ -92,6 +92,23 @@ TEST_F(CliDataOrder, AResumedRunContinuesTheSameOrder) {
   EXPECT_EQ(r[1], w[3]);
 }
 
+TEST_F(CliDataOrder, WithoutACachePathTheIndexGoesWhereMegatronPutsItAndIsFoundThere) {
+  const std::vector<std::string> args = {"train", "--model", "tiny", "--data-order", "megatron", "--data", a_,
+                                         "--micro-batch", "2", "--global-batch", "8", "--iters", "2"};
+  const CliResult first = run_ptdp(dir_, args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // Megatron-core's default: PREFIX/cache/GPTDataset_indices, files named by the MD5 of its description.
+  const std::string dir = a_ + "/cache/GPTDataset_indices/";
+  const size_t at = first.out.find("index built as " + dir);
+  ASSERT_NE(at, std::string::npos) << first.out;
+  const std::string base = first.out.substr(at + 15, first.out.find('\n', at) - at - 15);
+  EXPECT_EQ(base.size(), dir.size() + 32 + std::string("-GPTDataset-train").size()) << base;
+  EXPECT_NE(text_of(base + "-description.txt").find("\"dataset_path\": \"" + a_ + "\""), std::string::npos);
+  const CliResult second = run_ptdp(dir_, args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("index found in " + base + "\n"), std::string::npos) << second.out;
+}
+
 TEST_F(CliDataOrder, BadOrderSplitOrListsAreRefused) {
   EXPECT_TRUE(IsUsageError(run_ptdp(dir_, {"train", "--model", "tiny", "--data", a_, "--data-order", "random"}),
                            {"--data-order 'random' must be ptdp or megatron"}));

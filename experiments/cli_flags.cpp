@@ -114,8 +114,9 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--split", r.split, "with --data-order megatron: train,valid,test shares of the documents")
       ->capture_default_str();
   app.add_option("--data-cache-path", r.data_cache,
-                 "with --data-order megatron: where the index files (.npy) are built and reused (default: "
-                 "DIR/cache beside the first dataset)");
+                 "with --data-order megatron: where the index files (.npy, named as Megatron-core names them) "
+                 "are built and reused, Megatron's own among them (default: Megatron-core's, "
+                 "PREFIX/cache/GPTDataset_indices)");
   app.add_option("--csv", r.csv, "append the result row to this CSV file");
   app.add_option("--experiment", r.experiment, "experiment name in the result row")->capture_default_str();
   app.add_flag("--overlap-grad-reduce", r.overlap_grad_reduce,

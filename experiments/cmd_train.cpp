@@ -123,9 +123,7 @@ MegatronDataOptions megatron_data_options(const RunConfig& c, MegatronBlend* ble
   o.num_samples = int64_t(c.iters) * c.par.global_batch;  // Megatron's train_samples
   o.seq_len = c.model.seq_length;
   o.seed = c.seed;
-  o.cache_dir = c.data_cache.empty()
-                    ? (std::filesystem::path(blend->prefixes.front()).parent_path() / "cache").string()
-                    : c.data_cache;
+  o.cache_dir = c.data_cache;  // empty: Megatron-core's default places beside each dataset
   return o;
 }
 
@@ -179,8 +177,10 @@ struct LogInterval {
 // Each dataset of a Megatron order: its weight, the samples drawn and the epochs they make.
 void print_dataset_uses(const MegatronSamples& ms) {
   for (const auto& u : ms.datasets())
-    fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed)\n", u.prefix,
-               u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs);
+    fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed), index {} {}\n",
+               u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs,
+               u.index_files_found ? "found in" : "built as", u.index_files);
+  if (!ms.blend_index_files().empty()) fmt::print("  blend index: {}\n", ms.blend_index_files());
 }
 
 // Megatron-LM's evaluation report (training.py, evaluate_and_print_results): the line between two
@@ -251,9 +251,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
         for (const auto& prefix : blend.prefixes) check_vocab(IndexedDataset::open(prefix), m.vocab_size, "--vocab-size");
         auto ms = std::make_unique<MegatronSamples>(mo);
         if (report) {
-          fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}, "
-                     "index files in {}\n",
-                     c.split, ms->num_samples(), m.seq_length, c.seed, mo.cache_dir);
+          fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}\n",
+                     c.split, ms->num_samples(), m.seq_length, c.seed);
           print_dataset_uses(*ms);
         }
         for (const auto& u : ms->datasets())

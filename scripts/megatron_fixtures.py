@@ -8,7 +8,9 @@
                                           .bin/.idx datasets, then GPTDataset and
                                           BlendedDataset indices built by Megatron-core's own
                                           code (BlendedMegatronDatasetBuilder), dumped as text
-                                          for core/data/megatron_order_test.cpp.
+                                          for core/data/megatron_order_test.cpp, with the MD5
+                                          of each dataset's description (its cache file names)
+                                          and one case's cache folder as Megatron wrote it.
 
 Setup used for the committed fixtures (PyPI only; torch is imported by megatron-core, CPU
 use suffices):
@@ -16,6 +18,9 @@ use suffices):
   /tmp/mcore-venv/bin/pip install numpy megatron-core==0.16.1 torch
   /tmp/mcore-venv/bin/python scripts/megatron_fixtures.py numpy core/data/testdata/megatron
   /tmp/mcore-venv/bin/python scripts/megatron_fixtures.py megatron core/data/testdata/megatron
+
+Where the installed torch is too old for megatron/core/__init__.py (its model code), only
+megatron.core.datasets is imported (import_megatron_datasets): the index code needs none of it.
 
 Fixture text format: one record a line, "NAME v0 v1 ...", integers or floats (repr) in
 decimal; lines starting with '#' are comments (provenance). The committed outputs live in
@@ -132,10 +137,46 @@ def write_datasets(out):
         builder.finalize(prefix + ".idx")
 
 
+def import_megatron_datasets():
+    """megatron.core, or where its __init__ fails on this torch, a stand-in package holding only
+    what megatron.core.datasets imports (log_single_rank and the tokenizer base class)."""
+    try:
+        import megatron.core  # noqa: F401
+        return
+    except Exception:
+        pass
+    import importlib.util
+    import logging  # noqa: F401
+    import types
+
+    import torch
+
+    for name in [m for m in sys.modules if m == "megatron" or m.startswith("megatron.")]:
+        del sys.modules[name]
+    root = importlib.util.find_spec("megatron").submodule_search_locations[0]
+    pkg, core = types.ModuleType("megatron"), types.ModuleType("megatron.core")
+    pkg.__path__, core.__path__ = [root], [os.path.join(root, "core")]
+    from importlib.metadata import version
+
+    core.__version__ = version("megatron-core")
+    pkg.core = core
+    utils, tokenizers = types.ModuleType("megatron.core.utils"), types.ModuleType("megatron.core.tokenizers")
+
+    def log_single_rank(logger, *args, rank=0, **kwargs):
+        if not torch.distributed.is_initialized() or torch.distributed.get_rank() == rank:
+            logger.log(*args, **kwargs)
+
+    utils.log_single_rank = log_single_rank
+    tokenizers.MegatronTokenizerBase = type("MegatronTokenizerBase", (), {})
+    sys.modules.update({"megatron": pkg, "megatron.core": core, "megatron.core.utils": utils,
+                        "megatron.core.tokenizers": tokenizers})
+
+
 def megatron_fixtures(out):
     import shutil
     import tempfile
 
+    import_megatron_datasets()
     import megatron.core
     import numpy as np
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
@@ -144,6 +185,11 @@ def megatron_fixtures(out):
 
     write_datasets(out)
     work = tempfile.mkdtemp(prefix="megatron-fixtures-")
+    out = os.path.abspath(out)
+    home = os.getcwd()
+    # Datasets by relative prefix ("mega_a"), as a user's --data-path may name them: the
+    # descriptions (and so the cache names) then hold no temporary path.
+    os.chdir(work)
     import torch
 
     # BlendedDataset asks for the rank when it caches: a one-process group.
@@ -154,12 +200,12 @@ def megatron_fixtures(out):
             # Megatron-core loops forever on a split that holds no tokens (_get_num_epochs): a
             # case must give every split it builds some sequences.
             signal.alarm(300)
-            blend_list = [os.path.join(work, b) if b.startswith("mega_") else b for b in blend]
+            blend_list = list(blend)
             for name, *_ in DATASETS:
                 for ext in (".bin", ".idx"):
                     if not os.path.exists(os.path.join(work, name + ext)):
                         shutil.copy(os.path.join(out, name + ext), os.path.join(work, name + ext))
-            cache = os.path.join(work, "cache-" + case)
+            cache = "cache-" + case
             config = GPTDatasetConfig(
                 random_seed=seed,
                 sequence_length=seq_len,
@@ -190,6 +236,7 @@ def megatron_fixtures(out):
                     gpts, tag = ds.datasets, f"{split_name}"
                     recs.append((f"{tag}.blend.weights", [repr(w) for w in ds.weights]))
                     recs.append((f"{tag}.blend.size", [ds.size]))
+                    recs.append((f"{tag}.blend.description_md5", [ds.unique_description_hash]))
                     recs.append((f"{tag}.blend.dataset_index", ds.dataset_index.tolist()))
                     recs.append((f"{tag}.blend.dataset_sample_index", ds.dataset_sample_index.tolist()))
                     texts = []
@@ -201,6 +248,7 @@ def megatron_fixtures(out):
                     recs.append((f"{t}.prefix", [os.path.basename(g.dataset.path_prefix)]))
                     recs.append((f"{t}.indices", [int(g.indices[0]), int(g.indices[-1]) + 1]))
                     recs.append((f"{t}.num_samples", [g.num_samples]))
+                    recs.append((f"{t}.description_md5", [g.unique_description_hash]))
                     recs.append((f"{t}.document_index", g.document_index.tolist()))
                     recs.append((f"{t}.sample_index.dtype", [g.sample_index.dtype.name]))
                     recs.append((f"{t}.sample_index", g.sample_index.reshape(-1).tolist()))
@@ -211,12 +259,14 @@ def megatron_fixtures(out):
             write_records(os.path.join(out, f"megatron_{case}.txt"),
                           [f"made by scripts/megatron_fixtures.py megatron with megatron-core "
                            f"{megatron.core.__version__}, numpy {np.__version__}"], recs)
-            if case == "single_separate":  # Megatron's own cache files, for the .npy reader
+            if case == "single_separate":  # Megatron's own cache folder: its train split's files
+                os.makedirs(os.path.join(out, "cache"), exist_ok=True)
                 for f in sorted(os.listdir(cache)):
-                    if "-train-" in f and f.endswith(".npy"):
-                        shutil.copy(os.path.join(cache, f), os.path.join(out, "cache-" + f.split("-", 1)[1]))
+                    if "-GPTDataset-train-" in f:
+                        shutil.copy(os.path.join(cache, f), os.path.join(out, "cache", f))
         signal.alarm(0)
     finally:
+        os.chdir(home)
         shutil.rmtree(work)
 
 

@@ -54,7 +54,7 @@ struct RunConfig {
   // megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
   std::string data_order = "ptdp";
   std::string split = "969,30,1";  // --split (megatron order): train,valid,test shares
-  std::string data_cache;          // --data-cache-path (megatron order); empty: DIR_OF_DATA/cache
+  std::string data_cache;          // --data-cache-path (megatron order); empty: Megatron's PREFIX/cache/...
   std::string csv;                 // result file; empty: none
   int log_interval = 1;
   // Evaluation on the valid split (Megatron's --eval-iters, --eval-interval): eval_iters global

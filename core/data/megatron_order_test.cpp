@@ -12,6 +12,7 @@
 
 #include "core/common/error.h"
 #include "core/data/megatron_blend.h"
+#include "core/data/megatron_description.h"
 #include "core/data/megatron_gpt_indices.h"
 #include "core/data/megatron_samples.h"
 #include "core/data/megatron_split.h"
@@ -42,6 +43,22 @@ const char* numpy_name(NpyType t) {
   return "";
 }
 
+// The fixtures' tokenizer, as Megatron-core put it in each description.
+constexpr const char* kFixtureTokenizer = R"({"class": "FixtureTokenizer"})";
+
+MegatronGptIdentity fixture_identity(const FixtureRecords& f, const std::string& tag, MegatronSplit which,
+                                     std::optional<int64_t> num_samples) {
+  MegatronGptIdentity id;
+  id.dataset_path = f.strings(tag + ".prefix").at(0);  // the relative prefix Megatron was given
+  id.num_samples = num_samples;
+  id.split = which;
+  id.seed = static_cast<uint64_t>(f.scalar("seed"));
+  id.seq_len = static_cast<int>(f.scalar("seq_len"));
+  id.split_text = f.strings("split").at(0);
+  id.split_weights = parse_megatron_split(id.split_text);
+  return id;
+}
+
 constexpr std::array<MegatronSplit, 3> kSplits = {MegatronSplit::Train, MegatronSplit::Valid, MegatronSplit::Test};
 
 // Builds every GPTDataset of a fixture case with ptdp and compares the three indices.
@@ -57,6 +74,9 @@ void expect_gpt_equal(const FixtureRecords& f, const std::string& tag, const std
   } else {
     EXPECT_EQ(f.strings(tag + ".num_samples").at(0), "None") << tag;
   }
+  // Megatron's cache name for these indices: the MD5 of its description.
+  const std::string description = megatron_gpt_description(fixture_identity(f, tag, which, num_samples), kFixtureTokenizer);
+  EXPECT_EQ(md5_hex(description), f.strings(tag + ".description_md5").at(0)) << tag << "\n" << description;
   MegatronGptParams p;
   p.seq_len = static_cast<int>(f.scalar("seq_len"));
   p.seed = static_cast<uint64_t>(f.scalar("seed"));
@@ -96,6 +116,12 @@ void check_case(const std::string& name) {
       EXPECT_EQ(plan.size, f.scalar(tag + ".blend.size")) << tag;
       for (size_t k = 0; k < blend.prefixes.size(); ++k)
         expect_gpt_equal(f, tag + ".gpt" + std::to_string(k), split, kSplits[s], plan.built_samples[k], dir);
+      std::vector<MegatronGptIdentity> ids;
+      for (size_t k = 0; k < blend.prefixes.size(); ++k)
+        ids.push_back(fixture_identity(f, tag + ".gpt" + std::to_string(k), kSplits[s], plan.built_samples[k]));
+      EXPECT_EQ(md5_hex(megatron_blend_description(ids, kSplits[s], plan.weights, plan.size, kFixtureTokenizer)),
+                f.strings(tag + ".blend.description_md5").at(0))
+          << tag;
       build_megatron_blending_indices(plan.weights, plan.size, dir.file(tag + "-blend"));
       EXPECT_EQ(all_of(NpyArray::open(dir.file(tag + "-blend-dataset_index.npy"))), f.ints(tag + ".blend.dataset_index"));
       EXPECT_EQ(all_of(NpyArray::open(dir.file(tag + "-blend-dataset_sample_index.npy"))),
@@ -114,6 +140,12 @@ void check_case(const std::string& name) {
       EXPECT_EQ(weights, f.doubles(tag + ".blend.weights")) << tag;
       const int64_t size = std::min(sizes[s], total);
       EXPECT_EQ(size, f.scalar(tag + ".blend.size")) << tag;
+      std::vector<MegatronGptIdentity> ids;
+      for (size_t k = 0; k < blend.prefixes.size(); ++k)
+        ids.push_back(fixture_identity(f, tag + ".gpt" + std::to_string(k), kSplits[s], std::nullopt));
+      EXPECT_EQ(md5_hex(megatron_blend_description(ids, kSplits[s], weights, size, kFixtureTokenizer)),
+                f.strings(tag + ".blend.description_md5").at(0))
+          << tag;
       build_megatron_blending_indices(weights, size, dir.file(tag + "-blend"));
       EXPECT_EQ(all_of(NpyArray::open(dir.file(tag + "-blend-dataset_index.npy"))), f.ints(tag + ".blend.dataset_index"));
       EXPECT_EQ(all_of(NpyArray::open(dir.file(tag + "-blend-dataset_sample_index.npy"))),
@@ -224,8 +256,10 @@ TEST(MegatronOrder, TheFixturesCoverBothFinalEpochBranches) {
   EXPECT_EQ(joined, 1);
 }
 
+constexpr const char* kMegatronCache = "cache/3455469f59502104632f16b18b0a105c-GPTDataset-train";
+
 TEST(MegatronOrder, WritesAndReadsMegatronsOwnCacheFilesByteForByte) {
-  // cache_*.npy: Megatron's numpy.save output for single_separate's train split.
+  // cache/: Megatron's numpy.save output for single_separate's train split.
   const FixtureRecords f("megatron_single_separate.txt");
   TempDir dir;
   const auto ds = IndexedDataset::open(megatron_fixture_path("mega_a"));
@@ -243,10 +277,10 @@ TEST(MegatronOrder, WritesAndReadsMegatronsOwnCacheFilesByteForByte) {
     return s.str();
   };
   for (const char* which : {"document_index", "sample_index", "shuffle_index"}) {
-    const std::string megatron = megatron_fixture_path(std::string("cache-GPTDataset-train-") + which + ".npy");
+    const std::string megatron = megatron_fixture_path(std::string(kMegatronCache) + "-" + which + ".npy");
     EXPECT_EQ(bytes(dir.file(std::string("x-") + which + ".npy")), bytes(megatron)) << which;
   }
-  const auto read = MegatronGptIndices::open(megatron_fixture_path("cache-GPTDataset-train"));
+  const auto read = MegatronGptIndices::open(megatron_fixture_path(kMegatronCache));
   EXPECT_EQ(all_of(read.shuffle_index()), f.ints("train.gpt0.shuffle_index"));
 }
 

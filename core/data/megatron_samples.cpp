@@ -1,11 +1,13 @@
 #include "core/data/megatron_samples.h"
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
 #include "core/common/error.h"
 #include "core/data/megatron_blend.h"
+#include "core/data/megatron_description.h"
 #include "core/data/npy_file.h"
 #include "core/data/numpy_sum.h"
 
@@ -19,12 +21,6 @@ struct MegatronSamples::Part {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 std::string read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
@@ -32,16 +28,34 @@ std::string read_all(const fs::path& p) {
   return s.str();
 }
 
-// PATH_BASE for a description: DIR/HASH-CLASS-SPLIT, with PATH_BASE-description.txt holding it.
-// Returns whether the files `suffixes` are all there for exactly this description.
-bool cached(const std::string& dir, const std::string& cls, MegatronSplit which, const std::string& description,
-            const std::vector<std::string>& suffixes, std::string* path_base) {
-  *path_base = fmt::format("{}/{:016x}-{}-{}", dir, fnv1a(description), cls, megatron_split_name(which));
-  const fs::path desc = *path_base + "-description.txt";
-  if (!fs::exists(desc) || read_all(desc) != description) return false;
-  for (const auto& s : suffixes)
-    if (!fs::exists(*path_base + s)) return false;
-  return true;
+// The index files of a description in `dir`, as PATH_BASE (DIR/HASH-CLASS-SPLIT, the files
+// PATH_BASE-description.txt and PATH_BASE`suffixes`). First the name Megatron-core gives exactly
+// this description (MD5); else any description in dir that names the same indices (Megatron's
+// own, whose tokenizer ptdp does not know: same_indices). `usable` then checks the files against
+// what the dataset gives now. Sets *found, or returns the MD5 name to build at.
+std::string find_indices(const std::string& dir, const std::string& cls, MegatronSplit which,
+                         const std::string& description, const std::vector<std::string>& suffixes,
+                         const std::function<bool(const std::string&)>& usable, bool* found) {
+  const std::string tail = fmt::format("-{}-{}", cls, megatron_split_name(which));
+  const std::string own = fmt::format("{}/{}{}", dir, md5_hex(description), tail);
+  const auto complete = [&](const std::string& base) {
+    for (const auto& s : suffixes)
+      if (!fs::exists(base + s)) return false;
+    return true;
+  };
+  *found = true;
+  const fs::path own_desc = own + "-description.txt";
+  if (fs::exists(own_desc) && read_all(own_desc) == description && complete(own) && usable(own)) return own;
+  const std::string suffix = tail + "-description.txt";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    const std::string base = entry.path().string().substr(0, entry.path().string().size() - std::string("-description.txt").size());
+    if (base != own && same_indices(read_all(entry.path()), description) && complete(base) && usable(base)) return base;
+  }
+  *found = false;
+  return own;
 }
 
 void write_description(const std::string& path_base, const std::string& description) {
@@ -54,12 +68,23 @@ void write_description(const std::string& path_base, const std::string& descript
   fs::rename(tmp, path_base + "-description.txt");
 }
 
-std::string dataset_identity(const IndexedDataset& ds) {
+// Whether index files hold what the plan derives from the dataset as it is now (a dataset
+// rewritten under the same prefix leaves a description that still matches).
+bool matches_plan(const std::string& base, const MegatronGptPlan& plan) {
+  try {
+    const auto idx = MegatronGptIndices::open(base);
+    return idx.document_index().size() == plan.document_index_size && idx.num_samples() == plan.num_samples &&
+           idx.sample_index().size() == 2 * (plan.num_samples + 1);
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+std::string make_cache_dir(const std::string& dir) {
   std::error_code ec;
-  const auto idx_time = fs::last_write_time(ds.idx_path(), ec).time_since_epoch().count();
-  const auto bin_time = fs::last_write_time(ds.bin_path(), ec).time_since_epoch().count();
-  return fmt::format("prefix={}\nsequences={}\ntokens={}\nidx_mtime={}\nbin_mtime={}\n",
-                     fs::absolute(ds.prefix()).string(), ds.num_sequences(), ds.total_tokens(), idx_time, bin_time);
+  fs::create_directories(dir, ec);
+  if (ec && !fs::is_directory(dir)) usage_error("--data-cache-path {}: cannot create: {}", dir, ec.message());
+  return dir;
 }
 
 }  // namespace
@@ -67,10 +92,6 @@ std::string dataset_identity(const IndexedDataset& ds) {
 MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.seq_len) {
   const MegatronBlend blend = parse_megatron_blend(o.data);
   const auto split = parse_megatron_split(o.split);
-  if (o.cache_dir.empty()) usage_error("--data-cache: Megatron's sample order needs a directory for its index files");
-  std::error_code ec;
-  fs::create_directories(o.cache_dir, ec);
-  if (ec && !fs::is_directory(o.cache_dir)) usage_error("--data-cache {}: cannot create: {}", o.cache_dir, ec.message());
   if (o.num_samples < 0) usage_error("{} samples asked of the {} split: must be >= 0", o.num_samples, megatron_split_name(o.which));
 
   const bool blended = blend.prefixes.size() > 1 || blend.weights.has_value();
@@ -80,6 +101,7 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     plan = plan_megatron_blend(*blend.weights, o.num_samples);
     weights = plan.weights;
   }
+  std::vector<MegatronGptIdentity> ids;
   for (size_t k = 0; k < blend.prefixes.size(); ++k) {
     IndexedDataset ds = IndexedDataset::open(blend.prefixes[k]);
     const auto range = megatron_split_range(split, o.which, ds.num_sequences());
@@ -95,14 +117,24 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     p.drop_last_partial_sequence = o.which != MegatronSplit::Valid || o.drop_last_partial_validation_sequence;
     if (!blended) p.num_samples = o.num_samples;
     else if (blend.weights) p.num_samples = plan.built_samples[k];  // else one epoch (None)
-    const std::string description = fmt::format(
-        "ptdp megatron GPTDataset 1\n{}range={},{}\nnum_samples={}\nseq_len={}\nseed={}\nextra=1\ndrop_last={}\n",
-        dataset_identity(ds), range->begin, range->end, p.num_samples ? std::to_string(*p.num_samples) : "None",
-        p.seq_len, p.seed, int(p.drop_last_partial_sequence));
-    std::string base;
+    MegatronGptIdentity id;
+    id.dataset_path = blend.prefixes[k];
+    id.num_samples = p.num_samples;
+    id.split = o.which;
+    id.seed = o.seed;
+    id.seq_len = o.seq_len;
+    id.split_text = o.split;
+    id.split_weights = split;
+    const std::string description = megatron_gpt_description(id);
+    ids.push_back(id);
     const MegatronGptPlan gpt = plan_megatron_gpt(ds, *range, p);
-    if (!cached(o.cache_dir, "GPTDataset", o.which, description,
-                {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy"}, &base)) {
+    // Megatron-core's default place: PREFIX/cache/GPTDataset_indices (gpt_dataset.py).
+    const std::string dir = make_cache_dir(o.cache_dir.empty() ? blend.prefixes[k] + "/cache/GPTDataset_indices" : o.cache_dir);
+    bool found = false;
+    const std::string base =
+        find_indices(dir, "GPTDataset", o.which, description, {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy"},
+                     [&](const std::string& b) { return matches_plan(b, gpt); }, &found);
+    if (!found) {
       build_megatron_gpt_indices(ds, *range, p, base);
       write_description(base, description);
     }
@@ -110,6 +142,8 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     MegatronDatasetUse use;
     use.prefix = blend.prefixes[k];
     use.samples_built = part->indices.num_samples();
+    use.index_files = base;
+    use.index_files_found = found;
     use.tokens_per_epoch = gpt.tokens_per_epoch;
     use.num_epochs = gpt.num_epochs;
     uses_.push_back(use);
@@ -131,15 +165,25 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
       weights = numpy_normalize(lengths);
       size = std::min(o.num_samples, total);
     }
-    std::string description = fmt::format("ptdp megatron BlendedDataset 1\nsize={}\n", size);
-    for (size_t k = 0; k < uses_.size(); ++k)
-      description += fmt::format("weight={:a} dataset={}\n", weights[k], fs::absolute(uses_[k].prefix).string());
-    std::string base;
-    if (!cached(o.cache_dir, "BlendedDataset", o.which, description, {"-dataset_index.npy", "-dataset_sample_index.npy"},
-                &base)) {
+    const std::string description = megatron_blend_description(ids, o.which, weights, size);
+    const std::string dir =
+        make_cache_dir(o.cache_dir.empty() ? blend.prefixes[0] + "/cache/BlendedDataset_indices" : o.cache_dir);
+    const auto sized = [&](const std::string& b) {
+      try {
+        return NpyArray::open(b + "-dataset_index.npy").size() == size &&
+               NpyArray::open(b + "-dataset_sample_index.npy").size() == size;
+      } catch (const UsageError&) {
+        return false;
+      }
+    };
+    bool found = false;
+    const std::string base = find_indices(dir, "BlendedDataset", o.which, description,
+                                          {"-dataset_index.npy", "-dataset_sample_index.npy"}, sized, &found);
+    if (!found) {
       build_megatron_blending_indices(weights, size, base);
       write_description(base, description);
     }
+    blend_index_files_ = base;
     dataset_index_ = std::make_unique<NpyArray>(NpyArray::open(base + "-dataset_index.npy"));
     dataset_sample_index_ = std::make_unique<NpyArray>(NpyArray::open(base + "-dataset_sample_index.npy"));
     if (dataset_index_->size() != size || dataset_sample_index_->size() != size)

@@ -1,9 +1,10 @@
 // Megatron-core's sample order as a SampleSource: one split (--split) of one indexed dataset or
 // of a blend (Megatron's --data-path list), the same samples in the same order as Megatron-core's
 // GPTDataset / BlendedDataset for the same files, seed, seq_len and sample count. The index
-// files are built once into cache_dir (numpy .npy, Megatron's layout and names
-// HASH-GPTDataset-SPLIT-*.npy, HASH-BlendedDataset-SPLIT-*.npy, with ptdp's own 16-digit HASH of
-// a description kept beside them) and reused while the description matches; then memory-mapped.
+// files are built once into the cache (numpy .npy, Megatron's layout and names:
+// HASH-GPTDataset-SPLIT-*.npy, HASH-BlendedDataset-SPLIT-*.npy, HASH the MD5 of Megatron's
+// description, kept beside them as HASH-...-description.txt) and then memory-mapped. Files that
+// Megatron-core built for the same indices are used as they are, whatever its tokenizer.
 // Ranks may build at once on one (shared) cache directory: each writes temporaries and renames
 // them into place, the description last, and all write the same bytes; building on one rank
 // before the others open saves the repeated work.
@@ -30,7 +31,9 @@ struct MegatronDataOptions {
   // Megatron's drop_last_partial_validation_sequence: false keeps the valid split's last,
   // shorter sample (padded with 0). Other splits always drop it.
   bool drop_last_partial_validation_sequence = true;
-  std::string cache_dir;           // created when missing
+  // Created when missing. Empty: Megatron-core's defaults, PREFIX/cache/GPTDataset_indices for
+  // each dataset and FIRST_PREFIX/cache/BlendedDataset_indices for a blend's own index.
+  std::string cache_dir;
 };
 
 // One contributing dataset, for the report at start and in the result row.
@@ -42,6 +45,8 @@ struct MegatronDatasetUse {
   int64_t tokens_per_epoch = 0;
   int64_t num_epochs = 0;           // epochs its document index spans
   double epochs_drawn = 0;          // samples_drawn * seq_len / tokens_per_epoch
+  std::string index_files;          // DIR/HASH-GPTDataset-SPLIT, the base of its three .npy files
+  bool index_files_found = false;   // found in the cache (ptdp's or Megatron's), not built now
 };
 
 class MegatronSamples final : public SampleSource {
@@ -55,6 +60,7 @@ class MegatronSamples final : public SampleSource {
   void get(int64_t sample_index, int32_t* out) const override;
   int64_t num_samples() const { return num_samples_; }
   const std::vector<MegatronDatasetUse>& datasets() const { return uses_; }
+  const std::string& blend_index_files() const { return blend_index_files_; }  // empty unless blended
 
  private:
   struct Part;
@@ -62,6 +68,7 @@ class MegatronSamples final : public SampleSource {
   std::vector<MegatronDatasetUse> uses_;
   std::unique_ptr<NpyArray> dataset_index_, dataset_sample_index_;  // blends only
   int64_t num_samples_ = 0;
+  std::string blend_index_files_;
 };
 
 }  // namespace ptdp
