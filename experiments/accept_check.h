@@ -35,6 +35,14 @@ struct AcceptProfile {
   Threshold max_loss_rel_error;
   std::string cpu_golden, cpu_golden_path;  // gpu: the CPU golden file, used while `golden` does not exist
   Threshold max_loss_rel_error_vs_cpu;
+  // [accept.fleet], for a job over several nodes (accept_fleet.h): all optional; a threshold of 0
+  // leaves the metric to the fleet's median.
+  int64_t internode_mib = 0;             // default: accept.allreduce.mib
+  Threshold min_internode_allreduce_busbw_gbs;
+  Threshold min_internode_p2p_gbs;
+  // The least spread an outlier must exceed, as a fraction of the fleet's median: this machine
+  // kind's run-to-run noise (default 0.05).
+  Threshold fleet_min_spread{0.05, "ptdp's default: 5% of the median"};
 };
 
 struct Samples {
@@ -65,6 +73,14 @@ inline Check skipped_check(std::string name, std::string metric, std::string uni
           t.value, false, std::move(why), t.source};
   c.skipped = true;
   return c;
+}
+
+// A CSV field, quoted where it holds a comma, a quote or a line break.
+inline std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string r = "\"";
+  for (char c : v) r += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return r + "\"";
 }
 
 }  // namespace ptdp

@@ -161,6 +161,12 @@ TEST(CliAccept, UnknownProfileNameIsRefused) {
                            {"--hardware 'no-such-machine'", "no-such-machine-accept.toml", "cpu"}));
 }
 
+TEST(CliAccept, InternodeChecksOutsideALaunchedFleetAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--checks", "gemm,internode"}),
+                           {"--checks internode", "one process per node"}));
+}
+
 TEST(CliAccept, MissingThresholdNamesTheField) {
   TempDir dir;
   std::string text = text_of(source_file("hardware/cpu-accept.toml"));

@@ -27,7 +27,7 @@ namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp
 std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app);
 // experiments/cmd_accept.cpp, experiments/cmd_compare.cpp
-std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
 // experiments/cmd_reproduce.cpp
 std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
@@ -153,6 +153,17 @@ int ptdp::cli_main(int argc, char** argv) {
                   train_flags.run.comm);
 #endif
     }
+    // `ptdp accept` launched over several processes (srun, mpirun): a fleet, one process per node.
+    if (*accept && started_by_launcher()) {
+#ifdef PTDP_HAVE_MPI
+      mpi = std::make_unique<MpiSession>(&argc, &argv);
+      mpi_world = mpi->world();
+      quiet = mpi_world->rank() != 0;
+#else
+      usage_error("ptdp accept under a launcher: this build has no MPI to gather the nodes' verdicts over "
+                  "(install libopenmpi-dev and configure with -DPTDP_MPI=ON)");
+#endif
+    }
     if (*train && mpi_world && mpi_world->size() > 1) {
       // Each process parsed its own command line: a flag that fails on one rank only, or differs
       // between ranks (an MPMD launch), ends every rank at once with one line.
@@ -166,7 +177,7 @@ int ptdp::cli_main(int argc, char** argv) {
     if (*pre) return cmd_preprocess(pre_input, pre_prefix, pre_opts);
     if (*simulate) return run_simulate();
     if (*plan) return run_plan();
-    if (*accept) return run_accept();
+    if (*accept) return run_accept(mpi_world && mpi_world->size() > 1 ? mpi_world.get() : nullptr);
     if (*compare) return run_compare();
     if (*reproduce) return run_reproduce();
   } catch (const AgreedError& e) {  // every rank knows it: one line, then every rank exits

@@ -6,6 +6,7 @@
 // checks of accept_gpu.h instead, and trains on the CUDA backend. Prints a PASS/FAIL/SKIP
 // table, writes a JSON and a CSV report (atomically); exit code 0 when every check that ran
 // passes, 1 otherwise, 2 on bad input.
+#include <fcntl.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@
 #include "core/sim/hardware.h"
 #include "core/train/trainer.h"
 #include "experiments/accept_check.h"
+#include "experiments/accept_fleet.h"
 #include "experiments/accept_gpu.h"
 
 namespace ptdp {
@@ -178,6 +180,11 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   a.min_allreduce_busbw_gbs = r.threshold("accept.allreduce.min_busbw_gbs");
   a.p2p_mib = mib_field("accept.p2p.mib");
   a.min_p2p_gbs = r.threshold("accept.p2p.min_bandwidth_gbs");
+  a.internode_mib = root.at_path("accept.fleet.mib") ? mib_field("accept.fleet.mib") : a.allreduce_mib;
+  if (root.at_path("accept.fleet.min_allreduce_busbw_gbs"))
+    a.min_internode_allreduce_busbw_gbs = r.threshold("accept.fleet.min_allreduce_busbw_gbs");
+  if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
+  if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
   a.golden = r.text("accept.train.golden");
   a.golden_path = resolve_data_path(a.golden);
   a.max_loss_rel_error = r.threshold("accept.train.max_rel_error");
@@ -371,13 +378,6 @@ void write_golden(const std::string& path, const GoldenRun& g) {
 
 // ---------------------------------------------------------------- the report
 
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string r = "\"";
-  for (char c : v) r += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return r + "\"";
-}
-
 struct Provenance {
   std::string git_sha = ptdp::git_sha(), host = host_name(), device = cpu_name(), timestamp = utc_timestamp();
   std::string cpu = cpu_name();
@@ -436,8 +436,64 @@ std::pair<std::string, std::string> report_paths(const std::string& out) {
   return {p.string(), csv.string()};
 }
 
+// Standard output to /dev/null while alive (a fleet's processes other than rank 0).
+class ScopedQuietStdout {
+ public:
+  ScopedQuietStdout() {
+    std::fflush(stdout);
+    saved_ = ::dup(1);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, 1);
+      ::close(null);
+    }
+  }
+  ~ScopedQuietStdout() {
+    std::fflush(stdout);
+    if (saved_ >= 0) {
+      ::dup2(saved_, 1);
+      ::close(saved_);
+    }
+  }
+  ScopedQuietStdout(const ScopedQuietStdout&) = delete;
+  ScopedQuietStdout& operator=(const ScopedQuietStdout&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+// A fleet's end: every process's checks gathered on rank 0, which prints the fleet's table and
+// writes the fleet report (--out); every process returns the fleet's exit code.
+int fleet_report(Communicator& world, const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv,
+                 const std::pair<std::string, std::string>& out) {
+  FleetMember me{fleet_node_name(), pv.device, world.rank(), checks};
+  const std::vector<FleetMember> members = gather_fleet(world, me);
+  Tensor code = Tensor::zeros({1}, DType::F32);
+  if (world.rank() == 0) {
+    const FleetVerdict v = judge_fleet(members, p.fleet_min_spread.value);
+    print_fleet(v);
+    if (!out.first.empty()) {
+      write_user_file(out.first, fleet_json(members, v, p.name, pv.git_sha, pv.timestamp));
+      write_user_file(out.second, fleet_csv(v, p.name, pv.git_sha, pv.timestamp));
+      fmt::print("reports: {} and {}\n", out.first, out.second);
+    }
+    size_t failed = 0, slow = 0;
+    for (const FleetRow& r : v.rows) {
+      failed += !r.failed.empty();
+      slow += r.failed.empty() && !r.outliers.empty();
+    }
+    if (v.passed) fmt::print("ACCEPT: PASS (fleet of {} processes)\n", v.rows.size());
+    else
+      fmt::print("ACCEPT: FAIL (fleet of {} processes: {} failed, {} outlier(s); exclude {} node(s))\n", v.rows.size(),
+                 failed, slow, v.exclude.size());
+    code.data<float>()[0] = v.passed ? 0.0f : 1.0f;
+  }
+  world.broadcast(code, 0);
+  return int(code.data<float>()[0]);
+}
+
 const std::vector<std::string>& all_checks() {
-  static const std::vector<std::string> c = {"health", "gemm", "memory", "allreduce", "p2p", "train"};
+  static const std::vector<std::string> c = {"health", "gemm", "memory", "allreduce", "p2p", "train", "internode"};
   return c;
 }
 
@@ -449,10 +505,14 @@ struct AcceptFlags {
   std::vector<std::string> checks;
 };
 
-int accept(const AcceptFlags& f) {
+// `world`: the job's processes when launched over several (a fleet, accept_fleet.h), else null.
+int accept(const AcceptFlags& f, Communicator* world) {
   for (const auto& c : f.checks)
     if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
-      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train)", c);
+      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train, internode)", c);
+  if (!world && std::find(f.checks.begin(), f.checks.end(), "internode") != f.checks.end())
+    usage_error("--checks internode: measures between nodes; launch ptdp accept over them (srun, or mpirun with "
+                "several processes), one process per node");
   if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
   if (f.level != 0 && f.level != 1 && f.level != 2)
     usage_error("--level {}: 1 (the GPUs' health, seconds) or 2 (health, then every check)", f.level);
@@ -469,6 +529,7 @@ int accept(const AcceptFlags& f) {
   if (!f.write_golden.empty()) check_output_file(f.write_golden, "--write-golden");
   auto wanted = [&](const std::string& c) {
     if (f.level == 1) return c == "health";
+    if (c == "internode" && !world) return false;
     if (f.checks.empty()) return c != "health" || gpu;
     return std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
   };
@@ -495,6 +556,10 @@ int accept(const AcceptFlags& f) {
 
   const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
   const int reps = f.quick ? 3 : 10;
+  // In a fleet, rank 0 speaks for every process: the others print nothing and write nothing.
+  const bool speaks = !world || world->rank() == 0;
+  std::optional<ScopedQuietStdout> quiet;
+  if (!speaks) quiet.emplace();
   Provenance pv;
   if (gpu) pv.device = benchmarks ? gpu_description() : health_description(health);
   if (gpu && benchmarks) pv.software = gpu_software();
@@ -506,6 +571,10 @@ int accept(const AcceptFlags& f) {
   else
     fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
                p.name, p.path, pv.device, pv.host, threads, reps, f.quick ? ", --quick" : "");
+  if (world)
+    fmt::print("fleet: {} processes ({} comm); each runs the node checks, then the inter-node ones; rank 0 "
+               "gathers the verdicts\n",
+               world->size(), world->backend());
   std::fflush(stdout);
 
   std::vector<Check> checks;
@@ -604,6 +673,12 @@ int accept(const AcceptFlags& f) {
     checks.push_back(c);
   }
 
+  if (wanted("internode")) {
+    const std::vector<Check> between = internode_checks(*world, fleet_node_name(), p, reps);
+    checks.insert(checks.end(), between.begin(), between.end());
+  }
+  if (world) return fleet_report(*world, p, checks, pv, out);
+
   bool passed = true;  // every check that ran passed (SKIP neither passes nor fails)
   std::string failed, skipped;
   size_t ran = 0, n_failed = 0;
@@ -641,7 +716,7 @@ int accept(const AcceptFlags& f) {
 }  // namespace
 
 // Adds the `accept` subcommand; returns it and the function that runs it once parsed.
-std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
+std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::App& app) {
   auto f = std::make_shared<AcceptFlags>();
   CLI::App* cmd = app.add_subcommand(
       "accept", "hardware acceptance: GEMM rate, memory bandwidth, all-reduce and p2p bandwidth in a node, and a "
@@ -652,7 +727,9 @@ std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
   cmd->add_option("--out", f->out, "write the JSON report to FILE and the CSV report beside it (FILE with .csv)");
   cmd->add_flag("--quick", f->quick, "3 repetitions per measurement instead of 10 (same sizes, same thresholds)");
   cmd->add_option("--threads", f->threads, "CPU threads for the GEMM and memory checks (default: every core)");
-  cmd->add_option("--checks", f->checks, "run only these checks: health, gemm, memory, allreduce, p2p, train")
+  cmd->add_option("--checks", f->checks,
+                  "run only these checks: health, gemm, memory, allreduce, p2p, train, internode (between nodes, "
+                  "when launched over several)")
       ->delimiter(',');
   cmd->add_option("--level", f->level,
                   "1: the GPUs' health alone (NVML: other processes, ECC, row remapping, PCIe link, clock "
@@ -660,7 +737,7 @@ std::pair<CLI::App*, std::function<int()>> add_accept_command(CLI::App& app) {
   cmd->add_option("--write-golden", f->write_golden,
                   "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv); "
                   "on the CUDA backend (GPU 0) for a GPU profile");
-  return {cmd, [f] { return accept(*f); }};
+  return {cmd, [f](Communicator* world) { return accept(*f, world); }};
 }
 
 }  // namespace ptdp
