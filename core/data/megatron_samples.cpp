@@ -49,10 +49,10 @@ std::string find_indices(const std::string& dir, const std::string& cls, Megatro
   const std::string suffix = tail + "-description.txt";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    const std::string base = entry.path().string().substr(0, entry.path().string().size() - std::string("-description.txt").size());
-    if (base != own && same_indices(read_all(entry.path()), description) && complete(base) && usable(base)) return base;
+    const std::string path = entry.path().string();
+    if (!entry.path().filename().string().ends_with(suffix)) continue;
+    const std::string base = path.substr(0, path.size() - std::string_view("-description.txt").size());
+    if (base != own && same_indices(read_all(path), description) && complete(base) && usable(base)) return base;
   }
   *found = false;
   return own;
