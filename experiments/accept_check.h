@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -75,12 +76,26 @@ inline Check skipped_check(std::string name, std::string metric, std::string uni
   return c;
 }
 
+// One check as the reports write it (accept_check.cpp), for one node's report and a fleet's:
+// a JSON object (a value or threshold that is not finite is null) and back, and the CSV fields
+// check, metric, value, unit, op, threshold, status (a skipped check's value empty).
+nlohmann::ordered_json check_json(const Check& c);
+Check check_from_json(const nlohmann::ordered_json& j);
+std::vector<std::string> check_csv_fields(const Check& c);
+
 // A CSV field, quoted where it holds a comma, a quote or a line break.
 inline std::string csv_field(const std::string& v) {
   if (v.find_first_of(",\"\n") == std::string::npos) return v;
   std::string r = "\"";
   for (char c : v) r += c == '"' ? std::string("\"\"") : std::string(1, c);
   return r + "\"";
+}
+
+// One CSV line of these fields.
+inline std::string csv_row(const std::vector<std::string>& fields) {
+  std::string s;
+  for (size_t i = 0; i < fields.size(); ++i) s += (i ? "," : "") + csv_field(fields[i]);
+  return s + "\n";
 }
 
 }  // namespace ptdp

@@ -1,18 +1,15 @@
 #include "experiments/accept_fleet.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/results/results_csv.h"
+#include "core/results/provenance.h"
 
 namespace ptdp {
 namespace {
@@ -40,35 +37,7 @@ std::vector<std::string> exchange_strings(Communicator& world, const std::string
   return all;
 }
 
-Json number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
-
-Json check_json(const Check& c) {
-  return {{"check", c.name},         {"metric", c.metric},      {"value", number(c.value)}, {"unit", c.unit},
-          {"op", c.op},              {"threshold", number(c.threshold)}, {"status", c.status()},
-          {"detail", c.detail},      {"threshold_source", c.source}};
-}
-
-Check check_from(const Json& j) {
-  Check c;
-  c.name = j.at("check");
-  c.metric = j.at("metric");
-  c.value = j.at("value").is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at("value").get<double>();
-  c.unit = j.at("unit");
-  c.op = j.at("op");
-  c.threshold = j.at("threshold").is_null() ? 0.0 : j.at("threshold").get<double>();
-  const std::string status = j.at("status");
-  c.pass = status == "PASS";
-  c.skipped = status == "SKIP";
-  c.detail = j.at("detail");
-  c.source = j.at("threshold_source");
-  return c;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_of(std::vector<double> v) { return Samples{std::move(v)}.median(); }
 
 // A threshold of the profile's [accept.fleet] table, or none: the fleet alone judges the metric.
 std::pair<double, std::string> fleet_threshold(const Threshold& t, const AcceptProfile& p, const char* field) {
@@ -80,9 +49,7 @@ std::pair<double, std::string> fleet_threshold(const Threshold& t, const AcceptP
 
 std::string fleet_node_name() {
   if (const char* s = std::getenv("SLURMD_NODENAME"); s && *s) return s;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "unknown";
-  return host;
+  return host_name();
 }
 
 std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps) {
@@ -193,7 +160,7 @@ std::vector<FleetMember> gather_fleet(Communicator& world, const FleetMember& me
     f.node = m.at("node");
     f.device = m.at("device");
     f.rank = m.at("rank");
-    for (const Json& c : m.at("checks")) f.checks.push_back(check_from(c));
+    for (const Json& c : m.at("checks")) f.checks.push_back(check_from_json(c));
     out.push_back(std::move(f));
   }
   return out;
@@ -277,16 +244,11 @@ std::string fleet_csv(const FleetVerdict& v, const std::string& profile, const s
       std::string outlier;
       for (const std::string& o : r.outliers)
         if (o.rfind(c.metric + " ", 0) == 0) outlier = o;
-      const std::vector<std::string> f = {r.member->node,   std::to_string(r.member->rank),
-                                          r.member->device, c.name,
-                                          c.metric,         c.skipped ? "" : fmt::format("{:.6g}", c.value),
-                                          c.unit,           c.op,
-                                          fmt::format("{:.6g}", c.threshold), c.status(),
-                                          outlier,          c.detail,
-                                          profile,          git_sha,
-                                          timestamp};
-      for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
-      s += "\n";
+      std::vector<std::string> f = {r.member->node, std::to_string(r.member->rank), r.member->device};
+      const std::vector<std::string> check = check_csv_fields(c);
+      f.insert(f.end(), check.begin(), check.end());
+      f.insert(f.end(), {outlier, c.detail, profile, git_sha, timestamp});
+      s += csv_row(f);
     }
   return s;
 }

@@ -389,34 +389,21 @@ struct Provenance {
 std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv, int threads,
                         bool quick, bool passed) {
   using nlohmann::ordered_json;
-  const auto number = [](double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); };
   ordered_json j = {{"profile", p.name},       {"profile_path", p.path}, {"profile_device", p.device},
                     {"git_sha", pv.git_sha},   {"host", pv.host},        {"device", pv.device},
                     {"cpu", pv.cpu},           {"software", pv.software}, {"timestamp", pv.timestamp},
                     {"threads", threads},      {"ranks", p.ranks},       {"quick", quick},
                     {"passed", passed},        {"checks", ordered_json::array()}};
-  for (const Check& c : checks)
-    j["checks"].push_back({{"check", c.name},
-                           {"metric", c.metric},
-                           {"value", number(c.value)},
-                           {"unit", c.unit},
-                           {"op", c.op},
-                           {"threshold", number(c.threshold)},
-                           {"status", c.status()},
-                           {"detail", c.detail},
-                           {"threshold_source", c.source}});
+  for (const Check& c : checks) j["checks"].push_back(check_json(c));
   return j.dump(2) + "\n";
 }
 std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv) {
   std::string s =
       "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp\n";
   for (const Check& c : checks) {
-    const std::string value = c.skipped ? "" : fmt::format("{:.6g}", c.value);  // SKIP: nothing measured
-    const std::vector<std::string> f = {c.name,      c.metric, value,      c.unit,  c.op,
-                                        fmt::format("{:.6g}", c.threshold), c.status(), c.detail,
-                                        c.source,    p.name,   pv.git_sha, pv.host, pv.device, pv.timestamp};
-    for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
-    s += "\n";
+    std::vector<std::string> f = check_csv_fields(c);
+    f.insert(f.end(), {c.detail, c.source, p.name, pv.git_sha, pv.host, pv.device, pv.timestamp});
+    s += csv_row(f);
   }
   return s;
 }
