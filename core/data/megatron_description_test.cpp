@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/data/megatron_description.h"
 #include "core/data/megatron_samples.h"
@@ -18,16 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::FixtureRecords;
 using testing::megatron_fixture_path;
+using testing::file_bytes;
 using testing::TempDir;
 
 constexpr const char* kCacheHash = "3455469f59502104632f16b18b0a105c";
-
-std::string file_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // single_separate's train split, as the fixture case built it.
 MegatronGptIdentity separate_train_identity() {
@@ -92,7 +84,7 @@ TEST(MegatronDescription, Md5IsHashlibs) {
 TEST(MegatronDescription, EqualsTheTextMegatronWroteByteForByte) {
   const fs::path written = megatron_fixture_path(std::string("cache/") + kCacheHash + "-GPTDataset-train-description.txt");
   const std::string ours = megatron_gpt_description(separate_train_identity(), R"({"class": "FixtureTokenizer"})");
-  EXPECT_EQ(ours, file_text(written));
+  EXPECT_EQ(ours, file_bytes(written));
   EXPECT_EQ(md5_hex(ours), kCacheHash);
 }
 
@@ -157,7 +149,7 @@ TEST(MegatronDescription, WhatPtdpBuildsCarriesMegatronsNameForItsDescription) {
   const std::string base = "cache/" + md5_hex(description) + "-GPTDataset-train";
   EXPECT_FALSE(samples.datasets()[0].index_files_found);
   EXPECT_EQ(samples.datasets()[0].index_files, base);
-  EXPECT_EQ(file_text(base + "-description.txt"), description);
+  EXPECT_EQ(file_bytes(base + "-description.txt"), description);
   const MegatronSamples again(o);
   EXPECT_TRUE(again.datasets()[0].index_files_found);
   EXPECT_EQ(again.datasets()[0].index_files, base);

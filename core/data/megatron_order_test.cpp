@@ -270,15 +270,9 @@ TEST(MegatronOrder, WritesAndReadsMegatronsOwnCacheFilesByteForByte) {
   const auto split = parse_megatron_split("949,50,1");
   build_megatron_gpt_indices(ds, *megatron_split_range(split, MegatronSplit::Train, ds.num_sequences()), p,
                              dir.file("x"));
-  const auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
   for (const char* which : {"document_index", "sample_index", "shuffle_index"}) {
     const std::string megatron = megatron_fixture_path(std::string(kMegatronCache) + "-" + which + ".npy");
-    EXPECT_EQ(bytes(dir.file(std::string("x-") + which + ".npy")), bytes(megatron)) << which;
+    EXPECT_EQ(testing::file_bytes(dir.file(std::string("x-") + which + ".npy")), testing::file_bytes(megatron)) << which;
   }
   const auto read = MegatronGptIndices::open(megatron_fixture_path(kMegatronCache));
   EXPECT_EQ(all_of(read.shuffle_index()), f.ints("train.gpt0.shuffle_index"));

@@ -186,8 +186,6 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     blend_index_files_ = base;
     dataset_index_ = std::make_unique<NpyArray>(NpyArray::open(base + "-dataset_index.npy"));
     dataset_sample_index_ = std::make_unique<NpyArray>(NpyArray::open(base + "-dataset_sample_index.npy"));
-    if (dataset_index_->size() != size || dataset_sample_index_->size() != size)
-      usage_error("{}-dataset_index.npy: {} samples, expected {}", base, dataset_index_->size(), size);
     // What each dataset gives: its last draw is the largest sample index asked of it.
     std::vector<int64_t> drawn(uses_.size(), 0);
     for (int64_t i = 0; i < size; ++i) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A file's bytes as a string (empty when it cannot be read).
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 // Little-endian byte image builder.
 struct Bytes {
