@@ -335,6 +335,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                         m.ffn_hidden()};
   ckpt.bucket_elems = c.grad_bucket_elems;
   ckpt.query_groups = m.groups();
+  ckpt.norm_eps = m.layernorm_eps, ckpt.rope_theta = m.rope_theta;
   // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's
   // shards and manifest carry it mixed with the iteration (checkpoint.h: a checkpoint is one unit).
   uint64_t run_id = 0;

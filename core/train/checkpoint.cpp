@@ -19,8 +19,9 @@ namespace {
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
 // (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id;
-// 6: the query groups (key/value heads) of grouped-query attention.
-constexpr uint32_t kVersion = 6;
+// 6: the query groups (key/value heads) of grouped-query attention; 7: the norm epsilon and the
+// rotary base (what an export to another framework needs beside the weights).
+constexpr uint32_t kVersion = 7;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 const char* kManifest = "save_id.txt";
@@ -44,8 +45,10 @@ struct Header {
   uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
   int32_t query_groups;      // version 6: key/value heads (heads without grouped-query attention)
   int32_t reserved;          // version 6: 0
+  double norm_eps;           // version 7: LayerNorm / RMSNorm epsilon (--norm-epsilon)
+  double rope_theta;         // version 7: the rotary base (llama; recorded for gpt too)
 };
-static_assert(sizeof(Header) == 144, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+static_assert(sizeof(Header) == 160, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
 
 int groups_of(const CheckpointLayout& l) { return l.query_groups > 0 ? l.query_groups : l.heads; }
 
@@ -62,13 +65,14 @@ void put(std::string& out, const void* p, size_t n) { out.append(static_cast<con
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
 std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={}, seed {}, global batch {}",
+  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, seed {}, "
+                     "global batch {}",
                      l.tp, l.pp, l.vpp,
                      l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
                                           l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
                             : std::string(" --zero 0"),
-                     arch_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.seed,
-                     l.global_batch);
+                     arch_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.norm_eps,
+                     l.rope_theta, l.seed, l.global_batch);
 }
 
 // The file of this rank: one per (tensor, pipeline) rank, or per data-parallel rank too.
@@ -87,6 +91,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.arch = h.arch == 1 ? Arch::Llama : Arch::Gpt, l.ffn_hidden = h.ffn_hidden;
   l.bucket_elems = h.bucket_elems;
   l.query_groups = h.query_groups;
+  l.norm_eps = h.norm_eps, l.rope_theta = h.rope_theta;
   return l;
 }
 
@@ -107,6 +112,8 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"the MLP hidden size", fmt::format("{}", a.ffn_hidden), fmt::format("{}", b.ffn_hidden)},
       {"--seq-length", fmt::format("{}", a.seq_length), fmt::format("{}", b.seq_length)},
       {"--vocab-size", fmt::format("{}", a.vocab_size), fmt::format("{}", b.vocab_size)},
+      {"--norm-epsilon", fmt::format("{}", a.norm_eps), fmt::format("{}", b.norm_eps)},
+      {"the rotary base", fmt::format("{}", a.rope_theta), fmt::format("{}", b.rope_theta)},
       {"--seed", fmt::format("{}", a.seed), fmt::format("{}", b.seed)},
       {"--global-batch", fmt::format("{}", a.global_batch), fmt::format("{}", b.global_batch)},
       {"--zero", fmt::format("{}", a.zero), fmt::format("{}", b.zero)}};
@@ -149,6 +156,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.bucket_elems = l.zero == 1 ? l.bucket_elems : 0;
   h.save_id = state.save_id;
   h.query_groups = groups_of(l);
+  h.norm_eps = l.norm_eps, h.rope_theta = l.rope_theta;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {

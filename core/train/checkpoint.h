@@ -39,6 +39,8 @@ struct CheckpointLayout {
   int64_t bucket_elems = 0;
   // Key/value heads (ModelConfig::groups(): --num-query-groups, or heads); 0 means heads.
   int query_groups = 0;
+  // ModelConfig::layernorm_eps (--norm-epsilon) and ::rope_theta: a load with others is refused.
+  double norm_eps = 1e-5, rope_theta = 10000;
 };
 
 struct CheckpointState {

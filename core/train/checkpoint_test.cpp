@@ -39,6 +39,7 @@ CheckpointLayout with_model(CheckpointLayout l, const ModelConfig& c) {
   l.arch = c.arch;
   l.ffn_hidden = c.ffn_hidden();
   l.query_groups = c.groups();
+  l.norm_eps = c.layernorm_eps, l.rope_theta = c.rope_theta;
   return l;
 }
 
@@ -197,6 +198,20 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
   EXPECT_NE(as_grouped.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 g=2 ffn=256"),
             std::string::npos)
       << as_grouped;
+
+  // Another epsilon or rotary base computes another function of the same weights.
+  CheckpointLayout eps = layout;
+  eps.norm_eps = 1e-6;
+  const std::string as_eps = usage_message_of([&] { load_shard(ck, 0, eps, m.pointers(), trainer.optimizers(), kId); });
+  EXPECT_NE(as_eps.find("was saved with --norm-epsilon 1e-05, this run has --norm-epsilon 1e-06"), std::string::npos)
+      << as_eps;
+  CheckpointLayout theta = layout;
+  theta.rope_theta = 500000;
+  const std::string as_theta =
+      usage_message_of([&] { load_shard(ck, 0, theta, m.pointers(), trainer.optimizers(), kId); });
+  EXPECT_NE(as_theta.find("was saved with the rotary base 10000, this run has the rotary base 500000"),
+            std::string::npos)
+      << as_theta;
 }
 
 TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
