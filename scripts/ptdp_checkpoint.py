@@ -1,6 +1,8 @@
-"""Reader of ptdp checkpoint shards and the parameter layout of a whole-model shard.
+#!/usr/bin/env python3
+"""Reader of ptdp checkpoint shards and the parameter layout of a whole-model shard; as a command,
+`export-hf` writes a whole-model checkpoint as a Hugging Face model folder (scripts/hf_export.py).
 
-Standard library only (no numpy, no torch). The shard format is documented in
+The reader uses the standard library only (no numpy, no torch; export-hf needs numpy). The shard format is documented in
 docs/PYTORCH.md ("Checkpoint shard format") and written by core/train/checkpoint.cpp;
 the parameter order by core/model/params.cpp (ParamLayout).
 """
@@ -12,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3, 4, 5, 6)
+VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -26,11 +28,12 @@ LATEST_FILE = "latest_checkpointed_iteration.txt"
 # version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
 # version 5 on: i64 bucket_elems (--grad-bucket-size under --zero 1, else 0), u64 save_id |
 # version 6 on: i32 query_groups (key/value heads; = heads without grouped-query attention), i32 0 |
-# padding to 8
+# version 7 on: f64 norm_eps (--norm-epsilon), f64 rope_theta (the rotary base) | padding to 8
 _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
             3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
-            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii")}
-assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144)
+            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii"),
+            7: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiidd")}
+assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144, 160)
 
 
 class CheckpointError(Exception):
@@ -75,6 +78,8 @@ class Shard:
     arch: str | None = None  # "gpt" or "llama", recorded from version 4 on; None before (not recorded)
     ffn_hidden: int = 0  # the MLP hidden size, recorded from version 4 on; 0 before
     query_groups: int = 0  # key/value heads, recorded from version 6 on; 0 before (= heads: no GQA then)
+    norm_eps: float | None = None  # LayerNorm / RMSNorm epsilon, recorded from version 7 on; None before
+    rope_theta: float | None = None  # the rotary base, recorded from version 7 on; None before
     chunks: list = field(default_factory=list)
 
 
@@ -133,11 +138,12 @@ def read_shard(path: str, verify: bool = True) -> Shard:
             raise CheckpointError(f"{path} has an unknown architecture code {code}")
         arch = ARCHS[code]
     query_groups = fields[26] if version >= 6 else 0
+    norm_eps, rope_theta = (fields[28], fields[29]) if version >= 7 else (None, None)
     if version >= 6 and (query_groups <= 0 or heads % query_groups):
         raise CheckpointError(f"{path} has {query_groups} query groups for {heads} heads")
     shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
                   global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
-                  query_groups=query_groups)
+                  query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta)
     view = memoryview(data)
     pos = header.size
     for j in range(nchunks):
@@ -263,3 +269,55 @@ def param_layout(layers: int, hidden: int, seq_length: int, vocab_size: int, div
 
 def layout_numel(entries: list) -> int:
     return entries[-1].offset + entries[-1].numel if entries else 0
+
+
+def main(argv=None) -> int:
+    """`ptdp_checkpoint.py export-hf CHECKPOINT_DIR OUT_DIR`: a Hugging Face model folder."""
+    import argparse
+    import sys
+
+    prog = "ptdp_checkpoint.py"
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # bad arguments: one line and exit code 2, like ptdp
+            print(f"{prog}: {message}", file=sys.stderr)
+            sys.exit(2)
+
+    p = Parser(prog=prog, description="Reads ptdp checkpoints; exports them to other frameworks.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    ex = sub.add_parser("export-hf", help="a Hugging Face model folder (config.json, model.safetensors) that "
+                        "transformers' AutoModelForCausalLM loads: GPT as GPT2LMHeadModel, LLaMA as LlamaForCausalLM")
+    ex.add_argument("checkpoint", help="a ptdp --save directory of a whole-model run (t=1, p=1, --zero 0)")
+    ex.add_argument("out", help="the model folder to write (created; config.json and model.safetensors replaced)")
+    ex.add_argument("--iteration", type=int, help="the iteration to export (default: the latest)")
+    ex.add_argument("--dtype", choices=["f32", "bf16", "f16"], default="f32",
+                    help="the stored weights' type (default f32: ptdp's master weights as they are)")
+    ex.add_argument("--norm-epsilon", type=float,
+                    help="the norm epsilon the model was trained with; only for checkpoints older than format "
+                         "version 7, which do not record it (default: ptdp's 1e-5)")
+    ex.add_argument("--rope-theta", type=float,
+                    help="llama: the rotary base, as --norm-epsilon (default: ptdp's 10000)")
+    ex.add_argument("--no-verify", action="store_true", help="skip the shard's checksum (pure Python: ~1 s per 5 MB)")
+    a = p.parse_args(argv)
+    if a.iteration is not None and a.iteration < 0:
+        p.error(f"--iteration {a.iteration} is negative")
+    import hf_export
+
+    try:
+        shard = read_checkpoint(a.checkpoint, a.iteration, verify=not a.no_verify)
+        config = hf_export.export(shard, a.out, a.dtype, a.norm_epsilon, a.rope_theta)
+    except (CheckpointError, OSError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {a.out}: {config['architectures'][0]} of iteration {shard.iteration} "
+          f"({shard.layers} layers, hidden {shard.hidden}, vocabulary {shard.vocab_size}, {a.dtype}) from {shard.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ptdp_checkpoint  # the module hf_export imports: one CheckpointError class
+
+    sys.exit(ptdp_checkpoint.main())

@@ -79,4 +79,11 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
   ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
   echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
 fi
+# transformers for the export-hf tests (PyPI: Debian has none); without network those tests are skipped.
+if timeout 300 scripts/setup_hf_venv.sh build-vgpu/hf-venv >/tmp/ptdp-hf-venv.$$.log 2>&1; then
+  echo "test.sh: $(cat build-vgpu/hf-venv/ready) in build-vgpu/hf-venv (the export-hf tests)"
+else
+  echo "test.sh: no transformers from PyPI (the export-hf tests will be skipped): $(tail -1 /tmp/ptdp-hf-venv.$$.log)"
+fi
+rm -f /tmp/ptdp-hf-venv.$$.log
 scripts/test_vgpu.sh --all

@@ -1,0 +1,170 @@
+"""A whole-model ptdp checkpoint as a Hugging Face model folder (`ptdp_checkpoint.py export-hf`).
+
+GPT -> transformers' GPT2LMHeadModel, LLaMA -> LlamaForCausalLM: `config.json` and
+`model.safetensors` (f32, or bf16/f16 on request), so that `AutoModelForCausalLM.from_pretrained`
+loads the folder and computes the loss ptdp computes on the same tokens.
+
+The mapping (docs/PYTORCH.md, "Export to Hugging Face"):
+- the padded vocabulary rows of `wte` / `output` are dropped (ptdp's softmax never sees them);
+- GPT-2's Conv1D layers store [in, out]: ptdp's [out, in] matrices are transposed, and its QKV
+  rows (head by head: q, k, v) become GPT-2's columns (all heads' q, then k, then v);
+- LLaMA's QKV rows (group by group: the group's query heads, its key, its value) split into
+  q_proj, k_proj and v_proj; ptdp's rotary convention (dimension i pairs with i + head_dim/2) is
+  transformers' rotate_half, so no permutation is needed;
+- the norm epsilon and rotary base come from the checkpoint (format version 7), or from the caller
+  for older checkpoints that did not record them.
+Needs numpy; safetensors is written here (an 8-byte header length, a JSON header, the raw bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+
+import ptdp_checkpoint as ckpt
+
+# ptdp's defaults (core/model/config.h) for checkpoints older than version 7.
+DEFAULT_NORM_EPS = 1e-5
+DEFAULT_ROPE_THETA = 10000.0
+DTYPES = {"f32": ("F32", "float32"), "bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16")}
+
+
+def _to_dtype(np, a, dtype: str):
+    """a (f32) as little-endian bytes of dtype: f32, f16, or bf16 (round to nearest even)."""
+    a = np.ascontiguousarray(a, dtype="<f4")
+    if dtype == "f32":
+        return a.tobytes()
+    if dtype == "f16":
+        return a.astype("<f2").tobytes()
+    bits = a.view("<u4").astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(a)
+    rounded[nan] = (bits[nan] >> 16) | 0x40  # keep NaN a (quiet) NaN
+    return rounded.astype("<u2").tobytes()
+
+
+def write_safetensors(np, path: str, tensors: list, dtype: str, metadata: dict) -> None:
+    """tensors: (name, f32 array) in file order. Written to a temporary file, then renamed."""
+    header, offset, blobs = {}, 0, []
+    for name, a in tensors:
+        blob = _to_dtype(np, a, dtype)
+        header[name] = {"dtype": DTYPES[dtype][0], "shape": list(a.shape), "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    _atomic_write(path, [struct.pack("<Q", len(text)), text, *blobs])
+
+
+def _atomic_write(path: str, parts: list) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".export-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for p in parts:
+                f.write(p)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _tensors(np, shard: ckpt.Shard) -> dict:
+    """ptdp name -> f32 array of its shape, from the whole-model shard's master weights."""
+    chunk = shard.chunks[0]
+    if chunk.param_bytes != 4:
+        raise ckpt.CheckpointError(f"{shard.path}: format version {shard.version} holds 16-bit weights only; "
+                                   "export needs the f32 master weights (version 2 on)")
+    entries = ckpt.param_layout(shard.layers, shard.hidden, shard.seq_length, shard.vocab_size, arch=shard.arch,
+                                ffn_hidden=shard.ffn_hidden, heads=shard.heads, query_groups=shard.query_groups)
+    if ckpt.layout_numel(entries) != chunk.numel:
+        raise ckpt.CheckpointError(f"{shard.path} holds {chunk.numel} parameters, its {shard.arch} layout "
+                                   f"{ckpt.layout_numel(entries)}")
+    flat = np.frombuffer(chunk.params, dtype="<f4")
+    return {e.name: flat[e.offset:e.offset + e.numel].reshape(e.shape) for e in entries}
+
+
+def gpt2(np, shard: ckpt.Shard, norm_eps: float) -> tuple:
+    """(config, tensors) of GPT2LMHeadModel."""
+    if shard.query_groups and shard.query_groups != shard.heads:
+        raise ckpt.CheckpointError(f"{shard.path}: a GPT with {shard.query_groups} query groups for {shard.heads} "
+                                   "heads has no GPT-2 counterpart (GPT-2 has no grouped-query attention)")
+    p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
+    hd = h // a
+    out = [("transformer.wte.weight", p["wte"][:V]), ("transformer.wpe.weight", p["wpe"])]
+    for i in range(shard.layers):
+        L, n = f"layers.{i}.", f"transformer.h.{i}."
+        # ptdp rows: head by head q | k | v  ->  GPT-2 columns: every head's q, then k, then v.
+        qkv_w = p[L + "qkv.weight"].reshape(a, 3, hd, h).transpose(1, 0, 2, 3).reshape(3 * h, h)
+        qkv_b = p[L + "qkv.bias"].reshape(a, 3, hd).transpose(1, 0, 2).reshape(3 * h)
+        out += [(n + "ln_1.weight", p[L + "ln1.weight"]), (n + "ln_1.bias", p[L + "ln1.bias"]),
+                (n + "attn.c_attn.weight", qkv_w.T), (n + "attn.c_attn.bias", qkv_b),
+                (n + "attn.c_proj.weight", p[L + "proj.weight"].T), (n + "attn.c_proj.bias", p[L + "proj.bias"]),
+                (n + "ln_2.weight", p[L + "ln2.weight"]), (n + "ln_2.bias", p[L + "ln2.bias"]),
+                (n + "mlp.c_fc.weight", p[L + "fc.weight"].T), (n + "mlp.c_fc.bias", p[L + "fc.bias"]),
+                (n + "mlp.c_proj.weight", p[L + "fc2.weight"].T), (n + "mlp.c_proj.bias", p[L + "fc2.bias"])]
+    out += [("transformer.ln_f.weight", p["lnf.weight"]), ("transformer.ln_f.bias", p["lnf.bias"])]
+    config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V,
+              "n_positions": shard.seq_length, "n_embd": h, "n_layer": shard.layers, "n_head": a,
+              "n_inner": shard.ffn_hidden, "activation_function": "gelu_new", "layer_norm_epsilon": norm_eps,
+              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
+              "tie_word_embeddings": True, "initializer_range": 0.02}
+    return config, out  # lm_head.weight is tied to wte: transformers ties it on load
+
+
+def llama(np, shard: ckpt.Shard, norm_eps: float, rope_theta: float) -> tuple:
+    """(config, tensors) of LlamaForCausalLM."""
+    p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
+    g = shard.query_groups or a
+    hd, group = h // a, a // g
+    out = [("model.embed_tokens.weight", p["wte"][:V])]
+    for i in range(shard.layers):
+        L, n = f"layers.{i}.", f"model.layers.{i}."
+        # ptdp rows: group by group, the group's query heads, its key, its value.
+        qkv = p[L + "qkv.weight"].reshape(g, group + 2, hd, h)
+        out += [(n + "input_layernorm.weight", p[L + "ln1.weight"]),
+                (n + "self_attn.q_proj.weight", qkv[:, :group].reshape(a * hd, h)),
+                (n + "self_attn.k_proj.weight", qkv[:, group].reshape(g * hd, h)),
+                (n + "self_attn.v_proj.weight", qkv[:, group + 1].reshape(g * hd, h)),
+                (n + "self_attn.o_proj.weight", p[L + "proj.weight"]),
+                (n + "post_attention_layernorm.weight", p[L + "ln2.weight"]),
+                (n + "mlp.gate_proj.weight", p[L + "gate.weight"]), (n + "mlp.up_proj.weight", p[L + "up.weight"]),
+                (n + "mlp.down_proj.weight", p[L + "down.weight"])]
+    out += [("model.norm.weight", p["lnf.weight"]), ("lm_head.weight", p["output"][:V])]
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": h,
+              "intermediate_size": shard.ffn_hidden, "num_hidden_layers": shard.layers, "num_attention_heads": a,
+              "num_key_value_heads": g, "max_position_embeddings": shard.seq_length, "rms_norm_eps": norm_eps,
+              "rope_theta": rope_theta, "rope_scaling": None, "hidden_act": "silu", "attention_bias": False,
+              "mlp_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False, "initializer_range": 0.02}
+    return config, out
+
+
+def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
+           rope_theta: float | None = None) -> dict:
+    """Writes out_dir/config.json and out_dir/model.safetensors; returns the config. norm_eps and
+    rope_theta: required to agree with the checkpoint when it records them (version 7), else they
+    are what the model was trained with (default: ptdp's defaults)."""
+    import numpy as np
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if shard.arch is None:
+        raise ckpt.CheckpointError(f"{shard.path} has format version {shard.version}, which does not record the "
+                                   "architecture (version 4 on)")
+    for what, given, saved in (("--norm-epsilon", norm_eps, shard.norm_eps),
+                               ("--rope-theta", rope_theta, shard.rope_theta)):
+        if given is not None and saved is not None and given != saved:
+            raise ckpt.CheckpointError(f"{what} {given:g}: {shard.path} was trained with {saved:g}")
+    eps = shard.norm_eps if shard.norm_eps is not None else (norm_eps if norm_eps is not None else DEFAULT_NORM_EPS)
+    theta = shard.rope_theta if shard.rope_theta is not None else (
+        rope_theta if rope_theta is not None else DEFAULT_ROPE_THETA)
+    config, tensors = gpt2(np, shard, eps) if shard.arch == "gpt" else llama(np, shard, eps, theta)
+    config["torch_dtype"] = DTYPES[dtype][1]
+    os.makedirs(out_dir, exist_ok=True)
+    write_safetensors(np, os.path.join(out_dir, "model.safetensors"), tensors, dtype,
+                      {"format": "pt", "ptdp_checkpoint": shard.path, "ptdp_iteration": shard.iteration})
+    _atomic_write(os.path.join(out_dir, "config.json"), [(json.dumps(config, indent=2) + "\n").encode()])
+    return config
