@@ -96,6 +96,13 @@ def main() -> int:
     none = subprocess.run(tool[:-1] + [os.path.join(work, "nothing"), hf], capture_output=True, text=True)
     if none.returncode == 0 or "no checkpoint there" not in none.stderr:
         sys.exit(f"FAIL: a directory without a checkpoint was not refused: {none.stderr!r}")
+    if a.case == "gpt":  # sharded saves: refused in one line, nothing written
+        for flags, says in ((["--tp", "2"], "saved with t=2"), (["--zero", "1", "--dp", "2"], "saved with --zero")):
+            d = os.path.join(work, "sharded" + flags[0])
+            run([a.ptdp, "train", "--model", "tiny", "--iters", "1", "--warmup", "0", *flags, "--save", d])
+            r = subprocess.run(tool[:-1] + [d, os.path.join(work, "out" + flags[0])], capture_output=True, text=True)
+            if r.returncode != 1 or says not in r.stderr or os.path.exists(os.path.join(work, "out" + flags[0])):
+                sys.exit(f"FAIL: export-hf of a save with {' '.join(flags)}: exit {r.returncode}, {r.stderr!r}")
     print(f"PASS: {a.case} exported, loaded by transformers and equal to ptdp's loss")
     import shutil
 

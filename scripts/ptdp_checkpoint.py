@@ -174,7 +174,12 @@ def read_shard(path: str, verify: bool = True) -> Shard:
 def read_checkpoint(directory: str, iteration: int | None = None, verify: bool = True) -> Shard:
     """The single shard of a t=1, p=1 checkpoint (the latest iteration unless given)."""
     it = read_latest(directory) if iteration is None else iteration
-    shard = read_shard(os.path.join(shard_dir(directory, it), SHARD_FILE), verify)
+    rank_dir = shard_dir(directory, it)
+    if not os.path.exists(os.path.join(rank_dir, SHARD_FILE)) and os.path.exists(
+            os.path.join(rank_dir, "zero_dp_rank_000.bin")):
+        raise CheckpointError(f"{rank_dir}: saved with --zero (the weights are sharded over the data-parallel "
+                              "ranks); only whole-model shards (t=1, p=1, --zero 0) are supported here")
+    shard = read_shard(os.path.join(rank_dir, SHARD_FILE), verify)
     if shard.tp != 1 or shard.pp != 1 or len(shard.chunks) != 1:
         raise CheckpointError(f"{shard.path}: saved with t={shard.tp} p={shard.pp} and {len(shard.chunks)} chunk(s); "
                               "only whole-model shards (t=1, p=1) are supported here")
