@@ -44,6 +44,8 @@ struct AcceptProfile {
   // The least spread an outlier must exceed, as a fraction of the fleet's median: this machine
   // kind's run-to-run noise (default 0.05).
   Threshold fleet_min_spread{0.05, "ptdp's default: 5% of the median"};
+  // [accept.health] (optional): the most 1-minute load average per online CPU before the run.
+  Threshold max_load_per_cpu{0.5, "ptdp's default: at most half the CPUs busy with other work before the run"};
 };
 
 struct Samples {

@@ -3,7 +3,11 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace ptdp {
 namespace {
@@ -206,6 +210,49 @@ std::vector<Check> health_checks(const std::vector<GpuHealth>& gpus, const std::
     checks.push_back(c);
   }
   return checks;
+}
+
+HostLoad read_host_load() {
+  HostLoad h;
+  h.cpus = std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+  const char* env = std::getenv("PTDP_LOADAVG");
+  std::string text;
+  if (env) {
+    text = env;
+  } else {
+    std::ifstream f("/proc/loadavg");
+    if (!f) {
+      h.why = "/proc/loadavg is not readable (not Linux?)";
+      return h;
+    }
+    std::getline(f, text);
+  }
+  std::istringstream in(text);
+  double load = -1;
+  if (!(in >> load) || load < 0) {
+    h.why = fmt::format("{} does not start with a load average: '{}'", env ? "PTDP_LOADAVG" : "/proc/loadavg", text);
+    return h;
+  }
+  h.load1 = load;
+  return h;
+}
+
+Check host_load_check(const HostLoad& load, const Threshold& max_per_cpu) {
+  if (load.load1 < 0) {
+    Check c = skipped_check("health", "host_load", "load/CPU", max_per_cpu, load.why);
+    c.op = "<=";
+    return c;
+  }
+  const double per_cpu = load.load1 / load.cpus;
+  const bool pass = per_cpu <= max_per_cpu.value;
+  const std::string read =
+      fmt::format("load average {:.2f} over the last minute on {} CPUs ({:.2f} per CPU)", load.load1, load.cpus, per_cpu);
+  return Check{"health", "host_load", "load/CPU", "<=", per_cpu, max_per_cpu.value, pass,
+               pass ? read
+                    : fmt::format("the host is busy: {}: other work competes with the benchmarks' host threads "
+                                  "(kernel launches, NCCL's proxies, data loading)",
+                                  read),
+               max_per_cpu.source};
 }
 
 }  // namespace ptdp

@@ -2,7 +2,8 @@
 // driver reports about each GPU, read through NVML (the driver's libnvidia-ml.so.1, opened at run
 // time; PTDP_NVML_LIBRARY names another file), judged in seconds, before any benchmark, so that a
 // FAIL later is explained: other processes on the GPU, uncorrectable ECC errors, row remapping
-// pending or failed, a PCIe link narrower than the card's, clocks held down by the hardware.
+// pending or failed, a PCIe link narrower than the card's, clocks held down by the hardware; and
+// the host's CPU load (other work competing with the benchmarks' launch, NCCL and loader threads).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,5 +35,18 @@ std::string health_description(const std::vector<GpuHealth>& gpus);
 // One check per GPU (name "health", metric "gpuN"): the number of problems found, at most 0;
 // the detail names each problem first, then everything read. No GPU: one SKIP with `why`.
 std::vector<Check> health_checks(const std::vector<GpuHealth>& gpus, const std::string& why);
+
+// The host's load: the 1-minute load average (runnable and uninterruptible tasks, proc(5)) of
+// /proc/loadavg, or of PTDP_LOADAVG's text in that format (tests), and the online CPUs.
+struct HostLoad {
+  double load1 = -1;  // -1: not readable (`why` says why)
+  int cpus = 0;
+  std::string why;
+};
+HostLoad read_host_load();
+
+// One check (name "health", metric "host_load"): the load per CPU, at most `max_per_cpu`
+// (accept.health.max_load_per_cpu); SKIP when the load could not be read.
+Check host_load_check(const HostLoad& load, const Threshold& max_per_cpu);
 
 }  // namespace ptdp

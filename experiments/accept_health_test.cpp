@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,9 @@ TEST(CliAcceptHealth, AHealthyGpuPassesLevelOneAndTheReportSaysWhatWasRead) {
                        "none, persistence on"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("ACCEPT: PASS (8 of 8 checks)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("health host_load PASS: load average 0.00 over the last minute on "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ACCEPT: PASS (9 of 9 checks)"), std::string::npos) << r.out;
   const std::string json = testing::text_of(dir.file("accept.json"));
   EXPECT_NE(json.find("\"gpu3\""), std::string::npos) << json;
 }
@@ -72,6 +75,37 @@ TEST(CliAcceptHealth, EachPlantedFaultFailsAndIsNamed) {
     EXPECT_NE(r.out.find("health gpu0 FAIL: " + named), std::string::npos) << setting << "\n" << r.out;
     EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: health)"), std::string::npos) << r.out;
   }
+}
+
+TEST(CliAcceptHealth, ABusyHostFailsAndIsNamedAndAnUnreadableLoadIsSkipped) {
+  TempDir dir;
+  setenv("PTDP_LOADAVG", "4096.00 1.00 1.00 4097/5000 77", 1);  // busy on any machine up to 8192 CPUs
+  const CliResult busy = health(dir, "gpus=8");
+  EXPECT_EQ(busy.exit_code, 1) << busy.out << busy.err;
+  EXPECT_NE(busy.out.find("health host_load FAIL: the host is busy: load average 4096.00 over the last minute on "),
+            std::string::npos)
+      << busy.out;
+  EXPECT_NE(busy.out.find("ACCEPT: FAIL (1 failed: health)"), std::string::npos) << busy.out;
+  // A profile's own limit: accept.health.max_load_per_cpu.
+  const std::string profile = dir.file("h100-dgx-accept.toml");
+  {
+    std::ofstream f(profile);
+    f << testing::text_of(std::string(PTDP_SOURCE_DIR) + "/hardware/h100-dgx-accept.toml")
+      << "\n[accept.health]\nmax_load_per_cpu = { value = 1e9, source = \"a test\" }\n";
+  }
+  {
+    FakeNvml nvml("gpus=8");
+    const CliResult lenient = run_ptdp(dir, {"accept", "--hardware", profile, "--level", "1"});
+    EXPECT_EQ(lenient.exit_code, 0) << lenient.out << lenient.err;
+    EXPECT_NE(lenient.out.find("health host_load PASS: load average 4096.00"), std::string::npos) << lenient.out;
+  }
+  setenv("PTDP_LOADAVG", "garbage", 1);
+  const CliResult unread = health(dir, "gpus=8");
+  EXPECT_EQ(unread.exit_code, 0) << unread.out << unread.err;
+  EXPECT_NE(unread.out.find("health host_load SKIP: PTDP_LOADAVG does not start with a load average: 'garbage'"),
+            std::string::npos)
+      << unread.out;
+  unsetenv("PTDP_LOADAVG");
 }
 
 TEST(CliAcceptHealth, OnlyTheFaultyGpuOfSeveralFails) {

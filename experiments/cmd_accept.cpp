@@ -185,6 +185,8 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
     a.min_internode_allreduce_busbw_gbs = r.threshold("accept.fleet.min_allreduce_busbw_gbs");
   if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
   if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
+  if (root.at_path("accept.health.max_load_per_cpu"))
+    a.max_load_per_cpu = r.threshold("accept.health.max_load_per_cpu");
   a.golden = r.text("accept.train.golden");
   a.golden_path = resolve_data_path(a.golden);
   a.max_loss_rel_error = r.threshold("accept.train.max_rel_error");
@@ -568,6 +570,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
   if (wanted("health")) {
     // Printed at once: it explains a FAIL of the benchmarks that follow.
     checks = health_checks(health, health_why);
+    checks.push_back(host_load_check(read_host_load(), p.max_load_per_cpu));
     for (const Check& c : checks) fmt::print("health {} {}: {}\n", c.metric, c.status(), c.detail);
     std::fflush(stdout);
   }
