@@ -151,8 +151,8 @@ TEST(CliAcceptHealth, ADriverThatFailsToInitialiseIsNamed) {
 TEST(CliAcceptHealth, BadLevelsAreRefused) {
   TempDir dir;
   FakeNvml nvml("");
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "h100-dgx", "--level", "3"}),
-                           {"--level 3", "1 (the GPUs' health"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "h100-dgx", "--level", "5"}),
+                           {"--level 5", "1 (the GPUs' health"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "h100-dgx", "--level", "1", "--checks", "gemm"}),
                            {"--level and --checks"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--level", "1"}),

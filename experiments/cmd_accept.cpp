@@ -41,6 +41,7 @@
 #include "core/model/gpt.h"
 #include "core/results/csv_reader.h"
 #include "core/results/provenance.h"
+#include "experiments/accept_burnin.h"
 #include "experiments/accept_health.h"
 #include "core/results/results_csv.h"
 #include "core/sim/hardware.h"
@@ -185,6 +186,9 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
     a.min_internode_allreduce_busbw_gbs = r.threshold("accept.fleet.min_allreduce_busbw_gbs");
   if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
   if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
+  if (root.at_path("accept.burnin.seconds")) a.burnin_seconds = double(r.integer("accept.burnin.seconds", 1));
+  if (root.at_path("accept.burnin.min_sustained"))
+    a.burnin_min_sustained = r.threshold("accept.burnin.min_sustained");
   if (root.at_path("accept.health.max_load_per_cpu"))
     a.max_load_per_cpu = r.threshold("accept.health.max_load_per_cpu");
   a.golden = r.text("accept.train.golden");
@@ -482,7 +486,8 @@ int fleet_report(Communicator& world, const AcceptProfile& p, const std::vector<
 }
 
 const std::vector<std::string>& all_checks() {
-  static const std::vector<std::string> c = {"health", "gemm", "memory", "allreduce", "p2p", "train", "internode"};
+  static const std::vector<std::string> c = {"health", "gemm",  "memory",   "allreduce",
+                                             "p2p",    "train", "internode", "burnin"};
   return c;
 }
 
@@ -491,6 +496,7 @@ struct AcceptFlags {
   bool quick = false;
   int threads = 0;
   int level = 0;  // 0: not given (2)
+  double burnin_seconds = 0;  // 0: not given (the profile's accept.burnin.seconds)
   std::vector<std::string> checks;
 };
 
@@ -498,13 +504,23 @@ struct AcceptFlags {
 int accept(const AcceptFlags& f, Communicator* world) {
   for (const auto& c : f.checks)
     if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
-      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train, internode)", c);
+      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train, internode, "
+                  "burnin)",
+                  c);
   if (!world && std::find(f.checks.begin(), f.checks.end(), "internode") != f.checks.end())
     usage_error("--checks internode: measures between nodes; launch ptdp accept over them (srun, or mpirun with "
                 "several processes), one process per node");
   if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
-  if (f.level != 0 && f.level != 1 && f.level != 2)
-    usage_error("--level {}: 1 (the GPUs' health, seconds) or 2 (health, then every check)", f.level);
+  if (f.level < 0 || f.level > 3)
+    usage_error("--level {}: 1 (the GPUs' health, seconds), 2 (health, then every check) or 3 (level 2, then the "
+                "burn-in)",
+                f.level);
+  const bool burnin_asked =
+      f.level == 3 || std::find(f.checks.begin(), f.checks.end(), "burnin") != f.checks.end();
+  if (f.burnin_seconds != 0 && !burnin_asked)
+    usage_error("--burn-in-seconds: only with --level 3 or --checks burnin (the burn-in it times)");
+  if (f.burnin_seconds < 0 || !std::isfinite(f.burnin_seconds))
+    usage_error("--burn-in-seconds {} must be positive", f.burnin_seconds);
   if (f.level != 0 && !f.checks.empty()) usage_error("--level and --checks: give one of them, not both");
   const AcceptProfile p = load_accept_profile(f.hardware);
   const bool gpu = p.kind == "gpu";
@@ -519,7 +535,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
   auto wanted = [&](const std::string& c) {
     if (f.level == 1) return c == "health";
     if (c == "internode" && !world) return false;
-    if (f.checks.empty()) return c != "health" || gpu;
+    if (f.checks.empty()) return (c != "health" || gpu) && (c != "burnin" || f.level == 3);
     return std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
   };
   // The golden losses and their tolerance; a GPU profile uses the CPU file until its own exists.
@@ -529,14 +545,14 @@ int accept(const AcceptFlags& f, Communicator* world) {
     return std::make_tuple(p.cpu_golden_path, p.cpu_golden, p.max_loss_rel_error_vs_cpu);
   };
   std::optional<GoldenRun> golden;
-  if (wanted("train") && f.write_golden.empty())
+  if ((wanted("train") || wanted("burnin")) && f.write_golden.empty())
     golden = read_golden(std::get<0>(golden_source()));  // bad file: exit 2 first
   // The health pre-flight reads NVML before anything starts a CUDA context (this process would count).
   std::string health_why;
   std::vector<GpuHealth> health;
   if (wanted("health")) health = read_gpu_health(&health_why);
   const bool benchmarks = wanted("gemm") || wanted("memory") || wanted("allreduce") || wanted("p2p") ||
-                          wanted("train") || !f.write_golden.empty();
+                          wanted("train") || wanted("burnin") || !f.write_golden.empty();
   if (gpu && benchmarks)
     require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
   else if (gpu && health.empty())  // the health alone, and no driver to ask: nothing to measure
@@ -629,7 +645,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
     fmt::print("wrote {} ({} iterations of {}, b={} B={} seed {} lr {} on {})\n", f.write_golden, g.losses.size(),
                g.model, g.micro_batch, g.global_batch, g.seed, g.lr,
                gpu ? "the CUDA backend, GPU 0" : fmt::format("{} thread(s)", g.omp_threads));
-    if (wanted("train")) golden = read_golden(std::get<0>(golden_source()));
+    if (wanted("train") || wanted("burnin")) golden = read_golden(std::get<0>(golden_source()));
   }
   if (wanted("train")) {
     const GoldenRun& g = *golden;
@@ -663,6 +679,28 @@ int accept(const AcceptFlags& f, Communicator* world) {
     checks.push_back(c);
   }
 
+  if (wanted("burnin")) {
+    const GoldenRun& g = *golden;
+    const double seconds = f.burnin_seconds > 0 ? f.burnin_seconds : p.burnin_seconds;
+    const std::string unit = gpu ? "TFLOP/s" : "GFLOP/s";
+    fmt::print("burn-in: the GEMM and {} {} iterations against {}, repeated for {:.0f} s\n", g.model,
+               g.losses.size(), std::get<1>(golden_source()), seconds);
+    std::fflush(stdout);
+    auto gemm = [&]() -> double {
+      if (!gpu) {
+        set_cpu_threads(threads);
+        return measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, 1).best();
+      }
+      const std::vector<Check> c = gpu_checks(p, [](const std::string& name) { return name == "gemm"; }, 1);
+      return c.empty() ? 0 : c.front().value;
+    };
+    const std::vector<BurnInRound> rounds =
+        run_burnin(seconds, unit, gemm, [&] { return train_losses(g, int(g.losses.size()), gpu); });
+    const std::vector<Check> c =
+        burnin_checks(rounds, unit, g.losses, std::get<1>(golden_source()), p.burnin_min_sustained,
+                      std::get<2>(golden_source()));
+    checks.insert(checks.end(), c.begin(), c.end());
+  }
   if (wanted("internode")) {
     const std::vector<Check> between = internode_checks(*world, fleet_node_name(), p, reps);
     checks.insert(checks.end(), between.begin(), between.end());
@@ -719,11 +757,15 @@ std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::
   cmd->add_option("--threads", f->threads, "CPU threads for the GEMM and memory checks (default: every core)");
   cmd->add_option("--checks", f->checks,
                   "run only these checks: health, gemm, memory, allreduce, p2p, train, internode (between nodes, "
-                  "when launched over several)")
+                  "when launched over several), burnin (the GEMM and the golden run repeated: --burn-in-seconds)")
       ->delimiter(',');
   cmd->add_option("--level", f->level,
                   "1: the GPUs' health alone (NVML: other processes, ECC, row remapping, PCIe link, clock "
-                  "slowdowns; seconds); 2 (default): health, then every check");
+                  "slowdowns; seconds); 2 (default): health, then every check; 3: level 2, then the burn-in (the GEMM "
+                  "and the golden run repeated for --burn-in-seconds: rates that sag as the part heats up, results "
+                  "that go wrong after a while)");
+  cmd->add_option("--burn-in-seconds", f->burnin_seconds,
+                  "how long the burn-in runs (default: the profile's accept.burnin.seconds, else 600)");
   cmd->add_option("--write-golden", f->write_golden,
                   "train tiny with the fixed golden flags and write its 20 losses to FILE (results/golden/*.csv); "
                   "on the CUDA backend (GPU 0) for a GPU profile");
