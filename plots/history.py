@@ -185,7 +185,7 @@ def plot(path, out):
     return 0
 
 
-def find_changes(path, tolerance, alpha, html):
+def find_changes(path, tolerance, alpha, html, recent=0):
     rows = read(path)
     if not rows:
         fail(f"{path}: no runs")
@@ -203,12 +203,14 @@ def find_changes(path, tolerance, alpha, html):
         shas = [sha for sha, _ in bs]
         found = changes.find([v for _, v in bs], alpha=alpha, tolerance=tolerance / 100)
         lines = [changes.describe(c, shas) for c in found]
-        regressions += sum(changes.is_regression(c) for c in found)
+        # recent > 0: only drops that began within the last `recent` builds count for the exit code.
+        regressions += sum(changes.is_regression(c) and (not recent or c["build"] >= len(bs) - recent) for c in found)
         print(f"history: {label(k)}: {len(bs)} builds, " + ("; ".join(lines) if lines else "no change"))
         report.append((label(k), len(bs), lines))
     if html:
         write_html(path, html, report, tolerance, alpha)
-    print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}) in {len(series)} series")
+    within = f" that began within the last {recent} builds" if recent else ""
+    print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}){within} in {len(series)} series")
     return 1 if regressions else 0
 
 
@@ -246,7 +248,14 @@ def main(argv):
     p.add_argument("--html", metavar="REPORT.html", help="with --changes: also write an HTML report")
     p.add_argument("--tolerance", type=float, default=2.0, help="smallest change reported, in percent")
     p.add_argument("--alpha", type=float, default=0.01, help="significance of a change (corrected)")
+    p.add_argument("--recent", type=int, default=0, metavar="K",
+                   help="with --changes: exit 1 only for drops that began within the last K builds of their series "
+                        "(0: any drop in the history; every change is printed either way)")
     a = p.parse_args(argv)
+    if a.recent < 0:
+        fail(f"--recent {a.recent} must be 0 or more")
+    if a.recent and not a.changes:
+        fail("--recent needs --changes")
     if not (0 <= a.tolerance < 100):
         fail(f"--tolerance {a.tolerance:g} must be in [0, 100)")
     if not (0 < a.alpha < 1):
@@ -254,7 +263,7 @@ def main(argv):
     if a.html and not a.changes:
         fail("--html needs --changes")
     if a.changes:
-        return find_changes(a.history, a.tolerance, a.alpha, a.html)
+        return find_changes(a.history, a.tolerance, a.alpha, a.html, a.recent)
     if a.last_two:
         return last_two(a.history, *a.last_two)
     return plot(a.history, a.png)

@@ -9,7 +9,9 @@
 # with STRICT=0). Finally every series is
 # plotted per build with its noise band to plots/history.png, and the whole history is searched for
 # the builds where a series stepped or began to drift (plots/history.py --changes: printed; REPORT=FILE
-# also writes it as HTML; the exit code stays the comparison's).
+# also writes it as HTML). A drop that began within the last GATE_RECENT builds (default 5) is a
+# regression too (exit 1; STRICT=0 reports it): a slow drift that no two adjacent builds' comparison
+# can see; older drops are printed only (accepted, or fixed since). GATE_RECENT=0: print only.
 # A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
 # between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
 # are compared directly; nothing is appended to the history.
@@ -31,6 +33,8 @@ history=${HISTORY:-results/history.csv}
 plot=${PLOT:-plots/history.png}
 tolerance=${TOLERANCE:-5}
 alpha=${ALPHA:-0.05}
+gate_recent=${GATE_RECENT:-5}
+[[ "$gate_recent" =~ ^[0-9]+$ ]] || fail "GATE_RECENT=$gate_recent must be a whole number, 0 or more (0: report only)"
 runs=${RUNS:-10}
 warmup_runs=${WARMUP_RUNS:-1}
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || fail "RUNS=$runs must be a whole number, 1 or more"
@@ -139,15 +143,22 @@ done
 [ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot" || fail "plots/history.py could not plot $history"
 if [ -z "$base_build" ]; then
   set +e
-  "$py" plots/history.py "$history" --changes --tolerance "$tolerance" ${REPORT:+--html "$REPORT"}
+  "$py" plots/history.py "$history" --changes --tolerance "$tolerance" ${REPORT:+--html "$REPORT"} \
+    --recent "$gate_recent"
   changes=$?
   set -e
   [ "$changes" -le 1 ] || fail "plots/history.py --changes could not read $history (exit $changes)"
 fi
+strict_failure=0
 if [ "$regressed" -ne 0 ]; then
   echo "track: throughput regression against ${base_build:-the previous build} in $regressed of ${#configs[@]} benchmark(s)" \
        "(tolerance ${tolerance}%, significance ${alpha})"
-  [ "${STRICT:-1}" = "1" ] && exit 1
+  strict_failure=1
+fi
+if [ -z "$base_build" ] && [ "$changes" -eq 1 ] && [ "$gate_recent" -gt 0 ]; then
+  echo "track: the history shows a drop of at least ${tolerance}% that began within the last $gate_recent builds" \
+       "(above, with its git bisect range)"
+  strict_failure=1
 fi
 if [ "$inconclusive" -ne 0 ]; then
   echo "track: inconclusive in $inconclusive of ${#configs[@]} benchmark(s): the runs cannot tell a pass from a" \
@@ -158,4 +169,5 @@ if [ -n "$base_build" ]; then
 else
   echo "track: appended to $history, plot in $plot"
 fi
+[ "$strict_failure" -eq 0 ] || [ "${STRICT:-1}" != "1" ] || exit 1
 [ "$inconclusive" -eq 0 ] || [ "${STRICT:-1}" != "1" ] || exit 3

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest: `ptdp accept` over a fleet of 4 nodes simulated on this machine: 4 MPI processes, each
-# named as a node by Slurm's SLURMD_NODENAME, the fourth run at a quarter of its speed
-# (throttle.sh). The profile is hardware/cpu-accept.toml with its GEMM threshold lowered to 10
+# named as a node by Slurm's SLURMD_NODENAME, the fourth run at a tenth of its speed
+# (throttle.sh). The profile is hardware/cpu-accept.toml with its GEMM threshold lowered to 3
 # GFLOP/s, so that the slow node passes it: the fleet report still names node4 as the outlier,
 # every other node passes, and the exclude list holds node4 alone; the job exits 1.
 set -uo pipefail
@@ -10,8 +10,8 @@ mpirun=$2
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-sed 's/^min_gflops = { value = 48,/min_gflops = { value = 10,/' "$here/../../hardware/cpu-accept.toml" > "$dir/cpu-accept.toml"
-grep -q 'value = 10,' "$dir/cpu-accept.toml" || { echo "FAIL: the profile's GEMM threshold was not lowered"; exit 1; }
+sed 's/^min_gflops = { value = 48,/min_gflops = { value = 3,/' "$here/../../hardware/cpu-accept.toml" > "$dir/cpu-accept.toml"
+grep -q 'min_gflops = { value = 3,' "$dir/cpu-accept.toml" || { echo "FAIL: the profile's GEMM threshold was not lowered"; exit 1; }
 args=(accept --hardware "$dir/cpu-accept.toml" --quick --threads 1 --checks gemm,internode --out "$dir/fleet.json")
 node() { echo -np 1 -x SLURMD_NODENAME="$1"; }
 "$mpirun" --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x VGPU_DEVICES=0 \

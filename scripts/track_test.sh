@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/track.sh end to end on a made-up history (12 builds x 3 runs of one series, a drift of 2%
+# a build from build 5 on) with one tiny run of the build $1 appended: GATE_RECENT=8 fails the run
+# (exit 1) because the drift began within the last 8 builds, STRICT=0 reports it and exits 0, the
+# default GATE_RECENT=5 lets the older drift pass (printed only), a bad GATE_RECENT exits 2; the
+# history file is appended to, nothing is written into the checkout.
+#   scripts/track_test.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "${1:?usage: track_test.sh BUILD_DIR}" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
+py=python3
+for p in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$p" ] && "$p" -c "import scipy, matplotlib" >/dev/null 2>&1 && { py=$p; break; }
+done
+"$py" - "$src/results/history.csv" "$tmp/drift.csv" <<'PY'
+import csv, random, sys
+with open(sys.argv[1], newline="") as f:
+    r = csv.DictReader(f)
+    header, template = r.fieldnames, next(r)
+random.seed(7)
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
+    w.writeheader()
+    for i in range(12):
+        for _ in range(3):
+            row = dict(template, git_sha=f"{i:02d}" + "ab" * 19)
+            v = 1000 if i < 5 else 1000 * (1 - 0.02 * (i - 4))
+            row["tokens_per_s"] = f"{v * (1 + random.gauss(0, 0.003)):.2f}"
+            w.writerow(row)
+PY
+before=$(git -C "$src" status --porcelain 2>/dev/null)
+track() {  # EXPECTED-EXIT NAME [VAR=VALUE...]
+  local want=$1 name=$2
+  shift 2
+  cp "$tmp/drift.csv" "$tmp/$name.csv"
+  env "$@" RUNS=1 WARMUP_RUNS=0 BUILD="$build" HISTORY="$tmp/$name.csv" PLOT="$tmp/$name.png" \
+    TRACK_ARGS="--model tiny --iters 3 --warmup 1" "$src/scripts/track.sh" >"$tmp/out" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$want" ] || fail "$name: exit $rc, expected $want"
+}
+track 1 gated GATE_RECENT=8
+grep -qF "track: the history shows a drop of at least 5% that began within the last 8 builds" "$tmp/out" ||
+  fail "gated: no line naming the recent drop"
+grep -qF "git bisect start 05ababababab 04ababababab" "$tmp/out" || fail "gated: no bisect range"
+[ "$(wc -l <"$tmp/gated.csv")" -eq 38 ] || fail "gated: the run's row was not appended (or more were)"
+track 0 reported GATE_RECENT=8 STRICT=0
+grep -qF "track: the history shows a drop" "$tmp/out" || fail "STRICT=0: the drop is not reported"
+track 0 older
+grep -qF "drift drop of" "$tmp/out" || fail "older: the drift is not printed"
+! grep -qF "track: the history shows a drop" "$tmp/out" || fail "older: a drift from 7 builds back gated the run"
+track 2 bad GATE_RECENT=x
+grep -qF "GATE_RECENT=x must be a whole number" "$tmp/out" || fail "GATE_RECENT=x: no error naming it"
+[ "$(git -C "$src" status --porcelain 2>/dev/null)" = "$before" ] || fail "track.sh wrote into the checkout"
+echo "PASS: track history gate"
