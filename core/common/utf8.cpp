@@ -3,26 +3,43 @@
 #include <string_view>
 
 namespace ptdp {
+namespace {
+
+// What a lead byte starts: the sequence's length (0: not a lead byte) and the allowed range of the
+// second byte (RFC 3629's table: no overlong forms, no surrogates, nothing above U+10FFFF).
+struct Utf8Lead {
+  size_t length = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+};
+
+Utf8Lead utf8_lead(unsigned char c) {
+  if (c < 0x80) return {1};
+  if (c >= 0xC2 && c <= 0xDF) return {2};
+  if (c == 0xE0) return {3, 0xA0, 0xBF};
+  if (c == 0xED) return {3, 0x80, 0x9F};
+  if (c >= 0xE1 && c <= 0xEF) return {3};
+  if (c == 0xF0) return {4, 0x90, 0xBF};
+  if (c == 0xF4) return {4, 0x80, 0x8F};
+  if (c >= 0xF1 && c <= 0xF3) return {4};
+  return {};
+}
+
+}  // namespace
+
+size_t utf8_maximal_subpart(std::string_view t) {
+  if (t.empty()) return 0;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(t[i]); };
+  const Utf8Lead lead = utf8_lead(b(0));
+  if (lead.length <= 1 || t.size() < 2 || b(1) < lead.lo || b(1) > lead.hi) return 1;
+  size_t n = 2;
+  while (n < lead.length && n < t.size() && b(n) >= 0x80 && b(n) <= 0xBF) ++n;
+  return n;
+}
 
 size_t utf8_sequence_length(std::string_view t) {
   if (t.empty()) return 0;
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(t[i]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c == 0xE0) n = 3, lo = 0xA0;
-  else if (c == 0xED) n = 3, hi = 0x9F;  // no surrogates
-  else if (c >= 0xE1 && c <= 0xEF) n = 3;
-  else if (c == 0xF0) n = 4, lo = 0x90;
-  else if (c == 0xF4) n = 4, hi = 0x8F;  // nothing above U+10FFFF
-  else if (c >= 0xF1 && c <= 0xF3) n = 4;
-  else return 0;
-  if (t.size() < n || b(1) < lo || b(1) > hi) return 0;
-  for (size_t i = 2; i < n; ++i)
-    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
-  return n;
+  const size_t n = utf8_lead(static_cast<unsigned char>(t[0])).length;
+  return n != 0 && utf8_maximal_subpart(t) == n ? n : 0;
 }
 
 size_t first_invalid_utf8(std::string_view text) {
@@ -37,6 +54,26 @@ size_t first_invalid_utf8(std::string_view text) {
     i += n;
   }
   return std::string_view::npos;
+}
+
+size_t utf8_cut_tail(std::string_view text) {
+  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const std::string_view tail = text.substr(text.size() - back);
+    const auto c = static_cast<unsigned char>(tail[0]);
+    if (c >= 0x80 && c <= 0xBF) continue;  // a continuation byte: the lead is further back
+    return utf8_lead(c).length > back && utf8_maximal_subpart(tail) == back ? back : 0;
+  }
+  return 0;
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos; bad = first_invalid_utf8(text)) {
+    out.append(text.substr(0, bad)).append(kUtf8Replacement);
+    text.remove_prefix(bad + utf8_maximal_subpart(text.substr(bad)));
+  }
+  return out.append(text);
 }
 
 }  // namespace ptdp
