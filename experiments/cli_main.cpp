@@ -16,6 +16,7 @@
 #endif
 #include "experiments/cli_flags.h"
 #include "experiments/strict_numbers.h"
+#include "core/data/gpt2_pretokenizer.h"
 #include "core/data/sentencepiece_tokenizer.h"
 #include "core/results/provenance.h"
 #include "experiments/commands.h"
@@ -50,6 +51,7 @@ std::string version_text() {
   t += ", MPI";
 #endif
   t += ptdp::sentencepiece_available() ? ", SentencePiece" : "";
+  t += ptdp::gpt2_bpe_available() ? ", GPT-2 BPE" : "";
   return t;
 }
 
@@ -69,18 +71,35 @@ int ptdp::cli_main(int argc, char** argv) {
   std::string pre_input, pre_prefix;
   PreprocessOptions pre_opts;
   CLI::App* pre = app.add_subcommand(
-      "preprocess", "text file -> Megatron .bin/.idx dataset (byte-level or SentencePiece tokens)");
+      "preprocess", "text file -> Megatron .bin/.idx dataset (byte-level, GPT-2 BPE or SentencePiece tokens)");
   pre->add_option("--input", pre_input, "text file")->required();
   pre->add_option("--output-prefix", pre_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
+  const auto names_a = [](const char* what) {
+    return CLI::Validator([what](std::string& v) { return v.empty() ? std::string("must name ") + what : ""; },
+                          "FILE");
+  };
+  pre->add_option("--tokenizer-type", pre_opts.tokenizer_type,
+                  "GPT2BPETokenizer (GPT-2's byte-level BPE, with --vocab-file and --merge-file), or "
+                  "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer (with --tokenizer-model); "
+                  "default: SentencePiece with --tokenizer-model, else byte-level tokens")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() ? "must name a tokenizer type (" + known_tokenizer_types() + ")" : std::string();
+          },
+          "TYPE"));
   pre->add_option("--tokenizer-model", pre_opts.tokenizer_model,
-                  "SentencePiece .model file (e.g. LLaMA's tokenizer.model); default: byte-level tokens")
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must name a .model file") : ""; },
-                             "FILE"));
+                  "SentencePiece .model file (e.g. LLaMA's tokenizer.model)")
+      ->check(names_a("a .model file"));
+  pre->add_option("--vocab-file", pre_opts.vocab_file, "GPT-2's vocab.json (token -> id), for GPT2BPETokenizer")
+      ->check(names_a("a vocab.json file"));
+  pre->add_option("--merge-file", pre_opts.merge_file, "GPT-2's merges.txt, for GPT2BPETokenizer")
+      ->check(names_a("a merges.txt file"));
   pre->add_flag("--append-eod", pre_opts.append_eod,
-                "end the document with the model's end-of-document (eos) id (needs --tokenizer-model)");
+                "end the document with the tokenizer's end-of-document id (<|endoftext|>, or the SentencePiece "
+                "model's eos; not for byte-level tokens)");
   pre->add_flag("--allow-invalid-utf8", pre_opts.allow_invalid_utf8,
-                "encode lines that are not UTF-8 (SentencePiece turns their bytes into <unk>) instead of refusing the "
-                "file; the count is reported");
+                "encode text that is not UTF-8 instead of refusing the file (SentencePiece turns such bytes into "
+                "<unk>, GPT-2 BPE each ill-formed sequence into U+FFFD); the count is reported");
 
   auto [simulate, run_simulate] = add_simulate_command(app);
   auto [plan, run_plan] = add_plan_command(app);

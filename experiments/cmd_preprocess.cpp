@@ -12,11 +12,17 @@ int cmd_preprocess(const std::string& input, const std::string& output_prefix, c
   fmt::print("wrote {}.bin and {}.idx: {} document(s), {} tokens ({} tokenizer, vocabulary {}, {}{}), {} bytes\n",
              output_prefix, output_prefix, st.documents, st.tokens, st.tokenizer, st.vocab_size, st.dtype,
              opts.append_eod ? ", end-of-document id appended" : "", st.bytes_written);
+  const bool gpt2 = tokenizer_kind(opts.tokenizer_options()) == TokenizerKind::Gpt2Bpe;
   if (st.invalid_utf8_lines > 0)
+    fmt::print(stderr, "ptdp: warning: {} line(s) of {} were not UTF-8 ({} byte(s)); {}\n", st.invalid_utf8_lines,
+               input, st.invalid_utf8_bytes,
+               gpt2 ? "each ill-formed sequence was encoded as U+FFFD (as Python's errors='replace')"
+                    : "SentencePiece encoded those bytes as <unk> (or byte pieces under byte fallback)");
+  if (gpt2 && st.inexact_cuts > 0)
     fmt::print(stderr,
-               "ptdp: warning: {} line(s) of {} were not UTF-8 ({} byte(s)); SentencePiece encoded those bytes as <unk> "
-               "(or byte pieces under byte fallback)\n",
-               st.invalid_utf8_lines, input, st.invalid_utf8_bytes);
+               "ptdp: warning: {} cut(s) inside runs of letters, digits, punctuation or spaces longer than {} MiB; "
+               "the tokens at a cut may differ from the whole text's\n",
+               st.inexact_cuts, (8 * opts.max_encode_piece) >> 20);
   if (st.long_lines > 0)
     fmt::print("{} line(s) longer than {} MiB were encoded in pieces cut at spaces{}\n", st.long_lines,
                opts.max_encode_piece >> 20,

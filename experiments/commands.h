@@ -18,7 +18,7 @@ int cmd_train(const RunConfig& cfg, Communicator* mpi_world);
 // Trains a validated configuration (preflight checks first) on local ranks or the MPI world and
 // returns world rank 0's result row (nothing on the other MPI ranks); progress lines when verbose.
 std::optional<ResultRow> run_training(const RunConfig& cfg, Communicator* mpi_world, bool verbose);
-// --tokenizer-model (empty: byte-level) and --append-eod in opts.
+// The tokenizer flags (byte-level without any), --append-eod and --allow-invalid-utf8 in opts.
 int cmd_preprocess(const std::string& input, const std::string& output_prefix, const PreprocessOptions& opts);
 
 }  // namespace ptdp

@@ -10,6 +10,7 @@ packages=(cmake ninja-build g++ pkg-config git
           libssl-dev  # MD5 of Megatron's index cache names (core/data/megatron_description)
           libboost-context-dev  # fibers of the virtual GPU's kernel executor (vgpu/, scripts/test_vgpu.sh)
           libsentencepiece-dev sentencepiece  # preprocess --tokenizer-model; spm_train/spm_encode for its tests
+          libpcre2-dev  # GPT-2's pre-tokenizer regex: preprocess --tokenizer-type GPT2BPETokenizer
           python3 python3-matplotlib
           python3-scipy  # plots/history.py --changes (its tests)
           python3-torch)  # CPU PyTorch for scripts/compare_pytorch.py's loss check (docs/PYTORCH.md)

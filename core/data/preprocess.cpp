@@ -1,5 +1,6 @@
 #include "core/data/preprocess.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -142,10 +143,10 @@ class LineEncoder {
   std::vector<int32_t> tokens_;
 };
 
-void write_lines(std::ifstream& in, const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
-                 const PreprocessOptions& opts, PreprocessStats& st) {
-  LineEncoder enc(input_path, tok, w, opts, st);
-  std::vector<char> block(1 << 20);
+// Reads the input in blocks of `block_size` bytes and feeds them to `enc` (LineEncoder, TextEncoder).
+template <class Encoder>
+void feed_blocks(std::ifstream& in, const std::string& input_path, size_t block_size, Encoder& enc) {
+  std::vector<char> block(block_size);
   while (in) {
     in.read(block.data(), std::streamsize(block.size()));
     enc.feed(std::string_view(block.data(), size_t(in.gcount())));
@@ -154,11 +155,105 @@ void write_lines(std::ifstream& in, const std::string& input_path, const Tokeniz
   enc.finish();
 }
 
+// GPT-2 BPE: the whole file as one text (line breaks are tokens). The bytes read are checked to be
+// UTF-8 (a sequence cut by the end of a block waits for the next), then kept until there are
+// max_encode_piece of them; then the tokenizer encodes the head whose ids do not depend on what
+// follows (Tokenizer::encode_head) and the rest waits for more. So the ids are the whole file's
+// and memory stays bounded; only when 8 x max_encode_piece bytes hold no such head (a single
+// pre-tokenizer piece that long) are they encoded as they are, a cut counted as inexact.
+class TextEncoder {
+ public:
+  TextEncoder(const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
+              const PreprocessOptions& opts, PreprocessStats& st)
+      : path_(input_path), tok_(tok), w_(w), opts_(opts), st_(st) {}
+
+  void feed(std::string_view bytes) {
+    if (tail_.empty()) {
+      tail_.assign(bytes.substr(check(bytes, false)));
+    } else {
+      tail_.append(bytes);
+      tail_.erase(0, check(tail_, false));
+    }
+    while (text_.size() >= opts_.max_encode_piece) {
+      size_t used = tok_.encode_head(text_, tokens_);
+      if (used == 0) {
+        if (text_.size() < 8 * opts_.max_encode_piece) break;
+        tok_.encode(text_, tokens_);  // text_ ends with a whole character
+        used = text_.size();
+        ++st_.inexact_cuts;
+      }
+      text_.erase(0, used);
+      flush(false);
+    }
+  }
+
+  void finish() {
+    check(tail_, true);
+    tok_.encode(text_, tokens_);
+    flush(true);
+  }
+
+ private:
+  // Appends the UTF-8 text of `in` to text_ (each maximal ill-formed subpart as U+FFFD when
+  // allowed) and returns how much of it was taken: all but a sequence that the end of the block
+  // cut, unless at_end.
+  size_t check(std::string_view in, bool at_end) {
+    if (!at_end) in.remove_suffix(utf8_cut_tail(in));
+    size_t i = 0, run = 0;
+    while (i < in.size()) {
+      const auto c = static_cast<unsigned char>(in[i]);
+      if (c < 0x80) {
+        line_ += c == '\n';
+        ++i;
+        continue;
+      }
+      if (const size_t n = utf8_sequence_length(in.substr(i))) {
+        i += n;
+        continue;
+      }
+      const size_t bad = utf8_maximal_subpart(in.substr(i));
+      if (!opts_.allow_invalid_utf8)
+        usage_error("--input {}: not UTF-8 at byte offset {} (line {}: byte 0x{:02x}; Latin-1 text?): GPT-2 BPE reads "
+                    "UTF-8 text; convert the file (e.g. iconv -f latin1 -t utf-8) or pass --allow-invalid-utf8 to "
+                    "encode each ill-formed sequence as U+FFFD, as Python's errors='replace' does",
+                    path_, offset_ + i, line_, c);
+      if (line_ != last_invalid_line_) ++st_.invalid_utf8_lines;
+      last_invalid_line_ = line_;
+      st_.invalid_utf8_bytes += int64_t(bad);
+      text_.append(in.substr(run, i - run)).append(kUtf8Replacement);
+      i += bad;
+      run = i;
+    }
+    text_.append(in.substr(run, i - run));
+    offset_ += i;
+    return i;
+  }
+
+  void flush(bool always) {
+    if (always || tokens_.size() >= (1u << 20)) {
+      w_.append_tokens(tokens_);
+      tokens_.clear();
+    }
+  }
+
+  const std::string& path_;
+  const Tokenizer& tok_;
+  IndexedDatasetWriter& w_;
+  const PreprocessOptions& opts_;
+  PreprocessStats& st_;
+  std::string tail_;  // bytes read but not yet checked
+  std::string text_;  // checked UTF-8 text, not yet encoded
+  uint64_t offset_ = 0;  // of the first byte not yet checked, in the file
+  int64_t line_ = 1, last_invalid_line_ = 0;
+  std::vector<int32_t> tokens_;
+};
+
 }  // namespace
 
 void preprocess_text(const std::string& input_path, const std::string& output_prefix, const PreprocessOptions& opts,
                      PreprocessStats* stats) {
   namespace fs = std::filesystem;
+  PTDP_CHECK(opts.max_encode_piece >= 16, "max_encode_piece {} is too small", opts.max_encode_piece);
   if (output_prefix.empty() || output_prefix.back() == '/')
     usage_error("--output-prefix '{}': must name a file prefix, e.g. data/corpus", output_prefix);
   const fs::path dir = fs::path(output_prefix).parent_path();
@@ -166,19 +261,30 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
   if (!dir.empty() && !fs::is_directory(dir, ec))
     usage_error("--output-prefix {}: directory {} does not exist", output_prefix, dir.string());
   std::ifstream in = open_input(input_path);
-  const std::unique_ptr<Tokenizer> tok = make_tokenizer(opts.tokenizer_model);
+  const TokenizerKind kind = tokenizer_kind(opts.tokenizer_options());
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(opts.tokenizer_options());
   if (opts.append_eod && tok->eod_id() < 0) {
-    if (opts.tokenizer_model.empty())
+    if (kind == TokenizerKind::Bytes)
       usage_error("--append-eod: the byte-level tokenizer has no end-of-document id (its 256 ids are all bytes); "
-                  "use it with --tokenizer-model");
+                  "use it with --tokenizer-model or --tokenizer-type GPT2BPETokenizer");
+    if (kind == TokenizerKind::Gpt2Bpe)
+      usage_error("--append-eod: --vocab-file {} has no <|endoftext|> token (GPT-2's end of document)",
+                  opts.vocab_file);
     usage_error("--append-eod: tokenizer model {} has no end-of-document (eos) id", opts.tokenizer_model);
   }
   const TokenDType dtype = token_dtype_for_vocab(tok->vocab_size());
   IndexedDatasetWriter writer(output_prefix, dtype);
   PreprocessStats local;
   PreprocessStats& st = stats != nullptr ? *stats : local;
-  if (tok->encodes_lines()) write_lines(in, input_path, *tok, writer, opts, st);
-  else write_pieces(in, input_path, *tok, writer);
+  if (kind == TokenizerKind::Gpt2Bpe) {
+    TextEncoder enc(input_path, *tok, writer, opts, st);
+    feed_blocks(in, input_path, std::min(opts.max_encode_piece, size_t(1) << 20), enc);
+  } else if (tok->encodes_lines()) {
+    LineEncoder enc(input_path, *tok, writer, opts, st);
+    feed_blocks(in, input_path, size_t(1) << 20, enc);
+  } else {
+    write_pieces(in, input_path, *tok, writer);
+  }
   if (writer.num_tokens() == 0) {
     if (fs::file_size(input_path, ec) == 0 || ec)
       usage_error("--input {}: file is empty (nothing to tokenize)", input_path);

@@ -2,11 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 
 #include "core/data/indexed_dataset.h"
 #include "core/data/sentencepiece_tokenizer.h"
+#include "core/common/utf8.h"
+#include "core/data/gpt2_bpe_files.h"
+#include "core/data/gpt2_bpe_tokenizer.h"
 #include "core/data/testing/data_test_util.h"
+#include "core/data/testing/gpt2_bpe_fixtures.h"
 #include "core/data/testing/spm_tokenizer_test_util.h"
 
 namespace ptdp {
@@ -229,6 +235,159 @@ TEST_F(PreprocessSentencePiece, TextThatIsNotUtf8IsRefusedUnlessAllowedAndThenCo
   preprocess_text(dir_.file("latin1.txt"), dir_.file("out"), opts, &stats);
   EXPECT_EQ(stats.invalid_utf8_lines, 1);
   EXPECT_EQ(stats.invalid_utf8_bytes, 2);
+}
+
+class PreprocessGpt2Bpe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = testing::gpt2_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    fx_ = testing::read_gpt2_fixtures();
+    opts_.tokenizer_type = "GPT2BPETokenizer";
+    opts_.vocab_file = testing::gpt2_fixture("vocab.json");
+    opts_.merge_file = testing::gpt2_fixture("merges.txt");
+  }
+  std::vector<int32_t> tokens_of(const std::string& prefix) {
+    const auto ds = IndexedDataset::open(prefix);
+    std::vector<int32_t> tokens(size_t(ds.total_tokens()));
+    ds.read_tokens(0, ds.total_tokens(), tokens.data());
+    return tokens;
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    testing::write_file(dir_.file(name), std::vector<uint8_t>(text.begin(), text.end()));
+    return dir_.file(name);
+  }
+  TempDir dir_;
+  testing::Gpt2Fixtures fx_;
+  PreprocessOptions opts_;
+};
+
+// The dataset holds exactly transformers' ids of the whole file (line breaks are tokens), as one
+// uint16 document (Megatron's dtype for 1800 ids).
+TEST_F(PreprocessGpt2Bpe, TokensAreTransformersIdsOfTheWholeFile) {
+  PreprocessStats stats;
+  preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, &stats);
+  const auto ds = IndexedDataset::open(dir_.file("out"));
+  EXPECT_EQ(ds.dtype(), TokenDType::U16);
+  EXPECT_EQ(ds.num_documents(), 1);
+  EXPECT_EQ(tokens_of(dir_.file("out")), fx_.document_ids);
+  EXPECT_EQ(stats.tokenizer, "GPT-2 BPE (vocab.json, merges.txt)");
+  EXPECT_EQ(stats.vocab_size, 1800);
+  EXPECT_EQ(stats.dtype, "uint16");
+  EXPECT_EQ(stats.inexact_cuts, 0);
+}
+
+TEST_F(PreprocessGpt2Bpe, AppendEodEndsTheDocumentWithEndOfText) {
+  opts_.append_eod = true;
+  preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, nullptr);
+  std::vector<int32_t> want = fx_.document_ids;
+  want.push_back(1799);
+  EXPECT_EQ(tokens_of(dir_.file("out")), want);
+}
+
+// Read in blocks and encoded a head at a time (windows from 48 bytes, whose blocks cut through
+// multi-byte characters and runs of spaces, and whose 8 x 48 bytes still hold the document's
+// 300-letter run, to 4 KiB on a 100 KiB text): the whole file's ids, transformers' for the
+// fixture document, with no inexact cut.
+TEST_F(PreprocessGpt2Bpe, AFileLargerThanTheEncodeWindowGivesTheWholeFilesIds) {
+  for (const size_t window : {48, 67, 1000}) {
+    opts_.max_encode_piece = window;
+    PreprocessStats stats;
+    preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, &stats);
+    EXPECT_EQ(tokens_of(dir_.file("out")), fx_.document_ids) << window;
+    EXPECT_EQ(stats.inexact_cuts, 0) << window;
+  }
+  std::string text = testing::file_bytes(testing::gpt2_fixture("text.txt"));
+  while (text.size() < (100 << 10)) text += text + "\n   \n\t" + std::string(3000, ' ') + "x";
+  const std::string path = write("big.txt", text);
+  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  std::vector<int32_t> whole;
+  tok.encode(text, whole);
+  opts_.max_encode_piece = 4096;
+  PreprocessStats stats;
+  preprocess_text(path, dir_.file("big"), opts_, &stats);
+  EXPECT_EQ(tokens_of(dir_.file("big")), whole);
+  EXPECT_EQ(stats.inexact_cuts, 0);
+}
+
+// Latin-1 and other bytes that are not UTF-8: refused naming the byte offset and line, or with
+// allow_invalid_utf8 encoded as U+FFFD (transformers' ids of Python's errors='replace' text) and
+// counted, also when a block ends inside an ill-formed sequence.
+TEST_F(PreprocessGpt2Bpe, TextThatIsNotUtf8IsRefusedUnlessAllowedThenReplaced) {
+  const testing::Gpt2Case& c = fx_.at("invalid_utf8");
+  const std::string path = write("bad.txt", c.text);
+  const auto msg = usage_message([&] { preprocess_text(path, dir_.file("out"), opts_, nullptr); });
+  EXPECT_NE(msg.find("--input " + path + ": not UTF-8 at byte offset 3 (line 1: byte 0xe9; Latin-1 text?)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--allow-invalid-utf8"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
+  const std::string later = write("later.txt", "fine\nstill fine\nna\xefve\n");
+  const auto msg2 = usage_message([&] { preprocess_text(later, dir_.file("out"), opts_, nullptr); });
+  EXPECT_NE(msg2.find("not UTF-8 at byte offset 18 (line 3: byte 0xef"), std::string::npos) << msg2;
+
+  opts_.allow_invalid_utf8 = true;
+  for (const size_t window : {16, 1 << 20}) {
+    opts_.max_encode_piece = window;
+    PreprocessStats stats;
+    preprocess_text(path, dir_.file("out"), opts_, &stats);
+    EXPECT_EQ(tokens_of(dir_.file("out")), c.ids) << window;
+    EXPECT_EQ(stats.invalid_utf8_lines, 1);
+    EXPECT_EQ(stats.invalid_utf8_bytes, 15);  // e9, ef, ff, fe, c3, e2 82, ed a0 80, f0 9f 98, c0 af
+  }
+  const std::string cut = write("cut.txt", "ok \xf0\x9f\x98");  // ends inside a sequence
+  PreprocessStats stats;
+  preprocess_text(cut, dir_.file("cut"), opts_, &stats);
+  EXPECT_EQ(stats.invalid_utf8_bytes, 3);
+  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  EXPECT_EQ(tok.decode(tokens_of(dir_.file("cut"))), "ok " + std::string(kUtf8Replacement));
+}
+
+// One run of letters longer than 8 windows has no place where the pre-tokenizer is sure to cut:
+// it is cut anyway, counted, and decodes to the same text.
+TEST_F(PreprocessGpt2Bpe, ARunLongerThanEightWindowsIsCutAndCounted) {
+  const std::string text = "start " + std::string(3000, 'a') + " end\n";
+  const std::string path = write("run.txt", text);
+  opts_.max_encode_piece = 64;
+  PreprocessStats stats;
+  preprocess_text(path, dir_.file("out"), opts_, &stats);
+  EXPECT_GE(stats.inexact_cuts, 1);
+  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  EXPECT_EQ(tok.decode(tokens_of(dir_.file("out"))), text);
+}
+
+// Megatron's dtype: uint16 for vocabularies under 65500 ids, int32 from there on.
+TEST_F(PreprocessGpt2Bpe, AVocabularyOf65500IdsTakesInt32Tokens) {
+  for (const int64_t n : {65499, 65500}) {
+    nlohmann::json v = nlohmann::json::object();
+    for (const std::string& s : gpt2_byte_symbols()) {
+      const size_t id = v.size();
+      v[s] = id;
+    }
+    while (int64_t(v.size()) < n) {
+      const size_t id = v.size();
+      v["tok" + std::to_string(id)] = id;
+    }
+    opts_.vocab_file = write("vocab.json", v.dump());
+    opts_.merge_file = write("merges.txt", "#version: 0.2\n");
+    PreprocessStats stats;
+    preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, &stats);
+    EXPECT_EQ(stats.vocab_size, n);
+    EXPECT_EQ(IndexedDataset::open(dir_.file("out")).dtype(), n < 65500 ? TokenDType::U16 : TokenDType::I32);
+    EXPECT_EQ(stats.dtype, n < 65500 ? "uint16" : "int32");
+  }
+}
+
+TEST_F(PreprocessGpt2Bpe, AVocabularyWithoutEndOfTextRefusesAppendEodWithNoOutput) {
+  nlohmann::json v = nlohmann::json::parse(testing::file_bytes(opts_.vocab_file));
+  ASSERT_EQ(v.erase("<|endoftext|>"), 1u);  // the last id: the others still run 0..N-1
+  opts_.vocab_file = write("vocab.json", v.dump());
+  opts_.append_eod = true;
+  const auto msg =
+      usage_message([&] { preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, nullptr); });
+  EXPECT_NE(msg.find("--append-eod: --vocab-file " + opts_.vocab_file + " has no <|endoftext|> token"),
+            std::string::npos)
+      << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "core/data/sentencepiece_tokenizer.h"
 #include "core/data/testing/data_test_util.h"
+#include "core/data/testing/gpt2_bpe_fixtures.h"
 #include "core/data/testing/spm_tokenizer_test_util.h"
 
 namespace ptdp {
@@ -32,6 +33,43 @@ TEST(Tokenizer, NoModelMeansByteLevel) {
   const auto tok = make_tokenizer("");
   EXPECT_EQ(tok->name(), "byte-level");
   EXPECT_EQ(tok->vocab_size(), kByteVocabSize);
+}
+
+// Megatron's flag names: --tokenizer-type picks the tokenizer, and each file flag goes with its
+// type; flags that do not go together are refused naming them.
+TEST(Tokenizer, TypeAndFileFlagsMustGoTogether) {
+  const auto kind_error = [](const TokenizerOptions& o) { return usage_message([&] { tokenizer_kind(o); }); };
+  EXPECT_EQ(tokenizer_kind({}), TokenizerKind::Bytes);
+  EXPECT_EQ(tokenizer_kind({"", "m.model", "", ""}), TokenizerKind::SentencePiece);
+  for (const char* type : {"SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer"})
+    EXPECT_EQ(tokenizer_kind({type, "m.model", "", ""}), TokenizerKind::SentencePiece) << type;
+  EXPECT_EQ(tokenizer_kind({"GPT2BPETokenizer", "", "v.json", "m.txt"}), TokenizerKind::Gpt2Bpe);
+  const std::vector<std::pair<TokenizerOptions, std::string>> refused = {
+      {{"BertWordPieceCase", "", "", ""},
+       "--tokenizer-type BertWordPieceCase: unknown (known: GPT2BPETokenizer, SentencePieceTokenizer, "
+       "GPTSentencePieceTokenizer, Llama2Tokenizer)"},
+      {{"GPT2BPETokenizer", "", "", "m.txt"}, "--tokenizer-type GPT2BPETokenizer needs --vocab-file"},
+      {{"GPT2BPETokenizer", "", "v.json", ""}, "--tokenizer-type GPT2BPETokenizer needs --merge-file"},
+      {{"GPT2BPETokenizer", "m.model", "v.json", "m.txt"}, "--tokenizer-model is for SentencePiece models"},
+      {{"", "", "v.json", ""}, "--vocab-file is for --tokenizer-type GPT2BPETokenizer (give that type too)"},
+      {{"", "", "", "m.txt"}, "--merge-file is for --tokenizer-type GPT2BPETokenizer"},
+      {{"Llama2Tokenizer", "m.model", "v.json", ""},
+       "--vocab-file is for --tokenizer-type GPT2BPETokenizer, not Llama2Tokenizer"},
+      {{"Llama2Tokenizer", "", "", ""}, "--tokenizer-type Llama2Tokenizer needs --tokenizer-model"},
+  };
+  for (const auto& [opts, want] : refused) {
+    const std::string msg = kind_error(opts);
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  }
+}
+
+TEST(Tokenizer, Gpt2TypeLoadsTheVocabularyAndMerges) {
+  if (const std::string why = testing::gpt2_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const auto tok = make_tokenizer(TokenizerOptions{"GPT2BPETokenizer", "", testing::gpt2_fixture("vocab.json"),
+                                                   testing::gpt2_fixture("merges.txt")});
+  EXPECT_EQ(tok->name(), "GPT-2 BPE (vocab.json, merges.txt)");
+  EXPECT_EQ(tok->vocab_size(), 1800);
+  EXPECT_EQ(tok->eod_id(), 1799);
 }
 
 // Bad model files are refused with the flag, the file and the rule, whatever the build.

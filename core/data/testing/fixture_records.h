@@ -1,5 +1,6 @@
 // Reads the fixture text files scripts/megatron_fixtures.py writes into
-// core/data/testdata/megatron/: one record a line, "NAME v0 v1 ...", '#' lines are comments.
+// core/data/testdata/megatron/ (and scripts/gpt2_bpe_fixtures.py into core/data/testdata/gpt2_bpe/):
+// one record a line, "NAME v0 v1 ...", '#' lines are comments.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -17,19 +18,11 @@ inline std::string megatron_fixture_path(const std::string& name) {
 
 class FixtureRecords {
  public:
-  explicit FixtureRecords(const std::string& name) : path_(megatron_fixture_path(name)) {
-    std::ifstream in(path_);
-    if (!in) throw std::runtime_error("cannot open fixture " + path_);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream fields(line);
-      std::string key, v;
-      fields >> key;
-      auto& values = records_[key];
-      while (fields >> v) values.push_back(v);
-    }
-  }
+  // The records of core/data/testdata/megatron/NAME.
+  explicit FixtureRecords(const std::string& name) : FixtureRecords(megatron_fixture_path(name), 0) {}
+  // The records of the file at `path`.
+  static FixtureRecords at_path(const std::string& path) { return FixtureRecords(path, 0); }
+
   bool has(const std::string& key) const { return records_.count(key) != 0; }
   const std::vector<std::string>& strings(const std::string& key) const {
     auto it = records_.find(key);
@@ -60,6 +53,20 @@ class FixtureRecords {
   }
 
  private:
+  FixtureRecords(const std::string& path, int) : path_(path) {
+    std::ifstream in(path_);
+    if (!in) throw std::runtime_error("cannot open fixture " + path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string key, v;
+      fields >> key;
+      auto& values = records_[key];
+      while (fields >> v) values.push_back(v);
+    }
+  }
+
   std::string path_;
   std::map<std::string, std::vector<std::string>> records_;
 };
