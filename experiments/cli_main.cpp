@@ -78,7 +78,7 @@ int ptdp::cli_main(int argc, char** argv) {
     return CLI::Validator([what](std::string& v) { return v.empty() ? std::string("must name ") + what : ""; },
                           "FILE");
   };
-  pre->add_option("--tokenizer-type", pre_opts.tokenizer_type,
+  pre->add_option("--tokenizer-type", pre_opts.tokenizer.type,
                   "GPT2BPETokenizer (GPT-2's byte-level BPE, with --vocab-file and --merge-file), or "
                   "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer (with --tokenizer-model); "
                   "default: SentencePiece with --tokenizer-model, else byte-level tokens")
@@ -87,12 +87,12 @@ int ptdp::cli_main(int argc, char** argv) {
             return v.empty() ? "must name a tokenizer type (" + known_tokenizer_types() + ")" : std::string();
           },
           "TYPE"));
-  pre->add_option("--tokenizer-model", pre_opts.tokenizer_model,
+  pre->add_option("--tokenizer-model", pre_opts.tokenizer.model,
                   "SentencePiece .model file (e.g. LLaMA's tokenizer.model)")
       ->check(names_a("a .model file"));
-  pre->add_option("--vocab-file", pre_opts.vocab_file, "GPT-2's vocab.json (token -> id), for GPT2BPETokenizer")
+  pre->add_option("--vocab-file", pre_opts.tokenizer.vocab_file, "GPT-2's vocab.json (token -> id), for GPT2BPETokenizer")
       ->check(names_a("a vocab.json file"));
-  pre->add_option("--merge-file", pre_opts.merge_file, "GPT-2's merges.txt, for GPT2BPETokenizer")
+  pre->add_option("--merge-file", pre_opts.tokenizer.merge_file, "GPT-2's merges.txt, for GPT2BPETokenizer")
       ->check(names_a("a merges.txt file"));
   pre->add_flag("--append-eod", pre_opts.append_eod,
                 "end the document with the tokenizer's end-of-document id (<|endoftext|>, or the SentencePiece "

@@ -12,7 +12,7 @@ int cmd_preprocess(const std::string& input, const std::string& output_prefix, c
   fmt::print("wrote {}.bin and {}.idx: {} document(s), {} tokens ({} tokenizer, vocabulary {}, {}{}), {} bytes\n",
              output_prefix, output_prefix, st.documents, st.tokens, st.tokenizer, st.vocab_size, st.dtype,
              opts.append_eod ? ", end-of-document id appended" : "", st.bytes_written);
-  const bool gpt2 = tokenizer_kind(opts.tokenizer_options()) == TokenizerKind::Gpt2Bpe;
+  const bool gpt2 = tokenizer_kind(opts.tokenizer) == TokenizerKind::Gpt2Bpe;
   if (st.invalid_utf8_lines > 0)
     fmt::print(stderr, "ptdp: warning: {} line(s) of {} were not UTF-8 ({} byte(s)); {}\n", st.invalid_utf8_lines,
                input, st.invalid_utf8_bytes,

@@ -28,31 +28,48 @@ std::ifstream open_input(const std::string& path) {
   return in;
 }
 
-// Byte-level: streamed in 1 MiB pieces, so memory stays flat whatever the input's size.
-void write_pieces(std::ifstream& in, const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w) {
-  std::vector<char> bytes(1 << 20);
-  std::vector<int32_t> tokens;
-  for (;;) {
-    in.read(bytes.data(), std::streamsize(bytes.size()));
-    const size_t n = size_t(in.gcount());
-    if (in.bad()) usage_error("--input {}: read failed: {}", input_path, std::strerror(errno));
-    if (n == 0) break;
-    tokens.clear();
-    tok.encode(std::string_view(bytes.data(), n), tokens);
-    w.append_tokens(tokens);
+// What the encoders below share: where the tokens go, written in batches of about 1 Mi.
+struct TokenSink {
+  TokenSink(const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
+            const PreprocessOptions& opts, PreprocessStats& st)
+      : path_(input_path), tok_(tok), w_(w), opts_(opts), st_(st) {}
+
+  // Writes the tokens held when `always`, or when a batch is full.
+  void flush(bool always) {
+    if (always || tokens_.size() >= (1u << 20)) {
+      w_.append_tokens(tokens_);
+      tokens_.clear();
+    }
   }
-}
+
+  const std::string& path_;
+  const Tokenizer& tok_;
+  IndexedDatasetWriter& w_;
+  const PreprocessOptions& opts_;
+  PreprocessStats& st_;
+  std::vector<int32_t> tokens_;
+};
+
+// Byte-level: each block as it is read (every byte is a token on its own), so memory stays flat
+// whatever the input's size.
+class PieceEncoder : TokenSink {
+ public:
+  using TokenSink::TokenSink;
+  void feed(std::string_view bytes) {
+    tok_.encode(bytes, tokens_);
+    flush(true);
+  }
+  void finish() {}
+};
 
 // SentencePiece: one line at a time, without its '\n' (as spm_encode reads its input), read in
 // 1 MiB blocks; a line longer than max_encode_piece is encoded in pieces cut at a single space
 // between two words, as the model's space_cut() allows, so memory stays bounded whatever the
 // line's length. Lines that are not UTF-8 are refused (or counted, allow_invalid_utf8). Tokens
 // are written in batches of about 1 Mi.
-class LineEncoder {
+class LineEncoder : TokenSink {
  public:
-  LineEncoder(const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
-              const PreprocessOptions& opts, PreprocessStats& st)
-      : path_(input_path), tok_(tok), w_(w), opts_(opts), st_(st) {}
+  using TokenSink::TokenSink;
 
   // Feeds bytes of the file in order.
   void feed(std::string_view bytes) {
@@ -70,8 +87,7 @@ class LineEncoder {
 
   void finish() {
     if (!line_.empty()) end_line();
-    w_.append_tokens(tokens_);
-    tokens_.clear();
+    flush(true);
   }
 
  private:
@@ -125,25 +141,17 @@ class LineEncoder {
     } catch (const UsageError& e) {
       usage_error("{} (line {} of --input {})", e.what(), line_no_, path_);
     }
-    if (tokens_.size() >= (1u << 20)) {
-      w_.append_tokens(tokens_);
-      tokens_.clear();
-    }
+    flush(false);
   }
 
-  const std::string& path_;
-  const Tokenizer& tok_;
-  IndexedDatasetWriter& w_;
-  const PreprocessOptions& opts_;
-  PreprocessStats& st_;
   std::string line_;       // the current line from offset_ on
   size_t offset_ = 0;      // bytes of the current line already encoded
   int64_t line_no_ = 1;
   bool counted_invalid_ = false;
-  std::vector<int32_t> tokens_;
 };
 
-// Reads the input in blocks of `block_size` bytes and feeds them to `enc` (LineEncoder, TextEncoder).
+// Reads the input in blocks of `block_size` bytes and feeds them to `enc` (PieceEncoder,
+// LineEncoder, TextEncoder).
 template <class Encoder>
 void feed_blocks(std::ifstream& in, const std::string& input_path, size_t block_size, Encoder& enc) {
   std::vector<char> block(block_size);
@@ -161,11 +169,9 @@ void feed_blocks(std::ifstream& in, const std::string& input_path, size_t block_
 // follows (Tokenizer::encode_head) and the rest waits for more. So the ids are the whole file's
 // and memory stays bounded; only when 8 x max_encode_piece bytes hold no such head (a single
 // pre-tokenizer piece that long) are they encoded as they are, a cut counted as inexact.
-class TextEncoder {
+class TextEncoder : TokenSink {
  public:
-  TextEncoder(const std::string& input_path, const Tokenizer& tok, IndexedDatasetWriter& w,
-              const PreprocessOptions& opts, PreprocessStats& st)
-      : path_(input_path), tok_(tok), w_(w), opts_(opts), st_(st) {}
+  using TokenSink::TokenSink;
 
   void feed(std::string_view bytes) {
     if (tail_.empty()) {
@@ -229,23 +235,10 @@ class TextEncoder {
     return i;
   }
 
-  void flush(bool always) {
-    if (always || tokens_.size() >= (1u << 20)) {
-      w_.append_tokens(tokens_);
-      tokens_.clear();
-    }
-  }
-
-  const std::string& path_;
-  const Tokenizer& tok_;
-  IndexedDatasetWriter& w_;
-  const PreprocessOptions& opts_;
-  PreprocessStats& st_;
   std::string tail_;  // bytes read but not yet checked
   std::string text_;  // checked UTF-8 text, not yet encoded
   uint64_t offset_ = 0;  // of the first byte not yet checked, in the file
   int64_t line_ = 1, last_invalid_line_ = 0;
-  std::vector<int32_t> tokens_;
 };
 
 }  // namespace
@@ -261,16 +254,16 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
   if (!dir.empty() && !fs::is_directory(dir, ec))
     usage_error("--output-prefix {}: directory {} does not exist", output_prefix, dir.string());
   std::ifstream in = open_input(input_path);
-  const TokenizerKind kind = tokenizer_kind(opts.tokenizer_options());
-  const std::unique_ptr<Tokenizer> tok = make_tokenizer(opts.tokenizer_options());
+  const TokenizerKind kind = tokenizer_kind(opts.tokenizer);
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(opts.tokenizer);
   if (opts.append_eod && tok->eod_id() < 0) {
     if (kind == TokenizerKind::Bytes)
       usage_error("--append-eod: the byte-level tokenizer has no end-of-document id (its 256 ids are all bytes); "
                   "use it with --tokenizer-model or --tokenizer-type GPT2BPETokenizer");
     if (kind == TokenizerKind::Gpt2Bpe)
       usage_error("--append-eod: --vocab-file {} has no <|endoftext|> token (GPT-2's end of document)",
-                  opts.vocab_file);
-    usage_error("--append-eod: tokenizer model {} has no end-of-document (eos) id", opts.tokenizer_model);
+                  opts.tokenizer.vocab_file);
+    usage_error("--append-eod: tokenizer model {} has no end-of-document (eos) id", opts.tokenizer.model);
   }
   const TokenDType dtype = token_dtype_for_vocab(tok->vocab_size());
   IndexedDatasetWriter writer(output_prefix, dtype);
@@ -283,7 +276,8 @@ void preprocess_text(const std::string& input_path, const std::string& output_pr
     LineEncoder enc(input_path, *tok, writer, opts, st);
     feed_blocks(in, input_path, size_t(1) << 20, enc);
   } else {
-    write_pieces(in, input_path, *tok, writer);
+    PieceEncoder enc(input_path, *tok, writer, opts, st);
+    feed_blocks(in, input_path, size_t(1) << 20, enc);
   }
   if (writer.num_tokens() == 0) {
     if (fs::file_size(input_path, ec) == 0 || ec)

@@ -11,13 +11,8 @@
 namespace ptdp {
 
 struct PreprocessOptions {
-  // --tokenizer-type (TokenizerOptions::type): GPT2BPETokenizer, or a SentencePiece type; empty:
-  // SentencePiece with tokenizer_model, else byte-level tokens.
-  std::string tokenizer_type;
-  // --tokenizer-model: a SentencePiece .model file.
-  std::string tokenizer_model;
-  // --vocab-file, --merge-file: GPT-2's vocab.json and merges.txt (GPT2BPETokenizer).
-  std::string vocab_file, merge_file;
+  // --tokenizer-type, --tokenizer-model, --vocab-file, --merge-file: empty, byte-level tokens.
+  TokenizerOptions tokenizer;
   // --append-eod: end the document with the tokenizer's end-of-document id (SentencePiece: the
   // model's eos; GPT-2: <|endoftext|>). Refused for the byte-level tokenizer, whose 256 ids are all
   // bytes.
@@ -28,8 +23,6 @@ struct PreprocessOptions {
   bool allow_invalid_utf8 = false;
   // The most bytes encoded at once (see below); smaller in tests.
   size_t max_encode_piece = size_t(1) << 20;
-
-  TokenizerOptions tokenizer_options() const { return {tokenizer_type, tokenizer_model, vocab_file, merge_file}; }
 };
 
 struct PreprocessStats {

@@ -137,7 +137,7 @@ class PreprocessSentencePiece : public ::testing::Test {
 // The dataset holds exactly spm_encode's ids of the file's lines, as one uint16 document.
 TEST_F(PreprocessSentencePiece, TokensAreSpmEncodeIds) {
   PreprocessOptions opts;
-  opts.tokenizer_model = model_;
+  opts.tokenizer.model = model_;
   PreprocessStats stats;
   preprocess_text(testing::kGpl3, dir_.file("out"), opts, &stats);
   const std::vector<int32_t> want = testing::spm_encode_ids(dir_, model_, testing::kGpl3);
@@ -157,7 +157,7 @@ TEST_F(PreprocessSentencePiece, TokensAreSpmEncodeIds) {
 
 TEST_F(PreprocessSentencePiece, AppendEodEndsTheDocumentWithEos) {
   PreprocessOptions opts;
-  opts.tokenizer_model = model_;
+  opts.tokenizer.model = model_;
   opts.append_eod = true;
   preprocess_text(testing::kGpl3, dir_.file("out"), opts, nullptr);
   std::vector<int32_t> want = testing::spm_encode_ids(dir_, model_, testing::kGpl3);
@@ -170,7 +170,7 @@ TEST_F(PreprocessSentencePiece, CorruptModelLeavesNoOutput) {
   const std::string bad = dir_.file("bad.model");
   testing::write_file(bad, std::vector<uint8_t>(good.begin(), good.begin() + 100));
   PreprocessOptions opts;
-  opts.tokenizer_model = bad;
+  opts.tokenizer.model = bad;
   const auto msg = usage_message([&] { preprocess_text(testing::kGpl3, dir_.file("out"), opts, nullptr); });
   EXPECT_NE(msg.find("--tokenizer-model " + bad + ": not a SentencePiece model"), std::string::npos) << msg;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
@@ -180,7 +180,7 @@ TEST_F(PreprocessSentencePiece, CorruptModelLeavesNoOutput) {
 TEST_F(PreprocessSentencePiece, BlankLinesAloneGiveNoTokenAndAreRefused) {
   testing::write_file(dir_.file("blank.txt"), {'\n', '\n'});
   PreprocessOptions opts;
-  opts.tokenizer_model = model_;
+  opts.tokenizer.model = model_;
   const auto msg = usage_message([&] { preprocess_text(dir_.file("blank.txt"), dir_.file("out"), opts, nullptr); });
   EXPECT_NE(msg.find("--input " + dir_.file("blank.txt") + ": SentencePiece (gpl3.model) gives no token"),
             std::string::npos)
@@ -207,7 +207,7 @@ TEST_F(PreprocessSentencePiece, ALineLongerThanTheEncodeWindowGivesTheWholeLines
   for (const bool llama_like : {false, true}) {
     const std::string model = llama_like ? testing::train_spm_model(dir_, "llama", true) : model_;
     PreprocessOptions opts;
-    opts.tokenizer_model = model;
+    opts.tokenizer.model = model;
     opts.max_encode_piece = kWindow;
     PreprocessStats stats;
     preprocess_text(dir_.file("long.txt"), dir_.file("long"), opts, &stats);
@@ -224,7 +224,7 @@ TEST_F(PreprocessSentencePiece, TextThatIsNotUtf8IsRefusedUnlessAllowedAndThenCo
   const std::string text = "caf\xc3\xa9 is UTF-8\nbut caf\xe9 and na\xefve are Latin-1\nfine\n";
   testing::write_file(dir_.file("latin1.txt"), std::vector<uint8_t>(text.begin(), text.end()));
   PreprocessOptions opts;
-  opts.tokenizer_model = model_;
+  opts.tokenizer.model = model_;
   const auto msg = usage_message([&] { preprocess_text(dir_.file("latin1.txt"), dir_.file("out"), opts, nullptr); });
   EXPECT_NE(msg.find("line 2 is not UTF-8 (byte 0xe9 at byte 8 of the line; Latin-1 text?)"), std::string::npos)
       << msg;
@@ -242,9 +242,9 @@ class PreprocessGpt2Bpe : public ::testing::Test {
   void SetUp() override {
     if (const std::string why = testing::gpt2_unavailable(); !why.empty()) GTEST_SKIP() << why;
     fx_ = testing::read_gpt2_fixtures();
-    opts_.tokenizer_type = "GPT2BPETokenizer";
-    opts_.vocab_file = testing::gpt2_fixture("vocab.json");
-    opts_.merge_file = testing::gpt2_fixture("merges.txt");
+    opts_.tokenizer.type = "GPT2BPETokenizer";
+    opts_.tokenizer.vocab_file = testing::gpt2_fixture("vocab.json");
+    opts_.tokenizer.merge_file = testing::gpt2_fixture("merges.txt");
   }
   std::vector<int32_t> tokens_of(const std::string& prefix) {
     const auto ds = IndexedDataset::open(prefix);
@@ -299,7 +299,7 @@ TEST_F(PreprocessGpt2Bpe, AFileLargerThanTheEncodeWindowGivesTheWholeFilesIds) {
   std::string text = testing::file_bytes(testing::gpt2_fixture("text.txt"));
   while (text.size() < (100 << 10)) text += text + "\n   \n\t" + std::string(3000, ' ') + "x";
   const std::string path = write("big.txt", text);
-  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  const Gpt2BpeTokenizer tok(opts_.tokenizer.vocab_file, opts_.tokenizer.merge_file);
   std::vector<int32_t> whole;
   tok.encode(text, whole);
   opts_.max_encode_piece = 4096;
@@ -338,7 +338,7 @@ TEST_F(PreprocessGpt2Bpe, TextThatIsNotUtf8IsRefusedUnlessAllowedThenReplaced) {
   PreprocessStats stats;
   preprocess_text(cut, dir_.file("cut"), opts_, &stats);
   EXPECT_EQ(stats.invalid_utf8_bytes, 3);
-  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  const Gpt2BpeTokenizer tok(opts_.tokenizer.vocab_file, opts_.tokenizer.merge_file);
   EXPECT_EQ(tok.decode(tokens_of(dir_.file("cut"))), "ok " + std::string(kUtf8Replacement));
 }
 
@@ -351,7 +351,7 @@ TEST_F(PreprocessGpt2Bpe, ARunLongerThanEightWindowsIsCutAndCounted) {
   PreprocessStats stats;
   preprocess_text(path, dir_.file("out"), opts_, &stats);
   EXPECT_GE(stats.inexact_cuts, 1);
-  const Gpt2BpeTokenizer tok(opts_.vocab_file, opts_.merge_file);
+  const Gpt2BpeTokenizer tok(opts_.tokenizer.vocab_file, opts_.tokenizer.merge_file);
   EXPECT_EQ(tok.decode(tokens_of(dir_.file("out"))), text);
 }
 
@@ -367,8 +367,8 @@ TEST_F(PreprocessGpt2Bpe, AVocabularyOf65500IdsTakesInt32Tokens) {
       const size_t id = v.size();
       v["tok" + std::to_string(id)] = id;
     }
-    opts_.vocab_file = write("vocab.json", v.dump());
-    opts_.merge_file = write("merges.txt", "#version: 0.2\n");
+    opts_.tokenizer.vocab_file = write("vocab.json", v.dump());
+    opts_.tokenizer.merge_file = write("merges.txt", "#version: 0.2\n");
     PreprocessStats stats;
     preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, &stats);
     EXPECT_EQ(stats.vocab_size, n);
@@ -378,13 +378,13 @@ TEST_F(PreprocessGpt2Bpe, AVocabularyOf65500IdsTakesInt32Tokens) {
 }
 
 TEST_F(PreprocessGpt2Bpe, AVocabularyWithoutEndOfTextRefusesAppendEodWithNoOutput) {
-  nlohmann::json v = nlohmann::json::parse(testing::file_bytes(opts_.vocab_file));
+  nlohmann::json v = nlohmann::json::parse(testing::file_bytes(opts_.tokenizer.vocab_file));
   ASSERT_EQ(v.erase("<|endoftext|>"), 1u);  // the last id: the others still run 0..N-1
-  opts_.vocab_file = write("vocab.json", v.dump());
+  opts_.tokenizer.vocab_file = write("vocab.json", v.dump());
   opts_.append_eod = true;
   const auto msg =
       usage_message([&] { preprocess_text(testing::gpt2_fixture("text.txt"), dir_.file("out"), opts_, nullptr); });
-  EXPECT_NE(msg.find("--append-eod: --vocab-file " + opts_.vocab_file + " has no <|endoftext|> token"),
+  EXPECT_NE(msg.find("--append-eod: --vocab-file " + opts_.tokenizer.vocab_file + " has no <|endoftext|> token"),
             std::string::npos)
       << msg;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("out.bin")));
