@@ -681,10 +681,13 @@ int accept(const AcceptFlags& f, Communicator* world) {
 
   if (wanted("burnin")) {
     const GoldenRun& g = *golden;
+    const auto source = golden_source();
+    const std::string& golden_name = std::get<1>(source);
+    const Threshold& tolerance = std::get<2>(source);
     const double seconds = f.burnin_seconds > 0 ? f.burnin_seconds : p.burnin_seconds;
     const std::string unit = gpu ? "TFLOP/s" : "GFLOP/s";
     fmt::print("burn-in: the GEMM and {} {} iterations against {}, repeated for {:.0f} s\n", g.model,
-               g.losses.size(), std::get<1>(golden_source()), seconds);
+               g.losses.size(), golden_name, seconds);
     std::fflush(stdout);
     auto gemm = [&]() -> double {
       if (!gpu) {
@@ -697,8 +700,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
     const std::vector<BurnInRound> rounds =
         run_burnin(seconds, unit, gemm, [&] { return train_losses(g, int(g.losses.size()), gpu); });
     const std::vector<Check> c =
-        burnin_checks(rounds, unit, g.losses, std::get<1>(golden_source()), p.burnin_min_sustained,
-                      std::get<2>(golden_source()));
+        burnin_checks(rounds, unit, g.losses, golden_name, p.burnin_min_sustained, tolerance);
     checks.insert(checks.end(), c.begin(), c.end());
   }
   if (wanted("internode")) {

@@ -142,6 +142,10 @@ def llama(np, shard: ckpt.Shard, norm_eps: float, rope_theta: float) -> tuple:
     return config, out
 
 
+def _first_given(*values):
+    return next(v for v in values if v is not None)
+
+
 def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
            rope_theta: float | None = None) -> dict:
     """Writes out_dir/config.json and out_dir/model.safetensors; returns the config. norm_eps and
@@ -158,9 +162,8 @@ def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float 
                                ("--rope-theta", rope_theta, shard.rope_theta)):
         if given is not None and saved is not None and given != saved:
             raise ckpt.CheckpointError(f"{what} {given:g}: {shard.path} was trained with {saved:g}")
-    eps = shard.norm_eps if shard.norm_eps is not None else (norm_eps if norm_eps is not None else DEFAULT_NORM_EPS)
-    theta = shard.rope_theta if shard.rope_theta is not None else (
-        rope_theta if rope_theta is not None else DEFAULT_ROPE_THETA)
+    eps = _first_given(shard.norm_eps, norm_eps, DEFAULT_NORM_EPS)
+    theta = _first_given(shard.rope_theta, rope_theta, DEFAULT_ROPE_THETA)
     config, tensors = gpt2(np, shard, eps) if shard.arch == "gpt" else llama(np, shard, eps, theta)
     config["torch_dtype"] = DTYPES[dtype][1]
     os.makedirs(out_dir, exist_ok=True)
