@@ -28,6 +28,12 @@ size_t utf8_cut_tail(std::string_view text);
 // `text` with each maximal subpart that is not valid UTF-8 replaced by U+FFFD.
 std::string replace_invalid_utf8(std::string_view text);
 
+// The code point that starts `text`, which begins with a valid sequence (utf8_sequence_length > 0).
+char32_t utf8_first_code_point(std::string_view text);
+
+// Appends the UTF-8 sequence of code point `c` (at most U+10FFFF, not a surrogate).
+void append_utf8(std::string& out, char32_t c);
+
 // U+FFFD REPLACEMENT CHARACTER in UTF-8.
 inline constexpr std::string_view kUtf8Replacement = "\xEF\xBF\xBD";
 

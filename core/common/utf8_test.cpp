@@ -45,5 +45,19 @@ TEST(Utf8, CutTailIsASequenceMoreBytesCouldComplete) {
   EXPECT_EQ(utf8_cut_tail(""), 0u);
 }
 
+TEST(Utf8, CodePointsRoundTripThroughEveryLength) {
+  for (const char32_t c : {char32_t(0x24), char32_t(0x7F), char32_t(0x80), char32_t(0xA3), char32_t(0x7FF),
+                           char32_t(0x800), char32_t(0x20AC), char32_t(0xFFFD), char32_t(0x10000),
+                           char32_t(0x1F600), char32_t(0x10FFFF)}) {
+    std::string s;
+    append_utf8(s, c);
+    EXPECT_EQ(utf8_sequence_length(s), s.size()) << uint32_t(c);
+    EXPECT_EQ(utf8_first_code_point(s + "x"), c) << uint32_t(c);
+  }
+  std::string euro;
+  append_utf8(euro, 0x20AC);
+  EXPECT_EQ(euro, "\xE2\x82\xAC");
+}
+
 }  // namespace
 }  // namespace ptdp

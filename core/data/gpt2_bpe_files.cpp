@@ -8,20 +8,10 @@
 #include "core/common/error.h"
 #include "core/common/one_line.h"
 #include "core/common/regular_file.h"
+#include "core/common/utf8.h"
 
 namespace ptdp {
 namespace {
-
-std::string gpt2_utf8(char32_t c) {
-  std::string s;
-  if (c < 0x80) {
-    s += char(c);
-  } else {  // below U+0800 here
-    s += char(0xC0 | (c >> 6));
-    s += char(0x80 | (c & 0x3F));
-  }
-  return s;
-}
 
 bool gpt2_stands_for_itself(int b) {
   return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -44,7 +34,7 @@ const std::array<std::string, 256>& gpt2_byte_symbols() {
   static const std::array<std::string, 256> symbols = [] {
     std::array<std::string, 256> s;
     char32_t next = 0x100;
-    for (int b = 0; b < 256; ++b) s[size_t(b)] = gpt2_utf8(gpt2_stands_for_itself(b) ? char32_t(b) : next++);
+    for (int b = 0; b < 256; ++b) append_utf8(s[size_t(b)], gpt2_stands_for_itself(b) ? char32_t(b) : next++);
     return s;
   }();
   return symbols;

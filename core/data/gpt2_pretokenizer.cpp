@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/common/error.h"
+#include "core/common/utf8.h"
 
 #ifdef PTDP_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -26,22 +27,6 @@ constexpr std::array<std::array<char32_t, 2>, 10> kGpt2Spaces{{{0x09, 0x0D},
                                                                {0x202F, 0x202F},
                                                                {0x205F, 0x205F},
                                                                {0x3000, 0x3000}}};
-
-// The code point that starts `text` (valid UTF-8).
-char32_t gpt2_first_code_point(std::string_view text) {
-  const auto b = [&](size_t i) { return char32_t(static_cast<unsigned char>(text[i])); };
-  const char32_t c = b(0);
-  if (c < 0x80) return c;
-  if (c < 0xE0) return (c & 0x1F) << 6 | (b(1) & 0x3F);
-  if (c < 0xF0) return (c & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
-  return (c & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F);
-}
-
-// The length of the UTF-8 sequence that `lead` starts (valid UTF-8).
-size_t gpt2_length(char lead) {
-  const auto c = static_cast<unsigned char>(lead);
-  return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-}
 
 }  // namespace
 
@@ -66,8 +51,8 @@ size_t gpt2_stable_head(std::string_view text, std::span<const size_t> ends) {
     const size_t k = *it;
     if (k == 0) break;
     if (k + kFollowing > text.size()) continue;
-    const std::string_view at = text.substr(k), next = at.substr(gpt2_length(at[0]));
-    if (!gpt2_is_space(gpt2_first_code_point(at)) || !gpt2_is_space(gpt2_first_code_point(next))) return k;
+    const std::string_view at = text.substr(k), next = at.substr(utf8_sequence_length(at));
+    if (!gpt2_is_space(utf8_first_code_point(at)) || !gpt2_is_space(utf8_first_code_point(next))) return k;
   }
   return 0;
 }
