@@ -11,8 +11,10 @@
 // Megatron's communication streams do; `connections` records CUDA_DEVICE_MAX_CONNECTIONS.
 // What it leaves out: NVLink and the peers (the stand-in reads and writes local memory only), so
 // it measures the SMs and the memory bandwidth the collective takes, not its link time.
-// Shapes: GPT-3 175B at t = 8 with b*s = 2048 rows (the paper's b = 1, s = 2048); the
-// collective moves (t-1)/t of the layer's [b*s, h] bf16 activations, a ring's share per rank.
+// Shapes: GPT-3 175B at t = 2, 4 and 8 with b*s = 2048 rows (the paper's b = 1, s = 2048); the
+// collective moves (t-1)/t of the layer's [b*s, h] bf16 activations, a ring's share per rank. The
+// GEMM shrinks with t and the collective hardly changes, so the three widths span a collective
+// much shorter than its GEMM (t = 2) to one longer than it (t = 8).
 //   build/bench_overlap_cuda --benchmark_filter='fc1/ctas:16'
 #include <cuda_runtime.h>
 
@@ -30,7 +32,6 @@ namespace ptdp {
 namespace {
 
 constexpr int64_t kRows = 2048;
-constexpr int kTp = 8;
 
 // CUDA_DEVICE_MAX_CONNECTIONS: the hardware work queues that streams share (CUDA's default 8;
 // Megatron sets 1 so that kernels of different streams start in the order they were queued).
@@ -147,20 +148,23 @@ void BM_OverlapCuda(benchmark::State& state, int64_t n, int64_t k, int64_t coll_
 
 void register_overlaps() {
   const int64_t h = preset_config("gpt3-175b").hidden;
-  // A ring's share per rank of the layer's activations, rounded to whole 16-byte vectors.
-  const int64_t coll = (kRows * h * (kTp - 1) / kTp) / 8 * 8;
-  const struct {
-    const char* op;
-    int64_t n, k;
-  } shapes[] = {{"qkv", 3 * h / kTp, h}, {"fc1", 4 * h / kTp, h}, {"fc2", h, 4 * h / kTp}};
-  for (const auto& s : shapes)
-    for (int ctas : {4, 8, 16, 32, 64})
-      for (bool high : {false, true})
-        benchmark::RegisterBenchmark(
-            fmt::format("BM_OverlapCuda/gpt3-175b/t:{}/{}/ctas:{}/{}", kTp, s.op, ctas, high ? "high" : "normal").c_str(),
-            BM_OverlapCuda, s.n, s.k, coll, ctas, high)
-            ->Unit(benchmark::kMicrosecond)
-            ->UseManualTime();
+  for (int64_t tp : {8, 4, 2}) {
+    // A ring's share per rank of the layer's activations, rounded to whole 16-byte vectors.
+    const int64_t coll = (kRows * h * (tp - 1) / tp) / 8 * 8;
+    const struct {
+      const char* op;
+      int64_t n, k;
+    } shapes[] = {{"qkv", 3 * h / tp, h}, {"fc1", 4 * h / tp, h}, {"fc2", h, 4 * h / tp}};
+    for (const auto& s : shapes)
+      for (int ctas : {4, 8, 16, 32, 64})
+        for (bool high : {false, true})
+          benchmark::RegisterBenchmark(
+              fmt::format("BM_OverlapCuda/gpt3-175b/t:{}/{}/ctas:{}/{}", tp, s.op, ctas, high ? "high" : "normal")
+                  .c_str(),
+              BM_OverlapCuda, s.n, s.k, coll, ctas, high)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseManualTime();
+  }
 }
 
 }  // namespace

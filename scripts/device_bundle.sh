@@ -23,9 +23,10 @@ command -v nvcc >/dev/null || { echo "device_bundle: nvcc not found (the CUDA to
 scripts/setup_packages.sh
 
 targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl)
-# MPI off (the GPU machine has none), SentencePiece off (not needed there, and one library less).
+# MPI off (the GPU machine has none), SentencePiece off (not needed there, and one library less);
+# OpenSSL's libcrypto and PCRE2 travel in lib/ like the other libraries.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DPTDP_MPI=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+  -DPTDP_MPI=OFF -DPTDP_WITH_SENTENCEPIECE=OFF -UCMAKE_DISABLE_FIND_PACKAGE_PkgConfig \
   "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 

@@ -255,6 +255,7 @@ if ((dry)); then
   k_filter="Cuda/CudaOps.LayerNorm*/f32:Cuda/CudaOps.Swiglu*/bf16:CudaAllocator.*:CudaGemm.*"
   g_filter="Grid/CudaPtdp.*/t2_p2_d1_v1_1f1b_full_sg:SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
   san_filter="Cuda/CudaOps.Gelu*/f32"
+  san_grid_filter="SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
   device=cpu precision=f32
   gpt_shape="h=64,a=4,l=2,s=32,b=2,V=256"
   llama_shape="arch=llama,h=64,a=4,l=2,s=32,b=2,V=256"
@@ -269,6 +270,7 @@ else
   k_filter="Cuda*:MixedPrecision.Cuda*"
   g_filter="*/CudaPtdp.*:*/CudaGqa.*"  # every layout: the grid, SP, uneven stages, GQA
   san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu"
+  san_grid_filter="Uneven/CudaPtdp.*:SequenceParallel/CudaPtdp.*:Grid/CudaGqa.*"  # the newest layouts
   device=cuda precision=bf16
   gpt_shape="h=2048,a=16,l=24,s=2048,b=4,V=51200"           # Megatron's GPT 1.3B (gpt-1.3b of its examples)
   llama_shape="arch=llama,h=4096,a=32,l=4,s=2048,b=2,V=32000"  # LLaMA-7B's layer and vocabulary, 4 layers
@@ -325,7 +327,12 @@ sanitize sanitize_memcheck_train 15 memcheck "${tiny_train[@]}"
 if [[ -n "$TESTS" ]]; then
   sanitize sanitize_racecheck 20 racecheck "$TESTS" "--gtest_filter=$san_filter"
   sanitize sanitize_synccheck 15 synccheck "$TESTS" "--gtest_filter=$san_filter"
+  # Reads of device memory no one wrote (the class the virtual GPU tracks only per argument), and
+  # memcheck over the layouts with uneven stages, sequence parallelism and GQA (thread ranks).
+  sanitize sanitize_initcheck_ops 40 initcheck "$TESTS" "--gtest_filter=$san_filter"
+  sanitize sanitize_memcheck_grid 60 memcheck "$TESTS" "--gtest_filter=$san_grid_filter"
 fi
+sanitize sanitize_initcheck_train 20 initcheck "${tiny_train[@]}"
 
 # 2. Against PyTorch on the same GPU.
 cmp=("$PY" "$repo/scripts/compare_pytorch.py")
@@ -376,8 +383,8 @@ bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
 # A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md),
 # then again with one hardware queue for all streams (Megatron's CUDA_DEVICE_MAX_CONNECTIONS=1).
-bench bench_overlap_cuda 25 '.*'
-bench bench_overlap_cuda 25 '.*' bench_overlap_cuda_1conn CUDA_DEVICE_MAX_CONNECTIONS=1
+bench bench_overlap_cuda 50 '.*'
+bench bench_overlap_cuda 50 '.*' bench_overlap_cuda_1conn CUDA_DEVICE_MAX_CONNECTIONS=1
 # 1 MiB and 64 MiB: 1 GiB (its fill and byte check on the host) ran out of 20 s on the H200.
 bench bench_copy_cuda 20 'bytes:(1048576|67108864)/'
 if [[ -n "$accept_hw" ]]; then
@@ -386,13 +393,17 @@ if [[ -n "$accept_hw" ]]; then
     --out "$work/raw/accept.json"
   stage golden_cuda 10 "$PTDP" accept --hardware "$accept_hw" --checks train \
     --write-golden "$work/raw/tiny_cuda.csv" --out "$work/raw/golden.json"
+  # The burn-in (--level 3): the GEMM and the golden run in rounds; does the card hold its rate?
+  stage accept_burnin $( ((dry)) && echo 20 || echo 150) "$PTDP" accept --hardware "$accept_hw" --checks burnin \
+    --burn-in-seconds $( ((dry)) && echo 1 || echo 100) --out "$work/raw/burnin.json"
 else
   skip accept "no acceptance profile for this GPU"
+  skip accept_burnin "no acceptance profile for this GPU"
 fi
 
 # 6. Every kernel of one GPT step by duration (ncu), with what time is left.
 if ((!dry)) && command -v ncu >/dev/null; then
-  stage ncu_kernels 30 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  stage ncu_kernels 30 ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv --print-units base \
     --log-file "$work/raw/ncu.csv" "$PTDP" train --backend cuda --precision bf16 --data synthetic --iters 1 \
     --warmup 0 --layers 2 --hidden 2048 --heads 16 --seq-length 2048 --vocab-size 51200 --micro-batch 4
 else

@@ -137,7 +137,7 @@ def sanitizer_rows(work: str, stages: list) -> list:
         h = re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text)
         value = int(h[-1]) if h else (int(m[-1]) if m else "")
         first = next((ln.strip() for ln in text.splitlines() if "=========" in ln and
-                      any(w in ln for w in ("Invalid", "Race", "hazard", "Barrier", "Error", "error"))), "")
+                      any(w in ln for w in ("Invalid", "Uninitialized", "Race", "hazard", "Barrier", "Error", "error"))), "")
         out.append({"section": "sanitizer", "item": s["stage"], "value": value, "unit": "errors",
                     "status": s["status"], "note": first[:300]})
     return out
@@ -306,9 +306,9 @@ def bench_rows(work: str) -> tuple:
 
 
 def accept_rows(work: str) -> list:
-    """The checks of accept.json and of health.json (ptdp accept --level 1), one row each."""
+    """The checks of health.json (ptdp accept --level 1), accept.json and burnin.json (--checks burnin), one row each."""
     rows = []
-    for name in ("health.json", "accept.json"):
+    for name in ("health.json", "accept.json", "burnin.json"):
         try:
             j = json.load(open(os.path.join(work, "raw", name)))
         except (OSError, ValueError):
