@@ -45,9 +45,10 @@ struct AcceptProfile {
   // kind's run-to-run noise (default 0.05).
   Threshold fleet_min_spread{0.05, "ptdp's default: 5% of the median"};
   // [accept.health] (optional): the most 1-minute load average per online CPU before the run.
-  // [accept.burnin] (optional): how long `--level 3`'s burn-in runs, and the least ratio of its
-  // slowest GEMM round to its fastest.
+  // [accept.burnin] (optional): how long `--level 3`'s burn-in runs, how long each round's GEMM
+  // load lasts, and the least ratio of its slowest GEMM round to its fastest.
   double burnin_seconds = 600;
+  double burnin_round_seconds = 10;
   Threshold burnin_min_sustained{0.9, "ptdp's default: a part that loses more than 10% of its GEMM rate under "
                                       "sustained load is throttling (clocks held down by heat or power)"};
   Threshold max_load_per_cpu{0.5, "ptdp's default: at most half the CPUs busy with other work before the run"};

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <exception>
 #include <numeric>
 #include <thread>
 
@@ -42,6 +43,9 @@ std::string gpu_summary(const AcceptProfile&) { return "no GPU"; }
 std::string gpu_software() { return "no CUDA backend in this build"; }
 std::vector<Check> gpu_checks(const AcceptProfile&, const std::function<bool(const std::string&)>&, int) {
   throw RuntimeError("ptdp accept: the GPU checks need the CUDA backend, which this build lacks");
+}
+GemmLoad gemm_load(const AcceptProfile&, double, const std::function<void()>&) {
+  throw RuntimeError("ptdp accept: the GPU burn-in needs the CUDA backend, which this build lacks");
 }
 std::unique_ptr<Backend> make_gpu_train_backend() {
   throw RuntimeError("ptdp accept: the GPU training check needs the CUDA backend, which this build lacks");
@@ -83,22 +87,24 @@ struct GpuRates {
   int64_t checked = 0, wrong = 0;
 };
 
-// y = x w^T in bf16 (f32 accumulation) at [m, k] x [n, k]^T, TFLOP/s; sampled entries of y
-// are checked against a host reference computed from the same bf16 inputs.
-GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
-  cuda::DeviceGuard guard(device);
-  GpuRates r;
-  {
-    const std::unique_ptr<Backend> be = make_cuda_backend(device);
-    Tensor x = be->empty({m, k}, DType::BF16), w = be->empty({n, k}, DType::BF16), y = be->empty({m, n}, DType::BF16);
-    const RandomBlock rx(11, kBlock), rw(12, kBlock);
+// The GEMM y = x w^T in bf16 (f32 accumulation) at [m, k] x [n, k]^T on one GPU: its operands
+// filled with random values repeated, and the check of 12 sampled entries of y against a host
+// reference computed from the same bf16 inputs.
+struct GemmOnDevice {
+  const int64_t m, n, k;
+  const RandomBlock rx{11, kBlock}, rw{12, kBlock};
+  std::unique_ptr<Backend> be;
+  Tensor x, w, y;
+  GemmOnDevice(int device, int64_t m_, int64_t n_, int64_t k_) : m(m_), n(n_), k(k_), be(make_cuda_backend(device)) {
+    x = be->empty({m, k}, DType::BF16);
+    w = be->empty({n, k}, DType::BF16);
+    y = be->empty({m, n}, DType::BF16);
     fill_repeating(*be, x, rx);
     fill_repeating(*be, w, rw);
-    cuda::FlushedTiming timing(*be);
-    for (int i = 0; i < kWarmup; ++i) be->linear_forward(y, x, w, nullptr);
-    for (int i = 0; i < reps; ++i)
-      r.s.rates.push_back(2.0 * double(m) * double(n) * double(k) /
-                          timing.seconds([&] { be->linear_forward(y, x, w, nullptr); }) / 1e12);
+  }
+  void run() { be->linear_forward(y, x, w, nullptr); }
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+  void check(GpuRates& r) {
     Tensor row = Tensor::empty({n}, DType::BF16);
     for (const int64_t i : {int64_t(0), m / 3, m - 1}) {
       be->copy(row, y.view(i * n, {n}));  // device -> host, synchronous
@@ -116,6 +122,42 @@ GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
       }
     }
     be->synchronize();
+  }
+};
+
+// The GEMM's best rates (TFLOP/s), after an L2 flush each, and its check.
+GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
+  cuda::DeviceGuard guard(device);
+  GpuRates r;
+  {
+    GemmOnDevice g(device, m, n, k);
+    cuda::FlushedTiming timing(*g.be);
+    for (int i = 0; i < kWarmup; ++i) g.run();
+    for (int i = 0; i < reps; ++i) r.s.rates.push_back(g.flops() / timing.seconds([&] { g.run(); }) / 1e12);
+    g.check(r);
+  }
+  cuda::DeviceAllocator::for_device(device).release_cached();
+  return r;
+}
+
+// The GEMM back to back on one GPU until `until`: its sustained rate (every GEMM's FLOPs over the
+// whole time, in batches of 8 between synchronizations), then its check.
+GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, std::chrono::steady_clock::time_point until) {
+  cuda::DeviceGuard guard(device);
+  GpuRates r;
+  {
+    GemmOnDevice g(device, m, n, k);
+    g.run();
+    g.be->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    do {
+      for (int i = 0; i < 8; ++i, ++calls) g.run();
+      g.be->synchronize();
+    } while (std::chrono::steady_clock::now() < until);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.s.rates.push_back(double(calls) * g.flops() / s / 1e12);
+    g.check(r);
   }
   cuda::DeviceAllocator::for_device(device).release_cached();
   return r;
@@ -514,6 +556,39 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
     }
   }
   return checks;
+}
+
+GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<void()>& while_loaded) {
+  const int gpus = cuda::device_count();
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(seconds));
+  std::vector<GpuRates> rates(size_t(std::max(gpus, 0)));
+  std::vector<std::exception_ptr> errors(rates.size());
+  std::vector<std::thread> threads;
+  for (int d = 0; d < gpus; ++d)
+    threads.emplace_back([&, d] {
+      try {
+        rates[size_t(d)] = gemm_load_on(d, p.gemm_m, p.gemm_n, p.gemm_k, until);
+      } catch (...) {
+        errors[size_t(d)] = std::current_exception();
+      }
+    });
+  // The sensors late in the load (its last quarter, at most a second before its end), while the GEMMs run.
+  std::this_thread::sleep_until(until - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                            std::chrono::duration<double>(std::min(1.0, seconds / 4))));
+  if (while_loaded) while_loaded();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  GemmLoad out;
+  out.tflops = rates.empty() ? 0 : std::numeric_limits<double>::infinity();
+  for (const GpuRates& r : rates) {
+    out.tflops = std::min(out.tflops, r.s.best());
+    out.checked += r.checked;
+    out.wrong += r.wrong;
+  }
+  return out;
 }
 
 std::unique_ptr<Backend> make_gpu_train_backend() { return make_cuda_backend(0); }

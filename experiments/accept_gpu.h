@@ -5,6 +5,7 @@
 // events after warm-up calls, the GEMM and memory checks after an L2 flush. With one GPU the
 // communication checks are SKIP. Compiled in every build; without CUDA there are no GPUs.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,16 @@ std::string gpu_summary(const AcceptProfile& p);
 // The gemm, memory, allreduce and p2p checks that `wanted` names, in that order.
 std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,
                               int reps);
+
+// The burn-in's load: the gemm check's GEMM on every visible GPU at once, back to back for
+// `seconds`; `while_loaded` is called once near the end while the GEMMs still run (the sensors
+// are read then). The slowest GPU's sustained rate (every GEMM's FLOPs over the whole time), and
+// the sampled entries of each GPU's last result checked against the host and how many were wrong.
+struct GemmLoad {
+  double tflops = 0;
+  int64_t checked = 0, wrong = 0;
+};
+GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<void()>& while_loaded);
 
 // The backend the training check runs on: the CUDA backend on GPU 0.
 std::unique_ptr<Backend> make_gpu_train_backend();

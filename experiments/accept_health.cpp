@@ -18,20 +18,10 @@ constexpr int kNvmlSuccess = 0, kNvmlInsufficientSize = 7;
 constexpr int kNvmlUncorrected = 1, kNvmlVolatileCounter = 0;  // nvmlMemoryErrorType_t, nvmlEccCounterType_t
 using NvmlDevice = void*;
 
-// The clock event reasons that mean the hardware or the driver is holding the clocks down
-// (nvmlClocksEventReasons): HW slowdown (power brake or thermal, 0x8), SW thermal (0x20),
-// HW thermal (0x40), HW power brake (0x80). Idle, application clocks and the power cap are not faults.
+constexpr int kNvmlTemperatureGpu = 0, kNvmlClockSm = 1;  // nvmlTemperatureSensors_t, nvmlClockType_t
+
+// HW slowdown (power brake or thermal, 0x8), SW thermal (0x20), HW thermal (0x40), HW power brake (0x80).
 constexpr int64_t kClockFaultEvents = 0x8 | 0x20 | 0x40 | 0x80;
-std::string clock_event_names(int64_t bits) {
-  static const std::pair<int64_t, const char*> names[] = {
-      {0x1, "idle"},          {0x2, "application clocks"}, {0x4, "SW power cap"}, {0x8, "HW slowdown"},
-      {0x10, "sync boost"},   {0x20, "SW thermal"},        {0x40, "HW thermal"}, {0x80, "HW power brake"},
-      {0x100, "display clocks"}};
-  std::string s;
-  for (const auto& [bit, name] : names)
-    if (bits & bit) s += fmt::format("{}{}", s.empty() ? "" : ", ", name);
-  return s.empty() ? "none" : s;
-}
 
 class Nvml {
  public:
@@ -127,12 +117,37 @@ GpuHealth nvml_read_gpu(const Nvml& nv, unsigned i, NvmlDevice d) {
     unsigned long long bits = 0;
     if (f(d, &bits) == kNvmlSuccess) g.clock_events = int64_t(bits);
   }
+  if (auto f = nv.sym<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetPowerUsage")) {
+    unsigned mw = 0;
+    if (f(d, &mw) == kNvmlSuccess) g.power_w = mw / 1000.0;
+  }
+  if (auto f = nv.sym<int (*)(NvmlDevice, int, unsigned*)>("nvmlDeviceGetTemperature")) {
+    unsigned c = 0;
+    if (f(d, kNvmlTemperatureGpu, &c) == kNvmlSuccess) g.temperature_c = int(c);
+  }
+  if (auto f = nv.sym<int (*)(NvmlDevice, int, unsigned*)>("nvmlDeviceGetClockInfo")) {
+    unsigned mhz = 0;
+    if (f(d, kNvmlClockSm, &mhz) == kNvmlSuccess) g.sm_clock_mhz = int(mhz);
+  }
   return g;
 }
 
 std::string or_unknown(int64_t v, const std::string& text) { return v < 0 ? "unknown" : text; }
 
 }  // namespace
+
+int64_t clock_faults(int64_t events) { return events > 0 ? events & kClockFaultEvents : 0; }
+
+std::string clock_event_names(int64_t bits) {
+  static const std::pair<int64_t, const char*> names[] = {
+      {0x1, "idle"},          {0x2, "application clocks"}, {0x4, "SW power cap"}, {0x8, "HW slowdown"},
+      {0x10, "sync boost"},   {0x20, "SW thermal"},        {0x40, "HW thermal"}, {0x80, "HW power brake"},
+      {0x100, "display clocks"}};
+  std::string s;
+  for (const auto& [bit, name] : names)
+    if (bits & bit) s += fmt::format("{}{}", s.empty() ? "" : ", ", name);
+  return s.empty() ? "none" : s;
+}
 
 std::vector<GpuHealth> read_gpu_health(std::string* why) {
   Nvml nv(why);
@@ -190,8 +205,7 @@ std::vector<Check> health_checks(const std::vector<GpuHealth>& gpus, const std::
     if (g.remap_failed > 0) problems.push_back("a row remap failed (the card needs service)");
     if (g.pcie_width > 0 && g.pcie_max_width > 0 && g.pcie_width < g.pcie_max_width)
       problems.push_back(fmt::format("PCIe link x{} of x{}", g.pcie_width, g.pcie_max_width));
-    if (g.clock_events > 0 && (g.clock_events & kClockFaultEvents))
-      problems.push_back("clocks held down: " + clock_event_names(g.clock_events & kClockFaultEvents));
+    if (clock_faults(g.clock_events)) problems.push_back("clocks held down: " + clock_event_names(clock_faults(g.clock_events)));
     const std::string read = fmt::format(
         "{} #{}: processes {}, ECC uncorrectable (volatile) {}, rows remapped (uncorrectable) {}{}, PCIe {}, "
         "clock events {}, persistence {}",

@@ -24,7 +24,17 @@ struct GpuHealth {
   int remap_pending = -1, remap_failed = -1;
   int pcie_width = -1, pcie_max_width = -1, pcie_gen = -1, pcie_max_gen = -1;
   int64_t clock_events = -1;             // nvmlClocksEventReasons bits
+  // The sensors, as the burn-in reads them under load.
+  double power_w = -1;                   // board power draw
+  int temperature_c = -1;                // the GPU die
+  int sm_clock_mhz = -1;                 // the SMs' current clock
 };
+
+// The bits of nvmlClocksEventReasons `events` that mean the hardware or the driver holds the
+// clocks down (HW slowdown, SW thermal, HW thermal, HW power brake; not idle, application clocks
+// or the power cap); 0 when unknown (negative). And the names of any bits ("none" for none).
+int64_t clock_faults(int64_t events);
+std::string clock_event_names(int64_t bits);
 
 // Every GPU through NVML; empty with `why` set when the library cannot be opened or read.
 std::vector<GpuHealth> read_gpu_health(std::string* why);

@@ -187,6 +187,8 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
   if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
   if (root.at_path("accept.burnin.seconds")) a.burnin_seconds = double(r.integer("accept.burnin.seconds", 1));
+  if (root.at_path("accept.burnin.round_seconds"))
+    a.burnin_round_seconds = double(r.integer("accept.burnin.round_seconds", 1));
   if (root.at_path("accept.burnin.min_sustained"))
     a.burnin_min_sustained = r.threshold("accept.burnin.min_sustained");
   if (root.at_path("accept.health.max_load_per_cpu"))
@@ -686,19 +688,34 @@ int accept(const AcceptFlags& f, Communicator* world) {
     const Threshold& tolerance = std::get<2>(source);
     const double seconds = f.burnin_seconds > 0 ? f.burnin_seconds : p.burnin_seconds;
     const std::string unit = gpu ? "TFLOP/s" : "GFLOP/s";
-    fmt::print("burn-in: the GEMM and {} {} iterations against {}, repeated for {:.0f} s\n", g.model,
+    fmt::print("burn-in: rounds of {:.0f} s of the GEMM{}, each then {} {} iterations against {}, for {:.0f} s\n",
+               std::min(p.burnin_round_seconds, seconds), gpu ? " on every GPU at once" : "", g.model,
                g.losses.size(), golden_name, seconds);
     std::fflush(stdout);
-    auto gemm = [&]() -> double {
-      if (!gpu) {
-        set_cpu_threads(threads);
-        return measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, 1).best();
+    auto load = [&](double load_seconds, BurnInRound& r) {
+      if (gpu) {
+        std::string why;
+        const GemmLoad l = gemm_load(p, load_seconds, [&] { r.sensors = read_gpu_health(&why); });
+        r.gemm_rate = l.tflops;
+        r.gemm_checked = l.checked;
+        r.gemm_wrong = l.wrong;
+        return;
       }
-      const std::vector<Check> c = gpu_checks(p, [](const std::string& name) { return name == "gemm"; }, 1);
-      return c.empty() ? 0 : c.front().value;
+      // The CPU: the GEMM timed again and again; the rate is every GEMM's FLOPs over their time.
+      set_cpu_threads(threads);
+      using Clock = std::chrono::steady_clock;
+      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(load_seconds));
+      double inverse = 0;
+      int n = 0;
+      do {
+        inverse += 1 / measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, 1).best();
+        ++n;
+      } while (Clock::now() < until);
+      r.gemm_rate = n / inverse;
     };
-    const std::vector<BurnInRound> rounds =
-        run_burnin(seconds, unit, gemm, [&] { return train_losses(g, int(g.losses.size()), gpu); });
+    const std::vector<BurnInRound> rounds = run_burnin(seconds, p.burnin_round_seconds, unit, load,
+                                                       [&] { return train_losses(g, int(g.losses.size()), gpu); });
     const std::vector<Check> c =
         burnin_checks(rounds, unit, g.losses, golden_name, p.burnin_min_sustained, tolerance);
     checks.insert(checks.end(), c.begin(), c.end());

@@ -1,7 +1,8 @@
 // A stand-in for the driver's NVML with the calls `ptdp accept`'s health check makes. Its GPUs
 // report what PTDP_FAKE_NVML says, "key=value,..." (defaults: a healthy H100):
 //   gpus=N  name=TEXT  processes=N  persistence=0|1  ecc=N  remapped=N  pending=0|1  failed=0|1
-//   width=N  max_width=N  gen=N  max_gen=N  events=BITS (decimal or 0x...)  only=K (the values
+//   width=N  max_width=N  gen=N  max_gen=N  events=BITS (decimal or 0x...)  power_mw=N  temp=N
+//   sm_mhz=N  only=K (the values
 //   above apply to GPU K alone, the others stay healthy)  init=FAIL (nvmlInit_v2 fails)
 // Not NVIDIA's library: the function names and argument types of NVML's documented C interface.
 #include <cstdint>
@@ -99,6 +100,18 @@ int nvmlDeviceGetMaxPcieLinkGeneration(void* d, unsigned* g) {
 }
 int nvmlDeviceGetCurrentClocksEventReasons(void* d, unsigned long long* bits) {
   *bits = value(d, "events", 0);
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(void* d, unsigned* milliwatts) {
+  *milliwatts = unsigned(value(d, "power_mw", 650000));
+  return 0;
+}
+int nvmlDeviceGetTemperature(void* d, int, unsigned* celsius) {
+  *celsius = unsigned(value(d, "temp", 55));
+  return 0;
+}
+int nvmlDeviceGetClockInfo(void* d, int, unsigned* mhz) {
+  *mhz = unsigned(value(d, "sm_mhz", 1980));
   return 0;
 }
 
