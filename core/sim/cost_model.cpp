@@ -94,8 +94,15 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const bool sp = pc.sequence_parallel && t > 1;
   const double rowshare = sp ? 1.0 / t : 1.0;
   const bool flash = stack.flash_attention;
-  // Transformer Engine pipelines each sequence-parallel collective with the GEMM beside it.
+  // Transformer Engine pipelines each sequence-parallel collective with the GEMM beside it
+  // (userbuffers, its defaults: transformer_engine/pytorch/module/base.py, initialize_ub).
   const bool tp_pipelined = stack.tp_comm_overlap && sp;
+  // Its reduce-scatters after proj/fc2 ("pipeline") and the backward's bulk all-gather and
+  // reduce-scatter run on num_sm = 16 SMs, and set_sm_margin has cuBLASLt run the GEMM beside them
+  // on the others (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = SMs - 16): the GEMM takes SMs / (SMs -
+  // 16) as long (1.14x on 132 SMs). A profile without SMs (a CPU) loses none.
+  constexpr double kUbCommSms = 16;
+  const double sm_margin = hw.sms > kUbCommSms ? hw.sms / (hw.sms - kUbCommSms) : 1.0;
 
   // ---- forward of one layer, module by module ----
   using Passes = std::array<Pass, kLayerModules>;
@@ -116,16 +123,34 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     if (!llama) q.mem((2 * E + 1) * scores);  // attention dropout (1-byte mask)
     q.attn(s, hd, s, b * at);    // P V
   };
+  // TE's "ring_exchange" all-gather (qkv and fc1 forward, proj and fc2 input gradients): the
+  // chunks move on the copy engines (use_ce, no SMs taken) while the GEMM runs as t GEMMs of
+  // rows / t, one per chunk (num_splits = t), spread over several compute streams so that together
+  // they fill the GPU as the whole GEMM would. The exchange of the t - 1 remote chunks runs under
+  // the GEMMs of the chunks already there; what outlasts them is exposed.
+  auto ring_exchange = [&](Pass& x, double ag, double g) { x.tp(ag, g * (t - 1) / t); };
+  // TE's SM-based overlaps: the GEMM on SMs - 16 (above), the collective of `time` beside it.
+  // "pipeline" (proj and fc2 forward): the GEMM in 4 chunks, each chunk's reduce-scatter under the
+  // next chunk's GEMM, the last one after it. "bulk" (backward): the whole collective under the
+  // whole GEMM.
+  auto sm_overlap = [&](Pass& x, double time, double g, bool pipeline) {
+    const double slowed = g * sm_margin;
+    x.tp(slowed - g);
+    if (pipeline) x.tp(time / 4 + 3 * std::max(0.0, time - slowed) / 4);
+    else x.tp(time, slowed);
+  };
   // A column-parallel GEMM fed by an all-gather (sequence parallelism) of its b*s*h input.
   auto column_forward = [&](Pass& x, double n) {
     const double ag = sp ? x.allgather(E * bsh) : 0.0;
     const double g = x.gemm(rows, n, h);
-    x.tp(ag, tp_pipelined ? g : 0.0);
+    if (tp_pipelined) ring_exchange(x, ag, g);
+    else x.tp(ag);
   };
   // A row-parallel GEMM whose partial b*s*h outputs are summed over the group.
   auto row_forward = [&](Pass& x, double k) {
     const double g = x.gemm(rows, h, k);
-    if (sp) x.tp(x.reduce_scatter(E * bsh), tp_pipelined ? g : 0.0);
+    if (tp_pipelined) sm_overlap(x, x.reduce_scatter(E * bsh), g, true);
+    else if (sp) x.tp(x.reduce_scatter(E * bsh));
     else x.tp(x.allreduce(E * bsh));
   };
   auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
@@ -168,21 +193,26 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // parallel: reduce-scatter) and the weight gradient. Megatron since Sept. 2021 runs the collective
   // during the weight-gradient GEMM, and sequence parallelism's second all-gather of X (it keeps X
   // sharded) during the input-gradient GEMM.
+  // Under TE's userbuffers both are "bulk" overlaps on 16 SMs (qkv/fc1 dgrad and wgrad).
   auto column_backward = [&](Pass& x, double n) {
     const bool async = stack.tp_backward_overlap;
     const double ag = sp ? x.allgather(E * bsh) : 0.0;
     const double dgrad = x.gemm(rows, h, n);
-    x.tp(ag, async ? dgrad : 0.0);
+    if (tp_pipelined) sm_overlap(x, ag, dgrad, false);
+    else x.tp(ag, async ? dgrad : 0.0);
     const double reduce = sp ? x.reduce_scatter(E * bsh) : x.allreduce(E * bsh);
     const double wgrad = x.gemm(h, n, rows);
-    x.tp(reduce, async ? wgrad : 0.0);
+    if (tp_pipelined) sm_overlap(x, reduce, wgrad, false);
+    else x.tp(reduce, async ? wgrad : 0.0);
   };
-  // Row-parallel Y[rows, h] = X[rows, k] W: sequence parallelism first gathers the output gradient.
+  // Row-parallel Y[rows, h] = X[rows, k] W: sequence parallelism first gathers the output gradient
+  // (TE: a ring exchange under the input-gradient GEMM).
   auto row_backward = [&](Pass& x, double k) {
     const double ag = sp ? x.allgather(E * bsh) : 0.0;
     const double dgrad = x.gemm(rows, k, h);
     x.gemm(k, h, rows);
-    x.tp(ag, tp_pipelined ? dgrad : 0.0);
+    if (tp_pipelined) ring_exchange(x, ag, dgrad);
+    else x.tp(ag);
   };
   Passes bw = passes(), bw_pre = passes();
   // llama has no biases and no dropout: their backward kernels are skipped.

@@ -133,6 +133,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.peak_bf16 = r.number("compute.peak_tflops_bf16", Range::NonNegative) * T;
   hw.peak_f32 = r.number("compute.peak_tflops_f32", Range::NonNegative) * T;
   hw.launch_overhead_s = r.number("compute.launch_overhead_us", Range::NonNegative) * us;
+  if (root.at_path("compute.sms")) hw.sms = static_cast<int>(r.count("compute.sms", 1 << 16));
   if (!(hw.peak(hw.default_precision) > 0))
     usage_error("{}: field 'compute.peak_tflops_{}' must be positive (it is the default precision)", path,
                 hw.default_precision);

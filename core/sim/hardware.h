@@ -39,6 +39,7 @@ struct HardwareProfile {
   GemmCurve gemm;
   std::vector<GemmPoint> gemm_points;
   double launch_overhead_s = 0;      // per kernel
+  int sms = 0;                       // streaming multiprocessors per GPU (0: not given, e.g. a CPU)
 
   double memory_bytes = 0;           // capacity per device
   double memory_bw = 0;              // bytes/s (HBM or DRAM)
