@@ -51,11 +51,14 @@ std::string sensor_summary(const std::vector<GpuHealth>& sensors) {
       held += fmt::format("{}gpu{} {}", held.empty() ? "" : "; ", g.index, clock_event_names(f));
   }
   std::vector<std::string> parts;
-  for (const auto& [r, unit] : {std::pair{&power, " W"}, {&temp, " C"}, {&clock, " MHz"}}) {
-    if ((*r)[1] < 0) continue;
-    const std::string prefix = r == &clock ? "SM " : "";
-    parts.push_back((*r)[0] == (*r)[1] ? fmt::format("{}{:.0f}{}", prefix, (*r)[1], unit)
-                                       : fmt::format("{}{:.0f}-{:.0f}{}", prefix, (*r)[0], (*r)[1], unit));
+  const struct {
+    const double* range;
+    const char *prefix, *unit;
+  } sensors_read[] = {{power, "", " W"}, {temp, "", " C"}, {clock, "SM ", " MHz"}};
+  for (const auto& [r, prefix, unit] : sensors_read) {
+    if (r[1] < 0) continue;
+    parts.push_back(r[0] == r[1] ? fmt::format("{}{:.0f}{}", prefix, r[1], unit)
+                                 : fmt::format("{}{:.0f}-{:.0f}{}", prefix, r[0], r[1], unit));
   }
   std::string s = fmt::format("{}", fmt::join(parts, ", "));
   if (sensors.size() > 1) s += fmt::format(" over {} GPUs", sensors.size());

@@ -142,7 +142,8 @@ GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
 
 // The GEMM back to back on one GPU until `until`: its sustained rate (every GEMM's FLOPs over the
 // whole time, in batches of 8 between synchronizations), then its check.
-GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, std::chrono::steady_clock::time_point until) {
+using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>;
+GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, Deadline until) {
   cuda::DeviceGuard guard(device);
   GpuRates r;
   {
@@ -560,9 +561,7 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
 
 GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<void()>& while_loaded) {
   const int gpus = cuda::device_count();
-  const auto start = std::chrono::steady_clock::now();
-  const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 std::chrono::duration<double>(seconds));
+  const Deadline until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::vector<GpuRates> rates(size_t(std::max(gpus, 0)));
   std::vector<std::exception_ptr> errors(rates.size());
   std::vector<std::thread> threads;
@@ -575,8 +574,7 @@ GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<v
       }
     });
   // The sensors late in the load (its last quarter, at most a second before its end), while the GEMMs run.
-  std::this_thread::sleep_until(until - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                            std::chrono::duration<double>(std::min(1.0, seconds / 4))));
+  std::this_thread::sleep_until(until - std::chrono::duration<double>(std::min(1.0, seconds / 4)));
   if (while_loaded) while_loaded();
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : errors)

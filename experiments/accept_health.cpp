@@ -205,7 +205,8 @@ std::vector<Check> health_checks(const std::vector<GpuHealth>& gpus, const std::
     if (g.remap_failed > 0) problems.push_back("a row remap failed (the card needs service)");
     if (g.pcie_width > 0 && g.pcie_max_width > 0 && g.pcie_width < g.pcie_max_width)
       problems.push_back(fmt::format("PCIe link x{} of x{}", g.pcie_width, g.pcie_max_width));
-    if (clock_faults(g.clock_events)) problems.push_back("clocks held down: " + clock_event_names(clock_faults(g.clock_events)));
+    if (const int64_t held = clock_faults(g.clock_events))
+      problems.push_back("clocks held down: " + clock_event_names(held));
     const std::string read = fmt::format(
         "{} #{}: processes {}, ECC uncorrectable (volatile) {}, rows remapped (uncorrectable) {}{}, PCIe {}, "
         "clock events {}, persistence {}",

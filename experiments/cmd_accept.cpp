@@ -703,15 +703,13 @@ int accept(const AcceptFlags& f, Communicator* world) {
       }
       // The CPU: the GEMM timed again and again; the rate is every GEMM's FLOPs over their time.
       set_cpu_threads(threads);
-      using Clock = std::chrono::steady_clock;
-      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(load_seconds));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(load_seconds);
       double inverse = 0;
       int n = 0;
       do {
         inverse += 1 / measure_gemm(p.gemm_m, p.gemm_n, p.gemm_k, 1).best();
         ++n;
-      } while (Clock::now() < until);
+      } while (std::chrono::steady_clock::now() < until);
       r.gemm_rate = n / inverse;
     };
     const std::vector<BurnInRound> rounds = run_burnin(seconds, p.burnin_round_seconds, unit, load,

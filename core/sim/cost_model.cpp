@@ -149,9 +149,9 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // A row-parallel GEMM whose partial b*s*h outputs are summed over the group.
   auto row_forward = [&](Pass& x, double k) {
     const double g = x.gemm(rows, h, k);
-    if (tp_pipelined) sm_overlap(x, x.reduce_scatter(E * bsh), g, true);
-    else if (sp) x.tp(x.reduce_scatter(E * bsh));
-    else x.tp(x.allreduce(E * bsh));
+    const double sum = sp ? x.reduce_scatter(E * bsh) : x.allreduce(E * bsh);
+    if (tp_pipelined) sm_overlap(x, sum, g, true);
+    else x.tp(sum);
   };
   auto layer_forward = [&](Passes& p, Passes& pre, bool core_attention_only) {
     Pass& q = p[kModuleQkv];
