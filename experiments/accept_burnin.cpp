@@ -135,7 +135,7 @@ Check clocks_check(const std::vector<BurnInRound>& rounds) {
     c.op = "<=";
     return c;
   }
-  std::string detail = fmt::format("{} of {} rounds read", faulty, with);
+  std::string detail = fmt::format("{} of {} rounds with the clocks held down", faulty, with);
   if (faulty)
     detail += fmt::format("; first in round {} (ended at {:.0f} s): {}", first + 1, rounds[first].seconds,
                           sensor_summary(rounds[first].sensors));

@@ -75,13 +75,13 @@ TEST(AcceptBurnIn, ClocksHeldDownUnderLoadFailAndNameTheFirstRound) {
   for (BurnInRound& x : r) x.sensors = {sensor(0, 690, 60, 1980), sensor(1, 680, 62, 1980)};
   Check c = burnin_checks(r, "TFLOP/s", golden, "g.csv", kSustained, kTolerance)[2];
   EXPECT_TRUE(c.pass) << c.detail;
-  EXPECT_EQ(c.detail, "0 of 4 rounds read; hottest round 1: 680-690 W, 60-62 C, SM 1980 MHz over 2 GPUs");
+  EXPECT_EQ(c.detail, "0 of 4 rounds with the clocks held down; hottest round 1: 680-690 W, 60-62 C, SM 1980 MHz over 2 GPUs");
   r[2].sensors[1] = sensor(1, 700, 87, 1500, 0x80);  // a power brake in the third round
   r[3].sensors[1] = sensor(1, 700, 89, 1400, 0x40);
   c = burnin_checks(r, "TFLOP/s", golden, "g.csv", kSustained, kTolerance)[2];
   EXPECT_FALSE(c.pass);
   EXPECT_EQ(c.value, 2);
-  EXPECT_NE(c.detail.find("2 of 4 rounds read; first in round 3 (ended at 180 s): 690-700 W, 60-87 C, SM "
+  EXPECT_NE(c.detail.find("2 of 4 rounds with the clocks held down; first in round 3 (ended at 180 s): 690-700 W, 60-87 C, SM "
                           "1500-1980 MHz over 2 GPUs; clocks held down: gpu1 HW power brake; hottest round 4"),
             std::string::npos)
       << c.detail;

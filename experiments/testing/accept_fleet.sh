@@ -4,14 +4,20 @@
 # (throttle.sh). The profile is hardware/cpu-accept.toml with its GEMM threshold lowered to 3
 # GFLOP/s, so that the slow node passes it: the fleet report still names node4 as the outlier,
 # every other node passes, and the exclude list holds node4 alone; the job exits 1.
+# Four processes on two cores (and ctest's other job beside them) make the healthy nodes' p2p
+# rates differ by up to 40% (seen: 2.18 against a median of 3.58 GB/s, under load), so the
+# fleet's spread is raised from the profile's 25% to 50% of the median: node4, at a tenth of
+# the speed, is still far outside it.
 set -uo pipefail
 ptdp=$1
 mpirun=$2
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-sed 's/^min_gflops = { value = 48,/min_gflops = { value = 3,/' "$here/../../hardware/cpu-accept.toml" > "$dir/cpu-accept.toml"
+sed -e 's/^min_gflops = { value = 48,/min_gflops = { value = 3,/' \
+  -e 's/^min_spread = { value = 0.25,/min_spread = { value = 0.5,/' "$here/../../hardware/cpu-accept.toml" > "$dir/cpu-accept.toml"
 grep -q 'min_gflops = { value = 3,' "$dir/cpu-accept.toml" || { echo "FAIL: the profile's GEMM threshold was not lowered"; exit 1; }
+grep -q 'min_spread = { value = 0.5,' "$dir/cpu-accept.toml" || { echo "FAIL: the fleet's spread was not raised"; exit 1; }
 args=(accept --hardware "$dir/cpu-accept.toml" --quick --threads 1 --checks gemm,internode --out "$dir/fleet.json")
 node() { echo -np 1 -x SLURMD_NODENAME="$1"; }
 "$mpirun" --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x VGPU_DEVICES=0 \
