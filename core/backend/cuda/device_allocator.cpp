@@ -62,12 +62,12 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
         recycle_event(b.freed);
         b.freed = nullptr;
         b.stream = stream;
+#ifdef PTDP_VGPU
+        b.ptr = vgpu::sub_allocate(b.ptr, bytes, stream);  // the block's memory under its new user's tag
+#endif
         live_[b.ptr] = b;
         in_use_ += n;
         if (in_use_ > peak_) peak_ = in_use_;
-#ifdef PTDP_VGPU
-        vgpu::sub_allocate(b.ptr, bytes, stream);
-#endif
         return b.ptr;
       }
     }
@@ -87,12 +87,12 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
                                    __LINE__));
   }
   std::lock_guard<std::mutex> lock(mu_);
+#ifdef PTDP_VGPU
+  p = vgpu::sub_allocate(p, bytes, stream);
+#endif
   live_[p] = Block{p, n, stream, nullptr};
   in_use_ += n;
   if (in_use_ > peak_) peak_ = in_use_;
-#ifdef PTDP_VGPU
-  vgpu::sub_allocate(p, bytes, stream);
-#endif
   return p;
 }
 

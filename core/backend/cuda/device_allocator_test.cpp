@@ -48,8 +48,12 @@ struct NoQuarantine {
   NoQuarantine() { vgpu::set_sub_quarantine_bytes_for_testing(0); }
   ~NoQuarantine() { vgpu::set_sub_quarantine_bytes_for_testing(-1); }
 };
+// The block under a tensor's pointer: in the vgpu build each user of a block gets its memory
+// under another tag (another address), so that stale pointers are told apart.
+const void* block_of(const void* p) { return vgpu::untagged(p); }
 #else
 struct NoQuarantine {};
+const void* block_of(const void* p) { return p; }
 #endif
 
 TEST(CudaAllocator, RoundsUpWithinAThirtySecondOfTheSize) {
@@ -76,7 +80,7 @@ TEST(CudaAllocator, ReusesAFreedBlockOnTheSameStream) {
   PTDP_CUDA_CHECK(cudaMemsetAsync(p, 1, n, st.s));
   al.deallocate(p, n);
   void* q = al.allocate(n, st.s);  // no wait needed: the stream orders the two uses
-  EXPECT_EQ(q, p);
+  EXPECT_EQ(block_of(q), block_of(p));
   al.deallocate(q, n);
 }
 
@@ -133,9 +137,9 @@ TEST(CudaAllocator, DoesNotHandABlockStillInUseOnOneStreamToAnother) {
   PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, a.s));  // queued behind the host function
   al.deallocate(p, n);
   void* q = al.allocate(n, b.s);
-  EXPECT_NE(q, p) << "a block still in use on stream A was handed to stream B";
+  EXPECT_NE(block_of(q), block_of(p)) << "a block still in use on stream A was handed to stream B";
   void* p2 = al.allocate(n, a.s);
-  EXPECT_EQ(p2, p) << "stream A could not take back its own block";
+  EXPECT_EQ(block_of(p2), block_of(p)) << "stream A could not take back its own block";
   {
     std::lock_guard<std::mutex> lock(mu);
     done = true;
@@ -150,7 +154,7 @@ TEST(CudaAllocator, DoesNotHandABlockStillInUseOnOneStreamToAnother) {
   // Now idle: stream B may take either block without a new cudaMalloc.
   const size_t cached = al.bytes_cached();
   void* r = al.allocate(n, b.s);
-  EXPECT_TRUE(r == p || r == q);
+  EXPECT_TRUE(block_of(r) == block_of(p) || block_of(r) == block_of(q));
   EXPECT_EQ(al.bytes_cached(), cached - DeviceAllocator::round_up(n));
   al.deallocate(r, n);
 }
@@ -238,6 +242,44 @@ TEST(CudaAllocator, UseAfterFreeIsReportedEvenAfterTheNextAllocationOfTheSameSiz
   al.deallocate(q, n);
 }
 
+// A pointer kept after its tensor was freed, used once the block went to the next tensor (no
+// quarantine: at once): the memory is live and written, but the pointer carries the former
+// tensor's tag (vgpu/README.md, "Pointer tags").
+TEST(CudaAllocator, AStalePointerIsReportedAfterItsBlockWentToTheNextTensor) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  NoQuarantine no_quarantine;
+  Stream st;
+  const size_t n = 3072;
+  void* p = al.allocate(n, st.s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
+  al.deallocate(p, n);
+  void* q = al.allocate(n, st.s);
+  ASSERT_EQ(block_of(q), block_of(p));
+  PTDP_CUDA_CHECK(cudaMemsetAsync(q, 0, n, st.s));
+  vgpu::CaptureViolations capture;
+  EXPECT_EQ(cudaMemsetAsync(p, 1, 16, st.s), cudaErrorInvalidValue);  // planted: the stale pointer
+  cudaGetLastError();
+  try {
+    fill(p, DType::F32, int64_t(n / 4), 2.0, st.s);  // and in a kernel, which does not run
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("unspecified launch failure"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(cudaStreamSynchronize(st.s), cudaSuccess);
+  const auto m = capture.messages();
+  EXPECT_TRUE(has(m, "use after free: cudaMemsetAsync target uses 16 bytes at ")) << joined(m);
+  EXPECT_TRUE(has(m, "use after free: kernel fill_kernel")) << joined(m);
+  EXPECT_TRUE(has(m, "it is a stale pointer of allocation #")) << joined(m);
+  EXPECT_TRUE(has(m, "which now belongs to allocation #")) << joined(m);
+  vgpu::reset_device_for_testing(0);
+  cudaGetLastError();
+  std::vector<float> host(n / 4);
+  PTDP_CUDA_CHECK(cudaMemcpy(host.data(), q, n, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(host[0], 0.0f) << "the stale writes did not reach the next tensor";
+  al.deallocate(q, n);
+}
+
 // The next tensor in a recycled block reads it before writing it: its bytes are uninitialised
 // (and poisoned), not the previous tensor's values.
 TEST(CudaAllocator, AReadOfARecycledBlocksStaleContentsIsReported) {
@@ -251,7 +293,7 @@ TEST(CudaAllocator, AReadOfARecycledBlocksStaleContentsIsReported) {
   PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
   al.deallocate(p, n);
   void* q = al.allocate(n, st.s);
-  ASSERT_EQ(q, p);
+  ASSERT_EQ(block_of(q), block_of(p));  // the same block, under its new user's tag
   std::vector<float> host(n / 4);
   vgpu::CaptureViolations capture;
   PTDP_CUDA_CHECK(cudaMemcpyAsync(host.data(), q, n, cudaMemcpyDeviceToHost, st.s));  // planted: never written

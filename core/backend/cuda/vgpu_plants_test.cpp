@@ -4,10 +4,12 @@
 
 #if defined(PTDP_HAVE_CUDA) && defined(PTDP_VGPU)
 #include <vgpu/runtime.h>
+#include <vgpu/suballoc.h>
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/backend/cuda/cuda_check.h"
@@ -26,8 +28,10 @@ std::string joined_messages(const std::vector<std::string>& m) {
 
 // A vocabulary-parallel embedding given the full vocabulary's row count instead of its shard's:
 // a token of another rank's shard indexes past this shard's table, over its padding, into
-// whatever tensor the caching allocator placed further on. That tensor is live and written, so
-// bounds and initialisation pass; no argument of the kernel points into it.
+// whatever tensor the caching allocator placed further on: another tensor, or the kernel's own
+// output. That memory is live and written, so bounds and initialisation pass; the index was
+// computed from the table's pointer, which carries the table's tag (vgpu/README.md, "Pointer
+// tags"), not the tensor's.
 TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) {
   std::string reason;
   if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
@@ -42,12 +46,20 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
   auto* tok = static_cast<int32_t*>(al.allocate(4, st));
   fill(wte, DType::F32, rows, 1.0, st);
   fill(other, DType::F32, 1024, 2.0, st);
-  const int64_t jump = (other - wte) + 7;  // element 7 of the other tensor
-  ASSERT_GT(jump, rows);
-  ASSERT_LT(jump, int64_t(std::numeric_limits<int32_t>::max()));
-  const int32_t id = int32_t(jump);
-  PTDP_CUDA_CHECK(cudaMemcpyAsync(tok, &id, 4, cudaMemcpyHostToDevice, st));
-  {
+  fill(x, DType::F32, 1, 0.0, st);
+  // The row of wte (one float per row) at element `element` of tensor t, in the table's memory.
+  auto row_at = [&](const float* t, int64_t element) {
+    const auto bytes = static_cast<const char*>(vgpu::untagged(t)) - static_cast<const char*>(vgpu::untagged(wte));
+    const int64_t row = int64_t(bytes / 4) + element;
+    EXPECT_GT(row, rows);
+    EXPECT_LT(row, int64_t(std::numeric_limits<int32_t>::max()));
+    return int32_t(row);
+  };
+  for (const auto& [target, element, what] : {std::tuple<const float*, int64_t, const char*>{other, 7, "another tensor"},
+                                              {x, 0, "the kernel's own output"}}) {
+    SCOPED_TRACE(what);
+    const int32_t id = row_at(target, element);
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(tok, &id, 4, cudaMemcpyHostToDevice, st));
     vgpu::CaptureViolations capture;
     // planted: the full vocabulary's rows, not the shard's
     embedding_forward(x, tok, wte, /*wte_rows=*/int64_t(1) << 31, 0, nullptr, DType::F32, 1, 1, 1, st);
@@ -55,8 +67,10 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
     const auto m = capture.messages();
     const std::string all = joined_messages(m);
     EXPECT_NE(all.find("out of bounds: kernel embedding_forward_kernel<T>"), std::string::npos) << all;
-    EXPECT_NE(all.find("accesses 4 byte(s) at byte offset 28 of allocation #"), std::string::npos) << all;
-    EXPECT_NE(all.find("which none of the kernel's 3 pointer argument(s) points into"), std::string::npos) << all;
+    EXPECT_NE(all.find("accesses 4 byte(s) at byte offset " + std::to_string(element * 4) + " of the memory of allocation #"),
+              std::string::npos)
+        << all;
+    EXPECT_NE(all.find("but carries another allocation's tag"), std::string::npos) << all;
     EXPECT_NE(all.find("embed_xent.cu:"), std::string::npos) << all;
   }
   {  // the right row count: the token is another shard's, the row is zero, nothing is reported

@@ -23,15 +23,23 @@ namespace vgpu {
 // reported by the race checker against any use of the block by another stream not ordered before
 // it (a block handed to a stream while another may still use it). Handing out a block that a user
 // still holds is reported ("invalid allocation").
-void sub_allocate(void* block, size_t bytes, cudaStream_t stream);
+// Returns the pointer the user gets: `block` the first time, then the same memory under a new tag
+// (another address of it, vgpu/README.md, "Pointer tags") each time the block goes to a new user,
+// so that a pointer a former user kept is told apart from the new user's. The allocator keeps the
+// returned pointer: sub_free and cudaFree take it.
+[[nodiscard]] void* sub_allocate(void* block, size_t bytes, cudaStream_t stream);
 
-// The user of `block` gave it back (queued on `stream` as a write of the whole block; null: done
+// The user of `block` (the pointer sub_allocate returned) gave it back (queued on `stream` as a write of the whole block; null: done
 // now by the host). In the host's order: any later use of the memory (copy, memset, kernel
 // argument, GEMM or collective operand) is reported as use after free until the next
 // sub_allocate. In stream order: the guard zone after the user's bytes is checked (an overrun into
 // the block's padding), the block is poisoned with 0xDD and marked uninitialised. Giving back a
 // block twice is reported ("invalid free").
 void sub_free(void* block, cudaStream_t stream);
+
+// The memory under p (any user's pointer into a block, stale ones included) named the same way
+// whatever its tag: for tests that a block went to its next user.
+const void* untagged(const void* p);
 
 // How many bytes of freed blocks a caching allocator should keep from reuse (its quarantine), so
 // that a stale pointer still points at freed memory when it is used: VGPU_SUBALLOC_QUARANTINE_MB

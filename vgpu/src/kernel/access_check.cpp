@@ -5,6 +5,7 @@
 #include <vgpu/launch.h>
 #include <vgpu/runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -63,7 +64,7 @@ void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
     std::shared_lock<std::shared_mutex> lock(rt::registry().mu);
     const rt::AllocRecord* a = rt::find_locked(p);
     if (!a) a = rt::find_near_locked(p);
-    what = a ? "byte offset " + std::to_string(static_cast<const char*>(p) - a->base) + " of " +
+    what = a ? "byte offset " + std::to_string(rt::offset_of(*a, p)) + " of " +
                    rt::describe_record(*a) + rt::site_lines(*a)
              : "device memory no allocation holds";
   }
@@ -218,7 +219,10 @@ struct Pending {
 
 std::string dim3_text(uint64_t lin, dim3 d) {
   const uint64_t x = lin % d.x, y = (lin / d.x) % d.y, z = lin / (uint64_t(d.x) * d.y);
-  return "(" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + ")";
+  char text[72];
+  std::snprintf(text, sizeof text, "(%llu,%llu,%llu)", static_cast<unsigned long long>(x),
+                static_cast<unsigned long long>(y), static_cast<unsigned long long>(z));
+  return text;
 }
 
 }  // namespace
@@ -374,16 +378,26 @@ const Region* AccessTracker::Impl::find(const char* p, size_t bytes, const void*
   std::shared_lock<std::shared_mutex> lock(rt::registry().mu);
   rt::AllocRecord* a = rt::find_locked(p);
   if (a) {
+    bool stale = false;
+    const std::string tag = rt::tag_problem(*a, p, a->dev_tag, &stale);
+    if (!tag.empty()) {  // the memory is there (every view maps it): reported, then the access goes on
+      report(stale ? kUseAfterFree : kOutOfBounds,
+             who(block, thread) + " accesses " + std::to_string(bytes) + " byte(s) at byte offset " +
+                 std::to_string(rt::offset_of(*a, p)) + " of the memory of " + rt::describe_record(*a) + ": " + tag,
+             pc);
+      return nullptr;
+    }
     if (a->freed || (a->sub == rt::Sub::Freed && a->freed_poison)) {
       report(kUseAfterFree,
              who(block, thread) + " accesses " + std::to_string(bytes) + " byte(s) at offset " +
-                 std::to_string(p - a->base) + " of " + rt::describe_record(*a) + ", which was freed." +
+                 std::to_string(rt::offset_of(*a, p)) + " of " + rt::describe_record(*a) + ", which was freed." +
                  rt::site_lines(*a),
              pc);
       return nullptr;
     }
     const size_t extent = a->device >= 0 ? a->dev_bytes : a->bytes;
-    regions.push_back(Region{a->base, a->base + std::max<size_t>(extent, 1), a, nullptr});
+    char* const lo = rt::with_tag(a->base, a->dev_tag);  // in the view its kernels' pointers use
+    regions.push_back(Region{lo, lo + std::max<size_t>(extent, 1), a, nullptr});
     if (!argument_points_into(regions.back()))
       report(kOutOfBounds,
              who(block, thread) + " accesses " + std::to_string(bytes) + " byte(s) at " + where(regions.back(), p) +
@@ -397,10 +411,11 @@ const Region* AccessTracker::Impl::find(const char* p, size_t bytes, const void*
   }
   if ((a = rt::find_near_locked(p))) {
     const char* end = a->base + (a->device >= 0 ? a->dev_bytes : a->bytes);
+    const char* q = rt::untag(p);
     report(kOutOfBounds,
            who(block, thread) + " accesses " + std::to_string(bytes) + " byte(s) at " +
-               (p < a->base ? std::to_string(a->base - p) + " byte(s) before the start of "
-                            : std::to_string(p - end) + " byte(s) past the end of ") +
+               (q < a->base ? std::to_string(a->base - q) + " byte(s) before the start of "
+                            : std::to_string(q - end) + " byte(s) past the end of ") +
                rt::describe_record(*a) + "." + rt::site_lines(*a),
            pc);
     return nullptr;
@@ -436,7 +451,7 @@ void AccessTracker::Impl::check_device(const Region& g, const char* p, size_t by
                                        const void* pc) {
   rt::AllocRecord& a = *g.rec;
   if (!a.init) return;  // pinned host memory: no initialisation shadow
-  const size_t lo = static_cast<size_t>(p - a.base), hi = lo + bytes;
+  const size_t lo = static_cast<size_t>(p - g.lo), hi = lo + bytes;
   std::atomic<uint64_t>* w = a.init.get();
   const bool reads = !(flags & kWrite) || (flags & kAtomic);  // an atomic read-modify-write reads too
   rt::for_each_init_word(lo, hi, [&](size_t word, uint64_t mask) {

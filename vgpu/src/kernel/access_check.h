@@ -8,9 +8,11 @@
 //   - races between the kernel's own threads, in global and shared memory (racecheck): two
 //     accesses to a byte, one a write, not both atomic, by threads that no __syncthreads (same
 //     block) or warp synchronisation (same warp) orders. Blocks of one launch are never ordered.
-//   - provenance: an access to an allocation that none of the launch's pointer arguments points
-//     into (an index that jumped a guard zone into a neighbour); VGPU_ARGUMENT_CHECK=0 turns this
-//     one off, for kernels that follow pointers stored in device memory
+//   - provenance: an access through a pointer with another allocation's tag (runtime/arena.h: an
+//     index that ran into another allocation, or a stale pointer of the memory's earlier user),
+//     or to an allocation that none of the launch's pointer arguments points into (an index that
+//     jumped a guard zone into a neighbour); VGPU_ARGUMENT_CHECK=0 turns the latter off, for
+//     kernels that follow pointers stored in device memory
 // VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each).
 #pragma once
 #include <cstddef>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel/shared_memory.h"
+#include "runtime/arena.h"
 #include "runtime/test_util.h"
 
 #define ACCESS_LAUNCH(grid, block, stream, ...) \
@@ -180,8 +181,11 @@ TEST(AccessCheck, PlainReadOfAnAtomicallyUpdatedCounterIsARace) {
 
 // ---- Bounds and initialisation at the real address ----
 
-__global__ void read_at(const float* x, float* y, int i) {
+__global__ void read_at(const float* x, float* y, long long i) {
   if (threadIdx.x == 0) *y = x[i];
+}
+__global__ void read_at_beside(const float* x, const float* z, float* y, long long i) {
+  if (threadIdx.x == 0) *y = x[i] + z[0];
 }
 __global__ void write_first(float* x, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 1.0f;
@@ -215,7 +219,7 @@ TEST(AccessCheck, ReadIntoTheRoundingPaddingOfACachedBlockIsReported) {
   float* x = zeros<float>(256);
   float* y = zeros<float>(1);
   AccessStream st;
-  vgpu::sub_allocate(x, 250 * sizeof(float), st.s);
+  x = static_cast<float*>(vgpu::sub_allocate(x, 250 * sizeof(float), st.s));
   ACCESS_LAUNCH(1, 32, st.s, write_first)(x, 250);
   vgpu::CaptureViolations cap;
   ACCESS_LAUNCH(1, 32, st.s, read_at)(x, y, 250);
@@ -259,18 +263,43 @@ TEST(AccessCheck, OnlyTheBytesAKernelWroteCountAsInitialised) {
 
 // An index that jumps over the guard zone into another live allocation: in bounds of that one,
 // so only the launch's pointer arguments tell that the kernel had no business there.
+// A pointer into another allocation, with that allocation's tag, that the kernel did not get as an
+// argument (one it read from memory, say).
 TEST(AccessCheck, AnIndexIntoAnAllocationNoArgumentPointsIntoIsReported) {
   float* x = zeros<float>(100);
   float* y = zeros<float>(1);
   float* z = zeros<float>(1024);  // another tensor, live, written: bounds and initialisation pass
   const ptrdiff_t jump = (reinterpret_cast<char*>(z) - reinterpret_cast<char*>(x)) / ptrdiff_t(sizeof(float));
   ASSERT_EQ(reinterpret_cast<char*>(x + jump), reinterpret_cast<char*>(z));
-  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, int(jump + 3)); });
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x, y, jump + 3); });
   EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at")) << joined(m);
   EXPECT_TRUE(any_contains(m, "accesses 4 byte(s) at byte offset 12 of allocation #")) << joined(m);
   EXPECT_TRUE(any_contains(m, "which none of the kernel's 2 pointer argument(s) points into")) << joined(m);
   // The same element read through a pointer argument into z is fine.
   const auto clean = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(z, y, 3); });
+  EXPECT_TRUE(clean.empty()) << joined(clean);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(z);
+}
+
+// An index that runs from one argument's allocation, over the guard zones, into another
+// argument's: every byte it reads is live, written memory the kernel may use, but the pointer
+// carries x's tag, not z's (runtime/arena.h).
+TEST(AccessCheck, AnIndexFromOneArgumentIntoAnothersAllocationIsReported) {
+  float* x = zeros<float>(100);
+  float* y = zeros<float>(1);
+  float* z = zeros<float>(1024);
+  ASSERT_NE(vgpu::rt::tag_of(x), vgpu::rt::tag_of(z));
+  const ptrdiff_t jump = (vgpu::rt::untag(z) - vgpu::rt::untag(x)) / ptrdiff_t(sizeof(float));  // in x's view
+  const auto m =
+      violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at_beside)(x, z, y, jump + 3); });
+  ASSERT_EQ(m.size(), 1u) << joined(m);
+  EXPECT_TRUE(any_contains(m, "out of bounds: kernel read_at_beside")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "accesses 4 byte(s) at byte offset 12 of the memory of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "(4096 bytes of device memory on device 0): it lies in the memory")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "but carries another allocation's tag")) << joined(m);
+  const auto clean = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at_beside)(z, x, y, 3); });
   EXPECT_TRUE(clean.empty()) << joined(clean);
   cudaFree(x);
   cudaFree(y);

@@ -201,7 +201,7 @@ TEST(KernelLaunch, WriteOnePastTheEndIsReported) {
 TEST(KernelLaunch, WriteIntoTheRoundingPaddingOfACachedBlockIsReported) {
   Stream st;
   float* x = device_alloc<float>(256);
-  vgpu::sub_allocate(x, 250 * sizeof(float), st.s);
+  x = static_cast<float*>(vgpu::sub_allocate(x, 250 * sizeof(float), st.s));
   vgpu::CaptureViolations cap;
   TEST_LAUNCH(1, 32, 0, st.s, write_one_past)(x, 250);
   ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
@@ -250,7 +250,7 @@ TEST(KernelLaunch, HostAndFreedPointerArgumentsAreReportedAndTheKernelDoesNotRun
   in_child_process([] {  // a tensor freed to its caching allocator (vgpu/suballoc.h)
     Stream st;
     float* x = device_alloc<float>(32);
-    vgpu::sub_allocate(x, 32 * sizeof(float), st.s);
+    x = static_cast<float*>(vgpu::sub_allocate(x, 32 * sizeof(float), st.s));
     vgpu::sub_free(x, st.s);
     vgpu::CaptureViolations cap;
     TEST_LAUNCH(1, 32, 0, st.s, add_one)(x);

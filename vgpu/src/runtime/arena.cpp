@@ -1,7 +1,9 @@
 // Device and pinned memory's address ranges (arena.h).
 #include "runtime/arena.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <map>
 #include <mutex>
@@ -33,8 +35,31 @@ struct Range {
 struct Arena {
   std::mutex mu;
   bool reserved = false, failed = false;
-  Range ranges[2];  // ArenaKind::Device, ArenaKind::Pinned
+  int file = -1;    // device memory's memory file, mapped kTags times (-1: device memory anonymous, one view)
+  Range ranges[2];  // ArenaKind::Device (offsets in view 0), ArenaKind::Pinned
 };
+
+// Maps the memory file at every view of [base, base + kTags * kReserve); false (nothing changed
+// that the caller must undo but the file) when the system refuses.
+bool map_views(char* base, int* file) {
+  const int fd = ::memfd_create("vgpu-device-memory", MFD_CLOEXEC);
+  if (fd < 0) return false;
+  if (::ftruncate(fd, static_cast<off_t>(kReserve)) != 0) {
+    ::close(fd);
+    return false;
+  }
+  for (unsigned v = 0; v < kTags; ++v) {
+    void* m = ::mmap(base + v * kReserve, kReserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+                     fd, 0);
+    if (m == MAP_FAILED) {
+      ::mmap(base, v * kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      ::close(fd);
+      return false;
+    }
+  }
+  *file = fd;
+  return true;
+}
 
 Arena& arena() {
   static Arena* a = new Arena;
@@ -47,19 +72,25 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   if (!a.reserved && !a.failed) {
-    void* r = ::mmap(nullptr, 2 * kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // kTags views of device memory and the pinned range above them; with one view where the
+    // memory file cannot be made.
+    void* r = ::mmap(nullptr, (kTags + 1) * kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) {
       a.failed = true;
     } else {
       a.reserved = true;
-      a.ranges[0].base = static_cast<char*>(r);
-      a.ranges[1].base = a.ranges[0].base + kReserve;
+      char* base = static_cast<char*>(r);
+      const bool views = map_views(base, &a.file);
+      a.ranges[0].base = base;
+      a.ranges[1].base = base + (views ? kTags : 1) * kReserve;
       g_arena.lo = reinterpret_cast<uintptr_t>(r);
-      g_arena.mid = g_arena.lo + kReserve;
+      g_arena.mid = reinterpret_cast<uintptr_t>(a.ranges[1].base);
       g_arena.hi = g_arena.mid + kReserve;
+      g_arena.view = views ? kReserve : 0;
     }
   }
   if (!a.reserved) return nullptr;
+  const bool file = kind == ArenaKind::Device && a.file >= 0;  // always mapped: nothing to protect
   Range& g = a.ranges[kind == ArenaKind::Device ? 0 : 1];
   Range::Released r{nullptr, false};
   auto it = g.free_by_size.find(n);
@@ -71,7 +102,7 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
     r.p = g.base + g.used;
     g.used += n;
   }
-  if (::mprotect(r.p, n, PROT_READ | PROT_WRITE) != 0) {
+  if (!file && ::mprotect(r.p, n, PROT_READ | PROT_WRITE) != 0) {
     g.free_by_size[n].push_back(r);
     return nullptr;
   }
@@ -84,10 +115,15 @@ void arena_release(char* p, size_t bytes, ArenaKind kind) {
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   Range& g = a.ranges[kind == ArenaKind::Device ? 0 : 1];
-  // The range faults until it is handed out again; its memory stays (up to kKeepResident) or
-  // goes back to the system.
+  // The range faults (pinned memory, or device memory without views) until it is handed out
+  // again; its memory stays (up to kKeepResident) or goes back to the system.
   const bool keep = g.resident + n <= kKeepResident;
-  if (keep) {
+  if (kind == ArenaKind::Device && a.file >= 0) {
+    if (keep)
+      g.resident += n;
+    else
+      ::fallocate(a.file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, p - g.base, static_cast<off_t>(n));
+  } else if (keep) {
     ::mprotect(p, n, PROT_NONE);
     g.resident += n;
   } else {

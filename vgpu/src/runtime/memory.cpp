@@ -96,6 +96,14 @@ void verify_guards(AllocRecord& a, const std::string& after_what) {
   report_violation("out of bounds", m.str());
 }
 
+// The last user of device memory that left the quarantine, by its view 0 address, until a new
+// allocation takes the address (registry().mu held): the new one's tag differs from it, and a
+// stale pointer of it is named in reports.
+std::map<uintptr_t, FormerUser>& released_users() {
+  static auto* m = new std::map<uintptr_t, FormerUser>;
+  return *m;
+}
+
 // Freed memory must keep its poison while in quarantine; anything else is a write after free.
 void release_record(AllocRecord* a) {
   const size_t bad = first_not(a->base, a->bytes, kFreedByte);
@@ -104,8 +112,28 @@ void release_record(AllocRecord* a) {
                                            " changed after it was freed (a write through a stale pointer)." +
                                            site_lines(*a));
   verify_guards(*a, "its release from the quarantine of freed memory");
+  if (a->device >= 0 && tags_enabled()) {
+    std::unique_lock<std::shared_mutex> lock(registry().mu);
+    released_users()[reinterpret_cast<uintptr_t>(a->base)] = FormerUser{a->tag, a->id, a->bytes, a->alloc_site, a->free_site};
+  }
   arena_release(a->raw, a->raw_bytes, a->device >= 0 ? ArenaKind::Device : ArenaKind::Pinned);
   delete a;
+}
+
+// A tag for a's users (registry().mu held, a in the registry): not `avoid` (its last user's) and
+// not its neighbours' in the memory (an index that runs past a guard zone into the next
+// allocation then carries the wrong tag), in turn over 1..kTags-1 (0, view 0, is the runtime's).
+unsigned pick_tag(const AllocRecord& a, unsigned avoid) {
+  if (!tags_enabled()) return 0;
+  static unsigned next = 0;  // guarded by registry().mu
+  auto& m = registry().by_base;
+  auto it = m.find(reinterpret_cast<uintptr_t>(a.base));
+  const unsigned before = it != m.begin() ? std::prev(it)->second->tag : 0;
+  const unsigned after = std::next(it) != m.end() ? std::next(it)->second->tag : 0;
+  for (unsigned i = 0;; ++i) {
+    const unsigned t = 1 + next++ % (kTags - 1);
+    if ((t != avoid && t != before && t != after) || i >= kTags) return t;
+  }
 }
 
 AllocRecord* allocate(size_t bytes, int device, const char* api) {
@@ -129,6 +157,16 @@ AllocRecord* allocate(size_t bytes, int device, const char* api) {
   if (device >= 0) a->init.reset(new std::atomic<uint64_t>[(bytes + 63) / 64]());
   std::unique_lock<std::shared_mutex> lock(registry().mu);
   registry().by_base[reinterpret_cast<uintptr_t>(a->base)] = a;
+  if (device >= 0) {
+    unsigned avoid = 0;
+    auto& released = released_users();
+    if (auto it = released.find(reinterpret_cast<uintptr_t>(a->base)); it != released.end()) {
+      avoid = it->second.tag;
+      a->former.push_back(std::move(it->second));
+      released.erase(it);
+    }
+    a->tag = a->dev_tag = pick_tag(*a, avoid);
+  }
   return a;
 }
 
@@ -180,13 +218,13 @@ std::string freed_poison_problem(const AllocRecord& a, const std::string& who) {
 // Stream-ordered part of a sub-allocation: the user's bytes poisoned as after cudaMalloc and
 // uninitialised, the rest of the block a guard zone. `previous` (when the block was freed by
 // an earlier user): that user's description, for a report of a changed poison.
-void device_sub_allocate(void* block, size_t bytes, const std::string& previous) {
+void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::string& previous) {
   std::string problem;
   AllocRecord* a;
   size_t capacity;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(untag(block)));
     if (it == registry().by_base.end() || it->second->freed) return;
     a = it->second;  // not freed meanwhile: cudaFree first waits for the stream running this
     capacity = a->capacity;
@@ -200,6 +238,7 @@ void device_sub_allocate(void* block, size_t bytes, const std::string& previous)
     std::unique_lock<std::shared_mutex> lock(registry().mu);
     a->freed_poison = false;
     a->dev_bytes = bytes;
+    a->dev_tag = tag;  // kernels of the new user run from here on
     clear_shadow(*a);
   }
   std::memset(a->base, kFreshByte, bytes);
@@ -212,7 +251,7 @@ void device_sub_free(void* block, const std::string& who) {
   AllocRecord* a;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(untag(block)));
     if (it == registry().by_base.end() || it->second->freed) return;
     a = it->second;
     verify_guards(*a, "the free of " + who);
@@ -285,7 +324,7 @@ Registry& registry() {
 
 AllocRecord* find_locked(const void* p) {
   auto& m = registry().by_base;
-  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const auto addr = reinterpret_cast<uintptr_t>(untag(p));
   auto it = m.upper_bound(addr);
   if (it == m.begin()) return nullptr;
   --it;
@@ -297,7 +336,7 @@ AllocRecord* find_locked(const void* p) {
 // The record whose guard zones or sub-allocation padding contain p (registry().mu held).
 AllocRecord* find_near_locked(const void* p) {
   auto& m = registry().by_base;
-  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const auto addr = reinterpret_cast<uintptr_t>(untag(p));
   auto it = m.upper_bound(addr);
   if (it != m.end() && reinterpret_cast<uintptr_t>(it->second->raw) <= addr) return it->second;
   if (it == m.begin()) return nullptr;
@@ -321,6 +360,29 @@ std::string site_lines(const AllocRecord& a) {
                     (a.alloc_site ? a.alloc_site->describe() : std::string("?"));
   if (gone(a) && a.free_site) out += "\n  freed by: " + a.free_site->describe();
   return out;
+}
+
+std::string tag_problem(const AllocRecord& a, const void* p, unsigned tag, bool* stale) {
+  *stale = false;
+  const unsigned t = tag_of(p);
+  if (t == tag || a.device < 0) return "";
+  for (auto f = a.former.rbegin(); f != a.former.rend(); ++f) {
+    if (f->tag != t) continue;
+    *stale = true;
+    std::string m = "it is a stale pointer of allocation #" + std::to_string(f->id) + " (" + std::to_string(f->bytes) +
+                    " bytes), an earlier user of this memory, which now belongs to " + describe_record(a) +
+                    " (pointers carry their allocation's tag, vgpu/README.md)";
+    m += "\n  allocation #" + std::to_string(f->id) +
+         " allocated by: " + (f->alloc_site ? f->alloc_site->describe() : std::string("?"));
+    if (f->free_site) m += "\n  freed by: " + f->free_site->describe();
+    return m + site_lines(a);
+  }
+  return "it lies in the memory of " + describe_record(a) + " but carries another allocation's tag (tag " +
+         std::to_string(t) + ", the allocation's " + std::to_string(tag) +
+         "): it was computed from another allocation's pointer (an index that ran from there into this one), or is "
+         "a stale pointer of an earlier user of this memory (pointers carry their allocation's tag, "
+         "vgpu/README.md)." +
+         site_lines(a);
 }
 
 MemClass classify(const void* p) {
@@ -349,8 +411,8 @@ using rt::registry;
 std::optional<AllocInfo> find_allocation(const void* p) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
-  if (!a || gone(*a)) return std::nullopt;
-  return AllocInfo{a->base, a->bytes, a->device, a->id};
+  if (!a || gone(*a) || !rt::tag_ok(*a, p)) return std::nullopt;
+  return AllocInfo{rt::user_base(*a), a->bytes, a->device, a->id};
 }
 
 bool check_range(const void* p, size_t bytes, const std::string& what, bool allow_pinned) {
@@ -360,16 +422,21 @@ bool check_range(const void* p, size_t bytes, const std::string& what, bool allo
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
     AllocRecord* a = find_locked(p);
-    if (a && rt::gone(*a)) {
+    bool stale = false;
+    const std::string tag = a ? rt::tag_problem(*a, p, a->tag, &stale) : std::string();
+    if (!tag.empty()) {
+      kind = stale ? "use after free" : "out of bounds";
+      m << what << " uses " << bytes << " bytes at " << p << ": " << tag;
+    } else if (a && rt::gone(*a)) {
       kind = "use after free";
-      m << what << " uses " << bytes << " bytes at offset " << (static_cast<const char*>(p) - a->base) << " of "
+      m << what << " uses " << bytes << " bytes at offset " << rt::offset_of(*a, p) << " of "
         << rt::describe_record(*a)
         << (a->freed ? ", which was freed. Memory must not be used after cudaFree/cudaFreeHost."
                      : ", which was given back to its caching allocator (the tensor over it was freed). Memory "
                        "must not be used after it was freed.")
         << rt::site_lines(*a);
     } else if (a) {
-      const size_t off = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+      const size_t off = rt::offset_of(*a, p);
       if (a->device < 0 && !allow_pinned) {
         m << what << " needs device memory but got pinned host memory, " << rt::describe_record(*a) << "."
           << rt::site_lines(*a);
@@ -382,7 +449,7 @@ bool check_range(const void* p, size_t bytes, const std::string& what, bool allo
     } else {
       // Not inside any allocation: name the nearest one when p is just outside it.
       auto& mp = registry().by_base;
-      const auto addr = reinterpret_cast<uintptr_t>(p);
+      const auto addr = reinterpret_cast<uintptr_t>(rt::untag(p));
       auto it = mp.upper_bound(addr);
       std::string near;
       if (it != mp.begin()) {
@@ -411,12 +478,17 @@ std::string explain_pointer(const void* p, bool* freed) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
   std::ostringstream m;
-  if (a && rt::gone(*a)) {
+  bool stale = false;
+  const std::string tag = a ? rt::tag_problem(*a, p, a->tag, &stale) : std::string();
+  if (!tag.empty()) {
+    *freed = stale;
+    m << "It points at offset " << rt::offset_of(*a, p) << " of the memory of another allocation: " << tag;
+  } else if (a && rt::gone(*a)) {
     *freed = true;
-    m << "It points at offset " << (static_cast<const char*>(p) - a->base) << " of " << rt::describe_record(*a)
+    m << "It points at offset " << rt::offset_of(*a, p) << " of " << rt::describe_record(*a)
       << ", which was freed." << rt::site_lines(*a);
   } else if (!a && (a = rt::find_near_locked(p))) {
-    const char* c = static_cast<const char*>(p);
+    const char* c = rt::untag(p);
     if (c < a->base)
       m << "It points " << (a->base - c) << " byte(s) before " << rt::describe_record(*a) << ".";
     else
@@ -459,14 +531,16 @@ std::shared_ptr<const Site> sub_site(const char* what) {
 }
 }  // namespace
 
-void sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
+void* sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
   auto site = sub_site("tensor allocation (caching allocator)");
   std::string problem, previous;
   size_t capacity = 0;
   bool fresh = false;
+  void* user = block;
+  unsigned tag = 0;
   {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(rt::untag(block)));
     AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
     std::ostringstream m;
     if (!a || a->freed || a->device < 0) {
@@ -484,6 +558,11 @@ void sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
         a->block_site = std::move(a->alloc_site);
       } else {
         previous = rt::describe_record(*a) + rt::site_lines(*a);
+        // The memory goes to its new user under a new tag: the last user's pointers become stale.
+        constexpr size_t kFormer = 8;
+        if (a->former.size() == kFormer) a->former.erase(a->former.begin());
+        a->former.push_back(rt::FormerUser{a->tag, a->id, a->bytes, a->alloc_site, a->free_site});
+        a->tag = rt::pick_tag(*a, a->tag);
       }
       a->sub = rt::Sub::Live;
       a->id = ++rt::g_next_id;
@@ -491,6 +570,8 @@ void sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
       a->alloc_site = site;
       a->free_site.reset();
       capacity = a->capacity;
+      tag = a->tag;
+      user = rt::user_base(*a);
       if (fresh) {  // nothing queued can use a block cudaMalloc has just returned: no stream order needed
         std::memset(a->base + bytes, rt::kGuardByte, capacity - bytes);
         a->dev_bytes = bytes;
@@ -500,11 +581,15 @@ void sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
   }
   if (!problem.empty()) {
     report_violation("invalid allocation", problem);
-    return;
+    return block;
   }
-  if (fresh) return;
-  rt::sub_work(block, capacity, stream, site, [block, bytes, previous] { rt::device_sub_allocate(block, bytes, previous); });
+  if (fresh) return user;
+  rt::sub_work(user, capacity, stream, site,
+               [user, bytes, tag, previous] { rt::device_sub_allocate(user, bytes, tag, previous); });
+  return user;
 }
+
+const void* untagged(const void* p) { return rt::untag(p); }
 
 void sub_free(void* block, cudaStream_t stream) {
   auto site = sub_site("tensor free (caching allocator)");
@@ -512,9 +597,13 @@ void sub_free(void* block, cudaStream_t stream) {
   size_t capacity = 0;
   {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(block));
+    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(rt::untag(block)));
     AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
-    if (!a || a->freed || a->sub != rt::Sub::Live) {
+    if (a && !a->freed && !rt::tag_ok(*a, block)) {
+      bool stale = false;
+      problem = "a caching allocator took back " + rt::describe_record(*a) + " through another pointer than the one " +
+                "it handed out: " + rt::tag_problem(*a, block, a->tag, &stale);
+    } else if (!a || a->freed || a->sub != rt::Sub::Live) {
       std::ostringstream m;
       m << "a caching allocator took back " << block << ", which "
         << (a && a->sub == rt::Sub::Freed ? "it already took back (double free)."
@@ -547,7 +636,7 @@ void mark_initialized(const void* p, size_t bytes) {
   std::shared_lock<std::shared_mutex> lock(registry().mu);
   AllocRecord* a = find_locked(p);
   if (!a || a->freed || !a->init) return;
-  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+  const size_t lo = rt::offset_of(*a, p);
   std::atomic<uint64_t>* w = a->init.get();
   rt::for_each_init_word(lo, std::min(a->bytes, lo + bytes), [w](size_t word, uint64_t mask) {
     if (mask == ~uint64_t{0})
@@ -565,7 +654,7 @@ void check_initialized(const void* p, size_t bytes, const std::string& what) {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
     AllocRecord* a = find_locked(p);
     if (!a || a->freed || !a->init) return;
-    const size_t start = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+    const size_t start = rt::offset_of(*a, p);
     const size_t hi = std::min(a->bytes, start + bytes);
     const std::atomic<uint64_t>* w = a->init.get();
     rt::for_each_init_word(start, hi, [&](size_t word, uint64_t mask) {
@@ -608,7 +697,7 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   AllocRecord* a = vgpu::rt::allocate(size, vgpu::current_device(), "cudaMalloc");
   if (!a) return ret(cudaErrorMemoryAllocation);
   vgpu::rt::g_device_bytes += size;
-  *devPtr = a->base;
+  *devPtr = vgpu::rt::user_base(*a);
   return cudaSuccess;
 }
 
@@ -651,8 +740,12 @@ cudaError_t free_common(void* p, bool pinned, std::shared_ptr<const vgpu::Site> 
       problem = std::string(api) + " of " + vgpu::rt::describe_record(*a) + ": " +
                 (pinned ? "device memory is freed with cudaFree" : "pinned host memory is freed with cudaFreeHost") +
                 "." + vgpu::rt::site_lines(*a);
-    } else if (a->base != p) {
-      problem = std::string(api) + " got a pointer " + std::to_string(static_cast<char*>(p) - a->base) +
+    } else if (!vgpu::rt::tag_ok(*a, p)) {
+      bool stale = false;
+      problem = std::string(api) + "(" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                ") is not the pointer the allocation returned: " + vgpu::rt::tag_problem(*a, p, a->tag, &stale);
+    } else if (vgpu::rt::untag(p) != a->base) {
+      problem = std::string(api) + " got a pointer " + std::to_string(vgpu::rt::offset_of(*a, p)) +
                 " bytes inside " + vgpu::rt::describe_record(*a) + "; only the pointer the allocation returned "
                 "can be freed." + vgpu::rt::site_lines(*a);
     } else if (a->sub == vgpu::rt::Sub::Live) {

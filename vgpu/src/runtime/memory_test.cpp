@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include <vgpu/suballoc.h>
+
 #include "runtime/test_util.h"
 
 namespace {
@@ -91,6 +93,37 @@ TEST(RuntimeMemory, UseAfterFreeIsReportedWithTheFreeSite) {
   ASSERT_EQ(m.size(), 2u);
   EXPECT_TRUE(any_contains(m, "use after free: cudaMemcpy source uses 64 bytes at offset 0"));
   EXPECT_TRUE(any_contains(m, "freed by: cudaFree"));
+  cudaGetLastError();
+}
+
+// A pointer kept after cudaFree, used once the quarantine let the memory go and a later
+// cudaMalloc took the same address: live, written memory, but the pointer carries the freed
+// allocation's tag (arena.h).
+TEST(RuntimeMemory, AStalePointerIsReportedAfterItsMemoryWentToALaterAllocation) {
+  constexpr size_t kBytes = 40000;  // a page count no filler below has
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  std::vector<void*> fillers(1100);  // more frees than the quarantine holds: d leaves it
+  for (void*& f : fillers) ASSERT_EQ(cudaMalloc(&f, 64), cudaSuccess);
+  for (void* f : fillers) ASSERT_EQ(cudaFree(f), cudaSuccess);
+  char* e;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&e), kBytes), cudaSuccess);
+  ASSERT_EQ(vgpu::untagged(e), vgpu::untagged(d)) << "the memory was not reused: the test shows nothing";
+  ASSERT_NE(e, d);
+  ASSERT_EQ(cudaMemset(e, 1, kBytes), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  EXPECT_EQ(cudaMemset(d, 2, 64), cudaErrorInvalidValue);
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 1u) << vgpu_test::joined(m);
+  EXPECT_TRUE(any_contains(m, "use after free: cudaMemset target uses 64 bytes at ")) << vgpu_test::joined(m);
+  EXPECT_TRUE(any_contains(m, "it is a stale pointer of allocation #")) << vgpu_test::joined(m);
+  EXPECT_TRUE(any_contains(m, "freed by: cudaFree")) << vgpu_test::joined(m);
+  unsigned char first = 0;
+  ASSERT_EQ(cudaMemcpy(&first, e, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(cudaFree(e), cudaSuccess);
   cudaGetLastError();
 }
 

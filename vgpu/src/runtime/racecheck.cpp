@@ -137,7 +137,7 @@ void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::sh
     }
     // Records are deleted only under race_mutex() (held here), so `a` stays valid.
     if (!a || a->freed) continue;
-    const size_t lo = static_cast<size_t>(static_cast<const char*>(r.ptr) - a->base);
+    const size_t lo = offset_of(*a, r.ptr);
     const size_t hi = std::min(a->capacity, lo + r.bytes);
     check_and_record(*a, AccessRec{lo, hi, s->agent, epoch, r.access == Access::Write, false, s, site, clock},
                      s->clock);
@@ -151,7 +151,7 @@ void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::
     a = find_locked(p);
   }
   if (!a || a->freed || runs.empty()) return;
-  const size_t base = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+  const size_t base = offset_of(*a, p);
   // The accesses recorded since the item was queued may come after it in the host's order, so
   // order is tested both ways: either access ordered before the other is no race.
   auto unordered = [&](const AccessRec& o) {
@@ -212,7 +212,7 @@ void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const
   VClock& host = host_clock();
   const uint64_t epoch = host.get(0) + 1;
   host.set(0, epoch + 1);  // what the host queues next is ordered after this write
-  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base);
+  const size_t lo = offset_of(*a, p);
   auto clock = std::make_shared<const VClock>(host);
   check_and_record(*a, AccessRec{lo, std::min(a->capacity, lo + bytes), 0, epoch, true, false, nullptr, site, clock},
                    host);
@@ -228,7 +228,7 @@ void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc
   }
   if (!a || a->freed) return;
   const VClock& host = host_clock();
-  const size_t lo = static_cast<size_t>(static_cast<const char*>(p) - a->base), hi = lo + bytes;
+  const size_t lo = offset_of(*a, p), hi = lo + bytes;
   for (AccessRec& o : a->accesses) {
     if (o.hi <= lo || o.lo >= hi || o.agent == 0 || o.reported || !(o.write || write)) continue;
     if (o.epoch <= host.get(o.agent)) continue;  // the host has synchronised with it since

@@ -5,6 +5,7 @@
 #include <map>
 #include <shared_mutex>
 
+#include "runtime/arena.h"
 #include "runtime/internal.h"
 
 namespace vgpu {
@@ -32,10 +33,23 @@ struct AccessRec {
 // gave it back.
 enum class Sub : uint8_t { None, Live, Freed };
 
+// A former user of a caching allocator's block, remembered by the tag its pointers carried.
+struct FormerUser {
+  unsigned tag = 0;
+  uint64_t id = 0;
+  size_t bytes = 0;
+  std::shared_ptr<const Site> alloc_site, free_site;
+};
+
 struct AllocRecord {
+  // raw and base are view 0 addresses (arena.h): the runtime's own; its users' pointers carry a tag.
   char* raw = nullptr;
   size_t raw_bytes = 0;
   char* base = nullptr;
+  // The view its users' pointers point into: `tag` in the host's program order (what cudaMalloc or
+  // the last sub-allocation returned), `dev_tag` in stream order (what running kernels may use).
+  unsigned tag = 0, dev_tag = 0;
+  std::vector<FormerUser> former;  // the last few users of a sub-allocated block, newest last
   // The extent the host's checks see (operands, kernel arguments, the shadow): the cudaMalloc
   // size, or the current sub-allocation's size. Changed in the host's program order.
   size_t bytes = 0;
@@ -69,11 +83,19 @@ struct Registry {
   std::map<uintptr_t, AllocRecord*> by_base;  // live and quarantined records
 };
 Registry& registry();
-// The record whose user bytes contain p (live or freed; an empty sub-allocation contains its
-// base); registry().mu held by the caller.
+// The record whose user bytes contain p, whatever p's tag (live or freed; an empty
+// sub-allocation contains its base); registry().mu held by the caller.
 AllocRecord* find_locked(const void* p);
 // The record whose raw bytes (guard zones included) contain p, or null; registry().mu held.
 AllocRecord* find_near_locked(const void* p);
+// p's byte offset in a (p of any tag), the pointer its user holds, and whether p carries its tag.
+inline size_t offset_of(const AllocRecord& a, const void* p) { return static_cast<size_t>(untag(p) - a.base); }
+inline char* user_base(const AllocRecord& a) { return with_tag(a.base, a.tag); }
+inline bool tag_ok(const AllocRecord& a, const void* p) { return tag_of(p) == a.tag; }
+// Why p, which lies in a's memory with another tag than `tag` (a.tag or a.dev_tag), is not a's:
+// the former user of the memory whose tag it carries (*stale set), or another allocation's
+// pointer; "" when the tags agree.
+std::string tag_problem(const AllocRecord& a, const void* p, unsigned tag, bool* stale);
 // Freed by cudaFree, or a sub-allocation given back to its caching allocator.
 inline bool gone(const AllocRecord& a) { return a.freed || a.sub == Sub::Freed; }
 std::string describe_record(const AllocRecord& a);  // "allocation #id (N bytes of device memory on device d)"

@@ -32,7 +32,7 @@ struct Block {
 
 TEST(RuntimeSubAlloc, OperandsAreCheckedAgainstTheUsersExtentNotTheBlock) {
   Block b(1024);
-  vgpu::sub_allocate(b.p, 1000, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1000, b.s));
   auto info = vgpu::find_allocation(b.p);
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->bytes, 1000u);
@@ -54,7 +54,7 @@ TEST(RuntimeSubAlloc, OperandsAreCheckedAgainstTheUsersExtentNotTheBlock) {
 // store would be) is caught by the guard zone that the padding became.
 TEST(RuntimeSubAlloc, AWriteIntoThePaddingIsCaughtAtTheFree) {
   Block b(1024);
-  vgpu::sub_allocate(b.p, 1000, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1000, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 0, 1000, b.s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   vgpu::CaptureViolations cap;
@@ -70,7 +70,7 @@ TEST(RuntimeSubAlloc, AWriteIntoThePaddingIsCaughtAtTheFree) {
 
 TEST(RuntimeSubAlloc, UseAfterTheFreeIsReportedWithBothSites) {
   Block b(4096);
-  vgpu::sub_allocate(b.p, 4096, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 4096, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 4096, b.s), cudaSuccess);
   vgpu::sub_free(b.p, b.s);
   vgpu::CaptureViolations cap;
@@ -86,14 +86,14 @@ TEST(RuntimeSubAlloc, UseAfterTheFreeIsReportedWithBothSites) {
 
 TEST(RuntimeSubAlloc, AWriteThroughAStalePointerIsCaughtWhenTheBlockIsHandedOutAgain) {
   Block b(512);
-  vgpu::sub_allocate(b.p, 512, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 512, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 512, b.s), cudaSuccess);
   vgpu::sub_free(b.p, b.s);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   EXPECT_EQ(static_cast<unsigned char>(b.p[0]), 0xDD);  // poisoned
   vgpu::CaptureViolations cap;
   b.p[100] = 0;  // a stale pointer's store
-  vgpu::sub_allocate(b.p, 256, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 256, b.s));
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 1u) << joined(m);
@@ -102,14 +102,46 @@ TEST(RuntimeSubAlloc, AWriteThroughAStalePointerIsCaughtWhenTheBlockIsHandedOutA
   vgpu::sub_free(b.p, b.s);
 }
 
+// A pointer the first user kept, used after the block went to the second user (a caching
+// allocator without a quarantine hands it out at once): the memory is live and belongs to the
+// second user, but the pointer carries the first user's tag.
+TEST(RuntimeSubAlloc, AStalePointerIsReportedAfterTheBlockWentToTheNextUser) {
+  Block b(2048);
+  char* first = static_cast<char*>(vgpu::sub_allocate(b.p, 2048, b.s));
+  ASSERT_EQ(cudaMemsetAsync(first, 1, 2048, b.s), cudaSuccess);
+  vgpu::sub_free(first, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(first, 2048, b.s));
+  ASSERT_NE(b.p, first);
+  ASSERT_EQ(vgpu::untagged(b.p), vgpu::untagged(first));
+  ASSERT_EQ(cudaMemsetAsync(b.p, 2, 2048, b.s), cudaSuccess);
+  vgpu::CaptureViolations cap;
+  std::vector<char> host(16);
+  EXPECT_EQ(cudaMemcpy(host.data(), first + 16, 16, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  vgpu::sub_free(first, b.s);  // the allocator taking it back through the stale pointer
+  const auto m = cap.messages();
+  ASSERT_EQ(m.size(), 2u) << joined(m);
+  EXPECT_TRUE(any_contains(m, "use after free: cudaMemcpy source uses 16 bytes at ")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "it is a stale pointer of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "an earlier user of this memory, which now belongs to allocation #"))
+      << joined(m);
+  EXPECT_TRUE(any_contains(m, "invalid free: a caching allocator took back allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "through another pointer than the one it handed out")) << joined(m);
+  // The second user's pointer is fine.
+  ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host.data(), b.p + 16, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host[0], 2);
+  EXPECT_EQ(cap.messages().size(), 2u) << joined(cap.messages());
+  vgpu::sub_free(b.p, b.s);
+}
+
 // The second user of a block reads it before writing: its bytes are uninitialised again (and
 // poisoned, not the first user's values).
 TEST(RuntimeSubAlloc, ARecycledBlockIsUninitialisedForItsNextUser) {
   Block b(1024);
-  vgpu::sub_allocate(b.p, 1024, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1024, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 0, 1024, b.s), cudaSuccess);
   vgpu::sub_free(b.p, b.s);
-  vgpu::sub_allocate(b.p, 1024, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1024, b.s));
   vgpu::CaptureViolations cap;
   std::vector<unsigned char> host(1024);
   ASSERT_EQ(cudaMemcpyAsync(host.data(), b.p, 1024, cudaMemcpyDeviceToHost, b.s), cudaSuccess);
@@ -130,7 +162,7 @@ TEST(RuntimeSubAlloc, AFreeNotOrderedAfterAnotherStreamsReadIsARace) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
   char* dst;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dst), 4096), cudaSuccess);
-  vgpu::sub_allocate(b.p, 4096, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 4096, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 4096, b.s), cudaSuccess);
   cudaEvent_t e;
   ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
@@ -148,7 +180,7 @@ TEST(RuntimeSubAlloc, AFreeNotOrderedAfterAnotherStreamsReadIsARace) {
     EXPECT_TRUE(any_contains(m, "which cudaMemcpyAsync on stream #"));
   }
   // The same, ordered: no report.
-  vgpu::sub_allocate(b.p, 4096, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 4096, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 4096, b.s), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(e, b.s), cudaSuccess);
   ASSERT_EQ(cudaStreamWaitEvent(other, e, 0), cudaSuccess);
@@ -170,11 +202,11 @@ TEST(RuntimeSubAlloc, HandingABlockToAnotherStreamBeforeTheFirstIsDoneIsARace) {
   Block b(4096);
   cudaStream_t other;
   ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
-  vgpu::sub_allocate(b.p, 4096, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 4096, b.s));
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 4096, b.s), cudaSuccess);
   vgpu::sub_free(b.p, b.s);
   vgpu::CaptureViolations cap;
-  vgpu::sub_allocate(b.p, 4096, other);  // planted: no wait for b.s
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 4096, other));  // planted: no wait for b.s
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(any_contains(cap.messages(), "race: tensor allocation (caching allocator) on stream #"));
   vgpu::sub_free(b.p, other);
@@ -185,12 +217,12 @@ TEST(RuntimeSubAlloc, HandingABlockToAnotherStreamBeforeTheFirstIsDoneIsARace) {
 TEST(RuntimeSubAlloc, TheAllocatorsOwnMisuseIsReported) {
   Block b(1024);
   vgpu::CaptureViolations cap;
-  vgpu::sub_allocate(b.p, 100, b.s);
-  vgpu::sub_allocate(b.p, 100, b.s);  // one block to two users
-  vgpu::sub_allocate(b.p + 256, 100, b.s);
+  (void)vgpu::sub_allocate(b.p, 100, b.s);
+  (void)vgpu::sub_allocate(b.p, 100, b.s);  // one block to two users
+  (void)vgpu::sub_allocate(b.p + 256, 100, b.s);
   vgpu::sub_free(b.p, b.s);
   vgpu::sub_free(b.p, b.s);  // double free
-  vgpu::sub_allocate(b.p, 2048, b.s);  // larger than the block
+  (void)vgpu::sub_allocate(b.p, 2048, b.s);  // larger than the block
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   const auto m = cap.messages();
   ASSERT_EQ(m.size(), 4u) << joined(m);
@@ -208,7 +240,7 @@ TEST(RuntimeSubAlloc, CudaFreeOfACachedBlockChecksItsPoison) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), 2048), cudaSuccess);
-  vgpu::sub_allocate(p, 1500, s);
+  p = static_cast<char*>(vgpu::sub_allocate(p, 1500, s));
   vgpu::sub_free(p, s);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   vgpu::CaptureViolations cap;
@@ -218,7 +250,7 @@ TEST(RuntimeSubAlloc, CudaFreeOfACachedBlockChecksItsPoison) {
   EXPECT_TRUE(any_contains(cap.messages(), "use after free: byte 2000 of allocation #"));
   char* q;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&q), 512), cudaSuccess);
-  vgpu::sub_allocate(q, 512, s);
+  q = static_cast<char*>(vgpu::sub_allocate(q, 512, s));
   EXPECT_EQ(cudaFree(q), cudaSuccess);
   ASSERT_EQ(cap.messages().size(), 2u);
   EXPECT_TRUE(any_contains(cap.messages(), "which its caching allocator handed out and was not given back"));
@@ -229,7 +261,7 @@ TEST(RuntimeSubAlloc, CudaFreeOfACachedBlockChecksItsPoison) {
 // still using the block unordered is a race.
 TEST(RuntimeSubAlloc, WithoutAStreamThePoisonIsAHostWrite) {
   Block b(1024);
-  vgpu::sub_allocate(b.p, 1024, nullptr);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1024, nullptr));
   {
     vgpu_test::Gate gate;
     gate.block(b.s);
@@ -239,11 +271,11 @@ TEST(RuntimeSubAlloc, WithoutAStreamThePoisonIsAHostWrite) {
     EXPECT_TRUE(any_contains(cap.messages(), "race: tensor free (caching allocator) on the host writes"));
     gate.release();
     ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
-    vgpu::sub_allocate(b.p, 1024, nullptr);  // the memset overwrote the poison after the free
+    b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1024, nullptr));  // the memset overwrote the poison after the free
     EXPECT_TRUE(any_contains(cap.messages(), "use after free: byte 0 of allocation #"));
     vgpu::sub_free(b.p, nullptr);
   }
-  vgpu::sub_allocate(b.p, 1024, nullptr);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 1024, nullptr));
   ASSERT_EQ(cudaMemsetAsync(b.p, 3, 1024, b.s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   vgpu::CaptureViolations cap;
@@ -253,7 +285,7 @@ TEST(RuntimeSubAlloc, WithoutAStreamThePoisonIsAHostWrite) {
 
 TEST(RuntimeSubAlloc, AnEmptySubAllocationIsAValidPointer) {
   Block b(512);
-  vgpu::sub_allocate(b.p, 0, b.s);
+  b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 0, b.s));
   vgpu::CaptureViolations cap;
   EXPECT_EQ(cudaMemsetAsync(b.p, 0, 0, b.s), cudaSuccess);
   EXPECT_EQ(cudaMemsetAsync(b.p, 0, 1, b.s), cudaErrorInvalidValue);
