@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/backend/cuda/cuda_check.h"
@@ -51,6 +52,29 @@ struct NoQuarantine {
 // The block under a tensor's pointer: in the vgpu build each user of a block gets its memory
 // under another tag (another address), so that stale pointers are told apart.
 const void* block_of(const void* p) { return vgpu::untagged(p); }
+
+// A tensor of n bytes written, freed, and its block handed to the next tensor at once (the caller
+// holds a NoQuarantine): {the stale pointer, the next tensor's}.
+std::pair<void*, void*> freed_then_reused(DeviceAllocator& al, size_t n, cudaStream_t s) {
+  void* p = al.allocate(n, s);
+  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, s));
+  al.deallocate(p, n);
+  void* q = al.allocate(n, s);
+  EXPECT_EQ(block_of(q), block_of(p)) << "the block was not reused: the test shows nothing";
+  return {p, q};
+}
+
+// A kernel launched with a pointer the vgpu refuses: it does not run, and its failure is
+// asynchronous, as on a GPU: the launch's own error check sees it when the stream has already
+// reached it (then fill throws), the synchronisation otherwise.
+void fill_that_fails(void* p, size_t n, cudaStream_t s) {
+  try {
+    fill(p, DType::F32, int64_t(n / 4), 2.0, s);
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("unspecified launch failure"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(cudaStreamSynchronize(s), cudaSuccess);
+}
 #else
 struct NoQuarantine {};
 const void* block_of(const void* p) { return p; }
@@ -222,15 +246,7 @@ TEST(CudaAllocator, UseAfterFreeIsReportedEvenAfterTheNextAllocationOfTheSameSiz
   vgpu::CaptureViolations capture;
   EXPECT_EQ(cudaMemsetAsync(p, 0, 16, st.s), cudaErrorInvalidValue);  // planted: the stale pointer
   cudaGetLastError();
-  // The same in a kernel (the kernel does not run). Its failure is asynchronous, as on a GPU: the
-  // launch's own error check sees it when the stream has already reached it (then fill throws),
-  // the synchronisation otherwise.
-  try {
-    fill(p, DType::F32, int64_t(n / 4), 2.0, st.s);
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("unspecified launch failure"), std::string::npos) << e.what();
-  }
-  EXPECT_NE(cudaStreamSynchronize(st.s), cudaSuccess);
+  fill_that_fails(p, n, st.s);  // the same in a kernel
   const auto m = capture.messages();
   EXPECT_TRUE(has(m, "use after free: kernel fill_kernel")) << joined(m);
   EXPECT_TRUE(has(m, "use after free: cudaMemsetAsync target uses 16 bytes at offset 0 of allocation #")) << joined(m);
@@ -252,21 +268,12 @@ TEST(CudaAllocator, AStalePointerIsReportedAfterItsBlockWentToTheNextTensor) {
   NoQuarantine no_quarantine;
   Stream st;
   const size_t n = 3072;
-  void* p = al.allocate(n, st.s);
-  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
-  al.deallocate(p, n);
-  void* q = al.allocate(n, st.s);
-  ASSERT_EQ(block_of(q), block_of(p));
+  const auto [p, q] = freed_then_reused(al, n, st.s);
   PTDP_CUDA_CHECK(cudaMemsetAsync(q, 0, n, st.s));
   vgpu::CaptureViolations capture;
   EXPECT_EQ(cudaMemsetAsync(p, 1, 16, st.s), cudaErrorInvalidValue);  // planted: the stale pointer
   cudaGetLastError();
-  try {
-    fill(p, DType::F32, int64_t(n / 4), 2.0, st.s);  // and in a kernel, which does not run
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("unspecified launch failure"), std::string::npos) << e.what();
-  }
-  EXPECT_NE(cudaStreamSynchronize(st.s), cudaSuccess);
+  fill_that_fails(p, n, st.s);  // and in a kernel
   const auto m = capture.messages();
   EXPECT_TRUE(has(m, "use after free: cudaMemsetAsync target uses 16 bytes at ")) << joined(m);
   EXPECT_TRUE(has(m, "use after free: kernel fill_kernel")) << joined(m);
@@ -289,11 +296,7 @@ TEST(CudaAllocator, AReadOfARecycledBlocksStaleContentsIsReported) {
   NoQuarantine no_quarantine;
   Stream st;
   const size_t n = 2048;
-  void* p = al.allocate(n, st.s);
-  PTDP_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st.s));
-  al.deallocate(p, n);
-  void* q = al.allocate(n, st.s);
-  ASSERT_EQ(block_of(q), block_of(p));  // the same block, under its new user's tag
+  void* q = freed_then_reused(al, n, st.s).second;
   std::vector<float> host(n / 4);
   vgpu::CaptureViolations capture;
   PTDP_CUDA_CHECK(cudaMemcpyAsync(host.data(), q, n, cudaMemcpyDeviceToHost, st.s));  // planted: never written
