@@ -121,10 +121,17 @@ struct Acc {
   bool atomic = false;
 };
 static_assert(sizeof(Acc) == 24);
+// A granule's last write and the reads since that a later write may race with: from at most
+// two blocks, at most two reads each (the latest of distinct threads). That loses no race with a
+// read of whole granules: a write of a third block races with the reads of both blocks kept, and
+// within a block a read ordered before a later one of it is ordered before any later write too.
 struct Cell {
-  Acc w, r, r2;  // the last write; the last read, and an earlier one not ordered before it
+  static constexpr unsigned kReads = 4, kPerBlock = 2, kBlocks = 2;
+  Acc w;
+  Acc r[kReads];
   uint32_t gen = 0;  // the launch the cell belongs to (CellTable)
-  bool has_w = false, has_r = false, has_r2 = false;
+  uint8_t nr = 0;
+  bool has_w = false;
 };
 
 // The cells of one launch, by granule address: chunks of 64 cells (256 bytes of memory), found
@@ -281,6 +288,8 @@ struct AccessTracker::Impl {
   }
   void check_device(const Region& g, const char* p, size_t bytes, unsigned flags, const void* pc);
   void check_race(const Region& g, const char* p, size_t bytes, unsigned flags, const void* pc, uint32_t epoch);
+  template <class Ordered>
+  static void remember_read(Cell& c, const Acc& cur, const Ordered& ordered);
 };
 
 AccessTracker::AccessTracker() : impl_(new Impl) {}
@@ -518,10 +527,15 @@ void AccessTracker::Impl::check_race(const Region& g, const char* p, size_t byte
     const uintptr_t lo = std::max(gran, a0), hi = std::min(gran + 4, a1);
     cur.mask = static_cast<uint8_t>(((1u << (hi - lo)) - 1) << (lo - gran));
     Cell& c = cells.at(gran);
+    auto drop_reads_if = [&c](auto&& pred) {
+      unsigned n = 0;
+      for (unsigned i = 0; i < c.nr; ++i)
+        if (!pred(c.r[i])) c.r[n++] = c.r[i];
+      c.nr = static_cast<uint8_t>(n);
+    };
     if (shared) {  // shared memory is the block's own: what an earlier block did there is gone
       if (c.has_w && c.w.block != blk) c.has_w = false;
-      if (c.has_r && c.r.block != blk) c.has_r = false;
-      if (c.has_r2 && c.r2.block != blk) c.has_r2 = false;
+      drop_reads_if([blk](const Acc& r) { return r.block != blk; });
     }
     auto conflicts = [&](bool has, const Acc& prev) {
       return has && (prev.mask & cur.mask) && !(prev.atomic && atomic) && !ordered(prev);
@@ -531,12 +545,12 @@ void AccessTracker::Impl::check_race(const Region& g, const char* p, size_t byte
     if (conflicts(c.has_w, c.w)) {
       other = &c.w;
       what = write ? "write-write" : "read-after-write";
-    } else if (write && conflicts(c.has_r, c.r)) {
-      other = &c.r;
-      what = "write-after-read";
-    } else if (write && conflicts(c.has_r2, c.r2)) {
-      other = &c.r2;
-      what = "write-after-read";
+    } else if (write) {
+      for (unsigned i = 0; i < c.nr && !other; ++i)
+        if (conflicts(true, c.r[i])) {
+          other = &c.r[i];
+          what = "write-after-read";
+        }
     }
     if (other && !found[kRace]) {
       const char* mem = reinterpret_cast<const char*>(gran) + __builtin_ctz(cur.mask & other->mask);
@@ -559,16 +573,54 @@ void AccessTracker::Impl::check_race(const Region& g, const char* p, size_t byte
     if (write) {
       c.w = cur;
       c.has_w = true;
-      c.has_r = c.has_r2 = false;
-    } else if (!c.has_r || c.r.thread == thread || ordered(c.r)) {
-      if (c.has_r2 && (c.r2.thread == thread || ordered(c.r2))) c.has_r2 = false;
-      c.r = cur;
-      c.has_r = true;
-    } else {  // a second reader that nothing orders after the first
-      c.r2 = cur;
-      c.has_r2 = true;
+      c.nr = 0;
+    } else {
+      remember_read(c, cur, ordered);
     }
   }
+}
+
+// Adds a read to the cell's reads (Cell): reads of its block ordered before it go; a block's
+// third unordered read replaces the older one that it covers (else the oldest); a third block's
+// read is kept only when the two blocks kept do not both cover its bytes, in place of the block
+// whose reads cover the fewest.
+template <class Ordered>
+void AccessTracker::Impl::remember_read(Cell& c, const Acc& cur, const Ordered& ordered) {
+  unsigned n = 0, mine = 0;
+  for (unsigned i = 0; i < c.nr; ++i) {
+    const Acc& r = c.r[i];
+    if (r.block == cur.block && ordered(r)) continue;
+    mine += r.block == cur.block;
+    c.r[n++] = r;
+  }
+  c.nr = static_cast<uint8_t>(n);
+  auto erase = [&c](unsigned i) {
+    for (unsigned j = i + 1; j < c.nr; ++j) c.r[j - 1] = c.r[j];
+    --c.nr;
+  };
+  if (mine >= Cell::kPerBlock) {
+    unsigned victim = Cell::kReads;
+    for (unsigned i = 0; i < c.nr; ++i)
+      if (c.r[i].block == cur.block && (victim == Cell::kReads || (c.r[i].mask & ~cur.mask) == 0)) victim = i;
+    erase(victim);
+  } else if (mine == 0) {
+    uint32_t blocks[Cell::kReads];
+    uint8_t masks[Cell::kReads];
+    unsigned nb = 0;
+    for (unsigned i = 0; i < c.nr; ++i) {
+      unsigned k = 0;
+      while (k < nb && blocks[k] != c.r[i].block) ++k;
+      if (k == nb) blocks[nb] = c.r[i].block, masks[nb++] = 0;
+      masks[k] |= c.r[i].mask;
+    }
+    if (nb >= Cell::kBlocks) {
+      if ((masks[0] & cur.mask) == cur.mask && (masks[1] & cur.mask) == cur.mask) return;  // covered twice
+      const uint32_t gone = __builtin_popcount(masks[0]) <= __builtin_popcount(masks[1]) ? blocks[0] : blocks[1];
+      for (unsigned i = c.nr; i-- > 0;)
+        if (c.r[i].block == gone) erase(i);
+    }
+  }
+  c.r[c.nr++] = cur;
 }
 
 }  // namespace vgpu::kernel

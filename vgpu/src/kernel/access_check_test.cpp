@@ -179,6 +179,48 @@ TEST(AccessCheck, PlainReadOfAnAtomicallyUpdatedCounterIsARace) {
   cudaFree(seen);
 }
 
+// 16-bit values two to a granule: threads 0 and 2 read x[0], thread 1 reads x[1], and thread 3
+// writes x[1] with no barrier. Three unordered readers of one granule: the race check must keep
+// the reader of the other half (a history of the last two reads alone let thread 2's read of
+// x[0] push thread 1's read of x[1] out).
+__global__ void halves_read_then_one_written(unsigned short* x, unsigned short* out) {
+  const unsigned t = threadIdx.x;
+  if (t < 3) out[t] = x[t == 1 ? 1 : 0];
+  if (t == 3) x[1] = 7;
+}
+
+TEST(AccessCheck, AWriteRacingWithOneOfThreeReadersOfAGranuleIsARace) {
+  auto* x = zeros<unsigned short>(2);
+  auto* out = zeros<unsigned short>(3);
+  const auto m =
+      violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, halves_read_then_one_written)(x, out); });
+  EXPECT_TRUE(any_contains(m, "race: kernel halves_read_then_one_written")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "hazard on byte offset 2 of allocation #")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "thread (1,0,0) of block (0,0,0)")) << joined(m);
+  cudaFree(x);
+  cudaFree(out);
+}
+
+// Reads of one value by every block, then a write by the last block after its own barrier: the
+// other blocks' reads are never ordered before it, however many reads of its own block came since.
+__global__ void all_read_then_last_block_writes(float* x, float* out) {
+  const float v = x[0];
+  __syncthreads();
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) x[0] = v + 1;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
+TEST(AccessCheck, AWriteAfterItsOwnBlocksBarrierStillRacesWithOtherBlocksReads) {
+  float* x = zeros<float>(1);
+  float* out = zeros<float>(4 * 32);
+  const auto m =
+      violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(4, 32, st, all_read_then_last_block_writes)(x, out); });
+  EXPECT_TRUE(any_contains(m, "write-after-read hazard")) << joined(m);
+  EXPECT_TRUE(any_contains(m, "in another block of the same launch")) << joined(m);
+  cudaFree(x);
+  cudaFree(out);
+}
+
 // ---- Bounds and initialisation at the real address ----
 
 __global__ void read_at(const float* x, float* y, long long i) {
