@@ -1,9 +1,11 @@
 #include "experiments/accept_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace ptdp {
 
@@ -37,6 +39,22 @@ Check check_from_json(const Json& j) {
 std::vector<std::string> check_csv_fields(const Check& c) {
   return {c.name, c.metric, c.skipped ? "" : fmt::format("{:.6g}", c.value),  // SKIP: nothing measured
           c.unit, c.op,     fmt::format("{:.6g}", c.threshold),               c.status()};
+}
+
+
+std::string failed_checks_text(const std::vector<Check>& checks) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> failed;  // check, its failed metrics
+  for (const Check& c : checks) {
+    if (c.skipped || c.pass) continue;
+    auto it = std::find_if(failed.begin(), failed.end(), [&](const auto& f) { return f.first == c.name; });
+    if (it == failed.end()) failed.push_back({c.name, {c.metric}});
+    else it->second.push_back(c.metric);
+  }
+  std::string out;
+  for (const auto& [name, metrics] : failed)
+    out += fmt::format("{}{}{}", out.empty() ? "" : ", ", name,
+                       metrics.size() > 1 ? fmt::format(" ({})", fmt::join(metrics, ", ")) : "");
+  return out;
 }
 
 }  // namespace ptdp

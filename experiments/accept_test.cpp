@@ -16,6 +16,7 @@
 
 #include "core/data/testing/data_test_util.h"
 #include "core/results/csv_reader.h"
+#include "experiments/accept_check.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -68,6 +69,20 @@ std::map<std::string, std::vector<std::string>> cpu_report_rows(const std::strin
 // The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
 // the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
 // repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
+// The verdict line names each failed check once (the burn-in's three metrics are one check).
+TEST(AcceptVerdict, EachFailedCheckIsNamedOnceWithItsFailedMetrics) {
+  auto check = [](std::string name, std::string metric, bool pass, bool skipped = false) {
+    Check c{std::move(name), std::move(metric), "", ">=", 1, 1, pass, "", ""};
+    c.skipped = skipped;
+    return c;
+  };
+  EXPECT_EQ(failed_checks_text({check("gemm", "bf16_tflops", false), check("memory", "device_add_gbs", true),
+                                check("burnin", "gemm_sustained", false), check("burnin", "loss_max_rel_error", true),
+                                check("burnin", "clock_faults", false), check("health", "gpu0", false, true)}),
+            "gemm, burnin (gemm_sustained, clock_faults)");
+  EXPECT_EQ(failed_checks_text({check("gemm", "bf16_tflops", true)}), "");
+}
+
 TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   TempDir dir;
   const std::string out = dir.file("accept.json");

@@ -741,9 +741,9 @@ int accept(const AcceptFlags& f, Communicator* world) {
     if (!c.pass) {
       passed = false;
       ++n_failed;
-      failed += fmt::format("{}{}", failed.empty() ? "" : ", ", c.name);
     }
   }
+  failed = failed_checks_text(checks);
   const size_t n_skipped = checks.size() - ran;
   if (ran == 0) passed = false;  // nothing measured is not a pass
   const std::string skip_note = n_skipped ? fmt::format("; {} skipped: {}", n_skipped, skipped) : "";
