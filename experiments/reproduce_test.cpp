@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -315,10 +316,30 @@ TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
   EXPECT_EQ(text_of(out + "/fig13.csv"), "a,b\n1,2\n");
 }
 
-// Figure 7 runs on one GPU here: refused before anything is written where there is none.
+// Figure 7 runs on one GPU here: refused before anything is written where there is none. The
+// GPUs of this machine (real, or the virtual GPU build's) are hidden from the child.
 TEST(ReproduceCli, Fig7RunWithoutAGpuIsRefusedBeforeWriting) {
   TempDir dir;
   const std::string out = dir.file("out");
+  struct HiddenGpus {
+    std::optional<std::string> cuda, vgpu;
+    static std::optional<std::string> get(const char* n) {
+      const char* v = std::getenv(n);
+      return v ? std::optional<std::string>(v) : std::nullopt;
+    }
+    static void put(const char* n, const std::optional<std::string>& v) {
+      if (v) ::setenv(n, v->c_str(), 1);
+      else ::unsetenv(n);
+    }
+    HiddenGpus() : cuda(get("CUDA_VISIBLE_DEVICES")), vgpu(get("VGPU_DEVICES")) {
+      ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+      ::setenv("VGPU_DEVICES", "0", 1);
+    }
+    ~HiddenGpus() {
+      put("CUDA_VISIBLE_DEVICES", cuda);
+      put("VGPU_DEVICES", vgpu);
+    }
+  } hidden;
   const CliResult r = run_ptdp(dir, {"reproduce", "fig7", "--mode", "run", "--out", out});
   EXPECT_TRUE(IsUsageError(r, {"fig7.toml", "--backend cuda: "}));
   EXPECT_FALSE(fs::exists(out)) << "nothing may be written on bad input";
