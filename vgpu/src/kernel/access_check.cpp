@@ -132,6 +132,13 @@ struct Cell {
   uint32_t gen = 0;  // the launch the cell belongs to (CellTable)
   uint8_t nr = 0;
   bool has_w = false;
+
+  template <class Pred> void drop_reads_if(const Pred& pred) {
+    unsigned n = 0;
+    for (unsigned i = 0; i < nr; ++i)
+      if (!pred(r[i])) r[n++] = r[i];
+    nr = static_cast<uint8_t>(n);
+  }
 };
 
 // The cells of one launch, by granule address: chunks of 64 cells (256 bytes of memory), found
@@ -527,15 +534,9 @@ void AccessTracker::Impl::check_race(const Region& g, const char* p, size_t byte
     const uintptr_t lo = std::max(gran, a0), hi = std::min(gran + 4, a1);
     cur.mask = static_cast<uint8_t>(((1u << (hi - lo)) - 1) << (lo - gran));
     Cell& c = cells.at(gran);
-    auto drop_reads_if = [&c](auto&& pred) {
-      unsigned n = 0;
-      for (unsigned i = 0; i < c.nr; ++i)
-        if (!pred(c.r[i])) c.r[n++] = c.r[i];
-      c.nr = static_cast<uint8_t>(n);
-    };
     if (shared) {  // shared memory is the block's own: what an earlier block did there is gone
       if (c.has_w && c.w.block != blk) c.has_w = false;
-      drop_reads_if([blk](const Acc& r) { return r.block != blk; });
+      c.drop_reads_if([blk](const Acc& r) { return r.block != blk; });
     }
     auto conflicts = [&](bool has, const Acc& prev) {
       return has && (prev.mask & cur.mask) && !(prev.atomic && atomic) && !ordered(prev);
@@ -586,24 +587,16 @@ void AccessTracker::Impl::check_race(const Region& g, const char* p, size_t byte
 // whose reads cover the fewest.
 template <class Ordered>
 void AccessTracker::Impl::remember_read(Cell& c, const Acc& cur, const Ordered& ordered) {
-  unsigned n = 0, mine = 0;
-  for (unsigned i = 0; i < c.nr; ++i) {
-    const Acc& r = c.r[i];
-    if (r.block == cur.block && ordered(r)) continue;
-    mine += r.block == cur.block;
-    c.r[n++] = r;
-  }
-  c.nr = static_cast<uint8_t>(n);
-  auto erase = [&c](unsigned i) {
-    for (unsigned j = i + 1; j < c.nr; ++j) c.r[j - 1] = c.r[j];
-    --c.nr;
-  };
-  if (mine >= Cell::kPerBlock) {
-    unsigned victim = Cell::kReads;
-    for (unsigned i = 0; i < c.nr; ++i)
-      if (c.r[i].block == cur.block && (victim == Cell::kReads || (c.r[i].mask & ~cur.mask) == 0)) victim = i;
-    erase(victim);
-  } else if (mine == 0) {
+  c.drop_reads_if([&](const Acc& r) { return r.block == cur.block && ordered(r); });
+  const auto mine = [&](const Acc& r) { return r.block == cur.block; };
+  const auto n_mine = std::count_if(c.r, c.r + c.nr, mine);
+  if (n_mine >= Cell::kPerBlock) {
+    // The last of its block's reads whose bytes it covers, else its block's oldest.
+    const Acc* victim = std::find_if(c.r, c.r + c.nr, mine);
+    for (const Acc* r = victim; r != c.r + c.nr; ++r)
+      if (mine(*r) && (r->mask & ~cur.mask) == 0) victim = r;
+    c.drop_reads_if([victim](const Acc& r) { return &r == victim; });
+  } else if (n_mine == 0) {
     uint32_t blocks[Cell::kReads];
     uint8_t masks[Cell::kReads];
     unsigned nb = 0;
@@ -616,8 +609,7 @@ void AccessTracker::Impl::remember_read(Cell& c, const Acc& cur, const Ordered& 
     if (nb >= Cell::kBlocks) {
       if ((masks[0] & cur.mask) == cur.mask && (masks[1] & cur.mask) == cur.mask) return;  // covered twice
       const uint32_t gone = __builtin_popcount(masks[0]) <= __builtin_popcount(masks[1]) ? blocks[0] : blocks[1];
-      for (unsigned i = c.nr; i-- > 0;)
-        if (c.r[i].block == gone) erase(i);
+      c.drop_reads_if([gone](const Acc& r) { return r.block == gone; });
     }
   }
   c.r[c.nr++] = cur;

@@ -61,6 +61,9 @@ bool map_views(char* base, int* file) {
   return true;
 }
 
+// Device memory in the memory file: mapped in every view always, nothing to protect or unmap.
+bool in_file(const Arena& a, ArenaKind kind) { return kind == ArenaKind::Device && a.file >= 0; }
+
 Arena& arena() {
   static Arena* a = new Arena;
   return *a;
@@ -90,7 +93,6 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
     }
   }
   if (!a.reserved) return nullptr;
-  const bool file = kind == ArenaKind::Device && a.file >= 0;  // always mapped: nothing to protect
   Range& g = a.ranges[kind == ArenaKind::Device ? 0 : 1];
   Range::Released r{nullptr, false};
   auto it = g.free_by_size.find(n);
@@ -102,7 +104,7 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
     r.p = g.base + g.used;
     g.used += n;
   }
-  if (!file && ::mprotect(r.p, n, PROT_READ | PROT_WRITE) != 0) {
+  if (!in_file(a, kind) && ::mprotect(r.p, n, PROT_READ | PROT_WRITE) != 0) {
     g.free_by_size[n].push_back(r);
     return nullptr;
   }
@@ -118,7 +120,7 @@ void arena_release(char* p, size_t bytes, ArenaKind kind) {
   // The range faults (pinned memory, or device memory without views) until it is handed out
   // again; its memory stays (up to kKeepResident) or goes back to the system.
   const bool keep = g.resident + n <= kKeepResident;
-  if (kind == ArenaKind::Device && a.file >= 0) {
+  if (in_file(a, kind)) {
     if (keep)
       g.resident += n;
     else

@@ -96,6 +96,15 @@ void verify_guards(AllocRecord& a, const std::string& after_what) {
   report_violation("out of bounds", m.str());
 }
 
+FormerUser as_former_user(const AllocRecord& a) { return FormerUser{a.tag, a.id, a.bytes, a.alloc_site, a.free_site}; }
+
+// The last kFormerUsers users of a's memory, newest last.
+void remember_former_user(AllocRecord& a, FormerUser f) {
+  constexpr size_t kFormerUsers = 8;
+  if (a.former.size() == kFormerUsers) a.former.erase(a.former.begin());
+  a.former.push_back(std::move(f));
+}
+
 // The last user of device memory that left the quarantine, by its view 0 address, until a new
 // allocation takes the address (registry().mu held): the new one's tag differs from it, and a
 // stale pointer of it is named in reports.
@@ -114,7 +123,7 @@ void release_record(AllocRecord* a) {
   verify_guards(*a, "its release from the quarantine of freed memory");
   if (a->device >= 0 && tags_enabled()) {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
-    released_users()[reinterpret_cast<uintptr_t>(a->base)] = FormerUser{a->tag, a->id, a->bytes, a->alloc_site, a->free_site};
+    released_users()[reinterpret_cast<uintptr_t>(a->base)] = as_former_user(*a);
   }
   arena_release(a->raw, a->raw_bytes, a->device >= 0 ? ArenaKind::Device : ArenaKind::Pinned);
   delete a;
@@ -162,7 +171,7 @@ AllocRecord* allocate(size_t bytes, int device, const char* api) {
     auto& released = released_users();
     if (auto it = released.find(reinterpret_cast<uintptr_t>(a->base)); it != released.end()) {
       avoid = it->second.tag;
-      a->former.push_back(std::move(it->second));
+      remember_former_user(*a, std::move(it->second));
       released.erase(it);
     }
     a->tag = a->dev_tag = pick_tag(*a, avoid);
@@ -215,6 +224,12 @@ std::string freed_poison_problem(const AllocRecord& a, const std::string& who) {
          "tensor).";
 }
 
+// The record that starts at p's memory (p of any tag), or null (registry().mu held).
+AllocRecord* block_locked(const void* p) {
+  auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(untag(p)));
+  return it == registry().by_base.end() ? nullptr : it->second;
+}
+
 // Stream-ordered part of a sub-allocation: the user's bytes poisoned as after cudaMalloc and
 // uninitialised, the rest of the block a guard zone. `previous` (when the block was freed by
 // an earlier user): that user's description, for a report of a changed poison.
@@ -224,9 +239,8 @@ void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::str
   size_t capacity;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(untag(block)));
-    if (it == registry().by_base.end() || it->second->freed) return;
-    a = it->second;  // not freed meanwhile: cudaFree first waits for the stream running this
+    a = block_locked(block);
+    if (!a || a->freed) return;  // not freed meanwhile: cudaFree first waits for the stream running this
     capacity = a->capacity;
     // (Not when the free's part never ran: a device whose context was corrupted runs nothing.)
     if (!previous.empty() && a->freed_poison) problem = freed_poison_problem(*a, previous);
@@ -251,9 +265,8 @@ void device_sub_free(void* block, const std::string& who) {
   AllocRecord* a;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(untag(block)));
-    if (it == registry().by_base.end() || it->second->freed) return;
-    a = it->second;
+    a = block_locked(block);
+    if (!a || a->freed) return;
     verify_guards(*a, "the free of " + who);
   }
   {
@@ -355,27 +368,30 @@ std::string describe_record(const AllocRecord& a) {
   return m.str();
 }
 
-std::string site_lines(const AllocRecord& a) {
-  std::string out = "\n  allocation #" + std::to_string(a.id) + " allocated by: " +
-                    (a.alloc_site ? a.alloc_site->describe() : std::string("?"));
-  if (gone(a) && a.free_site) out += "\n  freed by: " + a.free_site->describe();
+// "\n  allocation #id allocated by: ..." and, with a free site, "\n  freed by: ...".
+std::string site_lines(uint64_t id, const std::shared_ptr<const Site>& alloc_site,
+                       const std::shared_ptr<const Site>& free_site) {
+  std::string out =
+      "\n  allocation #" + std::to_string(id) + " allocated by: " + (alloc_site ? alloc_site->describe() : std::string("?"));
+  if (free_site) out += "\n  freed by: " + free_site->describe();
   return out;
 }
 
+std::string site_lines(const AllocRecord& a) {
+  return site_lines(a.id, a.alloc_site, gone(a) ? a.free_site : nullptr);
+}
+
 std::string tag_problem(const AllocRecord& a, const void* p, unsigned tag, bool* stale) {
-  *stale = false;
+  if (stale) *stale = false;
   const unsigned t = tag_of(p);
   if (t == tag || a.device < 0) return "";
   for (auto f = a.former.rbegin(); f != a.former.rend(); ++f) {
     if (f->tag != t) continue;
-    *stale = true;
-    std::string m = "it is a stale pointer of allocation #" + std::to_string(f->id) + " (" + std::to_string(f->bytes) +
-                    " bytes), an earlier user of this memory, which now belongs to " + describe_record(a) +
-                    " (pointers carry their allocation's tag, vgpu/README.md)";
-    m += "\n  allocation #" + std::to_string(f->id) +
-         " allocated by: " + (f->alloc_site ? f->alloc_site->describe() : std::string("?"));
-    if (f->free_site) m += "\n  freed by: " + f->free_site->describe();
-    return m + site_lines(a);
+    if (stale) *stale = true;
+    return "it is a stale pointer of allocation #" + std::to_string(f->id) + " (" + std::to_string(f->bytes) +
+           " bytes), an earlier user of this memory, which now belongs to " + describe_record(a) +
+           " (pointers carry their allocation's tag, vgpu/README.md)" + site_lines(f->id, f->alloc_site, f->free_site) +
+           site_lines(a);
   }
   return "it lies in the memory of " + describe_record(a) + " but carries another allocation's tag (tag " +
          std::to_string(t) + ", the allocation's " + std::to_string(tag) +
@@ -540,8 +556,7 @@ void* sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
   unsigned tag = 0;
   {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(rt::untag(block)));
-    AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
+    AllocRecord* a = rt::block_locked(block);
     std::ostringstream m;
     if (!a || a->freed || a->device < 0) {
       m << "a caching allocator handed out " << block << ", which is not a live cudaMalloc block.";
@@ -559,9 +574,7 @@ void* sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
       } else {
         previous = rt::describe_record(*a) + rt::site_lines(*a);
         // The memory goes to its new user under a new tag: the last user's pointers become stale.
-        constexpr size_t kFormer = 8;
-        if (a->former.size() == kFormer) a->former.erase(a->former.begin());
-        a->former.push_back(rt::FormerUser{a->tag, a->id, a->bytes, a->alloc_site, a->free_site});
+        rt::remember_former_user(*a, rt::as_former_user(*a));
         a->tag = rt::pick_tag(*a, a->tag);
       }
       a->sub = rt::Sub::Live;
@@ -597,12 +610,10 @@ void sub_free(void* block, cudaStream_t stream) {
   size_t capacity = 0;
   {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
-    auto it = registry().by_base.find(reinterpret_cast<uintptr_t>(rt::untag(block)));
-    AllocRecord* a = it == registry().by_base.end() ? nullptr : it->second;
+    AllocRecord* a = rt::block_locked(block);
     if (a && !a->freed && !rt::tag_ok(*a, block)) {
-      bool stale = false;
       problem = "a caching allocator took back " + rt::describe_record(*a) + " through another pointer than the one " +
-                "it handed out: " + rt::tag_problem(*a, block, a->tag, &stale);
+                "it handed out: " + rt::tag_problem(*a, block, a->tag, nullptr);
     } else if (!a || a->freed || a->sub != rt::Sub::Live) {
       std::ostringstream m;
       m << "a caching allocator took back " << block << ", which "
@@ -741,9 +752,8 @@ cudaError_t free_common(void* p, bool pinned, std::shared_ptr<const vgpu::Site> 
                 (pinned ? "device memory is freed with cudaFree" : "pinned host memory is freed with cudaFreeHost") +
                 "." + vgpu::rt::site_lines(*a);
     } else if (!vgpu::rt::tag_ok(*a, p)) {
-      bool stale = false;
       problem = std::string(api) + "(" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
-                ") is not the pointer the allocation returned: " + vgpu::rt::tag_problem(*a, p, a->tag, &stale);
+                ") is not the pointer the allocation returned: " + vgpu::rt::tag_problem(*a, p, a->tag, nullptr);
     } else if (vgpu::rt::untag(p) != a->base) {
       problem = std::string(api) + " got a pointer " + std::to_string(vgpu::rt::offset_of(*a, p)) +
                 " bytes inside " + vgpu::rt::describe_record(*a) + "; only the pointer the allocation returned "

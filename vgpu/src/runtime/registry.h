@@ -33,7 +33,8 @@ struct AccessRec {
 // gave it back.
 enum class Sub : uint8_t { None, Live, Freed };
 
-// A former user of a caching allocator's block, remembered by the tag its pointers carried.
+// A former user of some memory (a caching allocator's block, or a cudaFree'd allocation's address
+// taken by a later one), remembered by the tag its pointers carried.
 struct FormerUser {
   unsigned tag = 0;
   uint64_t id = 0;
@@ -49,7 +50,7 @@ struct AllocRecord {
   // The view its users' pointers point into: `tag` in the host's program order (what cudaMalloc or
   // the last sub-allocation returned), `dev_tag` in stream order (what running kernels may use).
   unsigned tag = 0, dev_tag = 0;
-  std::vector<FormerUser> former;  // the last few users of a sub-allocated block, newest last
+  std::vector<FormerUser> former;  // the last few earlier users of this memory, newest last
   // The extent the host's checks see (operands, kernel arguments, the shadow): the cudaMalloc
   // size, or the current sub-allocation's size. Changed in the host's program order.
   size_t bytes = 0;
@@ -94,7 +95,7 @@ inline char* user_base(const AllocRecord& a) { return with_tag(a.base, a.tag); }
 inline bool tag_ok(const AllocRecord& a, const void* p) { return tag_of(p) == a.tag; }
 // Why p, which lies in a's memory with another tag than `tag` (a.tag or a.dev_tag), is not a's:
 // the former user of the memory whose tag it carries (*stale set), or another allocation's
-// pointer; "" when the tags agree.
+// pointer; "" when the tags agree. `stale` may be null.
 std::string tag_problem(const AllocRecord& a, const void* p, unsigned tag, bool* stale);
 // Freed by cudaFree, or a sub-allocation given back to its caching allocator.
 inline bool gone(const AllocRecord& a) { return a.freed || a.sub == Sub::Freed; }
