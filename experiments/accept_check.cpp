@@ -41,7 +41,6 @@ std::vector<std::string> check_csv_fields(const Check& c) {
           c.unit, c.op,     fmt::format("{:.6g}", c.threshold),               c.status()};
 }
 
-
 std::string failed_checks_text(const std::vector<Check>& checks) {
   std::vector<std::pair<std::string, std::vector<std::string>>> failed;  // check, its failed metrics
   for (const Check& c : checks) {

@@ -84,13 +84,13 @@ inline Check skipped_check(std::string name, std::string metric, std::string uni
   return c;
 }
 
-// One check as the reports write it (accept_check.cpp), for one node's report and a fleet's:
-// a JSON object (a value or threshold that is not finite is null) and back, and the CSV fields
-// check, metric, value, unit, op, threshold, status (a skipped check's value empty).
 // The checks that ran and failed, each named once, with its failed metrics where more than one
 // failed: "gemm, burnin (gemm_sustained, clock_faults)".
 std::string failed_checks_text(const std::vector<Check>& checks);
 
+// One check as the reports write it (accept_check.cpp), for one node's report and a fleet's:
+// a JSON object (a value or threshold that is not finite is null) and back, and the CSV fields
+// check, metric, value, unit, op, threshold, status (a skipped check's value empty).
 nlohmann::ordered_json check_json(const Check& c);
 Check check_from_json(const nlohmann::ordered_json& j);
 std::vector<std::string> check_csv_fields(const Check& c);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/scoped_env.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -19,19 +20,15 @@ namespace {
 using testing::CliResult;
 using testing::IsUsageError;
 using testing::run_ptdp;
+using testing::ScopedEnv;
 using testing::TempDir;
 
 // PTDP_NVML_LIBRARY and PTDP_FAKE_NVML for the processes this test starts (ctest runs each test
 // in its own process).
 struct FakeNvml {
-  explicit FakeNvml(const std::string& settings, const std::string& library = PTDP_FAKE_NVML_LIBRARY) {
-    setenv("PTDP_NVML_LIBRARY", library.c_str(), 1);
-    setenv("PTDP_FAKE_NVML", settings.c_str(), 1);
-  }
-  ~FakeNvml() {
-    unsetenv("PTDP_NVML_LIBRARY");
-    unsetenv("PTDP_FAKE_NVML");
-  }
+  explicit FakeNvml(const std::string& settings, const std::string& library = PTDP_FAKE_NVML_LIBRARY)
+      : library_("PTDP_NVML_LIBRARY", library), settings_("PTDP_FAKE_NVML", settings) {}
+  ScopedEnv library_, settings_;
 };
 
 CliResult health(const TempDir& dir, const std::string& settings, std::vector<std::string> extra = {}) {

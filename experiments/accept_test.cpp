@@ -66,9 +66,6 @@ std::map<std::string, std::vector<std::string>> cpu_report_rows(const std::strin
   return rows;
 }
 
-// The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
-// the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
-// repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
 // The verdict line names each failed check once (the burn-in's three metrics are one check).
 TEST(AcceptVerdict, EachFailedCheckIsNamedOnceWithItsFailedMetrics) {
   auto check = [](std::string name, std::string metric, bool pass, bool skipped = false) {
@@ -83,6 +80,9 @@ TEST(AcceptVerdict, EachFailedCheckIsNamedOnceWithItsFailedMetrics) {
   EXPECT_EQ(failed_checks_text({check("gemm", "bf16_tflops", true)}), "");
 }
 
+// The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
+// the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
+// repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
 TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   TempDir dir;
   const std::string out = dir.file("accept.json");

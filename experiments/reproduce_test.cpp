@@ -16,12 +16,12 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
+#include "core/testing/scoped_env.h"
 #include "experiments/testing/cli_runner.h"
 
 #ifndef PTDP_SOURCE_DIR
@@ -321,25 +321,7 @@ TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
 TEST(ReproduceCli, Fig7RunWithoutAGpuIsRefusedBeforeWriting) {
   TempDir dir;
   const std::string out = dir.file("out");
-  struct HiddenGpus {
-    std::optional<std::string> cuda, vgpu;
-    static std::optional<std::string> get(const char* n) {
-      const char* v = std::getenv(n);
-      return v ? std::optional<std::string>(v) : std::nullopt;
-    }
-    static void put(const char* n, const std::optional<std::string>& v) {
-      if (v) ::setenv(n, v->c_str(), 1);
-      else ::unsetenv(n);
-    }
-    HiddenGpus() : cuda(get("CUDA_VISIBLE_DEVICES")), vgpu(get("VGPU_DEVICES")) {
-      ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
-      ::setenv("VGPU_DEVICES", "0", 1);
-    }
-    ~HiddenGpus() {
-      put("CUDA_VISIBLE_DEVICES", cuda);
-      put("VGPU_DEVICES", vgpu);
-    }
-  } hidden;
+  const testing::ScopedEnv no_cuda("CUDA_VISIBLE_DEVICES", ""), no_vgpu("VGPU_DEVICES", "0");
   const CliResult r = run_ptdp(dir, {"reproduce", "fig7", "--mode", "run", "--out", out});
   EXPECT_TRUE(IsUsageError(r, {"fig7.toml", "--backend cuda: "}));
   EXPECT_FALSE(fs::exists(out)) << "nothing may be written on bad input";

@@ -6,21 +6,13 @@
 #include <thread>
 
 #include "core/backend/cpu/threads.h"
+#include "core/testing/scoped_env.h"
 
 namespace ptdp {
 namespace {
 
-struct EnvGuard {
-  std::string old;
-  bool had;
-  EnvGuard() : had(std::getenv("OMP_NUM_THREADS") != nullptr) {
-    if (had) old = std::getenv("OMP_NUM_THREADS");
-  }
-  ~EnvGuard() { had ? setenv("OMP_NUM_THREADS", old.c_str(), 1) : unsetenv("OMP_NUM_THREADS"); }
-};
-
 TEST(CpuThreads, BudgetIsOmpNumThreadsWhenSetElseEveryCore) {
-  EnvGuard guard;
+  const testing::ScopedEnv guard("OMP_NUM_THREADS");
   const int cores = std::max(1, int(std::thread::hardware_concurrency()));
   setenv("OMP_NUM_THREADS", "3", 1);
   EXPECT_EQ(cpu_thread_budget(), 3);
