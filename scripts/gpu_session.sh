@@ -95,10 +95,9 @@ PTDP=$(bin ptdp) || { echo "gpu_session.sh: no ptdp binary under $bindir" >&2; e
 TESTS=$(bin ptdp_tests) || TESTS=""
 
 # python3 with PyTorch: $PTDP_PYTHON, python3 or /usr/bin/python3 (Debian's python3-torch), the first that imports it.
-PY=python3
-for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
-  if [[ -n "$py" ]] && "$py" -c "import torch" >/dev/null 2>&1; then PY=$py; break; fi
-done
+# shellcheck source=scripts/python_with.sh
+. scripts/python_with.sh
+PY=$(python_with torch) || PY=python3
 
 # ---- stage runner ----
 # stage NAME BUDGET CMD...: runs CMD under `timeout BUDGET` (capped by the session's time left)

@@ -11,10 +11,9 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
-py=python3
-for p in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
-  [ -n "$p" ] && "$p" -c "import scipy, matplotlib" >/dev/null 2>&1 && { py=$p; break; }
-done
+# shellcheck source=scripts/python_with.sh
+. "$src/scripts/python_with.sh"
+py=$(python_with scipy matplotlib) || py=python3
 "$py" - "$src/results/history.csv" "$tmp/drift.csv" <<'PY'
 import csv, random, sys
 with open(sys.argv[1], newline="") as f:
