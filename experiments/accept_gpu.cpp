@@ -125,29 +125,34 @@ struct GemmOnDevice {
   }
 };
 
-// The GEMM's best rates (TFLOP/s), after an L2 flush each, and its check.
-GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
+// measure(g, r) with the GEMM set up on `device`, then its check; the device's cached memory
+// given back afterwards.
+template <class Measure> GpuRates with_gemm_on(int device, int64_t m, int64_t n, int64_t k, const Measure& measure) {
   cuda::DeviceGuard guard(device);
   GpuRates r;
   {
     GemmOnDevice g(device, m, n, k);
-    cuda::FlushedTiming timing(*g.be);
-    for (int i = 0; i < kWarmup; ++i) g.run();
-    for (int i = 0; i < reps; ++i) r.s.rates.push_back(g.flops() / timing.seconds([&] { g.run(); }) / 1e12);
+    measure(g, r);
     g.check(r);
   }
   cuda::DeviceAllocator::for_device(device).release_cached();
   return r;
 }
 
+// The GEMM's best rates (TFLOP/s), after an L2 flush each, and its check.
+GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
+  return with_gemm_on(device, m, n, k, [reps](GemmOnDevice& g, GpuRates& r) {
+    cuda::FlushedTiming timing(*g.be);
+    for (int i = 0; i < kWarmup; ++i) g.run();
+    for (int i = 0; i < reps; ++i) r.s.rates.push_back(g.flops() / timing.seconds([&] { g.run(); }) / 1e12);
+  });
+}
+
 // The GEMM back to back on one GPU until `until`: its sustained rate (every GEMM's FLOPs over the
 // whole time, in batches of 8 between synchronizations), then its check.
 using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>;
 GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, Deadline until) {
-  cuda::DeviceGuard guard(device);
-  GpuRates r;
-  {
-    GemmOnDevice g(device, m, n, k);
+  return with_gemm_on(device, m, n, k, [until](GemmOnDevice& g, GpuRates& r) {
     g.run();
     g.be->synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -158,10 +163,7 @@ GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, Deadline unti
     } while (std::chrono::steady_clock::now() < until);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.s.rates.push_back(double(calls) * g.flops() / s / 1e12);
-    g.check(r);
-  }
-  cuda::DeviceAllocator::for_device(device).release_cached();
-  return r;
+  });
 }
 
 // STREAM add c = a + b over three f32 arrays of `mib` MiB through the backend's add kernel, GB/s
