@@ -1,6 +1,6 @@
 // Uneven pipeline stages from the command line (Megatron-core's --decoder-first-pipeline-num-layers
 // and --decoder-last-pipeline-num-layers): `train` places the layers so, trains the same model as
-// the even split (same losses), and records the split; `simulate` models it; a split that does
+// the even split (same losses), records the split and resumes from checkpoints under it; `simulate` models it; a split that does
 // not work is refused naming the flags.
 #include <gtest/gtest.h>
 
@@ -51,12 +51,40 @@ TEST(CliUneven, ABadSplitIsRefusedNamingTheFlags) {
   refused({"train", "--model", "tiny", "--layers", "6", "--pp", "3", "--decoder-first-pipeline-num-layers", "1"},
           "the 5 layers left after the first and last stages must divide evenly over the other 2 stage(s)");
   refused({"train", "--model", "tiny", "--layers", "6", "--decoder-first-pipeline-num-layers", "2"}, "need --pp >= 2");
-  refused({"train", "--model", "tiny", "--layers", "6", "--pp", "2", "--decoder-first-pipeline-num-layers", "2",
-           "--save", dir.file("ckpt")},
-          "uneven stages cannot be saved or loaded yet");
   refused({"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "96", "--tp", "8", "--pp", "12",
            "--decoder-first-pipeline-num-layers", "7"},
           "--decoder-first-pipeline-num-layers 7");
+}
+
+// A checkpoint records each stage's layers: a run resumed under the same split repeats the rest of
+// the uninterrupted run loss for loss; under another split (or the even one) it is refused, naming
+// the flags and both placements.
+TEST(CliUneven, ResumingRepeatsTheRunAndAnotherSplitIsRefused) {
+  TempDir dir;
+  auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--pp", "3", "--global-batch", "4",
+                                     "--warmup", "0", "--decoder-first-pipeline-num-layers", "1",
+                                     "--decoder-last-pipeline-num-layers", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_ptdp(dir, args);
+  };
+  const CliResult whole = train({"--iters", "6", "--save", dir.file("ck"), "--save-interval", "3", "--loss-log",
+                                 dir.file("whole.csv")});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
+  const CliResult rest = train({"--iters", "6", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")});
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  const std::string w = testing::text_of(dir.file("whole.csv")), r = testing::text_of(dir.file("rest.csv"));
+  const size_t header = r.find('\n') + 1;
+  ASSERT_GT(r.size(), header);
+  EXPECT_NE(w.find(r.substr(header)), std::string::npos) << "whole:\n" << w << "resumed:\n" << r;
+  const CliResult even = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--pp", "3", "--global-batch", "4",
+                                        "--iters", "6", "--load", dir.file("ck")});
+  EXPECT_EQ(even.exit_code, 2) << even.err;
+  EXPECT_NE(even.err.find("layers per stage (--decoder-first/last-pipeline-num-layers) 1 | 4 x 1 | 1, this run has "
+                          "layers per stage (--decoder-first/last-pipeline-num-layers) 2 | 2 x 1 | 2"),
+            std::string::npos)
+      << even.err;
 }
 
 // 94 layers over 12 stages (7 | 8 x 10 | 7) is what an even split cannot express; the model

@@ -336,6 +336,9 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   ckpt.bucket_elems = c.grad_bucket_elems;
   ckpt.query_groups = m.groups();
   ckpt.norm_eps = m.layernorm_eps, ckpt.rope_theta = m.rope_theta;
+  const LayerSplit split = c.par.layer_split(m.layers);
+  ckpt.first_stage_layers = stage_layer_count(split, 0);
+  ckpt.last_stage_layers = stage_layer_count(split, c.par.pp - 1);
   // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's
   // shards and manifest carry it mixed with the iteration (checkpoint.h: a checkpoint is one unit).
   uint64_t run_id = 0;

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -28,12 +28,13 @@ LATEST_FILE = "latest_checkpointed_iteration.txt"
 # version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
 # version 5 on: i64 bucket_elems (--grad-bucket-size under --zero 1, else 0), u64 save_id |
 # version 6 on: i32 query_groups (key/value heads; = heads without grouped-query attention), i32 0 |
-# version 7 on: f64 norm_eps (--norm-epsilon), f64 rope_theta (the rotary base) | padding to 8
+# version 7 on: f64 norm_eps (--norm-epsilon), f64 rope_theta (the rotary base) |
+# version 8 on: i32 first_stage_layers, last_stage_layers (layers of pipeline stage 0 and p-1) | padding to 8
 _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
             3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
             5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii"),
-            7: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiidd")}
-assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144, 160)
+            7: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiidd"), 8: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiiddii")}
+assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144, 160, 168)
 
 
 class CheckpointError(Exception):
@@ -80,6 +81,9 @@ class Shard:
     query_groups: int = 0  # key/value heads, recorded from version 6 on; 0 before (= heads: no GQA then)
     norm_eps: float | None = None  # LayerNorm / RMSNorm epsilon, recorded from version 7 on; None before
     rope_theta: float | None = None  # the rotary base, recorded from version 7 on; None before
+    # layers of the first and last pipeline stage, recorded from version 8 on; 0 before (an even split)
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
     chunks: list = field(default_factory=list)
 
 
@@ -139,11 +143,13 @@ def read_shard(path: str, verify: bool = True) -> Shard:
         arch = ARCHS[code]
     query_groups = fields[26] if version >= 6 else 0
     norm_eps, rope_theta = (fields[28], fields[29]) if version >= 7 else (None, None)
+    first_stage_layers, last_stage_layers = (fields[30], fields[31]) if version >= 8 else (0, 0)
     if version >= 6 and (query_groups <= 0 or heads % query_groups):
         raise CheckpointError(f"{path} has {query_groups} query groups for {heads} heads")
     shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
                   global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
-                  query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta)
+                  query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta,
+                  first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
     view = memoryview(data)
     pos = header.size
     for j in range(nchunks):

@@ -157,9 +157,6 @@ void validate_run(RunConfig& c) {
     usage_error("--comm-timeout {} must be at most {} seconds", c.comm_timeout_s, kMaxCommTimeoutS);
   if (c.save_interval < 0) usage_error("--save-interval {} must not be negative", c.save_interval);
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
-  if (p.layer_split(c.model.layers).uneven() && (!c.save_dir.empty() || !c.load_dir.empty()))
-    usage_error("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: checkpoints (--save, --load) "
-                "record an even layer placement only; uneven stages cannot be saved or loaded yet");
   // A bucket is one collective per data-parallel group; below a few KiB the launches are all there
   // is (--grad-bucket-size 1 made two iterations of the tiny model take a minute).
   if (c.grad_bucket_elems < kMinGradBucketElems)

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/common/regular_file.h"
+#include "core/model/layer_split.h"
 #include "core/results/results_csv.h"
 
 namespace ptdp {
@@ -20,8 +22,9 @@ constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
 // (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id;
 // 6: the query groups (key/value heads) of grouped-query attention; 7: the norm epsilon and the
-// rotary base (what an export to another framework needs beside the weights).
-constexpr uint32_t kVersion = 7;
+// rotary base (what an export to another framework needs beside the weights); 8: the layers of the
+// first and last pipeline stage (uneven stages).
+constexpr uint32_t kVersion = 8;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 const char* kManifest = "save_id.txt";
@@ -47,10 +50,26 @@ struct Header {
   int32_t reserved;          // version 6: 0
   double norm_eps;           // version 7: LayerNorm / RMSNorm epsilon (--norm-epsilon)
   double rope_theta;         // version 7: the rotary base (llama; recorded for gpt too)
+  int32_t first_stage_layers, last_stage_layers;  // version 8: layers of pipeline stage 0 and p-1
 };
-static_assert(sizeof(Header) == 160, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+static_assert(sizeof(Header) == 168, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
 
 int groups_of(const CheckpointLayout& l) { return l.query_groups > 0 ? l.query_groups : l.heads; }
+
+// The layers of stage 0 and stage pp-1 (an even split's when the layout leaves them 0).
+std::pair<int, int> end_stages(const CheckpointLayout& l) {
+  const LayerSplit even{l.layers, l.pp, l.vpp};
+  return {l.first_stage_layers > 0 ? l.first_stage_layers : stage_layer_count(even, 0),
+          l.last_stage_layers > 0 ? l.last_stage_layers : stage_layer_count(even, l.pp - 1)};
+}
+
+// "3 | 5" for two stages, "2 | 3 x 4 | 2" for more: the layers each pipeline stage holds.
+std::string stage_text(const CheckpointLayout& l) {
+  const auto [first, last] = end_stages(l);
+  if (l.pp == 1) return fmt::format("{}", first);
+  if (l.pp == 2) return fmt::format("{} | {}", first, last);
+  return fmt::format("{} | {} x {} | {}", first, (l.layers - first - last) / (l.pp - 2), l.pp - 2, last);
+}
 
 uint64_t fnv(const std::string& bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -65,9 +84,9 @@ void put(std::string& out, const void* p, size_t n) { out.append(static_cast<con
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
 std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, seed {}, "
+  return fmt::format("--tp {} --pp {} --vpp {}{}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, seed {}, "
                      "global batch {}",
-                     l.tp, l.pp, l.vpp,
+                     l.tp, l.pp, l.vpp, l.pp > 1 ? fmt::format(" (layers per stage {})", stage_text(l)) : std::string(),
                      l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
                                           l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
                             : std::string(" --zero 0"),
@@ -92,6 +111,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.bucket_elems = h.bucket_elems;
   l.query_groups = h.query_groups;
   l.norm_eps = h.norm_eps, l.rope_theta = h.rope_theta;
+  l.first_stage_layers = h.first_stage_layers, l.last_stage_layers = h.last_stage_layers;
   return l;
 }
 
@@ -102,10 +122,11 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"--tp", fmt::format("{}", a.tp), fmt::format("{}", b.tp)},
       {"--pp", fmt::format("{}", a.pp), fmt::format("{}", b.pp)},
       {"--vpp", fmt::format("{}", a.vpp), fmt::format("{}", b.vpp)},
+      {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
+      {"layers per stage (--decoder-first/last-pipeline-num-layers)", stage_text(a), stage_text(b)},
       {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
       {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
       {"--arch", arch_name(a.arch), arch_name(b.arch)},
-      {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
       {"--hidden", fmt::format("{}", a.hidden), fmt::format("{}", b.hidden)},
       {"--heads", fmt::format("{}", a.heads), fmt::format("{}", b.heads)},
       {"--num-query-groups", fmt::format("{}", groups_of(a)), fmt::format("{}", groups_of(b))},
@@ -157,6 +178,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.save_id = state.save_id;
   h.query_groups = groups_of(l);
   h.norm_eps = l.norm_eps, h.rope_theta = l.rope_theta;
+  std::tie(h.first_stage_layers, h.last_stage_layers) = end_stages(l);
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {

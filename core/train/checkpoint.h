@@ -41,6 +41,10 @@ struct CheckpointLayout {
   int query_groups = 0;
   // ModelConfig::layernorm_eps (--norm-epsilon) and ::rope_theta: a load with others is refused.
   double norm_eps = 1e-5, rope_theta = 10000;
+  // Layers of the first and the last pipeline stage as placed (stage_layer_count, even split or
+  // --decoder-first/last-pipeline-num-layers; the middle stages share the rest evenly); 0 means an
+  // even split of `layers` over `pp`.
+  int first_stage_layers = 0, last_stage_layers = 0;
 };
 
 struct CheckpointState {
