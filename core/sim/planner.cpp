@@ -51,17 +51,6 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   return c;
 }
 
-// For p stages that do not divide the layers evenly: Megatron-core's uneven split with the middle
-// stages at ceil(L/p) layers and the rest shared by the first and last stage (the lighter ones,
-// which also hold the embedding and the output layer), e.g. 94 layers on 12 stages 7 | 8 x 10 | 7.
-// Nothing when p divides L (the even split) or no such split exists.
-std::optional<LayerSplit> uneven_split(int layers, int p) {
-  if (p < 2 || layers % p == 0) return std::nullopt;
-  const int m = (layers + p - 1) / p, rest = layers - (p - 2) * m;
-  LayerSplit s{layers, p, 1, rest / 2, rest - rest / 2};
-  if (s.first < 1 || s.last < 1 || !layer_split_error(s).empty()) return std::nullopt;
-  return s;
-}
 
 void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   // The same bounds as a training run's (validate_run): every product of t, p, d, b and the
@@ -142,6 +131,34 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
   return std::nullopt;
 }
 
+// Uneven splits: the middle stages at ceil(L/p) layers rounded up to whole chunks, or one chunk more, and the rest shared by
+// the two ends (94 layers on 12 stages: 7 | 8 x 10 | 7; 96 layers: 3 | 9 x 10 | 3 beside the even
+// split); for p = 2, L/2 (in whole chunks) and one chunk more on the first stage. Every split
+// returned is valid (layer_split_error), and none twice.
+std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
+  std::vector<LayerSplit> out;
+  auto add = [&](const LayerSplit& s) {
+    if (!layer_split_error(s).empty()) return;
+    for (const LayerSplit& o : out)
+      if (stage_layer_count(o, 0) == stage_layer_count(s, 0) && stage_layer_count(o, p - 1) == stage_layer_count(s, p - 1))
+        return;
+    out.push_back(s);
+  };
+  if (layers % (p * v) == 0) add({layers, p, v});
+  if (p < 2) return out;
+  auto ends = [&](int rest, int extra) {  // the ends share `rest` layers, the first `extra` more
+    const int first = rest / (2 * v) * v + extra;
+    if (first > 0 && rest - first > 0) add({layers, p, v, first, rest - first});
+  };
+  if (p == 2) {
+    for (int extra : {0, v}) ends(layers, extra);
+    return out;
+  }
+  const int middle = ((layers + p - 1) / p + v - 1) / v * v;
+  for (int m : {middle, middle + v}) ends(layers - (p - 2) * m, 0);
+  return out;
+}
+
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt) {
   check_request(req, hw);
   const std::string prec = precision_of(req, hw);
@@ -157,8 +174,8 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
     // heads, whole query groups and the MLP split over t
     if (model.heads % t != 0 || model.groups() % t != 0 || model.ffn_hidden() % t != 0) continue;
     for (int p : divisors(req.gpus / t)) {
-      const std::optional<LayerSplit> uneven = uneven_split(model.layers, p);
-      if (model.layers % p != 0 && !uneven) continue;
+      const std::vector<LayerSplit> plain = stage_splits(model.layers, p, 1);
+      if (plain.empty()) continue;
       const int d = req.gpus / (t * p);
       if (req.global_batch % d != 0) continue;
       for (int b : req.micro_batches) {
@@ -167,16 +184,17 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
         if (m > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
         struct Sched {
           const char* name;
-          int v;
+          LayerSplit split;
         };
-        std::vector<Sched> scheds = {{"1f1b", 1}};
-        if (p > 1) {
-          scheds.push_back({"gpipe", 1});
-          if (m % p == 0 && !uneven)
-            for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
-              if (model.layers % (p * v) == 0 && int64_t(m) * v <= kMaxSimMicrobatches)
-                scheds.push_back({"interleaved", v});
+        std::vector<Sched> scheds;
+        for (const LayerSplit& s : plain) {
+          scheds.push_back({"1f1b", s});
+          if (p > 1) scheds.push_back({"gpipe", s});
         }
+        if (p > 1 && m % p == 0)
+          for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
+            if (int64_t(m) * v <= kMaxSimMicrobatches)
+              for (const LayerSplit& s : stage_splits(model.layers, p, v)) scheds.push_back({"interleaved", s});
         for (const Sched& s : scheds) {
           for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
             for (int zero : req.zero_modes) {
@@ -184,9 +202,9 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
               if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
               if (zero == 3 && model.arch == Arch::Llama) continue;  // replayed for GPT's modules only
               ++out.layouts;
-              RunConfig c = make_config(req, prec, t, p, d, s.v, b, s.name, rc);
+              RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.name, rc);
               c.par.zero = zero;
-              if (uneven) c.par.first_stage_layers = uneven->first, c.par.last_stage_layers = uneven->last;
+              c.par.first_stage_layers = s.split.first, c.par.last_stage_layers = s.split.last;
               if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
               ++out.fit;
               const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));

@@ -56,6 +56,12 @@ struct PlanResult {
 // UsageError when the request is impossible (no layout divides the model and the batch).
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt = {});
 
+// The layer placements the planner tries for p stages of v chunks: the even split when p v divides
+// the layers, and uneven ones (Megatron-core's --decoder-first/last-pipeline-num-layers) with
+// lighter first and last stages, which also hold the embedding and the output layer. Valid splits
+// only, none twice; empty when no placement exists.
+std::vector<LayerSplit> stage_splits(int layers, int p, int v);
+
 // The paper's heuristic (takeaways #1-#3): t = devices per node (or the largest divisor of the
 // heads below it), then the smallest p whose layout fits in memory (1F1B, full recomputation),
 // then d = N / (t p), and the best micro-batch size for that layout.
