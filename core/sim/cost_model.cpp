@@ -368,7 +368,13 @@ double CostModel::dp_allreduce(double params) const {
   if (d <= 1) return 0;
   // Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
   const int per_node = t >= hw.gpus_per_node ? 1 : std::min(d, hw.gpus_per_node / t);
-  return net.allreduce(params * grad_bytes, d, per_node);
+  if (!stack.nccl_first_nic_per_switch || hw.pcie_switches == 0) return net.allreduce(params * grad_bytes, d, per_node);
+  // Every data-parallel group of node 0 all-reduces at once: rank r (Megatron's order: tensor,
+  // data, then pipeline ranks) is in group (r mod t, r / (t d)); time the group of rank 0.
+  std::vector<int> group_of(size_t(hw.gpus_per_node), -1);
+  const long long ranks = 1LL * t * d * cfg.par.pp;
+  for (int l = 0; l < hw.gpus_per_node && l < ranks; ++l) group_of[size_t(l)] = int(l % t + t * (l / (1LL * t * d)));
+  return net.allreduce_nccl28(params * grad_bytes, d, group_of, 0);
 }
 
 namespace {

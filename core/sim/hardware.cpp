@@ -155,6 +155,12 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.nics_per_node = static_cast<int>(r.count("network.nics_per_node", kMaxPerNode));
   hw.network_efficiency = r.number("network.efficiency", Range::Fraction);
   hw.network_latency_s = r.number("network.latency_us", Range::NonNegative) * us;
+  if (root.at_path("node.pcie_switches")) {
+    hw.pcie_switches = static_cast<int>(r.count("node.pcie_switches", kMaxPerNode));
+    if (hw.gpus_per_node % hw.pcie_switches || hw.nics_per_node % hw.pcie_switches)
+      usage_error("{}: field 'node.pcie_switches' ({}) must divide node.gpus ({}) and network.nics_per_node ({})", path,
+                  hw.pcie_switches, hw.gpus_per_node, hw.nics_per_node);
+  }
   return hw;
 }
 

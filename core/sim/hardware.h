@@ -34,6 +34,9 @@ struct HardwareProfile {
   std::string default_precision;  // f16 on GPUs, f32 on the CPU
 
   int gpus_per_node = 1;
+  // PCIe switches per node, each holding gpus_per_node / pcie_switches GPUs and nics_per_node /
+  // pcie_switches NICs, in order (0: not given; only NCCL 2.8's NIC choice needs it, Network).
+  int pcie_switches = 0;
   // Dense peak per precision, FLOP/s (0: the precision is not available).
   double peak_f16 = 0, peak_bf16 = 0, peak_f32 = 0;
   GemmCurve gemm;

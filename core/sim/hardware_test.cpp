@@ -103,6 +103,12 @@ TEST(SimHardware, CountsMustBeWholeNumbersInRange) {
   const std::string nics = std::regex_replace(selene_text(), std::regex("nics_per_node = \\{ value = 8"),
                                               "nics_per_node = { value = 8.5");
   expect_refused(nics, {"bad.toml: field 'network.nics_per_node' must be a whole number from 1 to 1048576 (got 8.5)"});
+  // PCIe switches (optional) hold whole numbers of the node's GPUs and NICs.
+  const std::string three = std::regex_replace(selene_text(), std::regex("pcie_switches = \\{ value = 4"),
+                                               "pcie_switches = { value = 3");
+  expect_refused(three, {"bad.toml: field 'node.pcie_switches' (3) must divide node.gpus (8) and network.nics_per_node (8)"});
+  const std::string none = std::regex_replace(selene_text(), std::regex("\npcie_switches = [^\n]*"), "");
+  EXPECT_EQ(parse_profile(none, "ok.toml").pcie_switches, 0);
 }
 
 TEST(SimHardware, GemmPointDimensionsMustBeWholeNumbersInRange) {

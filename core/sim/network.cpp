@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+
+#include "core/common/error.h"
 
 namespace ptdp::sim {
 
@@ -23,6 +26,38 @@ double Network::allreduce(double bytes, int n, int per_node) const {
   const double intra = k > 1 ? 2.0 * (k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
   const double inter = 2.0 * (nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
   return std::max(intra, inter) + latency(n, true);
+}
+
+double Network::allreduce_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const {
+  const int gpus = hw_.gpus_per_node, switches = hw_.pcie_switches;
+  PTDP_CHECK(switches > 0 && int(group_of.size()) == gpus, "profile {} gives no PCIe switches", hw_.name);
+  const int per_switch = gpus / switches, nics_per_switch = hw_.nics_per_node / switches;
+  // members[s][g]: GPUs of group g on switch s.
+  std::map<int, std::map<int, int>> members;
+  int k = 0;  // this group's GPUs in the node
+  for (int l = 0; l < gpus; ++l)
+    if (group_of[size_t(l)] >= 0) {
+      ++members[l / per_switch][group_of[size_t(l)]];
+      k += group_of[size_t(l)] == group;
+    }
+  if (n <= 1 || bytes <= 0 || k == 0) return 0;
+  if (k >= n) return allreduce(bytes, n, k);  // one node: NVLink only
+  // NIC j of switch s carries a channel of every group with more than j GPUs on s.
+  int channels = 0, most_sharers = 1;
+  for (const auto& [sw, count] : members) {
+    const auto mine = count.find(group);
+    if (mine == count.end()) continue;
+    for (int j = 0; j < std::min(mine->second, nics_per_switch); ++j) {
+      int sharers = 0;
+      for (const auto& [g, c] : count) sharers += c > j;
+      ++channels;
+      most_sharers = std::max(most_sharers, sharers);
+    }
+  }
+  const double nic_rate = hw_.nic_bw * hw_.network_efficiency;
+  const double inter_bw = channels * nic_rate / most_sharers;
+  const double ring = 2.0 * (n - 1) / n * bytes;
+  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, true);
 }
 
 double Network::allgather(double bytes, int n, int per_node) const {

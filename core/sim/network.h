@@ -1,6 +1,8 @@
 // Communication times on a profile's topology (nodes of gpus_per_node devices on NVLink/NVSwitch,
 // one NIC per device across nodes): all-reduce, all-gather, point-to-point.
 #pragma once
+#include <vector>
+
 #include "core/sim/hardware.h"
 
 namespace ptdp::sim {
@@ -14,6 +16,13 @@ class Network {
   // reduce-scatter inside the node, all-reduce of bytes/per_node across nodes over each device's
   // own NIC, all-gather inside the node; the slower of the two parts sets the time.
   double allreduce(double bytes, int n, int per_node) const;
+  // The same all-reduce as NCCL 2.8 runs it while every group of the node runs its own at once
+  // (SoftwareStack::nccl_first_nic_per_switch): a flat ring over the n ranks, each channel through
+  // one NIC, every group taking the first NIC of each PCIe switch holding one of its GPUs (the
+  // first two of a switch where it has two GPUs there, ...). A NIC used by c groups gives each 1/c
+  // of its rate, and the ring runs at the pace of its slowest channel. `group_of` gives the group of
+  // each GPU of the node (-1: none), `group` the one timed. The profile's pcie_switches must be set.
+  double allreduce_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const;
   // All-gather of a `bytes` result (each rank holds bytes/n) over n ranks, per_node per node.
   double allgather(double bytes, int n, int per_node) const;
   // Reduce-scatter of a `bytes` input (each rank keeps bytes/n): the all-gather's traffic reversed.

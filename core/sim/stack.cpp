@@ -12,7 +12,10 @@ const std::vector<std::string>& stack_names() {
 SoftwareStack software_stack(const std::string& name) {
   SoftwareStack s;
   s.name = name;
-  if (name == "megatron-2021") return s;
+  if (name == "megatron-2021") {
+    s.nccl_first_nic_per_switch = true;
+    return s;
+  }
   if (name == "megatron-2022" || name == "mcore") {
     s.tp_backward_overlap = true;
     s.fused_grad_accumulation = true;

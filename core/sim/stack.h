@@ -35,6 +35,11 @@ struct SoftwareStack {
   // Bytes of a main-gradient element reduced over the data-parallel group (0: the simulator's
   // default, fp16 as Megatron v2.5).
   int grad_bytes = 0;
+  // The NCCL of the stack's container chooses its NICs as NCCL 2.8 does (NGC PyTorch 20.12, the
+  // SC'21 runs): every communicator takes the first NIC of each PCIe switch that holds one of its
+  // GPUs, so groups whose GPUs share a switch share that NIC and its second NIC idles; collectives
+  // run as flat rings (Network::allreduce_nccl28). Later NCCL (2.12) gives each GPU its own NIC.
+  bool nccl_first_nic_per_switch = false;
   // Megatron's sequence parallelism (--sequence-parallel) exists in this code (Korthikanti et al.
   // 2022 on); the SC'21 code has none.
   bool sequence_parallel = false;

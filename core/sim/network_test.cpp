@@ -1,0 +1,65 @@
+// NCCL 2.8's NIC choice on a DGX A100 (Network::allreduce_nccl28, SoftwareStack::
+// nccl_first_nic_per_switch): data-parallel groups whose GPUs share a PCIe switch share its first
+// NIC, so with t >= 2 every group gets half of the NICs it uses and the second NIC of each switch
+// idles; later NCCL (the other stacks) gives each GPU its own NIC.
+#include "core/sim/network.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/sim/cost_model.h"
+#include "core/sim/testing/paper_data.h"
+
+namespace ptdp::sim {
+namespace {
+
+using testing::selene;
+
+// The group of each of a node's 8 GPUs when tensor-parallel groups of t are innermost.
+std::vector<int> groups_for(int t) {
+  std::vector<int> g(8);
+  for (int l = 0; l < 8; ++l) g[size_t(l)] = l % t;
+  return g;
+}
+
+// Bus bandwidth of the ring the model times, bytes/s, from its time for 1 GB (latency removed).
+double busbw(const Network& net, int n, int t) {
+  const double big = 1e12, small = 1e11;  // two sizes: the difference drops the latency
+  const double dt = net.allreduce_nccl28(big, n, groups_for(t), 0) - net.allreduce_nccl28(small, n, groups_for(t), 0);
+  return 2.0 * (n - 1) / n * (big - small) / dt;
+}
+
+TEST(NetworkNccl28, GroupsSharingAPcieSwitchShareItsFirstNic) {
+  const HardwareProfile& hw = selene();
+  ASSERT_EQ(hw.pcie_switches, 4);
+  const Network net(hw);
+  const double nic = hw.nic_bw * hw.network_efficiency;  // 21.25 GB/s
+  // t = 1: one group of 8 GPUs uses both NICs of every switch, alone.
+  EXPECT_NEAR(busbw(net, 64, 1), 8 * nic, 1e-6 * nic);
+  // t = 2: {0,2,4,6} and {1,3,5,7} both use mlx5_0, 2, 6, 8: 4 NICs at half their rate.
+  EXPECT_NEAR(busbw(net, 32, 2), 4 * nic / 2, 1e-6 * nic);
+  // t = 4: {0,4} and {1,5} both use the first NIC of switches 0 and 2.
+  EXPECT_NEAR(busbw(net, 16, 4), 2 * nic / 2, 1e-6 * nic);
+  // t = 8: GPUs 0 and 1 (own groups) both use mlx5_0.
+  EXPECT_NEAR(busbw(net, 8, 8), nic / 2, 1e-6 * nic);
+  // One node: NVLink only, as the plain all-reduce.
+  EXPECT_DOUBLE_EQ(net.allreduce_nccl28(1e9, 8, groups_for(1), 0), net.allreduce(1e9, 8, 8));
+}
+
+// The stack decides: the SC'21 code (NCCL 2.8) pays for the shared NICs, the 2022 code does not.
+TEST(NetworkNccl28, TheDataParallelAllReduceOfThe2021StackIsTwiceAsLongAtTEqual8) {
+  RunConfig c;
+  c.model = preset_config("gpt-1.7b");
+  c.par.tp = 8, c.par.pp = 1, c.par.dp = 8, c.par.micro_batch = 1, c.par.global_batch = 64;
+  c.precision = "f16";
+  c.stack = "megatron-2021";
+  const CostModel old_code(c, selene());
+  c.stack = "megatron-2022";
+  const CostModel new_code(c, selene());
+  const double params = 2e8;
+  EXPECT_NEAR(old_code.dp_allreduce(params) / new_code.dp_allreduce(params), 2.0, 0.05);
+}
+
+}  // namespace
+}  // namespace ptdp::sim
