@@ -363,34 +363,42 @@ bool CostModel::cross_node(int from_stage, int to_stage) const {
   return node_of_stage(from_stage) != node_of_stage(to_stage);
 }
 
-double CostModel::dp_allreduce(double params) const {
-  const int d = cfg.par.dp, t = cfg.par.tp;
-  if (d <= 1) return 0;
-  // Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
-  const int per_node = t >= hw.gpus_per_node ? 1 : std::min(d, hw.gpus_per_node / t);
-  if (!stack.nccl_first_nic_per_switch || hw.pcie_switches == 0) return net.allreduce(params * grad_bytes, d, per_node);
-  // Every data-parallel group of node 0 all-reduces at once: rank r (Megatron's order: tensor,
-  // data, then pipeline ranks) is in group (r mod t, r / (t d)); time the group of rank 0.
-  std::vector<int> group_of(size_t(hw.gpus_per_node), -1);
-  const long long ranks = 1LL * t * d * cfg.par.pp;
-  for (int l = 0; l < hw.gpus_per_node && l < ranks; ++l) group_of[size_t(l)] = int(l % t + t * (l / (1LL * t * d)));
-  return net.allreduce_nccl28(params * grad_bytes, d, group_of, 0);
-}
-
 namespace {
 // Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
 int dp_peers_per_node(const ParallelConfig& p, const HardwareProfile& hw) {
   return p.tp >= hw.gpus_per_node ? 1 : std::min(p.dp, hw.gpus_per_node / p.tp);
 }
+
+// The data-parallel group of each GPU of node 0 (Megatron's rank order: tensor, data, then
+// pipeline ranks; rank r is in group (r mod t, r / (t d))), -1 past the last rank.
+std::vector<int> dp_groups_of_node(const ParallelConfig& p, const HardwareProfile& hw) {
+  std::vector<int> group_of(size_t(hw.gpus_per_node), -1);
+  const long long ranks = 1LL * p.tp * p.dp * p.pp;
+  for (int l = 0; l < hw.gpus_per_node && l < ranks; ++l)
+    group_of[size_t(l)] = int(l % p.tp + p.tp * (l / (1LL * p.tp * p.dp)));
+  return group_of;
+}
 }  // namespace
+
+// Under NCCL 2.8's NIC choice every data-parallel group of the node runs its collective at once
+// (network.h); time the group of rank 0.
+bool CostModel::shared_nics() const { return stack.nccl_first_nic_per_switch && hw.pcie_switches > 0; }
+
+double CostModel::dp_allreduce(double params) const {
+  if (cfg.par.dp <= 1) return 0;
+  if (shared_nics()) return net.allreduce_nccl28(params * grad_bytes, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
+  return net.allreduce(params * grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+}
 
 double CostModel::dp_reduce_scatter(double params) const {
   if (cfg.par.dp <= 1) return 0;
+  if (shared_nics()) return net.allgather_nccl28(params * grad_bytes, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
   return net.reduce_scatter(params * grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::dp_allgather(double params) const {
   if (cfg.par.dp <= 1) return 0;
+  if (shared_nics()) return net.allgather_nccl28(params * elem, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
   return net.allgather(params * elem, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 

@@ -100,6 +100,9 @@ struct CostModel {
   // data-parallel group instead, and the updated parameters all-gathered after the step.
   double dp_reduce_scatter(double params) const;
   double dp_allgather(double params) const;
+  // The data-parallel collectives follow NCCL 2.8's NIC choice (the stack's, on a profile that
+  // names its PCIe switches: network.h).
+  bool shared_nics() const;
   double embedding_allreduce() const;        // tied embedding gradients, first and last stage (gpt)
   double optimizer_step(double params) const;
   double model_parallel_sync() const;        // grad-norm and inf checks across the model-parallel group

@@ -28,36 +28,49 @@ double Network::allreduce(double bytes, int n, int per_node) const {
   return std::max(intra, inter) + latency(n, true);
 }
 
-double Network::allreduce_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const {
+double Network::nccl28_inter_bw(const std::vector<int>& group_of, int group, int* members) const {
   const int gpus = hw_.gpus_per_node, switches = hw_.pcie_switches;
   PTDP_CHECK(switches > 0 && int(group_of.size()) == gpus, "profile {} gives no PCIe switches", hw_.name);
   const int per_switch = gpus / switches, nics_per_switch = hw_.nics_per_node / switches;
-  // members[s][g]: GPUs of group g on switch s.
-  std::map<int, std::map<int, int>> members;
-  int k = 0;  // this group's GPUs in the node
+  // count[s][g]: GPUs of group g on switch s.
+  std::map<int, std::map<int, int>> count;
+  *members = 0;
   for (int l = 0; l < gpus; ++l)
     if (group_of[size_t(l)] >= 0) {
-      ++members[l / per_switch][group_of[size_t(l)]];
-      k += group_of[size_t(l)] == group;
+      ++count[l / per_switch][group_of[size_t(l)]];
+      *members += group_of[size_t(l)] == group;
     }
-  if (n <= 1 || bytes <= 0 || k == 0) return 0;
-  if (k >= n) return allreduce(bytes, n, k);  // one node: NVLink only
   // NIC j of switch s carries a channel of every group with more than j GPUs on s.
   int channels = 0, most_sharers = 1;
-  for (const auto& [sw, count] : members) {
-    const auto mine = count.find(group);
-    if (mine == count.end()) continue;
+  for (const auto& [sw, groups] : count) {
+    const auto mine = groups.find(group);
+    if (mine == groups.end()) continue;
     for (int j = 0; j < std::min(mine->second, nics_per_switch); ++j) {
       int sharers = 0;
-      for (const auto& [g, c] : count) sharers += c > j;
+      for (const auto& [g, c] : groups) sharers += c > j;
       ++channels;
       most_sharers = std::max(most_sharers, sharers);
     }
   }
-  const double nic_rate = hw_.nic_bw * hw_.network_efficiency;
-  const double inter_bw = channels * nic_rate / most_sharers;
+  return channels * hw_.nic_bw * hw_.network_efficiency / most_sharers;
+}
+
+double Network::allreduce_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const {
+  int k = 0;
+  const double inter_bw = nccl28_inter_bw(group_of, group, &k);
+  if (n <= 1 || bytes <= 0 || k == 0) return 0;
+  if (k >= n) return allreduce(bytes, n, k);  // one node: NVLink only
   const double ring = 2.0 * (n - 1) / n * bytes;
   return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, true);
+}
+
+double Network::allgather_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const {
+  int k = 0;
+  const double inter_bw = nccl28_inter_bw(group_of, group, &k);
+  if (n <= 1 || bytes <= 0 || k == 0) return 0;
+  if (k >= n) return allgather(bytes, n, k);
+  const double ring = double(n - 1) / n * bytes;
+  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, true) / 2;
 }
 
 double Network::allgather(double bytes, int n, int per_node) const {

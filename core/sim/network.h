@@ -23,6 +23,8 @@ class Network {
   // of its rate, and the ring runs at the pace of its slowest channel. `group_of` gives the group of
   // each GPU of the node (-1: none), `group` the one timed. The profile's pcie_switches must be set.
   double allreduce_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const;
+  // The all-gather (or reduce-scatter) of a `bytes` result run the same way.
+  double allgather_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const;
   // All-gather of a `bytes` result (each rank holds bytes/n) over n ranks, per_node per node.
   double allgather(double bytes, int n, int per_node) const;
   // Reduce-scatter of a `bytes` input (each rank keeps bytes/n): the all-gather's traffic reversed.
@@ -39,6 +41,8 @@ class Network {
 
  private:
   double latency(int n, bool cross_node) const;
+  // The inter-node bandwidth of `group`'s ring under NCCL 2.8's NIC choice; *members: its GPUs in the node.
+  double nccl28_inter_bw(const std::vector<int>& group_of, int group, int* members) const;
   const HardwareProfile& hw_;
 };
 

@@ -123,7 +123,7 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"--pp", fmt::format("{}", a.pp), fmt::format("{}", b.pp)},
       {"--vpp", fmt::format("{}", a.vpp), fmt::format("{}", b.vpp)},
       {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
-      {"layers per stage (--decoder-first/last-pipeline-num-layers)", stage_text(a), stage_text(b)},
+      {"layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)", stage_text(a), stage_text(b)},
       {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
       {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
       {"--arch", arch_name(a.arch), arch_name(b.arch)},
