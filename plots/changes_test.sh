@@ -15,23 +15,7 @@ fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
 . "$src/scripts/python_with.sh"
 py=$(python_with scipy matplotlib) || py=python3
 make() {  # NAME PYTHON-EXPRESSION-OF-i: the median tokens/s of build i
-  "$py" - "$src/results/history.csv" "$tmp/$1.csv" "$2" <<'PY'
-import csv, random, sys
-src, out, expr = sys.argv[1:4]
-with open(src, newline="") as f:
-    r = csv.DictReader(f)
-    header, template = r.fieldnames, next(r)
-random.seed(7)
-with open(out, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
-    w.writeheader()
-    for i in range(12):
-        for _ in range(3):
-            row = dict(template)
-            row["git_sha"] = f"{i:02d}" + "ab" * 19
-            row["tokens_per_s"] = f"{eval(expr, {'i': i}) * (1 + random.gauss(0, 0.003)):.2f}"
-            w.writerow(row)
-PY
+  "$py" "$src/plots/history_fixtures.py" "$src/results/history.csv" "$tmp/$1.csv" "$2" || fail "history_fixtures.py $2"
 }
 run() {  # EXPECTED-EXIT NAME [ARGS...]
   local want=$1 name=$2

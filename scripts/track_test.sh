@@ -14,22 +14,8 @@ fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
 # shellcheck source=scripts/python_with.sh
 . "$src/scripts/python_with.sh"
 py=$(python_with scipy matplotlib) || py=python3
-"$py" - "$src/results/history.csv" "$tmp/drift.csv" <<'PY'
-import csv, random, sys
-with open(sys.argv[1], newline="") as f:
-    r = csv.DictReader(f)
-    header, template = r.fieldnames, next(r)
-random.seed(7)
-with open(sys.argv[2], "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
-    w.writeheader()
-    for i in range(12):
-        for _ in range(3):
-            row = dict(template, git_sha=f"{i:02d}" + "ab" * 19)
-            v = 1000 if i < 5 else 1000 * (1 - 0.02 * (i - 4))
-            row["tokens_per_s"] = f"{v * (1 + random.gauss(0, 0.003)):.2f}"
-            w.writerow(row)
-PY
+"$py" "$src/plots/history_fixtures.py" "$src/results/history.csv" "$tmp/drift.csv" \
+  "1000 if i < 5 else 1000 * (1 - 0.02 * (i - 4))" || fail "history_fixtures.py"
 before=$(git -C "$src" status --porcelain 2>/dev/null)
 track() {  # EXPECTED-EXIT NAME [VAR=VALUE...]
   local want=$1 name=$2
