@@ -81,8 +81,8 @@ TEST(CliUneven, ResumingRepeatsTheRunAndAnotherSplitIsRefused) {
   const CliResult even = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--pp", "3", "--global-batch", "4",
                                         "--iters", "6", "--load", dir.file("ck")});
   EXPECT_EQ(even.exit_code, 2) << even.err;
-  EXPECT_NE(even.err.find("layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers) 1 | 4 x 1 | 1, this run has "
-                          "layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers) 2 | 2 x 1 | 2"),
+  EXPECT_NE(even.err.find("layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers) 1 | 4 | 1, this run has "
+                          "layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers) 2 | 2 | 2"),
             std::string::npos)
       << even.err;
 }

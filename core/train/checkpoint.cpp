@@ -63,12 +63,11 @@ std::pair<int, int> end_stages(const CheckpointLayout& l) {
           l.last_stage_layers > 0 ? l.last_stage_layers : stage_layer_count(even, l.pp - 1)};
 }
 
-// "3 | 5" for two stages, "2 | 3 x 4 | 2" for more: the layers each pipeline stage holds.
+// The layers each pipeline stage holds, as `simulate` prints them: "3 | 5", "2 | 3 x 4 | 2".
 std::string stage_text(const CheckpointLayout& l) {
+  if (l.pp == 1) return fmt::format("{}", l.layers);
   const auto [first, last] = end_stages(l);
-  if (l.pp == 1) return fmt::format("{}", first);
-  if (l.pp == 2) return fmt::format("{} | {}", first, last);
-  return fmt::format("{} | {} x {} | {}", first, (l.layers - first - last) / (l.pp - 2), l.pp - 2, last);
+  return describe_stages({l.layers, l.pp, l.vpp, first, last});
 }
 
 uint64_t fnv(const std::string& bytes) {
