@@ -57,7 +57,8 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   apply_profile_and_gpus(app, f, hw);
   f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);
-  sim::checked_stack(c.stack, c.par.sequence_parallel);  // UsageError naming --stack before anything runs
+  // UsageError naming --stack before anything runs
+  const bool ds = sim::checked_stack(c).deepspeed_engine;
   if (!c.csv.empty()) check_result_csv(c.csv);
   const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
 
@@ -72,7 +73,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
              p.global_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",
-             p.zero == 1 ? ", distributed optimizer (ZeRO-1)" : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);
+             p.zero == 1 ? (ds ? ", ZeRO-1 (DeepSpeed's)" : ", distributed optimizer (ZeRO-1)") : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
   fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
@@ -92,7 +93,8 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
     fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
                "{} {:.3g} s{}, optimizer {:.3g} s)\n",
                r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s,
-               p.zero == 1 ? "reduce-scatter and all-gather" : "all-reduce", r.dp_allreduce_s,
+               p.zero != 1 ? "all-reduce" : ds ? "all-reduce and all-gather" : "reduce-scatter and all-gather",
+               r.dp_allreduce_s,
                c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
   }
   fmt::print("  throughput {:.4g} TFLOP/s per GPU ({:.1f}% of peak), {:.4g} PFLOP/s in all, {:.0f} tokens/s, "
@@ -128,7 +130,8 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
   sub->add_option("--stack", f->run.run.stack,
                   "software modelled: megatron-2021 (the paper's code), megatron-2022 (asynchronous tensor-parallel "
                   "communication in backward, fused gradient accumulation), mcore (Megatron-Core 2024: also flash "
-                  "attention, TP/DP communication overlap, fp32 gradients); docs/SIMULATOR.md")
+                  "attention, TP/DP communication overlap, fp32 gradients), megatron-deepspeed (DeepSpeed's pipeline "
+                  "engine: blocking p2p, its ZeRO-1 and bf16 optimizer); docs/SIMULATOR.md")
       ->capture_default_str();
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
 }

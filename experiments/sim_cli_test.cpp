@@ -88,7 +88,7 @@ TEST(SimCli, StackIsPrintedRecordedAndChecked) {
   EXPECT_LT(ms["megatron-2022"], ms["megatron-2021"]);
   Args bad = kOneT;
   bad.insert(bad.end(), {"--stack", "megatron-2019"});
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, bad), {"--stack 'megatron-2019' must be megatron-2021, megatron-2022 or mcore"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, bad), {"--stack 'megatron-2019' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed"}));
 }
 
 TEST(SimCli, UnknownProfileIsAUsageError) {
@@ -205,6 +205,27 @@ TEST(SimCli, SequenceParallelUnderAStackWithoutItIsRefused) {
                          "stack = \"megatron-2021\"\n";
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", spec, "--dry-run"}),
                            {"sp.toml", "x '1'", "--stack megatron-2021 has no sequence parallelism"}));
+}
+
+// DeepSpeed's pipeline engine has one schedule, no ZeRO-3 with a pipeline, and trains bf16 through
+// its own ZeRO-1: what it cannot run is refused before anything is simulated, and nothing written.
+TEST(SimCli, WhatDeepSpeedsEngineDoesNotRunIsRefused) {
+  TempDir dir;
+  const Args base = {"simulate", "--model", "gpt-1.7b", "--tp", "2", "--pp", "2", "--gpus", "16", "--global-batch",
+                     "64", "--hardware", "a100-jeanzay", "--stack", "megatron-deepspeed", "--csv", dir.file("r.csv")};
+  auto with = [&](Args extra) {
+    Args a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_ptdp(dir, a);
+  };
+  EXPECT_TRUE(IsUsageError(with({"--schedule", "interleaved", "--vpp", "2", "--zero", "1"}),
+                           {"--schedule interleaved: --stack megatron-deepspeed runs DeepSpeed's pipeline engine",
+                            "use --schedule 1f1b"}));
+  EXPECT_TRUE(IsUsageError(with({}), {"--precision bf16 with --zero 0", "BF16_Optimizer", "use --zero 1"}));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.csv")));
+  const CliResult ok = with({"--zero", "1"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("data-parallel all-reduce and all-gather"), std::string::npos) << ok.out;
 }
 
 }  // namespace

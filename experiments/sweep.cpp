@@ -48,7 +48,7 @@ const std::vector<std::string>& sweep_names() {
   // The SC'21 paper's, then the other published runs the performance model is checked on.
   static const std::vector<std::string> names = {"table1", "table2", "fig6",  "fig7",  "fig8",  "fig10", "fig11",
                                                  "fig12",  "fig13",  "fig14", "fig15", "fig16", "fig17", "fig18",
-                                                 "kor22-table4", "kor22-table5", "mcore-h100"};
+                                                 "kor22-table4", "kor22-table5", "mcore-h100", "bloom-176b"};
   return names;
 }
 
@@ -61,7 +61,7 @@ const std::vector<std::string>& setting_keys() {
       "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
       "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
       "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero",
-      "sequence_parallel", "stack"};
+      "sequence_parallel", "stack", "first_stage_layers", "last_stage_layers"};
   return k;
 }
 
@@ -181,6 +181,12 @@ void apply(Assembly& a, const SpecSettings& s) {
       a.pp_given = true;
     } else if (key == "dp") c.par.dp = as_count(v, w, key);
     else if (key == "vpp") c.par.vpp = as_count(v, w, key);
+    else if (key == "first_stage_layers" || key == "last_stage_layers") {
+      // Uneven stages (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers); 0: even.
+      const long long n = as_int(v, w, key);
+      if (n < 0 || n > (1 << 30)) usage_error("{}: key '{}' = {} must be an integer from 0 to {}", w, key, n, 1 << 30);
+      (key == "first_stage_layers" ? c.par.first_stage_layers : c.par.last_stage_layers) = static_cast<int>(n);
+    }
     else if (key == "micro_batch") c.par.micro_batch = as_count(v, w, key);
     else if (key == "global_batch") c.par.global_batch = as_count(v, w, key);
     else if (key == "schedule") c.par.schedule = as_text(v, w, key);
@@ -435,7 +441,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
                         p.micro_batch, p.dp);
         } else {
           validate_run(c);
-          sim::checked_stack(c.stack, c.par.sequence_parallel);
+          sim::checked_stack(c);
         }
       } catch (const UsageError& e) {
         usage_error("{}: {}", where, one_line(e.what()));

@@ -315,8 +315,8 @@ TEST(SweepSpecs, AllExpandsEveryArtefactInThePapersOrder) {
     if (order.empty() || order.back() != c.at("experiment")) order.push_back(c.at("experiment"));
   EXPECT_EQ(order, (std::vector<std::string>{"table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12",
                                              "fig13", "fig14", "fig15", "fig16", "fig17", "fig18", "kor22-table4",
-                                             "kor22-table5", "mcore-h100"}));
-  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10 + 10 + 8 + 9);
+                                             "kor22-table5", "mcore-h100", "bloom-176b"}));
+  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10 + 10 + 8 + 9 + 5);
 }
 
 // Korthikanti et al. 2022, Table 3 (and Table 4's 22B layer): s = 2048, V = 51200, fp16, t = 8, the
@@ -423,7 +423,7 @@ TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
       {std::string(kGoodSpec).replace(0, 13, "name = \"/tmp/x\""), {"bad.toml", "name '/tmp/x' must be a plain"}},
       {std::string(kGoodSpec).replace(0, 13, "name = \"a/b\""), {"bad.toml", "name 'a/b' must be a plain"}},
       {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "stack = \"mcore-2030\""),
-       {"bad.toml", "--stack 'mcore-2030' must be megatron-2021, megatron-2022 or mcore"}},
+       {"bad.toml", "--stack 'mcore-2030' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed"}},
       {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "sequence_parallel = 1"),
        {"bad.toml", "'sequence_parallel' must be"}},
       {good + "[[series]]\nname = \"m\"\nmetric = \"speed\"\n", {"bad.toml", "[[series]] #2", "metric 'speed'"}},

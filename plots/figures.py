@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""The paper's figures and Tables 1 and 2, two tables of Korthikanti et al. 2022 and the Megatron-Core H100
-weak scaling, from our result CSVs, with the published points overlaid.
+"""The paper's figures and Tables 1 and 2, two tables of Korthikanti et al. 2022, the Megatron-Core H100
+weak scaling and BLOOM-176B's layouts, from our result CSVs, with the published points overlaid.
 
     plots/figures.py [NAME ...] [--results DIR] [--paper DIR] [--out DIR] [--hardware PROFILE]
 
 Reads DIR/NAME.csv (written by `ptdp reproduce NAME`, the result CSV contract of docs/RESULTS.md)
 and the published values (results/paper/figures.csv, table1.csv, table2.csv for the SC'21 paper;
-results/paper/NAME.csv for kor22-table4, kor22-table5 and mcore-h100); writes OUT/NAME.png for
-every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5,
-mcore-h100 and llama by default) in the paper's axes and units:
+results/paper/NAME.csv for kor22-table4, kor22-table5, mcore-h100 and bloom-176b); writes OUT/NAME.png
+for every artefact (table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5,
+mcore-h100, bloom-176b and llama by default) in the paper's axes and units:
 our simulated line (mode=simulate, the hardware profile, paper scale) with the paper's points
 as markers, and, where the CSV has them, the rows measured at small scale (mode=run) in a second
 panel; Tables 1 and 2 also get the days to train on 300B tokens by Eq. (4) against the paper's.
@@ -18,9 +18,10 @@ recompute, selective + sequence), bars of ours beside the paper's. kor22-table5 
 iteration time (s) of 22B, 175B, 530B and 1T with full recompute and with their present work (selective
 recompute + sequence parallelism), bars on a log axis, and the present work's speed-up ours vs theirs.
 mcore-h100 (Megatron-LM README, H100 weak scaling, Megatron-Core r0.8.0): model TFLOP/s per GPU of
-1.7B to 462B on 48 to 6,144 H100s.
-Each artefact is drawn from the simulated rows of its own profile: h100-dgx for mcore-h100, a100-selene
-for every other (fig6 is analytic); --hardware PROFILE picks one profile for all.
+1.7B to 462B on 48 to 6,144 H100s. bloom-176b (BigScience's layout search for BLOOM-176B on Jean Zay,
+Megatron-DeepSpeed): the iteration time (s) of five layouts of 384 A100s, bars of ours beside theirs.
+Each artefact is drawn from the simulated rows of its own profile: h100-dgx for mcore-h100, a100-jeanzay
+for bloom-176b, a100-selene for every other (fig6 is analytic); --hardware PROFILE picks one profile for all.
 llama (`ptdp reproduce llama`): the planner's tokens/s per GPU and days for LLaMA's four sizes on
 2,048 A100-80GB against the LLaMA paper's one published figure (65B: ~380 tokens/s/GPU).
 Then OUT/summary.png: the error against the published value of every point, and the same errors as a
@@ -35,14 +36,14 @@ import sys
 import textwrap
 
 ARTEFACTS = ["table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig15",
-             "fig16", "fig17", "fig18", "kor22-table4", "kor22-table5", "mcore-h100", "llama"]
+             "fig16", "fig17", "fig18", "kor22-table4", "kor22-table5", "mcore-h100", "bloom-176b", "llama"]
 
 # Artefacts of later publications: their published values are in PAPER/NAME.csv (figure,series,x,value,unit).
-OWN_PAPER_FILE = ["kor22-table4", "kor22-table5", "mcore-h100"]
+OWN_PAPER_FILE = ["kor22-table4", "kor22-table5", "mcore-h100", "bloom-176b"]
 
 # The hardware profile whose simulated rows an artefact draws, unless --hardware names one for all.
 DEFAULT_HARDWARE = "a100-selene"
-ARTEFACT_HARDWARE = {"mcore-h100": "h100-dgx"}
+ARTEFACT_HARDWARE = {"mcore-h100": "h100-dgx", "bloom-176b": "a100-jeanzay"}
 
 # Columns of the result CSV this script uses (a subset of the contract's).
 RESULT_COLUMNS = ["experiment", "mode", "backend", "model", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
@@ -55,6 +56,7 @@ EXTRA_COLUMNS = {
     "kor22-table4": (["hidden", "sequence_parallel"], ["layer_fwd_ms", "layer_bwd_ms"]),
     "kor22-table5": (["hidden", "sequence_parallel"], []),
     "mcore-h100": (["hidden"], ["model_tflops_per_gpu"]),
+    "bloom-176b": (["heads"], []),
 }
 
 # Training time for this many tokens by the paper's Eq. (4), 8 T P / (n X), for Tables 1 and 2.
@@ -173,6 +175,14 @@ MCORE_MODELS = {2048: "1.7B", 4096: "7.1B", 6144: "16B", 7168: "32B", 8192: "70B
                 16384: "314B", 18432: "462B"}
 
 
+# BLOOM-176B's layouts (results/paper/bloom-176b.csv's x) from a row's columns.
+BLOOM_LAYOUTS = ["t4 p12 d8 b2 a64", "t4 p12 d8 b2 a112", "t4 p12 d8 b2 a128", "t4 p12 d8 b4 a64", "t8 p12 d4 b2 a64"]
+
+
+def bloom_x(r):
+    return f"t{r['tp']} p{r['pp']} d{r['dp']} b{r['micro_batch']} a{r['heads']}"
+
+
 def kor22_table4_values(r):
     """One row is both series: the layer's forward time and its backward time (recomputation included)."""
     x = KOR22_TECHNIQUES.get((r["recompute"], r["sequence_parallel"]))
@@ -259,6 +269,12 @@ FIGURES = {
                        metric="model_tflops_per_gpu", series=lambda r: "Megatron-Core r0.8.0",
                        x=lambda r: MCORE_MODELS.get(r["hidden"]), xorder=list(MCORE_MODELS.values()),
                        published="Megatron-LM README"),
+    "bloom-176b": dict(title="BLOOM-176B on Jean Zay (Megatron-DeepSpeed, bf16): iteration time of five layouts "
+                             "of 384 A100s",
+                       xlabel="Layout (t, p, d, micro-batch, heads)", ylabel="Iteration time (s)",
+                       metric="iter_time_ms", scale=1e-3, series=lambda r: "Megatron-DeepSpeed",
+                       x=bloom_x, xorder=BLOOM_LAYOUTS, kind="bars", width=9.6,
+                       published="BigScience"),
 }
 
 

@@ -89,6 +89,8 @@ EXTERNAL_FLAGS = {
     "Megatron-LM (docs/SIMULATOR.md)": "--gradient-accumulation-fusion --tp-comm-overlap "
     "--overlap-param-gather --accumulate-allreduce-grads-in-fp32 --normalization --swiglu "
     "--position-embedding-type --disable-bias-linear --untie-embeddings-and-output-weights",
+    "Megatron-DeepSpeed (docs/SIMULATOR.md)": "--partition-activations --checkpoint-activations "
+    "--pp-partition-method",
 }
 FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 FENCE = re.compile(r"^(\s*)```(.*)$")

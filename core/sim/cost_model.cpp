@@ -276,7 +276,12 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // reduce bucket (read, write). One pass over the layer's parameters, shared by the modules.
   // Fused accumulation (megatron-2022, mcore): the weight-gradient GEMMs add into main_grad
   // themselves, no pass.
-  const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : E + 2.0 * grad_bytes;
+  // DeepSpeed's BF16_Optimizer (update_hp_grads, after every micro-batch's backward) adds each
+  // bf16 gradient into an fp32 buffer: hp_grad.add_(lp_grad.to(float32)), a cast (read 2, write 4)
+  // and an add (read 4 + 4, write 4). Its tied embedding's gradient is that fp32 buffer.
+  const bool ds_bf16 = stack.deepspeed_engine && cfg.precision == "bf16";
+  const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : ds_bf16 ? 2 + 4 + 12 : E + 2.0 * grad_bytes;
+  tied_grad_bytes = ds_bf16 ? 4 : grad_bytes;
   const double accumulate =
       stack.fused_grad_accumulation && pc.zero != 3
           ? 0.0
@@ -340,11 +345,24 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // ---- pipeline sends: b*s*h activations; scatter/gather sends 1/t per rank, then an NVLink all-gather
   act_bytes = E * bsh;
   // Sequence parallelism sends each rank's own rows: nothing to gather after.
-  const bool sg = pc.scatter_gather && t > 1 && !sp;
+  // DeepSpeed partitions every pipeline tensor over the tensor-parallel group whenever t > 1
+  // (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = is_model_parallel), whatever
+  // --scatter-gather says.
+  const bool sg = (pc.scatter_gather || stack.deepspeed_engine) && t > 1 && !sp;
   send_bytes = sg || sp ? act_bytes / t : act_bytes;
   send_cross = net.p2p(send_bytes, true);
   send_local = net.p2p(send_bytes, false);
   gather = sg ? net.allgather(act_bytes, t, per_node) + hw.launch_overhead_s : 0.0;
+  if (stack.deepspeed_engine) {
+    // A host sync (torch.cuda.synchronize, or .tolist() of a device tensor) empties the GPU's
+    // queue: the GPU then idles while the host launches the next kernel.
+    host_sync = hw.launch_overhead_s;
+    // A partitioned tensor goes as two blocking sends: its meta (a few int64s), then the shard.
+    if (sg) {
+      meta_cross = net.p2p(64, true);
+      meta_local = net.p2p(64, false);
+    }
+  }
 
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and
   // check for inf (4+4), norm (4), Adam (grad, param, m, v read; param, m, v written: 28), copy
@@ -402,6 +420,20 @@ double CostModel::dp_allgather(double params) const {
   return net.allgather(params * elem, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
 }
 
+double CostModel::dp_reduction(double params) const {
+  if (cfg.par.dp <= 1) return 0;
+  if (!stack.deepspeed_engine) return cfg.par.zero == 1 ? dp_reduce_scatter(params) : dp_allreduce(params);
+  // DeepSpeed: bucketed all-reduces after the last micro-batch, also under ZeRO-1 with a pipeline
+  // (reduce_gradients -> buffered_reduce_fallback) and under BF16_Optimizer, which casts its fp32
+  // buffer to bf16 for the wire and back (read 4 write 2, read 2 write 4).
+  const double casts = cfg.precision == "bf16"
+                           ? 12 * params / (hw.memory_bw * hw.membound_efficiency) + 2 * hw.launch_overhead_s
+                           : 0.0;
+  return dp_allreduce(params) + casts;
+}
+
+int param_tensors_per_layer(const ModelConfig& mc) { return mc.arch == Arch::Llama ? 6 : 12; }
+
 double layer_params_per_device(const ModelConfig& mc, int t) {
   // qkv h (h + 2 g h/a) (3h^2 without query groups), proj h^2, the MLP; gpt: 12h^2/t + 7h/t + 6h
   // with f = 4h and multi-head attention.
@@ -414,7 +446,7 @@ double CostModel::embedding_allreduce() const {
   // llama's output layer is not tied to the embedding: nothing to sum across stages.
   if (cfg.par.pp <= 1 || !cfg.model.tied_embedding()) return 0;
   const bool cross = cross_node(0, cfg.par.pp - 1);
-  return net.allreduce(params_embedding * grad_bytes, 2, cross ? 1 : 2);
+  return net.allreduce(params_embedding * tied_grad_bytes, 2, cross ? 1 : 2);
 }
 
 double CostModel::optimizer_step(double params) const {
@@ -426,7 +458,12 @@ double CostModel::model_parallel_sync() const {
   if (mp <= 1) return 0;
   const bool cross = mp > hw.gpus_per_node;
   // Two all-reduces of one number (found-inf, grad norm): latency only.
-  return 2 * net.allreduce(4, mp, cross ? std::min(cfg.par.tp, hw.gpus_per_node) : mp);
+  double sync = 2 * net.allreduce(4, mp, cross ? std::min(cfg.par.tp, hw.gpus_per_node) : mp);
+  // DeepSpeed's _aggregate_total_loss: the loss all-reduced over the data-parallel group, then
+  // broadcast from the last stage to the pipeline's others (a ring of p over nodes).
+  if (stack.deepspeed_engine)
+    sync += net.allreduce(4, cfg.par.dp, dp_peers_per_node(cfg.par, hw)) + net.allreduce(4, cfg.par.pp, 1) / 2;
+  return sync;
 }
 
 }  // namespace ptdp::sim

@@ -90,6 +90,10 @@ struct CostModel {
   double send_bytes = 0;           // of it, what one rank sends (1/t with scatter/gather or sequence parallelism)
   double send_cross = 0, send_local = 0;  // one pipeline send, across nodes / inside a node
   double gather = 0;               // the receiver's all-gather (scatter/gather), 0 when off
+  // DeepSpeed's engine (stack.deepspeed_engine), else 0: the small meta message sent before each
+  // partitioned pipeline tensor (across nodes / inside a node), and what one host sync costs.
+  double meta_cross = 0, meta_local = 0;
+  double host_sync = 0;
   double params_per_layer = 0;     // on one device (tensor-parallel shard)
   double params_embedding = 0;     // word embedding shard (and its copy on the last stage)
   double params_position = 0;
@@ -100,6 +104,10 @@ struct CostModel {
   // data-parallel group instead, and the updated parameters all-gathered after the step.
   double dp_reduce_scatter(double params) const;
   double dp_allgather(double params) const;
+  // The data-parallel gradient reduction a stage of `params` runs after its last backward: the
+  // all-reduce, or --zero 1's reduce-scatter (DeepSpeed's ZeRO-1 and BF16_Optimizer all-reduce,
+  // the latter with fp32 -> bf16 -> fp32 copies around it).
+  double dp_reduction(double params) const;
   // The data-parallel collectives follow NCCL 2.8's NIC choice (the stack's, on a profile that
   // names its PCIe switches: network.h).
   bool shared_nics() const;
@@ -117,12 +125,17 @@ struct CostModel {
   SoftwareStack stack;  // cfg.stack
   double peak = 0;  // FLOP/s in the run's precision
   int grad_bytes = 2;  // of a gradient element in the data-parallel reduction (the stack's, else opt's)
+  int tied_grad_bytes = 2;  // of one in the tied embedding's all-reduce
   int elem = 2;     // bytes per element
 };
 
 // Parameters of one layer on one device: gpt 12h^2/t + 7h/t + 6h (biases, two LayerNorms);
 // llama (4h^2 + 3hf)/t + 2h (two RMSNorms).
 double layer_params_per_device(const ModelConfig& mc, int t);
+
+// Parameter tensors of one layer: gpt 12 (four weights, four biases, two LayerNorms' weight and
+// bias), llama 6 (four weights, two RMSNorms).
+int param_tensors_per_layer(const ModelConfig& mc);
 
 // Achieved time of one GEMM (batch of m x n x k products) on the profile.
 double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, double n, double k, double batch = 1);

@@ -95,7 +95,11 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
   // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
-  const double sent = software_stack(cfg.stack).free_pipeline_outputs ? 0.0 : d.E * d.sbh * d.rowshare;
+  // DeepSpeed frees a partitioned output's data once sent (first_output.data = torch.zeros(1))
+  // and all-gathers it again for the backward.
+  const SoftwareStack stack = software_stack(cfg.stack);
+  const bool freed = stack.free_pipeline_outputs || (stack.deepspeed_engine && d.t > 1);
+  const double sent = freed ? 0.0 : d.E * d.sbh * d.rowshare;
   const double layer_act = layer_activation_bytes(cfg, par.recompute);
   // Working set of one layer's backward (recomputed if need be), by liveness: autograd frees what
   // a module saved once its backward has run, so the peak is the larger of two moments.
@@ -117,6 +121,7 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const double layer_ws = std::max(mlp_peak, attention_peak);
   const double logits = d.b * d.s * vt;
 
+  const bool ds_bf16 = software_stack(cfg.stack).deepspeed_engine && cfg.precision == "bf16";
   MemoryVerdict out;
   out.capacity = hw.memory_bytes;
   out.zero = par.zero;
@@ -138,7 +143,10 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
       m.params += (output_layer ? vt * d.h : 0.0) + (d.llama ? 1 : 2) * d.h;
       working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
     }
-    m.state = m.params * state_bytes_per_param(cfg.precision, par.zero, par.dp);
+    // DeepSpeed's BF16_Optimizer (megatron-deepspeed, bf16): bf16 weights and gradients, an
+    // unsharded fp32 gradient buffer, the fp32 master weights and Adam moments sharded over d.
+    m.state = m.params * (ds_bf16 ? 2 + 2 + 4 + 12.0 / std::max(par.dp, 1)
+                                  : state_bytes_per_param(cfg.precision, par.zero, par.dp));
     if (par.zero == 3) {
       // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
       const double persistent = zero3_persistent_params(cfg, z3);

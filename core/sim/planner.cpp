@@ -1,7 +1,5 @@
 #include "core/sim/planner.h"
 
-#include "core/sim/stack.h"
-
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -44,10 +42,12 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   c.par.recompute = rc;
   c.par.scatter_gather = true;
   c.stack = req.stack;
-  c.par.sequence_parallel = t > 1 && req.stack != "megatron-2021";
+  c.par.sequence_parallel = t > 1 && software_stack(req.stack).sequence_parallel;
   c.ranks = t * p * d;
   c.backend = precision == "f32" ? "cpu" : "cuda";
   c.precision = precision;
+  // DeepSpeed trains bf16 with its BF16_Optimizer, which always shards (stack.h).
+  if (software_stack(req.stack).deepspeed_engine && precision == "bf16" && d > 1) c.par.zero = 1;
   return c;
 }
 
@@ -201,10 +201,11 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
               if (zero > 0 && d == 1) continue;                    // nothing to shard over
               if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
               if (zero == 3 && model.arch == Arch::Llama) continue;  // replayed for GPT's modules only
-              ++out.layouts;
               RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.name, rc);
               c.par.zero = zero;
               c.par.first_stage_layers = s.split.first, c.par.last_stage_layers = s.split.last;
+              if (!stack_refusal(c).empty()) continue;  // a schedule or sharding the stack does not have
+              ++out.layouts;
               if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
               ++out.fit;
               const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));

@@ -32,7 +32,8 @@ struct PlanRequest {
   // 3 ZeRO-3 (t = p = 1, d > 1).
   std::vector<int> zero_modes = {0};
   // The software (stack.h). Under megatron-2022 and mcore every layout with t > 1 runs sequence
-  // parallelism, as those codes' runs do.
+  // parallelism, as those codes' runs do; under megatron-deepspeed only what its engine runs
+  // (stack_refusal) is tried.
   std::string stack = "megatron-2021";
   // Called after each simulated layout with the count so far and the most it can reach (the
   // layouts that fit); for progress output. May be empty.

@@ -20,6 +20,9 @@ struct Replayer {
   std::vector<std::vector<Action>> actions;
   std::vector<double> arrival;  // per message slot: arrival time, kNotSent before the send
   std::vector<int> waiter;      // per message slot: the stage blocked on it, -1 if none
+  // Rendezvous: per message slot, when the sender and the receiver reached it (kNotSent: not yet)
+  // and the transfer's duration.
+  std::vector<double> send_posted, recv_posted, transfer;
   std::vector<size_t> pos;
   std::vector<double> clock;
   std::vector<int> in_flight;
@@ -36,6 +39,11 @@ struct Replayer {
     }
     arrival.assign(size_t(2) * p * v * m, kNotSent);
     waiter.assign(arrival.size(), -1);
+    if (in.rendezvous) {
+      send_posted.assign(arrival.size(), kNotSent);
+      recv_posted.assign(arrival.size(), kNotSent);
+      transfer.assign(arrival.size(), 0.0);
+    }
     pos.assign(p, 0);
     clock.assign(p, 0.0);
     in_flight.assign(p, 0);
@@ -46,6 +54,39 @@ struct Replayer {
   // Message slot of a forward (dir 0) or backward (dir 1) message delivered to (stage, chunk).
   size_t slot(int dir, int stage, int chunk, int mb) const {
     return ((size_t(dir) * p + stage) * v + chunk) * m + mb;
+  }
+
+  // A rendezvous transfer of slot k between a stage at time `t` and its peer, which posted its
+  // side at `peer_posted`: both are busy from the later of the two for the transfer.
+  void meet(size_t k, double peer_posted, double& t, StageTimeline& tl) {
+    const double start = std::max(t, peer_posted);
+    arrival[k] = start + transfer[k];
+    tl.wait += start - t;
+    tl.comm += transfer[k];
+    t = arrival[k];
+  }
+  // This stage's side of rendezvous slot k, once the peer has completed the transfer with it.
+  void met(size_t k, double& t, StageTimeline& tl) {
+    tl.wait += std::max(0.0, arrival[k] - transfer[k] - t);
+    tl.comm += transfer[k];
+    t = std::max(t, arrival[k]);
+  }
+  // Rendezvous side of a send or receive at slot k; false: the stage blocks (it is the waiter).
+  bool rendezvous(size_t k, bool sending, int s, double& t, StageTimeline& tl, std::vector<int>& ready) {
+    if (arrival[k] != kNotSent) {
+      met(k, t, tl);
+      return true;
+    }
+    const double peer = sending ? recv_posted[k] : send_posted[k];
+    if (peer != kNotSent) {
+      meet(k, peer, t, tl);
+      ready.push_back(waiter[k]);
+      waiter[k] = -1;
+      return true;
+    }
+    (sending ? send_posted : recv_posted)[k] = t;
+    waiter[k] = s;
+    return false;
   }
 
   // Runs `s` until it blocks or ends; pushes stages it unblocks onto `ready`.
@@ -61,6 +102,13 @@ struct Replayer {
         case Op::RecvBackward: {
           const int dir = a.op == Op::RecvForward ? 0 : 1;
           const size_t k = slot(dir, s, a.chunk, a.microbatch);
+          if (in.rendezvous) {
+            if (!rendezvous(k, false, s, t, tl, ready)) return;
+            const double after = dir == 0 ? c.recv_fwd_after : c.recv_bwd_after;
+            t += after;
+            tl.comm += after;
+            break;
+          }
           if (arrival[k] == kNotSent) {
             waiter[k] = s;
             return;
@@ -78,6 +126,12 @@ struct Replayer {
           const size_t k = slot(fwd ? 0 : 1, peer.stage, peer.chunk, a.microbatch);
           PTDP_CHECK(peer.chunk >= 0 && peer.chunk < v && a.microbatch >= 0 && a.microbatch < m,
                      "stage {} sends to a chunk or micro-batch that does not exist", s);
+          if (in.rendezvous) {
+            if (send_posted[k] == kNotSent) transfer[k] = fwd ? c.send_fwd_arrive : c.send_bwd_arrive;
+            if (!rendezvous(k, true, s, t, tl, ready)) return;
+            ++tl.sends;
+            break;
+          }
           PTDP_CHECK(arrival[k] == kNotSent, "message to stage {} chunk {} micro-batch {} sent twice", peer.stage,
                      peer.chunk, a.microbatch);
           arrival[k] = t + (fwd ? c.send_fwd_arrive : c.send_bwd_arrive);

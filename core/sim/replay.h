@@ -27,6 +27,10 @@ struct ReplayInput {
   std::vector<ChunkCosts> costs;
   // The actions of each stage; empty: make_schedule(kind, p, m, v, stage).
   std::vector<std::vector<Action>> actions;
+  // Blocking, unbuffered transfers (DeepSpeed's NCCL send and recv): a send waits for the peer to
+  // reach the matching receive and a receive for the send; the transfer (the sender's
+  // send_*_arrive) then starts when both are there and occupies both. send_*_busy is unused.
+  bool rendezvous = false;
 };
 
 struct StageTimeline {

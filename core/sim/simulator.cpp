@@ -5,6 +5,7 @@
 #include "core/common/error.h"
 #include "core/parallel/schedule.h"
 #include "core/accounting/flops.h"
+#include "core/sim/deepspeed_schedule.h"
 #include "core/sim/replay.h"
 #include "core/sim/zero3.h"
 
@@ -23,6 +24,12 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
   in.v = v;
   const LayerSplit split = par.layer_split(cfg.model.layers);
   const bool sync = cm.opt.p2p_sync;
+  // DeepSpeed's engine: its own schedule of blocking transfers (deepspeed_schedule.h).
+  const bool ds = cm.stack.deepspeed_engine;
+  if (ds) {
+    in.rendezvous = true;
+    for (int s = 0; s < p; ++s) in.actions.push_back(deepspeed_train_schedule(p, in.m, s));
+  }
   in.costs.resize(size_t(p) * v);
   for (int s = 0; s < p; ++s) {
     for (int j = 0; j < v; ++j) {
@@ -47,6 +54,18 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
       c.send_bwd_busy = sync ? to_prev : 0.0;
       c.recv_fwd_after = cm.gather;
       c.recv_bwd_after = cm.gather;
+      if (ds) {
+        // Each partitioned tensor's meta message goes first; the receiver syncs with the host to
+        // read it (.tolist()) before its all-gather. The forward's ThroughputTimer syncs too. The
+        // backward gathers twice: the gradient and the stage's own output, freed once it was sent.
+        c.send_fwd_arrive += cm.cross_node(s, next.stage) ? cm.meta_cross : cm.meta_local;
+        c.send_bwd_arrive += cm.cross_node(s, prev.stage) ? cm.meta_cross : cm.meta_local;
+        if (cm.gather > 0) {
+          c.recv_fwd_after += cm.host_sync;
+          c.recv_bwd_after = 2 * (cm.gather + cm.host_sync);
+        }
+        c.forward += cm.host_sync;
+      }
     }
   }
   return in;
@@ -145,7 +164,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     // its 1/d of the parameters, then the updated ones are all-gathered (after the step: Megatron's
     // distributed optimizer as of its introduction, no overlap of the gather with the next forward).
     const bool zero1 = par.zero == 1;
-    const double dp = zero1 ? cm.dp_reduce_scatter(params) : cm.dp_allreduce(params);
+    const double dp = cm.dp_reduction(params);
     double t = st.finish;
     if (overlap) {
       // Gradients are reduced bucket by bucket during each chunk's last backward (the only one
@@ -161,7 +180,11 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     }
     const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
     t += emb;
-    const double optim = cm.optimizer_step(zero1 ? params / par.dp : params);
+    double optim = cm.optimizer_step(zero1 ? params / par.dp : params);
+    // DeepSpeed's step reads the gradient norm (and fp16's overflow check) one parameter tensor at
+    // a time, each .item() a host sync.
+    if (cm.stack.deepspeed_engine)
+      optim += (stage_layer_count(split, s) * param_tensors_per_layer(cfg.model) + 2) * cm.host_sync;
     t += optim;
     // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
     // first forward micro-batch, which hides up to that much of it.

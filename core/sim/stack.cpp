@@ -1,11 +1,13 @@
 #include "core/sim/stack.h"
 
+#include <fmt/format.h>
+
 #include "core/common/error.h"
 
 namespace ptdp::sim {
 
 const std::vector<std::string>& stack_names() {
-  static const std::vector<std::string> names = {"megatron-2021", "megatron-2022", "mcore"};
+  static const std::vector<std::string> names = {"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed"};
   return names;
 }
 
@@ -29,16 +31,45 @@ SoftwareStack software_stack(const std::string& name) {
     s.grad_bytes = 4;  // bf16 training reduces fp32 gradients (--accumulate-allreduce-grads-in-fp32)
     return s;
   }
-  usage_error("--stack '{}' must be megatron-2021, megatron-2022 or mcore", name);
+  if (name == "megatron-deepspeed") {
+    // Megatron-DeepSpeed's model code is Megatron-LM v2.4-2.5's (fused softmax, bias-GeLU and
+    // bias-dropout-add; nothing of 2022): none of the flags above. PyTorch 1.11 (BLOOM's) ships
+    // NCCL 2.10, which gives each GPU its own NIC: not nccl_first_nic_per_switch.
+    s.deepspeed_engine = true;
+    return s;
+  }
+  usage_error("--stack '{}' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed", name);
 }
 
-SoftwareStack checked_stack(const std::string& name, bool sequence_parallel) {
+std::string stack_refusal(const RunConfig& cfg) {
+  const std::string& name = cfg.stack;
   const SoftwareStack s = software_stack(name);
-  if (sequence_parallel && !s.sequence_parallel)
-    usage_error("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. 2022); "
-                "choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",
-                name);
-  return s;
+  const ParallelConfig& p = cfg.par;
+  if (p.sequence_parallel && !s.sequence_parallel)
+    return fmt::format("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. "
+                       "2022 to Megatron-LM); choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",
+                       name);
+  if (!s.deepspeed_engine) return {};
+  if (p.schedule != "1f1b")
+    return fmt::format("--schedule {}: --stack {} runs DeepSpeed's pipeline engine, whose only training schedule is "
+                       "its TrainSchedule (1F1B's order; no interleaving, no GPipe); use --schedule 1f1b",
+                       p.schedule, name);
+  if (p.zero == 3 && p.pp > 1)
+    return fmt::format("--zero 3: --stack {} runs DeepSpeed's pipeline engine, which refuses ZeRO-2 and ZeRO-3 with "
+                       "a pipeline; use --zero 0 or 1, or --pp 1",
+                       name);
+  if (cfg.precision == "bf16" && p.zero != 1 && p.dp > 1)
+    return fmt::format("--precision bf16 with --zero {}: --stack {} trains bf16 with DeepSpeed's BF16_Optimizer, "
+                       "which shards the fp32 optimizer state over the data-parallel group as ZeRO-1 does; use "
+                       "--zero 1",
+                       p.zero, name);
+  return {};
+}
+
+SoftwareStack checked_stack(const RunConfig& cfg) {
+  const std::string refusal = stack_refusal(cfg);
+  if (!refusal.empty()) usage_error("{}", refusal);
+  return software_stack(cfg.stack);
 }
 
 }  // namespace ptdp::sim

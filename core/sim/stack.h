@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config/run_config.h"
+
 namespace ptdp::sim {
 
 struct SoftwareStack {
@@ -43,16 +45,36 @@ struct SoftwareStack {
   // Megatron's sequence parallelism (--sequence-parallel) exists in this code (Korthikanti et al.
   // 2022 on); the SC'21 code has none.
   bool sequence_parallel = false;
+  // DeepSpeed's pipeline engine (Megatron-DeepSpeed with DeepSpeed 0.5.4-0.6.x, 2021-22; the
+  // mechanisms, each with its source, in docs/SIMULATOR.md "DeepSpeed's pipeline engine"):
+  //  - its TrainSchedule (core/sim/deepspeed_schedule.h): 1F1B's compute order, but every send
+  //    and receive a blocking, unpaired NCCL transfer (a rendezvous of the two stages);
+  //  - tensor parallelism's pipeline tensors partitioned: the receiver all-gathers once in forward,
+  //    the gradient's receiver twice in backward (the gradient and its own output, zeroed after
+  //    the forward send), each partitioned receive after a host sync;
+  //  - one torch.cuda.synchronize per forward micro-batch (its ThroughputTimer);
+  //  - the data-parallel all-reduce after the last micro-batch; ZeRO-1 (and bf16's BF16_Optimizer,
+  //    a ZeRO-1 of its own) all-reduces too, then all-gathers the parameters;
+  //  - bf16: each micro-batch's gradients added into an fp32 buffer, the tied embedding's gradient
+  //    all-reduced in fp32;
+  //  - no interleaving, no sequence parallelism, no fused gradient accumulation, no overlap.
+  bool deepspeed_engine = false;
 };
 
 // megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
 // asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core
-// r0.8, 2024: all of them, fp32 gradients). UsageError naming --stack otherwise.
+// r0.8, 2024: all of them, fp32 gradients), megatron-deepspeed (Megatron-DeepSpeed on DeepSpeed's
+// pipeline engine, 2022: the 2021 kernels, DeepSpeed's schedule and gradient handling).
+// UsageError naming --stack otherwise.
 SoftwareStack software_stack(const std::string& name);
 const std::vector<std::string>& stack_names();
 
-// The stack `name` (as software_stack) after checking that it has what the run asks for:
-// UsageError naming both flags for --sequence-parallel under a stack without it (megatron-2021).
-SoftwareStack checked_stack(const std::string& name, bool sequence_parallel);
+// The run's stack (as software_stack(cfg.stack)) after checking that it has what the run asks
+// for: UsageError naming both flags for --sequence-parallel under a stack without it
+// (megatron-2021, megatron-deepspeed), and under megatron-deepspeed for a schedule other than
+// 1f1b, --zero 3 with a pipeline, and bf16 without --zero 1 where d > 1 (DeepSpeed's
+// BF16_Optimizer shards). stack_refusal gives that message, empty when the stack runs cfg.
+SoftwareStack checked_stack(const RunConfig& cfg);
+std::string stack_refusal(const RunConfig& cfg);
 
 }  // namespace ptdp::sim

@@ -17,7 +17,7 @@ namespace {
 using testing::selene;
 
 TEST(SimStack, NamesAndWhatEachHas) {
-  EXPECT_EQ(stack_names(), (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore"}));
+  EXPECT_EQ(stack_names(), (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed"}));
   const SoftwareStack old = software_stack("megatron-2021");
   EXPECT_FALSE(old.tp_backward_overlap || old.fused_grad_accumulation || old.flash_attention || old.tp_comm_overlap ||
                old.dp_overlap || old.param_gather_overlap || old.free_pipeline_outputs);
@@ -31,7 +31,7 @@ TEST(SimStack, NamesAndWhatEachHas) {
     software_stack("megatron-2023");
     FAIL() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--stack 'megatron-2023' must be megatron-2021, megatron-2022 or mcore");
+    EXPECT_STREQ(e.what(), "--stack 'megatron-2023' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed");
   }
 }
 
