@@ -279,7 +279,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // DeepSpeed's BF16_Optimizer (update_hp_grads, after every micro-batch's backward) adds each
   // bf16 gradient into an fp32 buffer: hp_grad.add_(lp_grad.to(float32)), a cast (read 2, write 4)
   // and an add (read 4 + 4, write 4). Its tied embedding's gradient is that fp32 buffer.
-  const bool ds_bf16 = stack.deepspeed_engine && cfg.precision == "bf16";
+  const bool ds_bf16 = bf16_optimizer(stack, cfg.precision);
   const double grad_bytes_per_param = pc.zero == 3 ? 2 * E : ds_bf16 ? 2 + 4 + 12 : E + 2.0 * grad_bytes;
   tied_grad_bytes = ds_bf16 ? 4 : grad_bytes;
   const double accumulate =
@@ -426,7 +426,7 @@ double CostModel::dp_reduction(double params) const {
   // DeepSpeed: bucketed all-reduces after the last micro-batch, also under ZeRO-1 with a pipeline
   // (reduce_gradients -> buffered_reduce_fallback) and under BF16_Optimizer, which casts its fp32
   // buffer to bf16 for the wire and back (read 4 write 2, read 2 write 4).
-  const double casts = cfg.precision == "bf16"
+  const double casts = bf16_optimizer(stack, cfg.precision)
                            ? 12 * params / (hw.memory_bw * hw.membound_efficiency) + 2 * hw.launch_overhead_s
                            : 0.0;
   return dp_allreduce(params) + casts;

@@ -121,7 +121,7 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const double layer_ws = std::max(mlp_peak, attention_peak);
   const double logits = d.b * d.s * vt;
 
-  const bool ds_bf16 = software_stack(cfg.stack).deepspeed_engine && cfg.precision == "bf16";
+  const bool ds_bf16 = bf16_optimizer(stack, cfg.precision);
   MemoryVerdict out;
   out.capacity = hw.memory_bytes;
   out.zero = par.zero;

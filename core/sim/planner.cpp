@@ -42,12 +42,13 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   c.par.recompute = rc;
   c.par.scatter_gather = true;
   c.stack = req.stack;
-  c.par.sequence_parallel = t > 1 && software_stack(req.stack).sequence_parallel;
+  const SoftwareStack stack = software_stack(req.stack);
+  c.par.sequence_parallel = t > 1 && stack.sequence_parallel;
   c.ranks = t * p * d;
   c.backend = precision == "f32" ? "cpu" : "cuda";
   c.precision = precision;
   // DeepSpeed trains bf16 with its BF16_Optimizer, which always shards (stack.h).
-  if (software_stack(req.stack).deepspeed_engine && precision == "bf16" && d > 1) c.par.zero = 1;
+  if (bf16_optimizer(stack, precision) && d > 1) c.par.zero = 1;
   return c;
 }
 

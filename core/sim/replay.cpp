@@ -104,18 +104,16 @@ struct Replayer {
           const size_t k = slot(dir, s, a.chunk, a.microbatch);
           if (in.rendezvous) {
             if (!rendezvous(k, false, s, t, tl, ready)) return;
-            const double after = dir == 0 ? c.recv_fwd_after : c.recv_bwd_after;
-            t += after;
-            tl.comm += after;
-            break;
-          }
-          if (arrival[k] == kNotSent) {
-            waiter[k] = s;
-            return;
+          } else {
+            if (arrival[k] == kNotSent) {
+              waiter[k] = s;
+              return;
+            }
+            if (arrival[k] > t) tl.wait += arrival[k] - t;
+            t = std::max(t, arrival[k]);
           }
           const double after = dir == 0 ? c.recv_fwd_after : c.recv_bwd_after;
-          if (arrival[k] > t) tl.wait += arrival[k] - t;
-          t = std::max(t, arrival[k]) + after;
+          t += after;
           tl.comm += after;
           break;
         }
@@ -127,7 +125,7 @@ struct Replayer {
           PTDP_CHECK(peer.chunk >= 0 && peer.chunk < v && a.microbatch >= 0 && a.microbatch < m,
                      "stage {} sends to a chunk or micro-batch that does not exist", s);
           if (in.rendezvous) {
-            if (send_posted[k] == kNotSent) transfer[k] = fwd ? c.send_fwd_arrive : c.send_bwd_arrive;
+            transfer[k] = fwd ? c.send_fwd_arrive : c.send_bwd_arrive;
             if (!rendezvous(k, true, s, t, tl, ready)) return;
             ++tl.sends;
             break;

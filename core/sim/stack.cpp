@@ -58,7 +58,7 @@ std::string stack_refusal(const RunConfig& cfg) {
     return fmt::format("--zero 3: --stack {} runs DeepSpeed's pipeline engine, which refuses ZeRO-2 and ZeRO-3 with "
                        "a pipeline; use --zero 0 or 1, or --pp 1",
                        name);
-  if (cfg.precision == "bf16" && p.zero != 1 && p.dp > 1)
+  if (bf16_optimizer(s, cfg.precision) && p.zero != 1 && p.dp > 1)
     return fmt::format("--precision bf16 with --zero {}: --stack {} trains bf16 with DeepSpeed's BF16_Optimizer, "
                        "which shards the fp32 optimizer state over the data-parallel group as ZeRO-1 does; use "
                        "--zero 1",

@@ -61,6 +61,12 @@ struct SoftwareStack {
   bool deepspeed_engine = false;
 };
 
+// Whether the run's bf16 training goes through DeepSpeed's BF16_Optimizer (megatron-deepspeed):
+// fp32 gradient accumulation, the fp32 optimizer state sharded over d as ZeRO-1 does.
+inline bool bf16_optimizer(const SoftwareStack& s, const std::string& precision) {
+  return s.deepspeed_engine && precision == "bf16";
+}
+
 // megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
 // asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core
 // r0.8, 2024: all of them, fp32 gradients), megatron-deepspeed (Megatron-DeepSpeed on DeepSpeed's
