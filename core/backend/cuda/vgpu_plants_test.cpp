@@ -41,8 +41,20 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
   PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int64_t rows = 4;  // this shard's rows, one float each
   auto* wte = static_cast<float*>(al.allocate(rows * 4, st));
-  auto* other = static_cast<float*>(al.allocate(4096, st));
-  auto* x = static_cast<float*>(al.allocate(4, st));
+  // The targets must lie after the table (a row index is not negative); which blocks the caching
+  // allocator hands out depends on the tests before, so blocks before it are set aside.
+  std::vector<std::pair<void*, size_t>> set_aside;
+  auto after_wte = [&](size_t bytes) {
+    for (int tries = 0; tries < 64; ++tries) {
+      void* p = al.allocate(bytes, st);
+      if (vgpu::untagged(p) > vgpu::untagged(wte)) return static_cast<float*>(p);
+      set_aside.emplace_back(p, bytes);
+    }
+    ADD_FAILURE() << "no block after the table in 64 tries";
+    return static_cast<float*>(al.allocate(bytes, st));
+  };
+  auto* other = after_wte(4096);
+  auto* x = after_wte(4);
   auto* tok = static_cast<int32_t*>(al.allocate(4, st));
   fill(wte, DType::F32, rows, 1.0, st);
   fill(other, DType::F32, 1024, 2.0, st);
@@ -83,9 +95,63 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
   al.deallocate(other, 4096);
   al.deallocate(x, 4);
   al.deallocate(tok, 4);
+  for (const auto& [p, bytes] : set_aside) al.deallocate(p, bytes);
   PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
   al.forget_stream(st);
   PTDP_CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+// The gradient norm taken on the compute stream over the flat gradient buffer while the
+// data-parallel reduction of its last bucket still writes that bucket on the communication
+// stream: the wait for the reduction's event is missing. The kernel's argument points at the
+// buffer's first byte and the reduction writes only its tail, so only the kernel's own loads,
+// learnt as it runs, show the race (vgpu/README.md, "Streams").
+TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
+  std::string reason;
+  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  cudaStream_t compute, comm;
+  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+  const int64_t n = 4096, bucket = 1024;
+  auto* grads = static_cast<float*>(al.allocate(n * 4, compute));
+  auto* reduced = static_cast<float*>(al.allocate(bucket * 4, compute));
+  auto* norm = static_cast<double*>(al.allocate(8, compute));
+  auto* partials = static_cast<double*>(al.allocate(kSumPartials * 8, compute));
+  fill(grads, DType::F32, n, 1.0, compute);
+  fill(reduced, DType::F32, bucket, 0.5, compute);
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(compute));
+  for (bool wait : {false, true}) {
+    SCOPED_TRACE(wait ? "with the wait" : "planted: no wait");
+    vgpu::CaptureViolations capture;
+    cudaEvent_t done;
+    PTDP_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(grads + (n - bucket), reduced, bucket * 4, cudaMemcpyDeviceToDevice, comm));
+    PTDP_CUDA_CHECK(cudaEventRecord(done, comm));
+    if (wait) PTDP_CUDA_CHECK(cudaStreamWaitEvent(compute, done, 0));
+    sum(norm, grads, DType::F32, n, /*squares=*/true, partials, compute);
+    PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+    PTDP_CUDA_CHECK(cudaEventDestroy(done));
+    const std::string all = joined_messages(capture.messages());
+    if (wait) {
+      EXPECT_TRUE(capture.messages().empty()) << all;
+      continue;
+    }
+    EXPECT_NE(all.find("race: "), std::string::npos) << all;
+    EXPECT_NE(all.find("kernel sum_partial_kernel"), std::string::npos) << all;
+    EXPECT_NE(all.find("cudaMemcpyAsync"), std::string::npos) << all;
+    EXPECT_NE(all.find("bytes [12288, 16384)"), std::string::npos) << all;
+  }
+  al.deallocate(grads, n * 4);
+  al.deallocate(reduced, bucket * 4);
+  al.deallocate(norm, 8);
+  al.deallocate(partials, kSumPartials * 8);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  al.forget_stream(compute);
+  al.forget_stream(comm);
+  PTDP_CUDA_CHECK(cudaStreamDestroy(compute));
+  PTDP_CUDA_CHECK(cudaStreamDestroy(comm));
 }
 
 // Every __shared__ array of ptdp's kernels has a red zone after it (vgpu/include/vgpu/device.h),

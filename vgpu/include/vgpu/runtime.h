@@ -121,6 +121,11 @@ bool race_stamp_filled(const RaceStamp& stamp);
 // checked against every recorded access of another stream ordered neither before nor after the
 // item, then recorded.
 void race_record_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs);
+// From the work of a stamped item: it read (`write` false) or wrote exactly the bytes
+// [p + lo, p + hi) of each run (an instrumented kernel's loads and stores). Checked like
+// race_record_written's, without leaving out anything, then recorded.
+void race_record_accessed(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs,
+                          bool write);
 
 // Marks that the host thread now observes everything queued on s so far (as cudaStreamSynchronize
 // does), for the race checker; used by libraries that wait for a stream themselves.

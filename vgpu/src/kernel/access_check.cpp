@@ -26,9 +26,10 @@
 namespace vgpu::kernel {
 
 constinit thread_local AccessTracker* t_access_tracker __attribute__((tls_model("initial-exec"))) = nullptr;
-constinit thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local AccessLog* t_write_log __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local AccessLog* t_read_log __attribute__((tls_model("initial-exec"))) = nullptr;
 
-void WriteLog::finish() {
+void AccessLog::finish() {
   if (runs_.size() < 2) return;
   std::sort(runs_.begin(), runs_.end());
   size_t out = 0;
@@ -39,7 +40,7 @@ void WriteLog::finish() {
   runs_.resize(out + 1);
 }
 
-std::vector<std::pair<size_t, size_t>> WriteLog::within(const void* base, size_t bytes) const {
+std::vector<std::pair<size_t, size_t>> AccessLog::within(const void* base, size_t bytes) const {
   const auto lo = reinterpret_cast<uintptr_t>(base), hi = lo + bytes;
   std::vector<std::pair<size_t, size_t>> out;
   auto it = std::lower_bound(runs_.begin(), runs_.end(), lo,

@@ -54,11 +54,12 @@ class AccessTracker {
   uint32_t block_epoch_ = 0;
 };
 
-// The bytes an instrumented kernel stores, logged by the hooks whether or not the checks are on:
-// what the race checker learns a launch wrote (kernel/launch.cpp), exactly and without comparing
-// a snapshot of each written argument. Runs of addresses less than kGap bytes apart are merged
-// (a kernel's writes are dense or strided; row-sparse ones need not be one record per row).
-class WriteLog {
+// The bytes an instrumented kernel stores, and the device or pinned bytes it loads, logged by the
+// hooks whether or not the checks are on: what the race checker learns a launch wrote and read
+// (kernel/launch.cpp), exactly and without comparing a snapshot of each written argument. Runs of
+// addresses less than kGap bytes apart are merged (a kernel's accesses are dense or strided;
+// row-sparse ones need not be one record per row).
+class AccessLog {
  public:
   static constexpr size_t kGap = 256;
   void clear() { runs_.clear(); }
@@ -87,8 +88,9 @@ class WriteLog {
   std::vector<std::pair<uintptr_t, uintptr_t>> runs_;
 };
 
-// The log of the grid running on this thread (the executor's), null outside kernels.
-extern constinit thread_local WriteLog* t_write_log __attribute__((tls_model("initial-exec")));
+// The logs of the grid running on this thread (the executor's), null outside kernels.
+extern constinit thread_local AccessLog* t_write_log __attribute__((tls_model("initial-exec")));
+extern constinit thread_local AccessLog* t_read_log __attribute__((tls_model("initial-exec")));
 
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();

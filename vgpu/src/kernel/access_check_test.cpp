@@ -479,7 +479,7 @@ TEST(AccessCheck, TheHostOverwritingPinnedMemoryACopyStillReadsIsARace) {
 
 // ---- What a kernel stored, for the race checker across streams ----
 
-// The race checker learns an instrumented kernel's writes from its stores (kernel::WriteLog), so
+// The race checker learns an instrumented kernel's writes from its stores (kernel::AccessLog), so
 // a store of the value already there counts (a snapshot comparison would not see it), from every
 // launch of the site, checks on or off.
 __global__ void store_ones(float* x, int n) {
@@ -507,6 +507,59 @@ TEST(AccessCheck, AStoreOfTheValueAlreadyThereRacesWithAnotherStreamsRead) {
     cudaFree(y);
   }
   vgpu::set_access_checks(true);
+}
+
+// Its loads of device memory likewise (the kernel's argument points at x[0]; the reads that race
+// are past it): a kernel reading a buffer that another stream refills meanwhile (the next
+// micro-batch's copy into an input buffer, queued without an event after the kernel), in both
+// orders of queuing, and a read whose other stream's write was ordered by an event is clean.
+__global__ void sum_tail(const float* x, float* out, int from, int n) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float s = 0;
+    for (int i = from; i < n; ++i) s += x[i];
+    *out = s;
+  }
+}
+
+TEST(AccessCheck, AKernelsReadPastItsArgumentsFirstByteRacesWithAnotherStreamsWrite) {
+  float* x = upload(std::vector<float>(1000, 1.0f));
+  float* out = zeros<float>(1);
+  std::vector<float> h(100, 2.0f);
+  for (bool kernel_first : {true, false}) {
+    SCOPED_TRACE(kernel_first ? "kernel queued first" : "copy queued first");
+    AccessStream a, b;
+    vgpu::CaptureViolations cap;
+    auto copy = [&] {  // bytes [3600, 4000) only
+      ASSERT_EQ(cudaMemcpyAsync(x + 900, h.data(), 100 * sizeof(float), cudaMemcpyHostToDevice, b.s), cudaSuccess);
+    };
+    if (!kernel_first) copy();
+    ACCESS_LAUNCH(1, 32, a.s, sum_tail)(x, out, 500, 1000);
+    if (kernel_first) copy();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto m = cap.messages();
+    ASSERT_EQ(m.size(), 1u) << joined(m);
+    // Which of the two is reported second depends on whether the kernel ran before the copy was
+    // queued; both name the kernel's reads and the copy's writes.
+    EXPECT_TRUE(any_contains(m, "race: ")) << joined(m);
+    EXPECT_TRUE(any_contains(m, "kernel sum_tail")) << joined(m);
+    EXPECT_TRUE(any_contains(m, "read") && any_contains(m, "bytes [2000, 4000)")) << joined(m);
+    EXPECT_TRUE(any_contains(m, "cudaMemcpyAsync") && any_contains(m, "bytes [3600, 4000)")) << joined(m);
+  }
+  {  // ordered by an event: no race
+    AccessStream a, b;
+    cudaEvent_t done;
+    ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+    vgpu::CaptureViolations cap;
+    ACCESS_LAUNCH(1, 32, a.s, sum_tail)(x, out, 500, 1000);
+    ASSERT_EQ(cudaEventRecord(done, a.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(b.s, done, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(x + 900, h.data(), 100 * sizeof(float), cudaMemcpyHostToDevice, b.s), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(cap.messages().empty()) << joined(cap.messages());
+    cudaEventDestroy(done);
+  }
+  cudaFree(x);
+  cudaFree(out);
 }
 
 // ---- Correct kernels stay quiet ----

@@ -3,8 +3,8 @@
 // these forward each access to the kernel's AccessTracker while a kernel runs on this thread;
 // otherwise they only check that the host is not touching device memory, nor pinned memory that a
 // stream's unfinished work uses (access_check.h). A
-// kernel's stores are also logged (WriteLog) for the race checker. The atomics perform the
-// operation themselves.
+// kernel's stores, and its loads of device or pinned memory, are also logged (AccessLog) for the
+// race checker. The atomics perform the operation themselves.
 // Not compiled with the instrumentation (it would call itself).
 #include <cstddef>
 #include <cstdint>
@@ -27,8 +27,11 @@ using vgpu::kernel::t_access_tracker;
 
 inline __attribute__((always_inline)) void note(const volatile void* vp, size_t n, unsigned flags, const void* pc) {
   const void* p = const_cast<const void*>(vp);
-  if (flags & vgpu::kernel::kWrite)
-    if (vgpu::kernel::WriteLog* w = vgpu::kernel::t_write_log) w->add(p, n);
+  if (flags & vgpu::kernel::kWrite) {
+    if (vgpu::kernel::AccessLog* w = vgpu::kernel::t_write_log) w->add(p, n);
+  } else if (vgpu::kernel::AccessLog* r = vgpu::kernel::t_read_log) {
+    if (vgpu::rt::in_arenas(p)) r->add(p, n);  // not the kernel's arguments and locals
+  }
   if (AccessTracker* t = t_access_tracker; __builtin_expect(t != nullptr, 0)) return tracked(p, n, flags, pc, t);
   // Stream workers (where unchecked kernels run) touch device memory on the runtime's behalf.
   if (__builtin_expect(vgpu::rt::in_arenas(p), 0) && !vgpu::kernel::t_vgpu_thread)

@@ -139,7 +139,8 @@ class Runner {
   uint64_t warp(unsigned mask, uint64_t value, int arg, int width, std::source_location where);
   bool in_fiber() const { return current_ != nullptr; }
   bool tracked() const { return tracked_; }
-  const WriteLog& writes() const { return writes_; }
+  const AccessLog& writes() const { return writes_; }
+  const AccessLog& reads() const { return reads_; }
 
  private:
   [[noreturn]] static void entry();
@@ -226,7 +227,8 @@ class Runner {
   AccessTracker tracker_;
   bool tracking_ = false;
   bool tracked_ = false;  // the last grid made tracked accesses
-  WriteLog writes_;       // the last grid's instrumented stores
+  AccessLog writes_;       // the last grid's instrumented stores
+  AccessLog reads_;        // and loads of device or pinned memory
   // A violation found on a fiber, reported from the worker's stack.
   bool failed_ = false;
   const char* fail_kind_ = "";
@@ -653,7 +655,9 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   const BlockOrder blocks(setting_, name_hash_, total);
   cudaError_t result = cudaSuccess;
   writes_.clear();
+  reads_.clear();
   t_write_log = &writes_;
+  t_read_log = &reads_;
   tracking_ = access_checks_enabled();
   if (tracking_) {
     tracker_.begin(spec, closure, stacks_, static_cast<uint32_t>(warps_.size()));
@@ -675,7 +679,9 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   }
   t_access_tracker = nullptr;
   t_write_log = nullptr;
+  t_read_log = nullptr;
   writes_.finish();
+  reads_.finish();
   tracked_ = tracking_ && tracker_.end();
   tracking_ = false;
   threadIdx = saved_tid;
@@ -705,7 +711,8 @@ std::string describe_kernel(const detail::KernelSpec& spec) {
 }
 
 bool last_grid_tracked() { return this_thread_runner().tracked(); }
-const WriteLog& last_grid_writes() { return this_thread_runner().writes(); }
+const AccessLog& last_grid_writes() { return this_thread_runner().writes(); }
+const AccessLog& last_grid_reads() { return this_thread_runner().reads(); }
 
 cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, const void* closure) {
   if (t_active) {

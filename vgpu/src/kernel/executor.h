@@ -23,7 +23,9 @@ cudaError_t run_grid(const detail::KernelSpec& spec, detail::ThreadBody body, co
 bool last_grid_tracked();
 // The stores of the last grid run_grid ran on this thread, as far as its code is instrumented
 // (access_check.h; empty for code without the instrumentation), sorted and merged.
-const WriteLog& last_grid_writes();
+const AccessLog& last_grid_writes();
+// Its loads of device or pinned memory, likewise.
+const AccessLog& last_grid_reads();
 // "kernel NAME (launched at FILE:LINE)", for messages.
 std::string describe_kernel(const detail::KernelSpec& spec);
 

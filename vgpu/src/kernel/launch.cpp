@@ -4,6 +4,7 @@
 #include <vgpu/launch.h>
 #include <vgpu/runtime.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <tuple>
@@ -47,7 +48,7 @@ std::string operand(const KernelSpec& spec, const PointerArg& p) {
 constexpr size_t kMaxSnapshotBytes = size_t(256) << 20;
 
 // The runs of bytes that differ between `before` and `now` (its length), runs closer than
-// WriteLog::kGap merged, as the write log merges them: a kernel's writes are dense or strided,
+// AccessLog::kGap merged, as the write log merges them: a kernel's writes are dense or strided,
 // and row-sparse ones (embedding gradients) need not be one record per row.
 std::vector<std::pair<size_t, size_t>> changed_runs(const std::vector<unsigned char>& before,
                                                     const unsigned char* now) {
@@ -66,7 +67,7 @@ std::vector<std::pair<size_t, size_t>> changed_runs(const std::vector<unsigned c
     }
     size_t j = i + 1;
     while (j < n && before[j] != now[j]) ++j;
-    if (!runs.empty() && i - runs.back().second < kernel::WriteLog::kGap) runs.back().second = j;
+    if (!runs.empty() && i - runs.back().second < kernel::AccessLog::kGap) runs.back().second = j;
     else runs.emplace_back(i, j);
     i = j;
   }
@@ -90,6 +91,13 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     bool learn;  // device memory: its extent is learnt when the kernel has run
   };
   std::vector<Written> written;
+  // Per allocation, from its lowest argument on: where an instrumented kernel's logged loads and
+  // stores are looked for.
+  struct Touched {
+    uint64_t id;
+    Range range;
+  };
+  std::vector<Touched> touched;
   std::vector<const void*> args;  // where the kernel's accesses may go (kernel/access_check.h)
   bool ok = true;
   for (const PointerArg& p : pointers) {
@@ -123,6 +131,9 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
     }
     const size_t rest = static_cast<size_t>(a->base + a->bytes - static_cast<const char*>(p.ptr));
     ranges.push_back(Range{p.ptr, rest, p.read_only ? Access::Read : Access::Write});
+    auto same = std::find_if(touched.begin(), touched.end(), [&](const Touched& t) { return t.id == a->id; });
+    if (same == touched.end()) touched.push_back(Touched{a->id, ranges.back()});
+    else if (rest > same->range.bytes) same->range = ranges.back();
     // An instrumented kernel marks the bytes it stores as initialised itself (access_check.h);
     // for one without the instrumentation each written argument's rest counts as initialised once
     // it has run. In device memory, which only streams write, what changed is what the kernel wrote.
@@ -133,10 +144,11 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
   // larger buffer such as the flat gradient buffer whose other buckets NCCL reduces meanwhile),
   // but a kernel that uses its buffer touches where the pointer points. What the kernel really
   // wrote is learnt when it runs, in the rest of each written argument's allocation: the bytes
-  // its instrumented code stored (kernel::WriteLog), or for code without the instrumentation the
+  // its instrumented code stored (kernel::AccessLog), or for code without the instrumentation the
   // bytes that changed (a snapshot taken just before); added to the checker afterwards and checked
-  // then (race_record_written). Reads past the first byte stay unseen, and for uninstrumented
-  // kernels writes of a value already there (docs/CUDA.md). The guard zones of the whole
+  // then (race_record_accessed, race_record_written). Its instrumented loads are learnt the same
+  // way (kernel::last_grid_reads). For uninstrumented kernels reads past the first byte stay
+  // unseen, and writes of a value already there (docs/CUDA.md). The guard zones of the whole
   // allocation are checked after the kernel.
   for (Range& r : ranges) r.bytes = 1;
 
@@ -146,14 +158,14 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
   std::shared_ptr<RaceStamp> stamp = new_race_stamp();
   enqueue_stamped(
       stream, std::move(site), std::move(ranges),
-      [spec, closure = std::move(closure), body, ok, written = std::move(written), args = std::move(args),
-       stamp]() -> cudaError_t {
+      [spec, closure = std::move(closure), body, ok, written = std::move(written), touched = std::move(touched),
+       args = std::move(args), stamp]() -> cudaError_t {
         if (!ok) return cudaErrorLaunchFailure;  // reported at the launch; the kernel does not run
         KernelSpec run_spec = spec;
         run_spec.args = args.data();
         run_spec.nargs = args.size();
         const bool learn = race_stamp_filled(*stamp);
-        // An instrumented kernel logs its stores (kernel::WriteLog); one whose earlier launch from
+        // An instrumented kernel logs its stores (kernel::AccessLog); one whose earlier launch from
         // the same site on this worker logged some needs no snapshot (instrumentation is per
         // source file, and a launch site's kernels are its file's). Until then, and for kernels
         // without the instrumentation, the written arguments are compared with a snapshot.
@@ -171,17 +183,21 @@ void submit_launch(const KernelSpec& spec, cudaStream_t stream, const std::vecto
         const cudaError_t e = kernel::run_grid(run_spec, body, closure.get());
         if (e != cudaSuccess) return e;
         const bool exact = kernel::last_grid_tracked();  // the kernel's writes marked themselves
-        const kernel::WriteLog& log = kernel::last_grid_writes();
+        const kernel::AccessLog& log = kernel::last_grid_writes();
+        const kernel::AccessLog& reads = kernel::last_grid_reads();
         if (!log.empty()) logs_its_writes.insert(site_key);
+        const bool instrumented = !log.empty() || !reads.empty() || logged;
         for (size_t i = 0; i < written.size(); ++i) {
           const Range& r = written[i].range;
           if (!exact) mark_initialized(r.ptr, r.bytes);
-          if (!learn || !written[i].learn) continue;
-          if (!log.empty() || logged)
-            race_record_written(*stamp, r.ptr, log.within(r.ptr, r.bytes));
-          else if (snapshot[i])
+          if (learn && written[i].learn && !instrumented && snapshot[i])
             race_record_written(*stamp, r.ptr, changed_runs(before[i], static_cast<const unsigned char*>(r.ptr)));
         }
+        if (learn && instrumented)
+          for (const Touched& t : touched) {
+            race_record_accessed(*stamp, t.range.ptr, reads.within(t.range.ptr, t.range.bytes), /*write=*/false);
+            race_record_accessed(*stamp, t.range.ptr, log.within(t.range.ptr, t.range.bytes), /*write=*/true);
+          }
         return e;
       },
       stamp, /*self_contained=*/true);

@@ -133,8 +133,10 @@ VClock& host_clock();
 // Records s's new item (epoch assigned here) and checks its ranges against earlier accesses.
 void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::shared_ptr<const Site>& site,
                   RaceStamp* stamp = nullptr);
-// A stamped item's work changed the bytes [p + lo, p + hi) of each run (vgpu::race_record_written).
-void race_on_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs);
+// A stamped item's work touched the bytes [p + lo, p + hi) of each run: changed them (`exact`
+// false: vgpu::race_record_written), or read or wrote exactly them (vgpu::race_record_accessed).
+void race_on_accessed(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs,
+                      bool write, bool exact);
 // Drops the access history of an allocation (cudaFree).
 struct AllocRecord;
 void race_forget(AllocRecord* a);

@@ -144,7 +144,8 @@ void race_on_item(StreamImpl* s, const std::vector<Range>& ranges, const std::sh
   }
 }
 
-void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::pair<size_t, size_t>>& runs) {
+void race_on_accessed(const RaceStamp& st, const void* p, const std::vector<std::pair<size_t, size_t>>& runs,
+                      bool write, bool exact) {
   AllocRecord* a;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
@@ -161,7 +162,8 @@ void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::
   };
   // Bytes that changed while the kernel ran are its own writes, except inside the ranges that
   // unordered writers of other streams declared (they may have run at the same time: a reduction
-  // of one gradient bucket beside a kernel writing another). Those are left out.
+  // of one gradient bucket beside a kernel writing another). Those are left out; what an
+  // instrumented kernel logged is its own, and nothing is left out.
   using Runs = std::vector<std::pair<size_t, size_t>>;
   auto minus_unordered_writers = [&](Runs own) {
     for (const AccessRec& o : a->accesses) {
@@ -182,22 +184,22 @@ void race_on_written(const RaceStamp& st, const void* p, const std::vector<std::
   Runs own;
   for (const auto& [lo, hi] : runs)
     if (base + lo < a->capacity) own.emplace_back(base + lo, std::min(a->capacity, base + hi));
-  own = minus_unordered_writers(std::move(own));
+  if (!exact) own = minus_unordered_writers(std::move(own));
   if (own.empty()) return;
   for (const auto& [lo, hi] : own) {
-    const AccessRec now{lo, hi, st.agent, st.epoch, true, false, st.stream, st.site, st.clock};
+    const AccessRec now{lo, hi, st.agent, st.epoch, write, false, st.stream, st.site, st.clock};
     for (AccessRec& o : a->accesses) {
-      if (o.hi <= lo || o.lo >= hi || o.reported || !unordered(o)) continue;
+      if (o.hi <= lo || o.lo >= hi || o.reported || !(o.write || write) || !unordered(o)) continue;
       o.reported = true;
       report_race(*a, o, now);
     }
   }
-  // Recorded for later accesses: the runs, or with many (row-sparse writes) their hull less the
+  // Recorded for later accesses: the runs, or with many (row-sparse accesses) their hull less the
   // unordered writers' ranges, so that the bounded history is not flushed.
   constexpr size_t kMaxRuns = 8;
   if (own.size() > kMaxRuns) own = minus_unordered_writers(Runs{{own.front().first, own.back().second}});
   for (const auto& [lo, hi] : own) {
-    a->accesses.push_back(AccessRec{lo, hi, st.agent, st.epoch, true, false, st.stream, st.site, st.clock});
+    a->accesses.push_back(AccessRec{lo, hi, st.agent, st.epoch, write, false, st.stream, st.site, st.clock});
     if (a->accesses.size() > kMaxAccessesPerAllocation) a->accesses.erase(a->accesses.begin());
   }
 }

@@ -396,7 +396,14 @@ void enqueue_stamped(cudaStream_t s, Site site, std::vector<Range> ranges, std::
 void race_record_written(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs) {
   if (!stamp.filled || runs.empty()) return;
   std::lock_guard<std::mutex> race(rt::race_mutex());
-  rt::race_on_written(stamp, p, runs);
+  rt::race_on_accessed(stamp, p, runs, /*write=*/true, /*exact=*/false);
+}
+
+void race_record_accessed(const RaceStamp& stamp, const void* p, const std::vector<std::pair<size_t, size_t>>& runs,
+                          bool write) {
+  if (!stamp.filled || runs.empty()) return;
+  std::lock_guard<std::mutex> race(rt::race_mutex());
+  rt::race_on_accessed(stamp, p, runs, write, /*exact=*/true);
 }
 
 void reset_device_for_testing(int device) {
