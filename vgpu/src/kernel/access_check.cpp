@@ -51,12 +51,12 @@ std::vector<std::pair<size_t, size_t>> AccessLog::within(const void* base, size_
 }
 constinit thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec"))) = false;
 
-void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
+void host_access(const void* p, size_t bytes, unsigned flags, const void* pc, const char* via) {
   static thread_local bool busy = false;  // what the report runs is not checked again
   if (t_vgpu_thread || busy) return;
   busy = true;
   if (!rt::in_device_arena(p)) {  // pinned memory: the host may touch it, once the streams are done with it
-    rt::race_on_host_access(p, bytes, (flags & kWrite) != 0, pc);
+    rt::race_on_host_access(p, bytes, (flags & kWrite) != 0, pc, via);
     busy = false;
     return;
   }
@@ -71,7 +71,8 @@ void host_access(const void* p, size_t bytes, unsigned flags, const void* pc) {
   }
   report_violation("host access to device memory",
                    std::string("the host ") + ((flags & kWrite) ? "writes " : "reads ") + std::to_string(bytes) +
-                       " byte(s) at " + what + "\n  at " + describe_code_address(pc) +
+                       " byte(s)" + (via ? std::string(" with ") + via : std::string()) + " at " + what +
+                       "\n  at " + describe_code_address(pc) +
                        "\nDevice memory is not accessible from the host: copy it with cudaMemcpy (CUDA C++ "
                        "Programming Guide, Device Memory); on a GPU this dereference faults or reads garbage.");
   busy = false;

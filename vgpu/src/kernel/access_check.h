@@ -100,7 +100,8 @@ bool access_checks_enabled();
 // race checker reports the host reading bytes that a stream's unsynchronised work writes, or
 // writing bytes it reads. Unless this thread is the vgpu's own (a stream worker, which copies
 // device memory on the runtime's behalf and runs host functions in stream order).
-void host_access(const void* p, size_t bytes, unsigned flags, const void* pc);
+// `via` names the C library function that made the access (memcpy: kernel/host_copies.cpp).
+void host_access(const void* p, size_t bytes, unsigned flags, const void* pc, const char* via = nullptr);
 extern constinit thread_local bool t_vgpu_thread __attribute__((tls_model("initial-exec")));
 
 // The tracker of the grid running on this thread, null outside kernels and with the checks off.

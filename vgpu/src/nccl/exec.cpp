@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernel/raw_memory.h"
 #include "nccl/comm.h"
 #include "nccl/reduce.h"
 
@@ -42,7 +43,7 @@ class DeviceExecutor final : public Executor {
         reduce(a.dtype, a.redop, in.data(), n, out, a.count);
         for (int r = 0; r < n; ++r) {
           if (a.kind == Kind::Reduce && r != a.root) continue;  // "recvbuff ... only used on rank root"
-          std::memcpy(p[r]->recv, out, bytes);
+          vgpu::kernel::raw_memcpy(p[r]->recv, out, bytes);
           mark_initialized(p[r]->recv, bytes);
         }
         return;
@@ -51,7 +52,7 @@ class DeviceExecutor final : public Executor {
         const void* src = p[a.root]->send;  // "sendbuff ... only used on rank root"
         check_initialized(src, bytes, rank_operand(api, "sendbuff", a.root));
         for (int r = 0; r < n; ++r) {
-          if (p[r]->recv != src) std::memmove(p[r]->recv, src, bytes);
+          if (p[r]->recv != src) vgpu::kernel::raw_memmove(p[r]->recv, src, bytes);
           mark_initialized(p[r]->recv, bytes);
         }
         return;
@@ -64,7 +65,7 @@ class DeviceExecutor final : public Executor {
           check_initialized(src, bytes, rank_operand(api, "sendbuff", q));
           for (int r = 0; r < n; ++r) {
             char* dst = static_cast<char*>(p[r]->recv) + size_t(q) * bytes;
-            if (dst != src) std::memmove(dst, src, bytes);
+            if (dst != src) vgpu::kernel::raw_memmove(dst, src, bytes);
           }
         }
         for (int r = 0; r < n; ++r) mark_initialized(p[r]->recv, size_t(n) * bytes);
@@ -78,7 +79,7 @@ class DeviceExecutor final : public Executor {
         for (int r = 0; r < n; ++r) {
           for (int q = 0; q < n; ++q) in[size_t(q)] = static_cast<const char*>(p[q]->send) + size_t(r) * bytes;
           reduce(a.dtype, a.redop, in.data(), n, out, a.count);
-          std::memcpy(p[r]->recv, out, bytes);
+          vgpu::kernel::raw_memcpy(p[r]->recv, out, bytes);
           mark_initialized(p[r]->recv, bytes);
         }
         return;
@@ -92,7 +93,7 @@ class DeviceExecutor final : public Executor {
     const size_t bytes = send.count * dtype_size(send.dtype);
     if (bytes == 0) return;
     check_initialized(send.send, bytes, rank_operand("ncclSend", "sendbuff", src));
-    if (recv.recv != send.send) std::memmove(recv.recv, send.send, bytes);
+    if (recv.recv != send.send) vgpu::kernel::raw_memmove(recv.recv, send.send, bytes);
     mark_initialized(recv.recv, bytes);
     (void)dst;
   }

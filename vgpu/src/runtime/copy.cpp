@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernel/raw_memory.h"
 #include "runtime/internal.h"
 
 namespace vgpu {
@@ -109,7 +110,7 @@ Item copy_item(const char* api, void* dst, const void* src, size_t count, const 
   const bool check_src = on_device(p.src), mark_dst = on_device(p.dst);
   it.work = [api, dst, src, count, check_src, mark_dst, staged] {
     if (check_src) check_initialized(src, count, std::string(api) + " source");
-    std::memcpy(dst, staged ? staged->data() : src, count);
+    vgpu::kernel::raw_memcpy(dst, staged ? staged->data() : src, count);
     if (mark_dst) mark_initialized(dst, count);
     return cudaSuccess;
   };
@@ -193,7 +194,7 @@ cudaError_t do_memset(const std::shared_ptr<const Site>& site, void* p, int valu
   Item it;
   const bool mark = c.kind == MemKind::Device;
   it.work = [p, value, count, mark] {
-    std::memset(p, value, count);
+    vgpu::kernel::raw_memset(p, value, count);
     if (mark) mark_initialized(p, count);
     return cudaSuccess;
   };

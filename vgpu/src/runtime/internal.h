@@ -147,7 +147,7 @@ void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const
 // reported when a stream's work on those bytes, a write (or a read, when the host writes), is
 // not ordered before it by a host synchronisation. Checked, not recorded: work the host queues
 // later is ordered after it anyway.
-void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc);
+void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc, const char* via = nullptr);
 // cudaFree of a block that a caching allocator sub-allocated: makes it the whole block again.
 void end_sub(AllocRecord* a);
 

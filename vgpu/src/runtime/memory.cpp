@@ -6,6 +6,7 @@
 #include <deque>
 #include <sstream>
 
+#include "kernel/raw_memory.h"
 #include "runtime/arena.h"
 #include "runtime/registry.h"
 
@@ -41,7 +42,7 @@ Quarantine& quarantine() {
 const unsigned char* guard_pattern() {
   static const auto* p = [] {
     auto* b = new unsigned char[kGuardBytes];
-    std::memset(b, kGuardByte, kGuardBytes);
+    vgpu::kernel::raw_memset(b, kGuardByte, kGuardBytes);
     return b;
   }();
   return p;
@@ -86,12 +87,12 @@ void verify_guards(AllocRecord& a, const std::string& after_what) {
       << " after its last byte changed (detected after " << after_what << "). Device code or a copy wrote beyond "
       << (a.sub == Sub::None ? "the size passed to cudaMalloc." : "the size its caching allocator was asked for.")
       << site_lines(a);
-    std::memset(post, kGuardByte, post_n);
+    vgpu::kernel::raw_memset(post, kGuardByte, post_n);
   } else {
     m << "memory before the start of " << describe_record(a) << " was written: " << (pre - pre_bad)
       << " byte(s) before its first byte changed (detected after " << after_what
       << "). Device code or a copy wrote below the pointer cudaMalloc returned." << site_lines(a);
-    std::memset(a.raw, kGuardByte, pre);
+    vgpu::kernel::raw_memset(a.raw, kGuardByte, pre);
   }
   report_violation("out of bounds", m.str());
 }
@@ -160,9 +161,9 @@ AllocRecord* allocate(size_t bytes, int device, const char* api) {
   a->device = device;
   a->id = ++g_next_id;
   a->alloc_site = make_site(api);
-  std::memset(raw, kGuardByte, kGuardBytes);
-  std::memset(a->base, kFreshByte, bytes);
-  std::memset(a->base + bytes, kGuardByte, raw_bytes - kGuardBytes - bytes);
+  vgpu::kernel::raw_memset(raw, kGuardByte, kGuardBytes);
+  vgpu::kernel::raw_memset(a->base, kFreshByte, bytes);
+  vgpu::kernel::raw_memset(a->base + bytes, kGuardByte, raw_bytes - kGuardBytes - bytes);
   if (device >= 0) a->init.reset(new std::atomic<uint64_t>[(bytes + 63) / 64]());
   std::unique_lock<std::shared_mutex> lock(registry().mu);
   registry().by_base[reinterpret_cast<uintptr_t>(a->base)] = a;
@@ -184,7 +185,7 @@ const char* kind_word(int device) { return device >= 0 ? "device" : "pinned host
 // cudaFree / cudaFreeHost after the checks: poison, quarantine, release the oldest.
 void retire(AllocRecord* a, std::shared_ptr<const Site> site) {
   verify_guards(*a, site->what);
-  std::memset(a->base, kFreedByte, a->bytes);
+  vgpu::kernel::raw_memset(a->base, kFreedByte, a->bytes);
   if (a->device >= 0) g_device_bytes -= a->bytes;
   std::vector<AllocRecord*> evicted;
   {
@@ -247,7 +248,7 @@ void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::str
   }
   // The large fills happen outside the registry's lock, in an order that a concurrent guard check
   // never mistakes for damage: the new guard zone first, then the extent, then the user's bytes.
-  std::memset(a->base + bytes, kGuardByte, capacity - bytes);
+  vgpu::kernel::raw_memset(a->base + bytes, kGuardByte, capacity - bytes);
   {
     std::unique_lock<std::shared_mutex> lock(registry().mu);
     a->freed_poison = false;
@@ -255,7 +256,7 @@ void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::str
     a->dev_tag = tag;  // kernels of the new user run from here on
     clear_shadow(*a);
   }
-  std::memset(a->base, kFreshByte, bytes);
+  vgpu::kernel::raw_memset(a->base, kFreshByte, bytes);
   if (!problem.empty()) report_violation("use after free", problem);
 }
 
@@ -275,7 +276,7 @@ void device_sub_free(void* block, const std::string& who) {
     a->freed_poison = true;
     clear_shadow(*a);
   }
-  std::memset(a->base, kFreedByte, a->capacity);
+  vgpu::kernel::raw_memset(a->base, kFreedByte, a->capacity);
 }
 
 // Queues `work` on `stream` as a write of the whole block (the race checker orders it against
@@ -586,7 +587,7 @@ void* sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
       tag = a->tag;
       user = rt::user_base(*a);
       if (fresh) {  // nothing queued can use a block cudaMalloc has just returned: no stream order needed
-        std::memset(a->base + bytes, rt::kGuardByte, capacity - bytes);
+        vgpu::kernel::raw_memset(a->base + bytes, rt::kGuardByte, capacity - bytes);
         a->dev_bytes = bytes;
       }
     }

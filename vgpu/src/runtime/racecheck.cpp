@@ -220,7 +220,7 @@ void race_on_host_write(const void* p, size_t bytes, const std::shared_ptr<const
                    host);
 }
 
-void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc) {
+void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc, const char* via) {
   if (!racecheck_enabled() || bytes == 0) return;
   std::lock_guard<std::mutex> lock(race_mutex());
   AllocRecord* a;
@@ -236,7 +236,8 @@ void race_on_host_access(const void* p, size_t bytes, bool write, const void* pc
     if (o.epoch <= host.get(o.agent)) continue;  // the host has synchronised with it since
     o.reported = true;
     std::ostringstream m;
-    m << "the host " << (write ? "writes " : "reads ") << bytes << " byte(s) at byte offset " << lo << " of "
+    m << "the host " << (write ? "writes " : "reads ") << bytes << " byte(s)" << (via ? " with " : "") << (via ? via : "")
+      << " at byte offset " << lo << " of "
       << describe_record(*a) << ", which " << (o.site ? o.site->what : std::string("?")) << " on "
       << stream_name(o.stream) << " " << (o.write ? "writes" : "reads") << " (bytes [" << o.lo << ", " << o.hi
       << ")), and the host has not synchronised with that stream since it queued the work: it may not have run "
