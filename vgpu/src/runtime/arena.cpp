@@ -39,16 +39,16 @@ struct Arena {
   Range ranges[2];  // ArenaKind::Device (offsets in view 0), ArenaKind::Pinned
 };
 
-// Maps the memory file at every view of [base, base + kTags * kReserve); false (nothing changed
+// Maps the memory file at every view of [base, base + tags * kReserve); false (nothing changed
 // that the caller must undo but the file) when the system refuses.
-bool map_views(char* base, int* file) {
+bool map_views(char* base, unsigned tags, int* file) {
   const int fd = ::memfd_create("vgpu-device-memory", MFD_CLOEXEC);
   if (fd < 0) return false;
   if (::ftruncate(fd, static_cast<off_t>(kReserve)) != 0) {
     ::close(fd);
     return false;
   }
-  for (unsigned v = 0; v < kTags; ++v) {
+  for (unsigned v = 0; v < tags; ++v) {
     void* m = ::mmap(base + v * kReserve, kReserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
                      fd, 0);
     if (m == MAP_FAILED) {
@@ -75,21 +75,30 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   if (!a.reserved && !a.failed) {
-    // kTags views of device memory and the pinned range above them; with one view where the
-    // memory file cannot be made.
-    void* r = ::mmap(nullptr, (kTags + 1) * kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // kTags views of device memory and the pinned range above them (kFewerTags, or one where the
+    // address space is limited); one view where the memory file cannot be made.
+    void* r = MAP_FAILED;
+    unsigned tags = 0;
+    for (unsigned t : {kTags, kFewerTags, 1u}) {
+      r = ::mmap(nullptr, (t + 1) * kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (r != MAP_FAILED) {
+        tags = t;
+        break;
+      }
+    }
     if (r == MAP_FAILED) {
       a.failed = true;
     } else {
       a.reserved = true;
       char* base = static_cast<char*>(r);
-      const bool views = map_views(base, &a.file);
+      const bool views = tags > 1 && map_views(base, tags, &a.file);
       a.ranges[0].base = base;
-      a.ranges[1].base = base + (views ? kTags : 1) * kReserve;
+      a.ranges[1].base = base + (views ? tags : 1) * kReserve;
       g_arena.lo = reinterpret_cast<uintptr_t>(r);
       g_arena.mid = reinterpret_cast<uintptr_t>(a.ranges[1].base);
       g_arena.hi = g_arena.mid + kReserve;
       g_arena.view = views ? kReserve : 0;
+      g_arena.tags = views ? tags : 1;
     }
   }
   if (!a.reserved) return nullptr;

@@ -23,7 +23,9 @@
 namespace vgpu::rt {
 
 enum class ArenaKind { Device, Pinned };
-constexpr unsigned kTags = 16;
+// Views of device memory: kTags, or kFewerTags where the address space (kTags + 1 TiB) cannot be
+// reserved (a limit on it, ulimit -v).
+constexpr unsigned kTags = 64, kFewerTags = 16;
 
 // A block of at least `bytes` (page-aligned; for device memory in view 0), or null when the range
 // is exhausted or not available.
@@ -33,6 +35,7 @@ void arena_release(char* p, size_t bytes, ArenaKind kind);
 struct ArenaBounds {
   uintptr_t lo = 0, mid = 0, hi = 0;  // device memory [lo, mid), pinned [mid, hi); empty until used
   uintptr_t view = 0;                 // bytes per view of device memory; 0: one view, no tags
+  unsigned tags = 1;                  // views of device memory
 };
 extern ArenaBounds g_arena;
 inline bool in_device_arena(const void* p) {

@@ -132,17 +132,18 @@ void release_record(AllocRecord* a) {
 
 // A tag for a's users (registry().mu held, a in the registry): not `avoid` (its last user's) and
 // not its neighbours' in the memory (an index that runs past a guard zone into the next
-// allocation then carries the wrong tag), in turn over 1..kTags-1 (0, view 0, is the runtime's).
+// allocation then carries the wrong tag), in turn over 1..tags-1 (0, view 0, is the runtime's).
 unsigned pick_tag(const AllocRecord& a, unsigned avoid) {
   if (!tags_enabled()) return 0;
+  const unsigned tags = g_arena.tags;
   static unsigned next = 0;  // guarded by registry().mu
   auto& m = registry().by_base;
   auto it = m.find(reinterpret_cast<uintptr_t>(a.base));
   const unsigned before = it != m.begin() ? std::prev(it)->second->tag : 0;
   const unsigned after = std::next(it) != m.end() ? std::next(it)->second->tag : 0;
   for (unsigned i = 0;; ++i) {
-    const unsigned t = 1 + next++ % (kTags - 1);
-    if ((t != avoid && t != before && t != after) || i >= kTags) return t;
+    const unsigned t = 1 + next++ % (tags - 1);
+    if ((t != avoid && t != before && t != after) || i >= tags) return t;
   }
 }
 

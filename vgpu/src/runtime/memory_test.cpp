@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include <vgpu/suballoc.h>
 
+#include "runtime/arena.h"
 #include "runtime/test_util.h"
 
 namespace {
@@ -94,6 +96,21 @@ TEST(RuntimeMemory, UseAfterFreeIsReportedWithTheFreeSite) {
   EXPECT_TRUE(any_contains(m, "use after free: cudaMemcpy source uses 64 bytes at offset 0"));
   EXPECT_TRUE(any_contains(m, "freed by: cudaFree"));
   cudaGetLastError();
+}
+
+// Allocations take the 63 tags of the views in turn (arena.h): two allocations far apart share
+// one a time in 63, not 15.
+TEST(RuntimeMemory, AllocationsTakeSixtyThreeTagsInTurn) {
+  ASSERT_EQ(vgpu::rt::g_arena.tags, vgpu::rt::kTags) << "the address space for 64 views was refused here";
+  std::vector<void*> blocks(200);
+  std::set<unsigned> tags;
+  for (void*& b : blocks) {
+    ASSERT_EQ(cudaMalloc(&b, 100), cudaSuccess);
+    tags.insert(vgpu::rt::tag_of(b));
+  }
+  for (void* b : blocks) ASSERT_EQ(cudaFree(b), cudaSuccess);
+  EXPECT_EQ(tags.size(), 63u);
+  EXPECT_EQ(tags.count(0), 0u);  // view 0 is the runtime's own
 }
 
 // A pointer kept after cudaFree, used once the quarantine let the memory go and a later
