@@ -16,6 +16,7 @@
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/kernels.h"
+#include "core/tensor/tensor.h"
 
 namespace ptdp::cuda {
 namespace {
@@ -152,6 +153,41 @@ TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
   al.forget_stream(comm);
   PTDP_CUDA_CHECK(cudaStreamDestroy(compute));
   PTDP_CUDA_CHECK(cudaStreamDestroy(comm));
+}
+
+// A device buffer wrapped as a host tensor (Tensor::wrap without Device::CUDA) and converted on
+// the host: ptdp's tensor code then loads device memory, which on a GPU faults or reads garbage.
+// The host code that holds tensors is instrumented (core/CMakeLists.txt), and a copy with memmove
+// is seen from any code (vgpu/README.md, "Host access").
+TEST(CudaVgpuPlants, ADeviceBufferWrappedAsAHostTensorIsReportedWhenTheHostReadsIt) {
+  std::string reason;
+  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  float* dev = nullptr;
+  PTDP_CUDA_CHECK(cudaMalloc(&dev, 4 * sizeof(float)));
+  PTDP_CUDA_CHECK(cudaMemset(dev, 0, 4 * sizeof(float)));
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  const Tensor wrapped = Tensor::wrap(dev, {4}, DType::F32);  // planted: the device is left CPU
+  {
+    vgpu::CaptureViolations capture;
+    Tensor half = Tensor::empty({4}, DType::BF16);
+    half.copy_from(wrapped);  // element-wise conversion: plain loads in tensor.cpp
+    const std::string all = joined_messages(capture.messages());
+    EXPECT_NE(all.find("host access to device memory: the host reads 4 byte(s) at byte offset 0 of allocation #"),
+              std::string::npos)
+        << all;
+    EXPECT_NE(all.find("tensor.cpp:"), std::string::npos) << all;
+  }
+  {
+    vgpu::CaptureViolations capture;
+    Tensor same = Tensor::empty({4}, DType::F32);
+    same.copy_from(wrapped);  // same dtype: one memmove
+    const std::string all = joined_messages(capture.messages());
+    EXPECT_NE(all.find("host access to device memory: the host reads 16 byte(s) with memmove at byte offset 0"),
+              std::string::npos)
+        << all;
+  }
+  PTDP_CUDA_CHECK(cudaFree(dev));
 }
 
 // Every __shared__ array of ptdp's kernels has a red zone after it (vgpu/include/vgpu/device.h),
