@@ -1,5 +1,9 @@
 // Element-wise arithmetic of the NCCL subset: sizes of ncclDataType_t, and deterministic
-// reductions over the ranks' buffers (rank order; f16/bf16 accumulate in f32, rounded once).
+// reductions over the ranks' buffers in rank order, each step in the buffers' type as NCCL's
+// kernels take it (src/device/reduce_kernel.h: f16 and bf16 pairs added with __hadd2, or in f32
+// and rounded back, and partial sums travel between ranks in the buffers' type), and ncclAvg of
+// floating-point types as NCCL's PreMulSum (src/enqueue.cc: each input multiplied by 1/nRanks
+// rounded to the type, then summed); of integers as a sum divided by nRanks (SumPostDiv).
 #include "nccl/reduce.h"
 
 #include <cmath>
@@ -154,10 +158,12 @@ namespace {
 
 constexpr size_t kBlock = 256;  // elements accumulated at a time, on the stack
 
-// Storage type S, accumulator type A, and the conversions between them.
+// Storage type S, the type A arithmetic is done in, and the conversions between them; round()
+// takes a result of A back to what S can hold, as storing it would.
 template <class S>
 struct Plain {
   using Acc = S;
+  static Acc round(Acc v) { return v; }
   static Acc load(const void* p, size_t i) {
     S v;
     std::memcpy(&v, static_cast<const char*>(p) + i * sizeof(S), sizeof(S));
@@ -167,11 +173,13 @@ struct Plain {
 };
 struct Half {
   using Acc = float;
+  static Acc round(Acc v) { return half_to_float(float_to_half(v)); }
   static Acc load(const void* p, size_t i) { return half_to_float(static_cast<const uint16_t*>(p)[i]); }
   static void store(void* p, size_t i, Acc v) { static_cast<uint16_t*>(p)[i] = float_to_half(v); }
 };
 struct Bf16 {
   using Acc = float;
+  static Acc round(Acc v) { return bf16_to_float(float_to_bf16(v)); }
   static Acc load(const void* p, size_t i) { return bf16_to_float(static_cast<const uint16_t*>(p)[i]); }
   static void store(void* p, size_t i, Acc v) { static_cast<uint16_t*>(p)[i] = float_to_bf16(v); }
 };
@@ -209,13 +217,20 @@ A combine(int op, A a, A b) {
 template <class E>
 void reduce_as(int op, const void* const* inputs, int n, void* out, size_t count) {
   using A = typename E::Acc;
+  // ncclAvg of floating-point types: PreMulSum, each input times 1/n in the type first.
+  const bool premul = op == ncclAvg && std::is_floating_point_v<A>;
+  const A scale = E::round(A(1.0 / n));
+  auto input = [&](int q, size_t i) {
+    const A v = E::load(inputs[q], i);
+    return premul ? E::round(v * scale) : v;
+  };
   A acc[kBlock];
   for (size_t begin = 0; begin < count; begin += kBlock) {
     const size_t m = count - begin < kBlock ? count - begin : kBlock;
-    for (size_t i = 0; i < m; ++i) acc[i] = E::load(inputs[0], begin + i);
+    for (size_t i = 0; i < m; ++i) acc[i] = input(0, begin + i);
     for (int q = 1; q < n; ++q)
-      for (size_t i = 0; i < m; ++i) acc[i] = combine<A>(op, acc[i], E::load(inputs[q], begin + i));
-    if (op == ncclAvg)
+      for (size_t i = 0; i < m; ++i) acc[i] = E::round(combine<A>(op, acc[i], input(q, begin + i)));
+    if (op == ncclAvg && !premul)
       for (size_t i = 0; i < m; ++i) acc[i] = A(acc[i] / A(n));
     for (size_t i = 0; i < m; ++i) E::store(out, begin + i, acc[i]);
   }

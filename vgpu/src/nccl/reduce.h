@@ -1,5 +1,5 @@
 // Element-wise arithmetic of the NCCL subset: sizes of ncclDataType_t, and deterministic
-// reductions over the ranks' buffers (rank order; f16/bf16 accumulate in f32, rounded once).
+// reductions over the ranks' buffers (rank order, each step rounded to the type as NCCL's are).
 #pragma once
 #include <nccl.h>
 
@@ -17,9 +17,11 @@ bool dtype_reducible(int dtype);
 
 // out[i] = inputs[0][i] op inputs[1][i] op ... op inputs[n-1][i], for i < count, combined in
 // that order (rank order), so every caller that passes the same inputs gets the same bits.
-// 16-bit floats are widened to f32, combined in f32 and rounded to nearest-even once; integers
-// wrap around (two's complement); ncclAvg is the sum divided by n (in the accumulator type);
-// max/min of floats propagate NaN. `out` may alias none of the inputs.
+// Each step's result is rounded to the type, as NCCL's kernels round theirs (16-bit floats:
+// combined in f32 and rounded to nearest-even after every rank); integers wrap around (two's
+// complement); ncclAvg of floats multiplies each input by 1/n rounded to the type before the sum
+// (NCCL's PreMulSum), of integers divides the sum by n; max/min of floats propagate NaN. `out`
+// may alias none of the inputs.
 void reduce(int dtype, int op, const void* const* inputs, int n, void* out, size_t count);
 
 // IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN).

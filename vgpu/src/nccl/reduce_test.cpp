@@ -66,24 +66,44 @@ TEST(NcclReduce, FloatSumIsTakenInRankOrder) {
   EXPECT_EQ(out, 1.0f);
 }
 
-TEST(NcclReduce, Bf16SumAccumulatesInF32AndRoundsOnce) {
-  // Each 2^-9 is a quarter ulp of bf16 at 1: rounding after every addition would stay at 1, while
-  // the f32 sum 1 + 3 * 2^-9 rounds once, to 1 + 2^-7.
+// NCCL adds 16-bit floats pair by pair in their own type (__hadd2), and partial sums travel
+// between ranks in it: each 2^-9 is a quarter ulp of bf16 at 1 and is lost when added to 1, while
+// three of them added first make 3/4 ulp, which rounds up. (An f32 accumulation rounded once
+// would give 1 + 2^-7 both ways.)
+TEST(NcclReduce, Bf16SumRoundsAfterEveryStepInRankOrder) {
   const uint16_t one = float_to_bf16(1.0f), small = float_to_bf16(std::ldexp(1.0f, -9));
-  std::vector<uint16_t> r0{one}, r1{small}, r2{small}, r3{small};
-  const void* in[] = {r0.data(), r1.data(), r2.data(), r3.data()};
+  std::vector<uint16_t> big{one}, s1{small}, s2{small}, s3{small};
   uint16_t out = 0;
-  reduce(ncclBfloat16, ncclSum, in, 4, &out, 1);
+  const void* one_first[] = {big.data(), s1.data(), s2.data(), s3.data()};
+  reduce(ncclBfloat16, ncclSum, one_first, 4, &out, 1);
+  EXPECT_EQ(bf16_to_float(out), 1.0f);
+  const void* one_last[] = {s1.data(), s2.data(), s3.data(), big.data()};
+  reduce(ncclBfloat16, ncclSum, one_last, 4, &out, 1);
   EXPECT_EQ(bf16_to_float(out), 1.0f + std::ldexp(1.0f, -7));
 }
 
-TEST(NcclReduce, HalfSumAccumulatesInF32AndRoundsOnce) {
+TEST(NcclReduce, HalfSumRoundsAfterEveryStepInRankOrder) {
   const uint16_t one = float_to_half(1.0f), small = float_to_half(std::ldexp(1.0f, -12));
-  std::vector<uint16_t> r0{one}, r1{small}, r2{small}, r3{small};
-  const void* in[] = {r0.data(), r1.data(), r2.data(), r3.data()};
+  std::vector<uint16_t> big{one}, s1{small}, s2{small}, s3{small};
   uint16_t out = 0;
-  reduce(ncclFloat16, ncclSum, in, 4, &out, 1);
-  EXPECT_EQ(half_to_float(out), 1.0f + std::ldexp(1.0f, -10));  // f32 1 + 3*2^-12 rounds up to 1 + 2^-10
+  const void* one_first[] = {big.data(), s1.data(), s2.data(), s3.data()};
+  reduce(ncclFloat16, ncclSum, one_first, 4, &out, 1);
+  EXPECT_EQ(half_to_float(out), 1.0f);
+  const void* one_last[] = {s1.data(), s2.data(), s3.data(), big.data()};
+  reduce(ncclFloat16, ncclSum, one_last, 4, &out, 1);
+  EXPECT_EQ(half_to_float(out), 1.0f + std::ldexp(1.0f, -10));
+}
+
+// ncclAvg of floats is NCCL's PreMulSum: each input times 1/n first, so three inputs of 3e38
+// average to about 3e38 where their f32 sum would overflow; integers are summed and divided.
+TEST(NcclReduce, FloatAverageMultipliesEachInputByOneOverNFirst) {
+  std::vector<float> a{3e38f}, b{3e38f}, c{3e38f};
+  const void* in[] = {a.data(), b.data(), c.data()};
+  float out = 0;
+  reduce(ncclFloat32, ncclAvg, in, 3, &out, 1);
+  const float third = 3e38f * float(1.0 / 3);
+  EXPECT_EQ(out, (third + third) + third);
+  EXPECT_TRUE(std::isfinite(out));
 }
 
 TEST(NcclReduce, MaxMinProdAvgAndIntegerWraparound) {
