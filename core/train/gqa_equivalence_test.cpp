@@ -15,7 +15,6 @@
 #include "core/testing/parallel_run.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
-#include "core/testing/vgpu_access_checks.h"
 #endif
 
 namespace ptdp {
@@ -162,9 +161,6 @@ TEST_P(CudaGqa, MatchesTheCpuReferenceOnOneGpu) {
   Layout& l = g.layout;
   if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
   l.backend = "cuda";
-  // The per-access kernel checks of the virtual GPU (gqa_expand and gqa_reduce are checked in
-  // CudaKernels) on the sequence-parallel layout only: they double the others' time.
-  const testing::VgpuAccessChecks checks(l.sequence_parallel);
   ASSERT_LE(l.pp * l.vpp, kCudaLayers);
   const RunResult got =
       testing::train_parallel(case_model(g.model, kCudaLayers), testing::equivalence_train_config(1), l, 3, 33);
