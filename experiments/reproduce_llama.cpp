@@ -1,5 +1,6 @@
 #include "experiments/reproduce_llama.h"
 
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -11,6 +12,7 @@
 #include "experiments/spec_value.h"
 #include "experiments/sweep.h"
 #include "core/sim/planner.h"
+#include "core/sim/stack.h"
 #include "experiments/result_row.h"
 
 namespace ptdp {
@@ -31,6 +33,10 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
   s.gpus = int(spec_value<int64_t>(root, "gpus", path));
   s.global_batch = int(spec_value<int64_t>(root, "global_batch", path));
   s.precision = spec_value<std::string>(root, "precision", path);
+  s.stack = spec_value<std::string>(root, "stack", path);
+  const auto& stacks = sim::stack_names();
+  if (std::find(stacks.begin(), stacks.end(), s.stack) == stacks.end())
+    usage_error("{}: stack '{}' must be one of {}", path, s.stack, fmt::join(stacks, ", "));
   if (s.gpus <= 0 || s.global_batch <= 0) usage_error("{}: gpus and global_batch must be positive", path);
   const toml::array* z = root["zero_modes"].as_array();
   if (!z || z->empty()) usage_error("{}: key 'zero_modes' must be a non-empty array", path);
@@ -64,9 +70,9 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
   const std::string spec_path = find_spec_file(spec_name);
   if (spec_path.empty()) usage_error("spec '{}': no {}.toml in {}", spec_name, spec_name, fmt::join(spec_dirs(), ", "));
   const LlamaSpec spec = parse_llama_spec(read_regular_file(spec_path, "spec"), spec_path);
-  fmt::print("llama: {}\nllama: simulated on {} GPUs of {} ({}), B = {} sequences, {}, planner free over t, p, v, "
-             "b, schedule, recompute, zero {}\n",
-             spec.title, spec.gpus, hw.name, hw.device, spec.global_batch, spec.precision,
+  fmt::print("llama: {}\nllama: simulated on {} GPUs of {} ({}), --stack {}, B = {} sequences, {}, planner free over t, "
+             "p, v, b, schedule, recompute, zero {}\n",
+             spec.title, spec.gpus, hw.name, hw.device, spec.stack, spec.global_batch, spec.precision,
              fmt::join(spec.zero_modes, "/"));
   if (dry_run) {
     for (const auto& m : spec.models) fmt::print("llama: plan {} for {:.2g} tokens\n", m.model, m.tokens);
@@ -80,6 +86,7 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
     req.gpus = spec.gpus;
     req.global_batch = spec.global_batch;
     req.precision = spec.precision;
+    req.stack = spec.stack;
     req.zero_modes = spec.zero_modes;
     req.top = 1;
     const sim::PlanResult pr = sim::plan(req, hw);

@@ -74,6 +74,7 @@ TEST(ReproduceLlama, BadSpecsNameTheFileAndTheKey) {
 gpus = 2048
 global_batch = 2048
 precision = "bf16"
+stack = "mcore"
 zero_modes = [0, 1]
 paper_model = "llama-65b"
 paper_tokens_per_s_per_gpu = 380
@@ -100,6 +101,8 @@ tokens = 1.0e12
   };
   refused("gpus = 2048", "gpus = \"many\"", "'gpus'");
   refused("zero_modes = [0, 1]", "zero_modes = [3]", "zero_modes");
+  refused("stack = \"mcore\"", "stack = \"megatron-2020\"", "stack 'megatron-2020' must be one of megatron-2021");
+  refused("stack = \"mcore\"\n", "", "'stack'");
   refused("model = \"llama-7b\"", "model = \"gpt-1.7b\"", "not a llama preset");
   refused("model = \"llama-7b\"", "model = \"llama-1b\"", "not a llama preset");
   refused("tokens = 1.0e12", "tokens = -1.0", "tokens must be positive");

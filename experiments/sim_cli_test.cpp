@@ -207,6 +207,31 @@ TEST(SimCli, SequenceParallelUnderAStackWithoutItIsRefused) {
                            {"sp.toml", "x '1'", "--stack megatron-2021 has no sequence parallelism"}));
 }
 
+// Selective recomputation came with sequence parallelism (Korthikanti et al. 2022): the SC'21 code
+// and Megatron-DeepSpeed's checkpoint whole layers only, so --recompute selective under them is
+// refused naming both flags; the planner never picks it there.
+TEST(SimCli, SelectiveRecomputeUnderAStackWithoutItIsRefused) {
+  TempDir dir;
+  const Args base = {"simulate", "--model", "gpt-1.7b", "--tp", "2", "--gpus", "8", "--global-batch", "64",
+                     "--hardware", "a100-selene", "--recompute", "selective"};
+  for (const std::string stack : {"megatron-2021", "megatron-deepspeed"}) {
+    Args a = base;
+    a.insert(a.end(), {"--stack", stack});
+    const CliResult r = run_ptdp(dir, a);
+    EXPECT_TRUE(IsUsageError(r, {"--recompute selective", "--stack " + stack + " has no selective recomputation"}))
+        << r.out << r.err;
+  }
+  for (const std::string stack : {"megatron-2022", "mcore"}) {
+    Args a = base;
+    a.insert(a.end(), {"--stack", stack});
+    EXPECT_EQ(run_ptdp(dir, a).exit_code, 0) << stack;
+  }
+  const CliResult plan = run_ptdp(dir, {"plan", "--model", "gpt-1.7b", "--gpus", "64", "--global-batch", "512",
+                                        "--hardware", "a100-selene", "--top", "40"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(plan.out.find("selective"), std::string::npos) << plan.out;
+}
+
 // DeepSpeed's pipeline engine has one schedule, no ZeRO-3 with a pipeline, and trains bf16 through
 // its own ZeRO-1: what it cannot run is refused before anything is simulated, and nothing written.
 TEST(SimCli, WhatDeepSpeedsEngineDoesNotRunIsRefused) {

@@ -23,6 +23,7 @@ SoftwareStack software_stack(const std::string& name) {
     s.fused_grad_accumulation = true;
     s.free_pipeline_outputs = true;
     s.sequence_parallel = true;
+    s.selective_recompute = true;
     if (name == "megatron-2022") return s;
     s.flash_attention = true;
     s.tp_comm_overlap = true;
@@ -48,6 +49,11 @@ std::string stack_refusal(const RunConfig& cfg) {
   if (p.sequence_parallel && !s.sequence_parallel)
     return fmt::format("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. "
                        "2022 to Megatron-LM); choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",
+                       name);
+  if (p.recompute == Recompute::Selective && !s.selective_recompute)
+    return fmt::format("--recompute selective: --stack {} has no selective recomputation (it came with Korthikanti et "
+                       "al. 2022 to Megatron-LM, with sequence parallelism); choose --stack megatron-2022 or mcore, "
+                       "or --recompute full or none",
                        name);
   if (!s.deepspeed_engine) return {};
   if (p.schedule != "1f1b")

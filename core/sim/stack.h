@@ -45,6 +45,11 @@ struct SoftwareStack {
   // Megatron's sequence parallelism (--sequence-parallel) exists in this code (Korthikanti et al.
   // 2022 on); the SC'21 code has none.
   bool sequence_parallel = false;
+  // Selective activation recomputation (--recompute-granularity selective: only the attention's
+  // softmax and dropout recomputed) exists in this code; it came with sequence parallelism
+  // (Korthikanti et al. 2022, Megatron-LM May 2022). The SC'21 code and Megatron-DeepSpeed of
+  // 2022 checkpoint whole layers only (--checkpoint-activations).
+  bool selective_recompute = false;
   // DeepSpeed's pipeline engine (Megatron-DeepSpeed with DeepSpeed 0.5.4-0.6.x, 2021-22; the
   // mechanisms, each with its source, in docs/SIMULATOR.md "DeepSpeed's pipeline engine"):
   //  - its TrainSchedule (core/sim/deepspeed_schedule.h): 1F1B's compute order, but every send
@@ -76,8 +81,8 @@ SoftwareStack software_stack(const std::string& name);
 const std::vector<std::string>& stack_names();
 
 // The run's stack (as software_stack(cfg.stack)) after checking that it has what the run asks
-// for: UsageError naming both flags for --sequence-parallel under a stack without it
-// (megatron-2021, megatron-deepspeed), and under megatron-deepspeed for a schedule other than
+// for: UsageError naming both flags for --sequence-parallel or --recompute selective under a
+// stack without it (megatron-2021, megatron-deepspeed), and under megatron-deepspeed for a schedule other than
 // 1f1b, --zero 3 with a pipeline, and bf16 without --zero 1 where d > 1 (DeepSpeed's
 // BF16_Optimizer shards). stack_refusal gives that message, empty when the stack runs cfg.
 SoftwareStack checked_stack(const RunConfig& cfg);
