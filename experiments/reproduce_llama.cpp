@@ -1,11 +1,10 @@
 #include "experiments/reproduce_llama.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "core/common/error.h"
+#include "core/common/one_line.h"
 #include "core/common/regular_file.h"
 #include "core/accounting/flops.h"
 #include "core/results/results_csv.h"
@@ -33,10 +32,12 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
   s.gpus = int(spec_value<int64_t>(root, "gpus", path));
   s.global_batch = int(spec_value<int64_t>(root, "global_batch", path));
   s.precision = spec_value<std::string>(root, "precision", path);
-  s.stack = spec_value<std::string>(root, "stack", path);
-  const auto& stacks = sim::stack_names();
-  if (std::find(stacks.begin(), stacks.end(), s.stack) == stacks.end())
-    usage_error("{}: stack '{}' must be one of {}", path, s.stack, fmt::join(stacks, ", "));
+  const auto stack = spec_value<std::string>(root, "stack", path);
+  try {
+    s.stack = sim::software_stack(stack).name;
+  } catch (const UsageError& e) {
+    usage_error("{}: key 'stack': {}", path, one_line(e.what()));
+  }
   if (s.gpus <= 0 || s.global_batch <= 0) usage_error("{}: gpus and global_batch must be positive", path);
   const toml::array* z = root["zero_modes"].as_array();
   if (!z || z->empty()) usage_error("{}: key 'zero_modes' must be a non-empty array", path);

@@ -23,8 +23,8 @@
 namespace vgpu::rt {
 
 enum class ArenaKind { Device, Pinned };
-// Views of device memory: kTags, or kFewerTags where the address space (kTags + 1 TiB) cannot be
-// reserved (a limit on it, ulimit -v).
+// Views of device memory: kTags, or kFewerTags where the address space of kTags views and the
+// pinned range ((kTags + 1) TiB) cannot be reserved (a limit on it, ulimit -v).
 constexpr unsigned kTags = 64, kFewerTags = 16;
 
 // A block of at least `bytes` (page-aligned; for device memory in view 0), or null when the range

@@ -42,7 +42,7 @@ Quarantine& quarantine() {
 const unsigned char* guard_pattern() {
   static const auto* p = [] {
     auto* b = new unsigned char[kGuardBytes];
-    vgpu::kernel::raw_memset(b, kGuardByte, kGuardBytes);
+    std::memset(b, kGuardByte, kGuardBytes);
     return b;
   }();
   return p;
