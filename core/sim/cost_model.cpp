@@ -58,7 +58,13 @@ struct Pass {
   }
   // A tensor-parallel collective taking `time`, of which up to `hidden` runs under a concurrent GEMM.
   void tp(double time, double hidden = 0) { c.tp_comm += std::max(0.0, time - hidden); }
-  double allreduce(double bytes) const { return cm.net.allreduce(bytes, t, per_node); }
+  // A group wider than a node under NCCL 2.8 (CostModel::shared_nics): a flat ring whose channels
+  // leave through the NICs of the node's GPUs, all of them one group's (network.h).
+  double allreduce(double bytes) const {
+    if (cm.shared_nics() && per_node < t)
+      return cm.net.allreduce_nccl28(bytes, t, std::vector<int>(size_t(cm.hw.gpus_per_node), 0), 0);
+    return cm.net.allreduce(bytes, t, per_node);
+  }
   double allgather(double bytes) const { return cm.net.allgather(bytes, t, per_node); }
   double reduce_scatter(double bytes) const { return cm.net.reduce_scatter(bytes, t, per_node); }
 };

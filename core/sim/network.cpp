@@ -13,19 +13,22 @@ double Network::nic_bw_per_device() const {
   return hw_.nic_bw * hw_.network_efficiency * std::min(1.0, nics_per_device);
 }
 
-// A ring's latency: 2(n-1) steps, each paying the latency of the slowest hop.
-double Network::latency(int n, bool cross_node) const {
-  return 2.0 * (std::max(2, n) - 1) * (cross_node ? hw_.network_latency_s : hw_.nvlink_latency_s);
+// An all-reduce ring's latency: 2(n-1) steps, of which the 2(nodes-1) that cross a node boundary
+// pay the network's latency and the others NVLink's (NCCL's own model of a ring, tuning.cc
+// ncclTopoTuneModel: (nsteps - nInterSteps) * intraLat + nInterSteps * interLat).
+double Network::latency(int n, int nodes) const {
+  const int steps = 2 * (std::max(2, n) - 1), inter = 2 * (std::max(1, nodes) - 1);
+  return (steps - inter) * hw_.nvlink_latency_s + inter * hw_.network_latency_s;
 }
 
 double Network::allreduce(double bytes, int n, int per_node) const {
   if (n <= 1 || bytes <= 0) return 0;
   const int k = std::clamp(per_node, 1, n);
   const int nodes = (n + k - 1) / k;
-  if (nodes == 1) return 2.0 * (n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, false);
+  if (nodes == 1) return 2.0 * (n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, 1);
   const double intra = k > 1 ? 2.0 * (k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
   const double inter = 2.0 * (nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
-  return std::max(intra, inter) + latency(n, true);
+  return std::max(intra, inter) + latency(n, nodes);
 }
 
 double Network::nccl28_inter_bw(const std::vector<int>& group_of, int group, int* members) const {
@@ -61,7 +64,7 @@ double Network::allreduce_nccl28(double bytes, int n, const std::vector<int>& gr
   if (n <= 1 || bytes <= 0 || k == 0) return 0;
   if (k >= n) return allreduce(bytes, n, k);  // one node: NVLink only
   const double ring = 2.0 * (n - 1) / n * bytes;
-  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, true);
+  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, (n + k - 1) / k);
 }
 
 double Network::allgather_nccl28(double bytes, int n, const std::vector<int>& group_of, int group) const {
@@ -70,17 +73,17 @@ double Network::allgather_nccl28(double bytes, int n, const std::vector<int>& gr
   if (n <= 1 || bytes <= 0 || k == 0) return 0;
   if (k >= n) return allgather(bytes, n, k);
   const double ring = double(n - 1) / n * bytes;
-  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, true) / 2;
+  return std::max(ring / inter_bw, ring / hw_.nvlink_busbw) + latency(n, (n + k - 1) / k) / 2;
 }
 
 double Network::allgather(double bytes, int n, int per_node) const {
   if (n <= 1 || bytes <= 0) return 0;
   const int k = std::clamp(per_node, 1, n);
   const int nodes = (n + k - 1) / k;
-  if (nodes == 1) return double(n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, false) / 2;
+  if (nodes == 1) return double(n - 1) / n * bytes / hw_.nvlink_busbw + latency(n, 1) / 2;
   const double intra = k > 1 ? double(k - 1) / k * bytes / hw_.nvlink_busbw : 0.0;
   const double inter = double(nodes - 1) / nodes * (bytes / k) / nic_bw_per_device();
-  return std::max(intra, inter) + latency(n, true) / 2;
+  return std::max(intra, inter) + latency(n, nodes) / 2;
 }
 
 double Network::sharded_collective(double bytes, int n, int per_node, bool flat) const {

@@ -40,7 +40,8 @@ class Network {
   double nic_bw_per_device() const;
 
  private:
-  double latency(int n, bool cross_node) const;
+  // An all-reduce ring's latency over n ranks on `nodes` nodes (an all-gather's is half).
+  double latency(int n, int nodes) const;
   // The inter-node bandwidth of `group`'s ring under NCCL 2.8's NIC choice; *members: its GPUs in the node.
   double nccl28_inter_bw(const std::vector<int>& group_of, int group, int* members) const;
   const HardwareProfile& hw_;

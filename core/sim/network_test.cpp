@@ -61,5 +61,40 @@ TEST(NetworkNccl28, TheDataParallelAllReduceOfThe2021StackIsTwiceAsLongAtTEqual8
   EXPECT_NEAR(old_code.dp_allreduce(params) / new_code.dp_allreduce(params), 2.0, 0.05);
 }
 
+// NCCL's model of a ring (tuning.cc): of an all-reduce's 2(n-1) steps only the 2(nodes-1) that
+// leave a node pay the network's latency; the others are NVLink hops.
+TEST(NetworkLatency, OnlyTheRingStepsThatLeaveANodePayTheNetworksLatency) {
+  const HardwareProfile& hw = selene();
+  const Network net(hw);
+  const double lat_nvl = hw.nvlink_latency_s, lat_net = hw.network_latency_s;
+  ASSERT_GT(lat_net, lat_nvl);
+  // 1 byte: the bandwidth terms vanish beside the latency.
+  EXPECT_NEAR(net.allreduce(1, 8, 8), 14 * lat_nvl, 1e-9);
+  EXPECT_NEAR(net.allreduce(1, 16, 8), 28 * lat_nvl + 2 * lat_net, 1e-9);
+  EXPECT_NEAR(net.allreduce(1, 32, 8), 56 * lat_nvl + 6 * lat_net, 1e-9);
+  EXPECT_NEAR(net.allreduce(1, 8, 1), 14 * lat_net, 1e-9);  // one rank per node: every step leaves it
+  EXPECT_NEAR(net.allgather(1, 32, 8), 28 * lat_nvl + 3 * lat_net, 1e-9);  // n-1 steps, nodes-1 across
+  EXPECT_NEAR(net.allreduce_nccl28(1, 32, groups_for(1), 0), 56 * lat_nvl + 6 * lat_net, 1e-9);
+}
+
+// Under NCCL 2.8 a tensor-parallel group wider than a node is the same flat ring as a data-parallel
+// group of whole nodes: every channel through one of the node's 8 NICs, the ring's full traffic
+// through each (2(n-1)/n * bytes at 8 NICs' rate), not a hierarchical all-reduce.
+TEST(NetworkNccl28, ATensorParallelGroupAcrossNodesIsAFlatRingOverTheNodesNics) {
+  RunConfig c;
+  c.model = preset_config("gpt-1.7b");
+  c.par.tp = 32, c.par.pp = 1, c.par.dp = 2, c.par.micro_batch = 1, c.par.global_batch = 64;
+  c.precision = "f16";
+  c.stack = "megatron-2021";
+  const CostModel old_code(c, selene());
+  ASSERT_TRUE(old_code.shared_nics());
+  const double ring = old_code.net.allreduce_nccl28(old_code.act_bytes, 32, groups_for(1), 0);
+  EXPECT_NEAR(old_code.layer.forward.tp_comm, 2 * ring, 1e-12);  // attention's and the MLP's all-reduce
+  c.stack = "megatron-2022";
+  const CostModel new_code(c, selene());
+  EXPECT_NEAR(new_code.layer.forward.tp_comm, 2 * new_code.net.allreduce(new_code.act_bytes, 32, 8), 1e-12);
+  EXPECT_GT(old_code.layer.forward.tp_comm, new_code.layer.forward.tp_comm);
+}
+
 }  // namespace
 }  // namespace ptdp::sim
