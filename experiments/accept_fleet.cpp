@@ -52,7 +52,27 @@ std::string fleet_node_name() {
   return host_name();
 }
 
+FleetPlace fleet_place(Communicator& world, const std::string& node) {
+  const std::vector<std::string> nodes = exchange_strings(world, node);
+  FleetPlace place{0, 0};
+  for (int r = 0; r < world.size(); ++r)
+    if (nodes[size_t(r)] == node) {
+      place.local += r < world.rank();
+      ++place.per_node;
+    }
+  return place;
+}
+
 std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps) {
+  const std::unique_ptr<Backend> host = make_cpu_backend();
+  return internode_checks(world, node, p, reps, world, *host, "");
+}
+
+std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps,
+                                    Communicator& data, Backend& be, const std::string& where) {
+  PTDP_CHECK(data.size() == world.size() && data.rank() == world.rank(),
+             "internode_checks: the data communicator (rank {} of {}) is not the world's (rank {} of {})", data.rank(),
+             data.size(), world.rank(), world.size());
   const std::vector<std::string> nodes = exchange_strings(world, node);
   const int me = world.rank(), n = world.size();
   const auto [ar_min, ar_source] = fleet_threshold(p.min_internode_allreduce_busbw_gbs, p, "min_allreduce_busbw_gbs");
@@ -64,31 +84,48 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
             skipped_check("internode_p2p", "internode_p2p_gbs", "GB/s", p2p_t, why)};
   }
   const int64_t elems = p.internode_mib * (1 << 20) / int64_t(sizeof(float));
+  // The transfers' buffers live where `be` computes (host memory, or the GPU of an NCCL world);
+  // values go there and come back through the host.
+  auto filled = [&](float (*value)(int64_t, int), int arg) {
+    Tensor h = Tensor::empty({elems}, DType::F32);
+    float* v = h.data<float>();
+    for (int64_t i = 0; i < elems; ++i) v[i] = value(i, arg);
+    return to_backend(be, h);
+  };
+  auto wrong_in = [&](const Tensor& x, float (*value)(int64_t, int), int arg) {
+    const Tensor h = to_host(be, x);
+    const float* v = h.data<float>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < elems; ++i) wrong += v[i] != value(i, arg);
+    return wrong;
+  };
+  const auto rank_value = [](int64_t, int r) { return float(r + 1); };
+  const auto sum_value = [](int64_t, int size) { return float(size) * float(size + 1) / 2; };
+  const auto pattern = [](int64_t i, int) { return float(i % 4093); };
+  const auto unset = [](int64_t, int) { return -1.0f; };
+  const std::string over = fmt::format("{} comm{}", data.backend(), where.empty() ? "" : " between " + where);
   std::vector<Check> out;
   {  // every process in one in-place all-reduce
-    Tensor x = Tensor::empty({elems}, DType::F32);
-    float* v = x.data<float>();
-    for (int64_t i = 0; i < elems; ++i) v[i] = float(me + 1);
-    world.all_reduce(x, ReduceOp::Sum);  // checked, and warms every path
-    const float want = float(n) * float(n + 1) / 2;
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < elems; ++i) wrong += v[i] != want;
+    Tensor x = filled(rank_value, me);
+    data.all_reduce(x, ReduceOp::Sum);  // checked, and warms every path
+    const int64_t wrong = wrong_in(x, sum_value, n);
     Samples s;
     for (int r = 0; r < reps; ++r) {
-      x.zero_();
+      be.fill(x, 0.0);
+      be.synchronize();
       world.barrier();
       const auto t0 = Clock::now();
-      world.all_reduce(x, ReduceOp::Sum);
+      data.all_reduce(x, ReduceOp::Sum);
       Tensor t = Tensor::empty({1}, DType::F64);  // the job's time: its slowest process's
       t.data<double>()[0] = std::chrono::duration<double>(Clock::now() - t0).count();
       world.all_reduce(t, ReduceOp::Max);
       s.rates.push_back(double(elems) * sizeof(float) / t.data<double>()[0] / 1e9 * 2.0 * (n - 1) / n);
     }
     Check c{"internode_allreduce", "internode_allreduce_busbw_gbs", "GB/s", ">=", s.best(), ar_min, false,
-            fmt::format("{} comm over all {} processes, {} MiB f32 in place, busbw = algbw x 2(n-1)/n, the slowest "
+            fmt::format("{} over all {} processes, {} MiB f32 in place, busbw = algbw x 2(n-1)/n, the slowest "
                         "process's time (the same figure on every process), best of {} (median {:.2f}), {} wrong "
                         "elements on this process",
-                        world.backend(), n, p.internode_mib, reps, s.median(), wrong),
+                        over, n, p.internode_mib, reps, s.median(), wrong),
             ar_source};
     c.pass = c.value >= c.threshold && wrong == 0;
     out.push_back(c);
@@ -99,8 +136,7 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
       if (nodes[(k + j) % n] != nodes[k]) return (k + j) % n;
     return k;
   };
-  Tensor x = Tensor::empty({elems}, DType::F32);
-  Tensor ack = Tensor::empty({1}, DType::F32);
+  Tensor x = filled(unset, 0);
   Samples mine;
   int64_t my_wrong = 0;
   const int to = next_off_node(me);
@@ -109,21 +145,21 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
     for (int r = -1; r < reps; ++r) {
       world.barrier();
       if (me == k) {
-        float* v = x.data<float>();
-        for (int64_t i = 0; i < elems && r == -1; ++i) v[i] = float(i % 4093);
+        if (r == -1) x = filled(pattern, 0);
+        be.synchronize();
         const auto t0 = Clock::now();
-        world.send(x, dest, 9301);
+        data.send(x, dest, 9301);
+        Tensor ack = Tensor::empty({1}, DType::F64);  // the receiver's count of wrong elements
         world.recv(ack, dest, 9302);
         const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (r == -1) my_wrong = int64_t(ack.data<float>()[0]);
+        if (r == -1) my_wrong = int64_t(ack.data<double>()[0]);
         else mine.rates.push_back(double(elems) * sizeof(float) / t / 1e9);
       } else if (me == dest) {
-        float* v = x.data<float>();
-        for (int64_t i = 0; i < elems && r == -1; ++i) v[i] = -1.0f;
-        world.recv(x, k, 9301);
-        int64_t wrong = 0;
-        for (int64_t i = 0; i < elems && r == -1; ++i) wrong += v[i] != float(i % 4093);
-        ack.data<float>()[0] = float(wrong);
+        if (r == -1) x = filled(unset, 0);
+        be.synchronize();
+        data.recv(x, k, 9301);
+        Tensor ack = Tensor::empty({1}, DType::F64);
+        ack.data<double>()[0] = r == -1 ? double(wrong_in(x, pattern, 0)) : 0.0;
         world.send(ack, k, 9302);
       }
     }
@@ -136,10 +172,10 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
     if (k != me && next_off_node(k) == me) from = k;  // the last sender into this process
   const double received = from != me ? std::stod(rates[from]) : 0.0;
   Check c{"internode_p2p", "internode_p2p_gbs", "GB/s", ">=", std::max(mine.best(), received), p2p_min, false,
-          fmt::format("{} comm, {} MiB, the better of this process's two transfers: sent to rank {} on {} {:.3g} "
+          fmt::format("{}, {} MiB, the better of this process's two transfers: sent to rank {} on {} {:.3g} "
                       "(best of {}, median {:.3g}, until its acknowledgement, {} wrong elements), received from rank "
                       "{} on {} {:.3g}",
-                      world.backend(), p.internode_mib, to, nodes[to], mine.best(), reps, mine.median(), my_wrong, from,
+                      over, p.internode_mib, to, nodes[to], mine.best(), reps, mine.median(), my_wrong, from,
                       nodes[from], received),
           p2p_source};
   c.pass = c.value >= c.threshold && my_wrong == 0;
@@ -148,8 +184,10 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
   return out;
 }
 
+std::string FleetMember::row_name() const { return gpu < 0 ? node : fmt::format("{} gpu{}", node, gpu); }
+
 std::vector<FleetMember> gather_fleet(Communicator& world, const FleetMember& me) {
-  Json j = {{"node", me.node}, {"device", me.device}, {"rank", me.rank}, {"checks", Json::array()}};
+  Json j = {{"node", me.node}, {"device", me.device}, {"rank", me.rank}, {"gpu", me.gpu}, {"checks", Json::array()}};
   for (const Check& c : me.checks) j["checks"].push_back(check_json(c));
   const std::vector<std::string> all = exchange_strings(world, j.dump());
   std::vector<FleetMember> out;
@@ -160,6 +198,7 @@ std::vector<FleetMember> gather_fleet(Communicator& world, const FleetMember& me
     f.node = m.at("node");
     f.device = m.at("device");
     f.rank = m.at("rank");
+    f.gpu = m.at("gpu");
     for (const Json& c : m.at("checks")) f.checks.push_back(check_from_json(c));
     out.push_back(std::move(f));
   }
@@ -227,7 +266,10 @@ std::string fleet_json(const std::vector<FleetMember>& members, const FleetVerdi
             {"srun_exclude", v.exclude.empty() ? Json(nullptr) : Json("--exclude=" + joined(v.exclude, ","))},
             {"members", Json::array()}};
   for (const FleetRow& r : v.rows) {
-    Json m = {{"node", r.member->node},     {"rank", r.member->rank},     {"device", r.member->device},
+    Json m = {{"node", r.member->node},
+              {"rank", r.member->rank},
+              {"gpu", r.member->gpu < 0 ? Json(nullptr) : Json(r.member->gpu)},
+              {"device", r.member->device},
               {"status", r.failed.empty() ? "PASS" : "FAIL"}, {"failed", r.failed}, {"outliers", r.outliers},
               {"checks", Json::array()}};
     for (const Check& c : r.member->checks) m["checks"].push_back(check_json(c));
@@ -238,13 +280,15 @@ std::string fleet_json(const std::vector<FleetMember>& members, const FleetVerdi
 
 std::string fleet_csv(const FleetVerdict& v, const std::string& profile, const std::string& git_sha,
                       const std::string& timestamp) {
-  std::string s = "node,rank,device,check,metric,value,unit,op,threshold,status,outlier,detail,profile,git_sha,timestamp\n";
+  std::string s =
+      "node,rank,gpu,device,check,metric,value,unit,op,threshold,status,outlier,detail,profile,git_sha,timestamp\n";
   for (const FleetRow& r : v.rows)
     for (const Check& c : r.member->checks) {
       std::string outlier;
       for (const std::string& o : r.outliers)
         if (o.rfind(c.metric + " ", 0) == 0) outlier = o;
-      std::vector<std::string> f = {r.member->node, std::to_string(r.member->rank), r.member->device};
+      std::vector<std::string> f = {r.member->node, std::to_string(r.member->rank),
+                                    r.member->gpu < 0 ? "" : std::to_string(r.member->gpu), r.member->device};
       const std::vector<std::string> check = check_csv_fields(c);
       f.insert(f.end(), check.begin(), check.end());
       f.insert(f.end(), {outlier, c.detail, profile, git_sha, timestamp});
@@ -259,7 +303,7 @@ void print_fleet(const FleetVerdict& v) {
   for (const FleetRow& r : v.rows) {
     std::string what = joined(r.failed, ", ");
     if (!r.outliers.empty()) what += (what.empty() ? "" : "; ") + std::string("outlier: ") + joined(r.outliers, "; ");
-    fmt::print("{:<20} {:>5}  {:<6} {}\n", r.member->node, r.member->rank,
+    fmt::print("{:<20} {:>5}  {:<6} {}\n", r.member->row_name(), r.member->rank,
                !r.failed.empty() ? "FAIL" : r.outliers.empty() ? "PASS" : "SLOW", what.empty() ? "-" : what);
   }
   if (v.exclude.empty()) fmt::print("exclude: none\n");

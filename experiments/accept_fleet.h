@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/backend.h"
 #include "core/comm/communicator.h"
 #include "experiments/accept_check.h"
 
@@ -14,6 +15,13 @@ namespace ptdp {
 
 // The node a process runs on: $SLURMD_NODENAME (Slurm's name for it) if set, else the host name.
 std::string fleet_node_name();
+
+// A process's place among the job's processes on its node (by node name, in rank order):
+// srun --ntasks-per-node=8 gives local 0..7 and per_node 8. Collective.
+struct FleetPlace {
+  int local = 0, per_node = 1;
+};
+FleetPlace fleet_place(Communicator& world, const std::string& node);
 
 // Inter-node checks over `world` (every process calls them): an in-place all-reduce of `mib` MiB
 // f32 over every process (nccl-tests' busbw from the slowest process's time, the same figure on
@@ -23,11 +31,19 @@ std::string fleet_node_name();
 // the better of the transfer it sent and the one it received: a slow link slows both its ends,
 // a slow node both of its transfers. A job on one node gets both as SKIP.
 std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps);
+// The same with the transfers over `data` (the same ranks as `world`, e.g. an NCCL world of one
+// GPU per process) in buffers of `be` (that GPU's backend); `world` still meets, times and
+// gathers. `where` names the buffers in the detail ("GPUs", ...).
+std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps,
+                                    Communicator& data, Backend& be, const std::string& where);
 
 struct FleetMember {
   std::string node, device;
   int rank = 0;
   std::vector<Check> checks;
+  int gpu = -1;  // the one GPU the process checked (one process per GPU), or -1: every GPU it sees
+  // "node3", or "node3 gpu5" for a process of one GPU: the report's name of its row.
+  std::string row_name() const;
 };
 
 // Every process's member on rank 0, in rank order (an empty vector elsewhere). Collective.

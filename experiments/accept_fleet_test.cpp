@@ -9,6 +9,12 @@
 
 #include "core/comm/local/local_comm.h"
 #include "experiments/accept_fleet.h"
+#ifdef PTDP_HAVE_NCCL
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/comm/nccl/nccl_comm.h"
+#include "experiments/accept_gpu.h"
+#endif
 
 namespace ptdp {
 namespace {
@@ -116,6 +122,103 @@ TEST(AcceptFleet, InternodeChecksMeasureBetweenNodesAndSkipOnOne) {
     }
   }
 }
+
+TEST(AcceptFleet, EveryProcessKnowsItsPlaceOnItsNode) {
+  std::vector<FleetPlace> got(5);
+  run_local_ranks(5, [&](int rank, Communicator& comm) {
+    got[rank] = fleet_place(comm, rank == 2 || rank == 4 ? "b" : "a");  // a a b a b
+  });
+  const std::vector<std::pair<int, int>> want = {{0, 3}, {1, 3}, {0, 2}, {2, 3}, {1, 2}};
+  for (int r = 0; r < 5; ++r) {
+    EXPECT_EQ(got[r].local, want[r].first) << "rank " << r;
+    EXPECT_EQ(got[r].per_node, want[r].second) << "rank " << r;
+  }
+}
+
+#ifdef PTDP_HAVE_NCCL
+// A GPU fleet measures between GPUs: an NCCL world over the launcher's processes (here thread
+// ranks, each on its own GPU of the vgpu build or of the machine), buffers in device memory.
+TEST(AcceptFleet, GpuFleetsMeasureBetweenGpusOverNccl) {
+  std::string why;
+  if (cuda::device_count(&why) < 4) GTEST_SKIP() << "needs 4 GPUs: " << why;
+  AcceptProfile p;
+  p.path = "test.toml";
+  p.internode_mib = 1;
+  std::vector<std::vector<Check>> got(4);
+  run_local_ranks(4, [&](int rank, Communicator& comm) {
+    got[rank] = gpu_internode_checks(comm, "node" + std::to_string(rank / 2), p, 2, rank);
+  });
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(got[r].size(), 2u);
+    for (const Check& c : got[r]) {
+      EXPECT_TRUE(c.pass) << c.detail;
+      EXPECT_FALSE(c.skipped) << c.detail;
+      EXPECT_GT(c.value, 0) << c.detail;
+      EXPECT_EQ(c.detail.rfind("nccl comm between GPUs (NCCL ", 0), 0u) << c.detail;
+      EXPECT_NE(c.detail.find("this process's GPU " + std::to_string(r)), std::string::npos) << c.detail;
+      EXPECT_NE(c.detail.find(" 0 wrong elements"), std::string::npos) << c.detail;
+    }
+  }
+}
+
+// The data checks see what the GPUs received: a communicator that corrupts what rank 2 receives
+// (after the transfer, in device memory) fails rank 2's all-reduce and the sends of ranks 0 and 1,
+// which go to rank 2 (the next process on another node); rank 2's own send and rank 3 pass.
+class CorruptingComm : public Communicator {
+ public:
+  CorruptingComm(Communicator& c, Backend& be, bool corrupt) : c_(c), be_(be), corrupt_(corrupt) {}
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  std::string backend() const override { return c_.backend(); }
+  void all_reduce(Tensor& x, ReduceOp op) override { c_.all_reduce(x, op), spoil(x); }
+  void all_gather(const Tensor& in, Tensor& out) override { c_.all_gather(in, out); }
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override { c_.reduce_scatter(in, out, op); }
+  void broadcast(Tensor& x, int root) override { c_.broadcast(x, root); }
+  void send(const Tensor& x, int peer, int tag) override { c_.send(x, peer, tag); }
+  void recv(Tensor& x, int peer, int tag) override { c_.recv(x, peer, tag), spoil(x); }
+  void barrier() override { c_.barrier(); }
+  CommHandle all_reduce_async(Tensor& x, ReduceOp op) override { return c_.all_reduce_async(x, op); }
+  CommHandle isend(const Tensor& x, int peer, int tag) override { return c_.isend(x, peer, tag); }
+  CommHandle irecv(Tensor& x, int peer, int tag) override { return c_.irecv(x, peer, tag); }
+  std::unique_ptr<Communicator> split(int color, int key) override { return c_.split(color, key); }
+  void abort(const std::string& why) override { c_.abort(why); }
+
+ private:
+  void spoil(Tensor& x) {
+    if (!corrupt_) return;
+    Tensor tail = x.slice_rows(x.numel() - 3, x.numel());  // the last 3 elements
+    be_.fill(tail, 12345.0);
+    be_.synchronize();
+  }
+  Communicator& c_;
+  Backend& be_;
+  bool corrupt_;
+};
+
+TEST(AcceptFleet, WrongElementsReceivedOnAGpuFailItsChecks) {
+  std::string why;
+  if (cuda::device_count(&why) < 4) GTEST_SKIP() << "needs 4 GPUs: " << why;
+  AcceptProfile p;
+  p.path = "test.toml";
+  p.internode_mib = 1;
+  std::vector<std::vector<Check>> got(4);
+  run_local_ranks(4, [&](int rank, Communicator& comm) {
+    auto be = make_cuda_backend(rank);
+    auto nccl = make_nccl_world(comm, rank, std::chrono::seconds(30), be.get());
+    CorruptingComm data(*nccl, *be, rank == 2);
+    got[rank] = internode_checks(comm, "node" + std::to_string(rank / 2), p, 2, data, *be, "GPUs");
+  });
+  const std::vector<std::vector<bool>> pass = {{true, false}, {true, false}, {false, true}, {true, true}};
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(got[r].size(), 2u);
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(got[r][i].pass, pass[r][i]) << "rank " << r << ": " << got[r][i].detail;
+  }
+  EXPECT_NE(got[2][0].detail.find(" 3 wrong elements on this process"), std::string::npos) << got[2][0].detail;
+  for (int r : {0, 1})
+    EXPECT_NE(got[r][1].detail.find("sent to rank 2 on node1"), std::string::npos) << got[r][1].detail;
+  EXPECT_NE(got[0][1].detail.find(", 3 wrong elements)"), std::string::npos) << got[0][1].detail;
+}
+#endif
 
 }  // namespace
 }  // namespace ptdp

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "experiments/accept_fleet.h"
 
 #ifdef PTDP_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -28,6 +29,8 @@
 #endif
 #ifdef PTDP_HAVE_NCCL
 #include <nccl.h>
+
+#include "core/comm/nccl/nccl_comm.h"
 #endif
 
 namespace ptdp {
@@ -49,6 +52,11 @@ GemmLoad gemm_load(const AcceptProfile&, double, const std::function<void()>&) {
 }
 std::unique_ptr<Backend> make_gpu_train_backend() {
   throw RuntimeError("ptdp accept: the GPU training check needs the CUDA backend, which this build lacks");
+}
+void check_one_gpu(int) {}
+std::vector<int> checked_gpus() { return {}; }
+std::vector<Check> gpu_internode_checks(Communicator&, const std::string&, const AcceptProfile&, int, int) {
+  throw RuntimeError("ptdp accept: the GPU inter-node checks need the CUDA backend, which this build lacks");
 }
 
 #else  // PTDP_HAVE_CUDA
@@ -203,14 +211,15 @@ GpuRates memory_on(int device, int64_t mib, int reps) {
 
 // The measurement on every GPU; the slowest GPU's best counts.
 template <class F>
-Check per_gpu_check(int gpus, Check c, F&& measure, std::string* per_gpu, std::string* copies, int* slowest,
-                    GpuRates* worst) {
+Check per_gpu_check(const std::vector<int>& devices, Check c, F&& measure, std::string* per_gpu, std::string* copies,
+                    int* slowest, GpuRates* worst) {
   double low = std::numeric_limits<double>::infinity();
   int64_t checked = 0, wrong = 0;
-  for (int d = 0; d < gpus; ++d) {
+  for (const int d : devices) {
     const GpuRates r = measure(d);
-    *per_gpu += fmt::format("{}{:.1f}", d ? ", " : "", r.s.best());
-    if (!r.copy.rates.empty()) *copies += fmt::format("{}{:.1f}", d ? ", " : "", r.copy.best());
+    const char* sep = d == devices.front() ? "" : ", ";
+    *per_gpu += fmt::format("{}{:.1f}", sep, r.s.best());
+    if (!r.copy.rates.empty()) *copies += fmt::format("{}{:.1f}", sep, r.copy.best());
     checked += r.checked;
     wrong += r.wrong;
     if (r.s.best() < low) {
@@ -487,9 +496,23 @@ std::string gpu_summary(const AcceptProfile& p) {
                      p.node_gpus, gpu_software());
 }
 
+namespace {
+int g_checked_gpu = -1;  // check_one_gpu's; -1: every visible GPU
+}  // namespace
+
+void check_one_gpu(int device) { g_checked_gpu = device; }
+
+std::vector<int> checked_gpus() {
+  if (g_checked_gpu >= 0) return {g_checked_gpu};
+  std::vector<int> all(size_t(std::max(0, cuda::device_count())));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
 std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,
                               int reps) {
-  const int gpus = cuda::device_count();
+  const std::vector<int> devices = checked_gpus();
+  const int gpus = int(devices.size());
   std::vector<Check> checks;
   if (wanted("gemm")) {
     std::string per, unused;
@@ -497,8 +520,8 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
     GpuRates w;
     Check c{"gemm", "gemm_bf16_tflops", "TFLOP/s", ">=", 0, p.min_gemm_tflops.value, false, "",
             p.min_gemm_tflops.source};
-    c = per_gpu_check(gpus, c, [&](int d) { return gemm_on(d, p.gemm_m, p.gemm_n, p.gemm_k, reps); }, &per, &unused,
-                      &slowest, &w);
+    c = per_gpu_check(devices, c, [&](int d) { return gemm_on(d, p.gemm_m, p.gemm_n, p.gemm_k, reps); }, &per,
+                      &unused, &slowest, &w);
     c.detail = fmt::format(
         "bf16 y = x w^T {}x{}x{}{} through the CUDA backend (cuBLASLt, f32 accumulation), best of {} after {} warm-up "
         "calls, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: {}; {} of {} sampled entries "
@@ -512,7 +535,8 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
     int slowest = 0;
     GpuRates w;
     Check c{"memory", "device_add_gbs", "GB/s", ">=", 0, p.min_memory_gbs.value, false, "", p.min_memory_gbs.source};
-    c = per_gpu_check(gpus, c, [&](int d) { return memory_on(d, p.triad_mib, reps); }, &per, &copies, &slowest, &w);
+    c = per_gpu_check(devices, c, [&](int d) { return memory_on(d, p.triad_mib, reps); }, &per, &copies, &slowest,
+                      &w);
     c.detail = fmt::format(
         "STREAM add c = a + b (the CUDA backend's add kernel), 3 f32 arrays of {} MiB, 3 arrays counted per pass, "
         "best of {} after {} warm-up passes, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: "
@@ -520,7 +544,12 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
         p.triad_mib, reps, kWarmup, slowest, w.s.best(), w.s.median(), per, copies, w.wrong);
     checks.push_back(c);
   }
-  const std::string one_gpu = fmt::format("{} GPU visible", gpus);
+  const std::string one_gpu =
+      g_checked_gpu >= 0
+          ? fmt::format("this process checks GPU {} only (one process per GPU on its node); the node's NCCL checks "
+                        "need one process per node",
+                        g_checked_gpu)
+          : fmt::format("{} GPU visible", gpus);
   if (wanted("allreduce")) {
     if (gpus < 2) {
       checks.push_back(skipped_check("allreduce", "allreduce_busbw_gbs", "GB/s", p.min_allreduce_busbw_gbs,
@@ -562,7 +591,8 @@ std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(c
 }
 
 GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<void()>& while_loaded) {
-  const int gpus = cuda::device_count();
+  const std::vector<int> devices = checked_gpus();
+  const int gpus = int(devices.size());
   const Deadline until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::vector<GpuRates> rates(size_t(std::max(gpus, 0)));
   std::vector<std::exception_ptr> errors(rates.size());
@@ -570,7 +600,7 @@ GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<v
   for (int d = 0; d < gpus; ++d)
     threads.emplace_back([&, d] {
       try {
-        rates[size_t(d)] = gemm_load_on(d, p.gemm_m, p.gemm_n, p.gemm_k, until);
+        rates[size_t(d)] = gemm_load_on(devices[size_t(d)], p.gemm_m, p.gemm_n, p.gemm_k, until);
       } catch (...) {
         errors[size_t(d)] = std::current_exception();
       }
@@ -591,7 +621,21 @@ GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<v
   return out;
 }
 
-std::unique_ptr<Backend> make_gpu_train_backend() { return make_cuda_backend(0); }
+std::unique_ptr<Backend> make_gpu_train_backend() { return make_cuda_backend(checked_gpus().at(0)); }
+
+std::vector<Check> gpu_internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps,
+                                        int device) {
+#ifdef PTDP_HAVE_NCCL
+  const std::unique_ptr<Backend> be = make_cuda_backend(device);
+  const std::unique_ptr<Communicator> nccl = make_nccl_world(world, device, kNcclTimeout, be.get());
+  return internode_checks(world, node, p, reps, *nccl, *be,
+                          fmt::format("GPUs (NCCL {}; this process's GPU {}, {})", nccl_version(), device,
+                                      cuda::device_name(device)));
+#else
+  (void)device;
+  return internode_checks(world, node, p, reps);  // host memory over the launcher's communicator
+#endif
+}
 
 #endif  // PTDP_HAVE_CUDA
 

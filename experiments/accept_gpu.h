@@ -12,9 +12,15 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/comm/communicator.h"
 #include "experiments/accept_check.h"
 
 namespace ptdp {
+
+// The GPUs this process checks: every visible one, or only `device` after check_one_gpu(device)
+// (a fleet launched one process per GPU: each process its own GPU, each GPU a row of the report).
+void check_one_gpu(int device);
+std::vector<int> checked_gpus();
 
 // The GPUs visible to this process; 0 with `why` set when there are none (no driver, no
 // device, or a build without the CUDA backend).
@@ -46,7 +52,13 @@ struct GemmLoad {
 };
 GemmLoad gemm_load(const AcceptProfile& p, double seconds, const std::function<void()>& while_loaded);
 
-// The backend the training check runs on: the CUDA backend on GPU 0.
+// The backend the training check runs on: the CUDA backend on the first checked GPU.
 std::unique_ptr<Backend> make_gpu_train_backend();
+
+// A GPU fleet's inter-node checks (accept_fleet.h) between GPUs: over an NCCL world of one GPU per
+// process (`device`, bootstrapped over `world`), buffers in device memory. A build without NCCL
+// runs them in host memory over `world`.
+std::vector<Check> gpu_internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps,
+                                        int device);
 
 }  // namespace ptdp

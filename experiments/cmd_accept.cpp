@@ -460,8 +460,8 @@ class ScopedQuietStdout {
 // A fleet's end: every process's checks gathered on rank 0, which prints the fleet's table and
 // writes the fleet report (--out); every process returns the fleet's exit code.
 int fleet_report(Communicator& world, const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv,
-                 const std::pair<std::string, std::string>& out) {
-  FleetMember me{fleet_node_name(), pv.device, world.rank(), checks};
+                 const std::pair<std::string, std::string>& out, int gpu) {
+  FleetMember me{fleet_node_name(), pv.device, world.rank(), checks, gpu};
   const std::vector<FleetMember> members = gather_fleet(world, me);
   Tensor code = Tensor::zeros({1}, DType::F32);
   if (world.rank() == 0) {
@@ -554,7 +554,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
   std::vector<GpuHealth> health;
   if (wanted("health")) health = read_gpu_health(&health_why);
   const bool benchmarks = wanted("gemm") || wanted("memory") || wanted("allreduce") || wanted("p2p") ||
-                          wanted("train") || wanted("burnin") || !f.write_golden.empty();
+                          wanted("train") || wanted("burnin") || wanted("internode") || !f.write_golden.empty();
   if (gpu && benchmarks)
     require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
   else if (gpu && health.empty())  // the health alone, and no driver to ask: nothing to measure
@@ -567,8 +567,25 @@ int accept(const AcceptFlags& f, Communicator* world) {
   const bool speaks = !world || world->rank() == 0;
   std::optional<ScopedQuietStdout> quiet;
   if (!speaks) quiet.emplace();
+  // A GPU fleet launched one process per GPU (several processes on a node, srun
+  // --ntasks-per-node=8): each process checks its own GPU, and each GPU is a row of the report.
+  int fleet_gpu = -1;
+  if (world && gpu && benchmarks) {
+    const std::string node = fleet_node_name();
+    const FleetPlace place = fleet_place(*world, node);
+    const int visible = visible_gpus(nullptr);
+    if (place.per_node > 1 && visible > 1 && place.per_node > visible)
+      usage_error("--hardware {}: {} processes of this job run on node {}, which has {} GPUs: launch one process per "
+                  "node or at most one per GPU",
+                  f.hardware, place.per_node, node, visible);
+    if (place.per_node > 1) {
+      fleet_gpu = visible == 1 ? 0 : place.local;  // the launcher gave each process one GPU, or it takes its own
+      check_one_gpu(fleet_gpu);
+    }
+  }
   Provenance pv;
   if (gpu) pv.device = benchmarks ? gpu_description() : health_description(health);
+  if (fleet_gpu >= 0) pv.device = fmt::format("GPU {} of {}", fleet_gpu, pv.device);
   if (gpu && benchmarks) pv.software = gpu_software();
   if (gpu && !benchmarks)
     fmt::print("ptdp accept: profile {} ({}), health of {} on {}\n", p.name, p.path, pv.device, pv.host);
@@ -646,7 +663,8 @@ int accept(const AcceptFlags& f, Communicator* world) {
     write_golden(f.write_golden, g);
     fmt::print("wrote {} ({} iterations of {}, b={} B={} seed {} lr {} on {})\n", f.write_golden, g.losses.size(),
                g.model, g.micro_batch, g.global_batch, g.seed, g.lr,
-               gpu ? "the CUDA backend, GPU 0" : fmt::format("{} thread(s)", g.omp_threads));
+               gpu ? fmt::format("the CUDA backend, GPU {}", checked_gpus().at(0))
+                   : fmt::format("{} thread(s)", g.omp_threads));
     if (wanted("train") || wanted("burnin")) golden = read_golden(std::get<0>(golden_source()));
   }
   if (wanted("train")) {
@@ -666,7 +684,8 @@ int accept(const AcceptFlags& f, Communicator* world) {
       }
     }
     const std::string where =
-        gpu ? "f32 on the CUDA backend, GPU 0" : fmt::format("{} thread(s)", g.omp_threads);
+        gpu ? fmt::format("f32 on the CUDA backend, GPU {}", checked_gpus().at(0))
+            : fmt::format("{} thread(s)", g.omp_threads);
     const std::string against =
         golden_name == p.golden ? golden_name
                                 : fmt::format("{} ({} does not exist yet: record it with --write-golden)", golden_name,
@@ -719,10 +738,13 @@ int accept(const AcceptFlags& f, Communicator* world) {
     checks.insert(checks.end(), c.begin(), c.end());
   }
   if (wanted("internode")) {
-    const std::vector<Check> between = internode_checks(*world, fleet_node_name(), p, reps);
+    // A GPU fleet measures between its GPUs over NCCL, each process from its first checked GPU.
+    const std::string node = fleet_node_name();
+    const std::vector<Check> between = gpu ? gpu_internode_checks(*world, node, p, reps, checked_gpus().at(0))
+                                           : internode_checks(*world, node, p, reps);
     checks.insert(checks.end(), between.begin(), between.end());
   }
-  if (world) return fleet_report(*world, p, checks, pv, out);
+  if (world) return fleet_report(*world, p, checks, pv, out, fleet_gpu);
 
   bool passed = true;  // every check that ran passed (SKIP neither passes nor fails)
   std::string failed, skipped;
