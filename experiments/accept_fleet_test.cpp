@@ -23,6 +23,14 @@ Check fleet_rate(const std::string& metric, double v, bool pass = true) {
   return Check{metric, metric, "GB/s", ">=", v, 1.0, pass, "", "test"};
 }
 
+// A profile whose inter-node checks move 1 MiB and have no thresholds of their own.
+AcceptProfile one_mib_profile() {
+  AcceptProfile p;
+  p.path = "test.toml";
+  p.internode_mib = 1;
+  return p;
+}
+
 std::vector<FleetMember> fleet_of(const std::vector<double>& gemm) {
   std::vector<FleetMember> m;
   for (size_t i = 0; i < gemm.size(); ++i)
@@ -93,9 +101,7 @@ TEST(AcceptFleet, EveryMembersChecksReachRankZeroInRankOrder) {
 }
 
 TEST(AcceptFleet, InternodeChecksMeasureBetweenNodesAndSkipOnOne) {
-  AcceptProfile p;
-  p.path = "test.toml";
-  p.internode_mib = 1;
+  const AcceptProfile p = one_mib_profile();
   for (const bool one_node : {true, false}) {
     std::vector<std::vector<Check>> got(4);
     run_local_ranks(4, [&](int rank, Communicator& comm) {
@@ -136,14 +142,17 @@ TEST(AcceptFleet, EveryProcessKnowsItsPlaceOnItsNode) {
 }
 
 #ifdef PTDP_HAVE_NCCL
+#define PTDP_NEED_FOUR_GPUS()                                                    \
+  do {                                                                           \
+    std::string why_;                                                            \
+    if (cuda::device_count(&why_) < 4) GTEST_SKIP() << "needs 4 GPUs: " << why_; \
+  } while (0)
+
 // A GPU fleet measures between GPUs: an NCCL world over the launcher's processes (here thread
 // ranks, each on its own GPU of the vgpu build or of the machine), buffers in device memory.
 TEST(AcceptFleet, GpuFleetsMeasureBetweenGpusOverNccl) {
-  std::string why;
-  if (cuda::device_count(&why) < 4) GTEST_SKIP() << "needs 4 GPUs: " << why;
-  AcceptProfile p;
-  p.path = "test.toml";
-  p.internode_mib = 1;
+  PTDP_NEED_FOUR_GPUS();
+  const AcceptProfile p = one_mib_profile();
   std::vector<std::vector<Check>> got(4);
   run_local_ranks(4, [&](int rank, Communicator& comm) {
     got[rank] = gpu_internode_checks(comm, "node" + std::to_string(rank / 2), p, 2, rank);
@@ -196,11 +205,8 @@ class CorruptingComm : public Communicator {
 };
 
 TEST(AcceptFleet, WrongElementsReceivedOnAGpuFailItsChecks) {
-  std::string why;
-  if (cuda::device_count(&why) < 4) GTEST_SKIP() << "needs 4 GPUs: " << why;
-  AcceptProfile p;
-  p.path = "test.toml";
-  p.internode_mib = 1;
+  PTDP_NEED_FOUR_GPUS();
+  const AcceptProfile p = one_mib_profile();
   std::vector<std::vector<Check>> got(4);
   run_local_ranks(4, [&](int rank, Communicator& comm) {
     auto be = make_cuda_backend(rank);
