@@ -136,7 +136,7 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
       if (nodes[(k + j) % n] != nodes[k]) return (k + j) % n;
     return k;
   };
-  Tensor x = filled(unset, 0);
+  Tensor x = be.empty({elems}, DType::F32);  // filled by each transfer's first round
   Samples mine;
   int64_t my_wrong = 0;
   const int to = next_off_node(me);

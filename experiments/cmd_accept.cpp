@@ -574,7 +574,7 @@ int accept(const AcceptFlags& f, Communicator* world) {
     const std::string node = fleet_node_name();
     const FleetPlace place = fleet_place(*world, node);
     const int visible = visible_gpus(nullptr);
-    if (place.per_node > 1 && visible > 1 && place.per_node > visible)
+    if (visible > 1 && place.per_node > visible)
       usage_error("--hardware {}: {} processes of this job run on node {}, which has {} GPUs: launch one process per "
                   "node or at most one per GPU",
                   f.hardware, place.per_node, node, visible);
