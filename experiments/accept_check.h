@@ -20,6 +20,7 @@ struct AcceptProfile {
   std::string path, name, device, kind;  // kind: "cpu" or "gpu"
   int ranks = 2;                         // cpu: ranks of one node for the communication checks
   int node_gpus = 0;                     // gpu: GPUs of one node (informational: every visible GPU is used)
+  int node_nics = 0;                     // compute-fabric NICs of one node (node.nics; 0: not given)
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   std::string gemm_what;
   Threshold min_gemm_gflops;             // cpu: OpenBLAS sgemm, GFLOP/s
@@ -40,6 +41,10 @@ struct AcceptProfile {
   // leaves the metric to the fleet's median.
   int64_t internode_mib = 0;             // default: accept.allreduce.mib
   Threshold min_internode_allreduce_busbw_gbs;
+  // Or per NIC: the all-reduce's threshold is this x the NICs a node's processes can drive, min(its
+  // processes, node.nics) on the node with the fewest (a ring of k GPUs a node, each on its own
+  // NIC, moves k NICs' worth between nodes).
+  Threshold min_internode_allreduce_busbw_gbs_per_nic;
   Threshold min_internode_p2p_gbs;
   // The least spread an outlier must exceed, as a fraction of the fleet's median: this machine
   // kind's run-to-run noise (default 0.05).

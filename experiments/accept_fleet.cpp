@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -45,6 +46,22 @@ std::pair<double, std::string> fleet_threshold(const Threshold& t, const AcceptP
   return {0.0, fmt::format("no accept.fleet.{} in {}: judged against the fleet's median only", field, p.path)};
 }
 
+// The all-reduce's threshold: the profile's, or its per-NIC figure times the NICs a node's
+// processes can drive (each GPU sends through its own NIC), counted on the node with the fewest.
+std::pair<double, std::string> allreduce_threshold(const AcceptProfile& p, const std::vector<std::string>& nodes) {
+  const Threshold& per_nic = p.min_internode_allreduce_busbw_gbs_per_nic;
+  if (per_nic.value <= 0) return fleet_threshold(p.min_internode_allreduce_busbw_gbs, p, "min_allreduce_busbw_gbs");
+  std::map<std::string, int> per_node;
+  for (const std::string& n : nodes) ++per_node[n];
+  int fewest = int(nodes.size());
+  for (const auto& [name, count] : per_node) fewest = std::min(fewest, count);
+  const int nics = std::min(fewest, p.node_nics);
+  return {per_nic.value * nics,
+          fmt::format("{} GB/s per NIC x {} NIC(s) (the fewest processes on a node, {}, and node.nics {}: the "
+                      "lesser); per NIC: {}",
+                      per_nic.value, nics, fewest, p.node_nics, per_nic.source)};
+}
+
 }  // namespace
 
 std::string fleet_node_name() {
@@ -75,7 +92,7 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
              data.size(), world.rank(), world.size());
   const std::vector<std::string> nodes = exchange_strings(world, node);
   const int me = world.rank(), n = world.size();
-  const auto [ar_min, ar_source] = fleet_threshold(p.min_internode_allreduce_busbw_gbs, p, "min_allreduce_busbw_gbs");
+  const auto [ar_min, ar_source] = allreduce_threshold(p, nodes);
   const auto [p2p_min, p2p_source] = fleet_threshold(p.min_internode_p2p_gbs, p, "min_p2p_gbs");
   const Threshold ar_t{ar_min, ar_source}, p2p_t{p2p_min, p2p_source};
   if (std::all_of(nodes.begin(), nodes.end(), [&](const std::string& s) { return s == nodes[0]; })) {

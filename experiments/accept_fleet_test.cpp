@@ -7,6 +7,8 @@
 #include <limits>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "core/comm/local/local_comm.h"
 #include "experiments/accept_fleet.h"
 #ifdef PTDP_HAVE_NCCL
@@ -125,6 +127,30 @@ TEST(AcceptFleet, InternodeChecksMeasureBetweenNodesAndSkipOnOne) {
       EXPECT_EQ(got[0][0].value, got[3][0].value) << "the all-reduce's figure is the job's";
       EXPECT_NE(got[1][1].detail.find("sent to rank 2 on node1"), std::string::npos) << got[1][1].detail;
       EXPECT_NE(got[2][1].detail.find("received from rank 1 on node0"), std::string::npos) << got[2][1].detail;
+    }
+  }
+}
+
+// Per NIC, the all-reduce's threshold counts the NICs the node with the fewest processes drives.
+TEST(AcceptFleet, APerNicThresholdCountsTheNicsTheFewestProcessesOfANodeDrive) {
+  struct Case {
+    std::vector<std::string> nodes;
+    int nics;
+    double nics_used;
+  };
+  for (const Case& k : {Case{{"a", "a", "b", "b"}, 8, 2}, Case{{"a", "a", "b", "b"}, 1, 1},
+                        Case{{"a", "a", "a", "b"}, 8, 1}}) {
+    AcceptProfile p = one_mib_profile();
+    p.node_nics = k.nics;
+    p.min_internode_allreduce_busbw_gbs_per_nic = {1e-6, "test per NIC"};
+    std::vector<std::vector<Check>> got(4);
+    run_local_ranks(4, [&](int rank, Communicator& comm) { got[rank] = internode_checks(comm, k.nodes[rank], p, 1); });
+    for (int r = 0; r < 4; ++r) {
+      const Check& c = got[r][0];
+      EXPECT_DOUBLE_EQ(c.threshold, 1e-6 * k.nics_used) << c.source;
+      EXPECT_TRUE(c.pass) << c.detail;
+      EXPECT_NE(c.source.find(fmt::format("x {} NIC(s)", k.nics_used)), std::string::npos) << c.source;
+      EXPECT_NE(c.source.find("test per NIC"), std::string::npos) << c.source;
     }
   }
 }

@@ -69,13 +69,16 @@ std::map<std::string, std::vector<std::string>> report_rows(const std::string& c
 TEST(CliAcceptGpu, GpuProfilesHaveEveryThresholdWithAValueAndASource) {
   const std::vector<std::string> thresholds = {"accept.gemm.min_tflops",          "accept.memory.min_add_gbs",
                                                "accept.allreduce.min_busbw_gbs",   "accept.p2p.min_bandwidth_gbs",
-                                               "accept.train.max_rel_error",       "accept.train.max_rel_error_vs_cpu"};
+                                               "accept.train.max_rel_error",       "accept.train.max_rel_error_vs_cpu",
+                                               "accept.fleet.min_allreduce_busbw_gbs_per_nic",
+                                               "accept.fleet.min_p2p_gbs"};
   for (const std::string& name : kGpuProfiles) {
     SCOPED_TRACE(name);
     const toml::table t = toml::parse_file(source_file("hardware/" + name + "-accept.toml"));
     EXPECT_EQ(t["name"].value_or(std::string()), name);
     EXPECT_EQ(t["kind"].value_or(std::string()), "gpu");
     EXPECT_GE(t.at_path("node.gpus").value_or(int64_t(0)), 1);
+    EXPECT_GE(t.at_path("node.nics").value_or(int64_t(0)), 1);  // a fleet judges the links between nodes too
     for (const std::string& field : thresholds) {
       const toml::table* th = t.at_path(field).as_table();
       ASSERT_NE(th, nullptr) << field;

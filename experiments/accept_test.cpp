@@ -211,6 +211,27 @@ TEST(CliAccept, CpuProfileMarkedGpuMissesTheGpuFields) {
                            {"field 'node.gpus' is missing"}));
 }
 
+// The fleet's all-reduce threshold is absolute or per NIC; per NIC needs the node's NICs.
+TEST(CliAccept, PerNicFleetThresholdNeedsTheNodesNicsAndExcludesTheAbsoluteOne) {
+  TempDir dir;
+  const std::string base = text_of(source_file("hardware/cpu-accept.toml"));
+  const std::string per_nic = "min_allreduce_busbw_gbs_per_nic = { value = 1, source = \"test\" }\n";
+  const std::string absolute = "min_allreduce_busbw_gbs = { value = 1, source = \"test\" }\n";
+  const auto with = [&](const std::string& fleet_lines, const std::string& node_lines) {
+    std::string text = std::regex_replace(base, std::regex(R"(\n\[accept\.fleet\][^\n]*\n)"),
+                                          "\n[accept.fleet]\n" + fleet_lines);
+    text = std::regex_replace(text, std::regex(R"(\n\[node\][^\n]*\n)"), "\n[node]\n" + node_lines);
+    return write_text(dir, "fleet.toml", text);
+  };
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", with(per_nic, ""), "--checks", "gemm"}),
+                           {"'accept.fleet.min_allreduce_busbw_gbs_per_nic' needs 'node.nics'"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", with(per_nic + absolute, "nics = 2\n"), "--checks",
+                                          "gemm"}),
+                           {"either 'accept.fleet.min_allreduce_busbw_gbs' or", "not both"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", with(per_nic, "nics = 0\n"), "--checks", "gemm"}),
+                           {"'node.nics'"}));
+}
+
 TEST(CliAccept, MalformedGoldenFileNamesFileAndLine) {
   TempDir dir;
   std::string golden = text_of(source_file("results/golden/tiny_cpu.csv"));

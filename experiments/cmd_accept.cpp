@@ -182,8 +182,24 @@ AcceptProfile load_accept_profile(const std::string& name_or_path) {
   a.p2p_mib = mib_field("accept.p2p.mib");
   a.min_p2p_gbs = r.threshold("accept.p2p.min_bandwidth_gbs");
   a.internode_mib = root.at_path("accept.fleet.mib") ? mib_field("accept.fleet.mib") : a.allreduce_mib;
+  if (root.at_path("node.nics")) {
+    const int64_t nics = r.integer("node.nics", 1);
+    if (nics > 1024) usage_error("{}: field 'node.nics' = {} must be at most 1024", a.path, nics);
+    a.node_nics = int(nics);
+  }
   if (root.at_path("accept.fleet.min_allreduce_busbw_gbs"))
     a.min_internode_allreduce_busbw_gbs = r.threshold("accept.fleet.min_allreduce_busbw_gbs");
+  if (root.at_path("accept.fleet.min_allreduce_busbw_gbs_per_nic")) {
+    if (a.min_internode_allreduce_busbw_gbs.value > 0)
+      usage_error("{}: give either 'accept.fleet.min_allreduce_busbw_gbs' or "
+                  "'accept.fleet.min_allreduce_busbw_gbs_per_nic', not both",
+                  a.path);
+    if (a.node_nics == 0)
+      usage_error("{}: field 'accept.fleet.min_allreduce_busbw_gbs_per_nic' needs 'node.nics' (the node's "
+                  "compute-fabric NICs)",
+                  a.path);
+    a.min_internode_allreduce_busbw_gbs_per_nic = r.threshold("accept.fleet.min_allreduce_busbw_gbs_per_nic");
+  }
   if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
   if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
   if (root.at_path("accept.burnin.seconds")) a.burnin_seconds = double(r.integer("accept.burnin.seconds", 1));
