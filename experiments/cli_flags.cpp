@@ -53,6 +53,12 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
                  "layers of the first pipeline stage (Megatron-core's uneven stages; default: an even share)");
   app.add_option("--decoder-last-pipeline-num-layers", p.last_stage_layers,
                  "layers of the last pipeline stage (default: an even share); the other stages share the rest evenly");
+  app.add_flag("--account-for-embedding-in-pipeline-split", p.embedding_in_split,
+               "count the embedding as a layer when splitting layers over stages: the first chunk of stage 0 holds "
+               "one transformer layer fewer (Megatron-core's flag)");
+  app.add_flag("--account-for-loss-in-pipeline-split", p.loss_in_split,
+               "count the loss (the output layer) as a layer: the last chunk of the last stage holds one "
+               "transformer layer fewer");
   app.add_option("--micro-batch,--micro-batch-size", p.micro_batch, "micro-batch size b")->capture_default_str();
   app.add_option("--global-batch,--global-batch-size", p.global_batch, "global batch size B (default: b*d)");
   app.add_option("--schedule", p.schedule, "gpipe | 1f1b | interleaved")->capture_default_str();

@@ -41,6 +41,58 @@ TEST(CliUneven, TrainPlacesTheLayersAsAskedAndTrainsTheSameModel) {
   EXPECT_NE(c.out.find("missing"), std::string::npos) << c.out;
 }
 
+// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: the same model
+// trained (same losses as the even split), interleaved with chunks of unequal size; `simulate`
+// places 94 layers + both over 12 stages as the explicit 7 | 8 x 10 | 7 and times them alike.
+TEST(CliUneven, TheEmbeddingAndTheLossCountedAsLayers) {
+  TempDir dir;
+  auto train = [&](const std::string& csv, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--iters", "3", "--global-batch", "4",
+                                     "--csv", dir.file(csv)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::last_result_row(dir.file(csv));
+  };
+  const auto plain = train("plain.csv", {});
+  const auto counted = train("counted.csv", {"--pp", "2", "--vpp", "2", "--schedule", "interleaved",
+                                              "--account-for-embedding-in-pipeline-split",
+                                              "--account-for-loss-in-pipeline-split"});
+  EXPECT_EQ(plain.at("stage_layers"), "");
+  EXPECT_EQ(counted.at("stage_layers"), "embedding+loss");
+  EXPECT_NEAR(std::stod(counted.at("loss")), std::stod(plain.at("loss")), 1e-5 * std::stod(plain.at("loss")));
+
+  auto sim = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
+                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
+                                     "--layers", "94", "--csv", dir.file("sim.csv")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
+  };
+  const auto [explicit_out, explicit_row] = sim({"--decoder-first-pipeline-num-layers", "7",
+                                                 "--decoder-last-pipeline-num-layers", "7"});
+  const auto [counted_out, counted_row] = sim({"--account-for-embedding-in-pipeline-split",
+                                               "--account-for-loss-in-pipeline-split"});
+  EXPECT_NE(counted_out.find("(layers per stage 7 | 8 x 10 | 7)"), std::string::npos) << counted_out;
+  EXPECT_EQ(counted_row.at("iter_time_ms"), explicit_row.at("iter_time_ms"));
+  EXPECT_EQ(counted_row.at("peak_mem_gb"), explicit_row.at("peak_mem_gb"));
+
+  const CliResult both = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--pp", "2",
+                                        "--account-for-embedding-in-pipeline-split",
+                                        "--decoder-first-pipeline-num-layers", "2"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_NE(both.err.find("cannot be combined with --decoder-first-pipeline-num-layers"), std::string::npos) << both.err;
+  const CliResult odd = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--pp", "2",
+                                       "--account-for-loss-in-pipeline-split"});
+  EXPECT_EQ(odd.exit_code, 2) << odd.err;
+  EXPECT_NE(odd.err.find("--pp 2 must divide --layers 6 + 1 (the loss counted as a layer by "
+                         "--account-for-loss-in-pipeline-split) = 7"),
+            std::string::npos)
+      << odd.err;
+}
+
 TEST(CliUneven, ABadSplitIsRefusedNamingTheFlags) {
   TempDir dir;
   auto refused = [&](std::vector<std::string> args, const std::string& needle) {

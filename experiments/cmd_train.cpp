@@ -315,7 +315,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   world.barrier();
   StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed,
                                        precision_dtype(c.precision), c.par.sequence_parallel, c.par.first_stage_layers,
-                                       c.par.last_stage_layers);
+                                       c.par.last_stage_layers, c.par.embedding_in_split, c.par.loss_in_split);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;

@@ -44,7 +44,10 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   rule.ffn_hidden_size = 0;
   if (m.ffn_hidden() != rule.ffn_hidden()) r.set("ffn_hidden_size", static_cast<long long>(m.ffn_hidden()));
   if (m.layernorm_eps != ModelConfig{}.layernorm_eps) r.set("norm_eps", m.layernorm_eps);
-  if (p.layer_split(m.layers).uneven())  // --decoder-first/last-pipeline-num-layers, "FIRST:LAST" (0: even share)
+  if (p.embedding_in_split || p.loss_in_split)  // --account-for-*-in-pipeline-split: what counts as a layer
+    r.set("stage_layers", p.embedding_in_split && p.loss_in_split ? "embedding+loss"
+                          : (p.embedding_in_split ? "embedding" : "loss"));
+  else if (p.layer_split(m.layers).uneven())  // --decoder-first/last-pipeline-num-layers, "FIRST:LAST" (0: even share)
     r.set("stage_layers", std::to_string(p.first_stage_layers) + ":" + std::to_string(p.last_stage_layers));
   if (mode == "simulate") r.set("stack", c.stack);  // the software modelled; a measured run is ptdp's own
   if (mode != "simulate") {  // what a measured run trained on

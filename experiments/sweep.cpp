@@ -61,7 +61,8 @@ const std::vector<std::string>& setting_keys() {
       "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
       "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
       "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero",
-      "sequence_parallel", "stack", "first_stage_layers", "last_stage_layers"};
+      "sequence_parallel", "stack", "first_stage_layers", "last_stage_layers",
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
   return k;
 }
 
@@ -187,6 +188,8 @@ void apply(Assembly& a, const SpecSettings& s) {
       if (n < 0 || n > (1 << 30)) usage_error("{}: key '{}' = {} must be an integer from 0 to {}", w, key, n, 1 << 30);
       (key == "first_stage_layers" ? c.par.first_stage_layers : c.par.last_stage_layers) = static_cast<int>(n);
     }
+    else if (key == "account_for_embedding_in_pipeline_split") c.par.embedding_in_split = as_bool(v, w, key);
+    else if (key == "account_for_loss_in_pipeline_split") c.par.loss_in_split = as_bool(v, w, key);
     else if (key == "micro_batch") c.par.micro_batch = as_count(v, w, key);
     else if (key == "global_batch") c.par.global_batch = as_count(v, w, key);
     else if (key == "schedule") c.par.schedule = as_text(v, w, key);

@@ -539,12 +539,19 @@ sequence_parallel = true
 [[points]]
 x = "deep"
 layers = 8
+[[points]]
+x = "counted"
+layers = 6
+pp = 2
+dp = 1
+account_for_embedding_in_pipeline_split = true
+account_for_loss_in_pipeline_split = true
 )");
   const std::string out = dir.file("out");
   const CliResult r = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto lines = lines_of(testing::text_of(out + "/kinds.csv"));
-  ASSERT_EQ(lines.size(), 7u) << testing::text_of(out + "/kinds.csv");
+  ASSERT_EQ(lines.size(), 8u) << testing::text_of(out + "/kinds.csv");
   const auto header = split_csv_line(lines[0]);
   std::vector<Config> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -560,6 +567,7 @@ layers = 8
   EXPECT_NE(rows[0]["peak_mem_gb"], rows[2]["peak_mem_gb"]);  // ZeRO-3 holds less per rank
   EXPECT_EQ(rows[4]["sequence_parallel"], "1");
   EXPECT_EQ(rows[5]["layers"], "8");
+  EXPECT_EQ(rows[6]["stage_layers"], "embedding+loss");
   // The printed table has each point's own value, not the first one's repeated.
   auto printed = [&](const std::string& x) {
     for (const auto& l : lines_of(r.out))
@@ -572,7 +580,7 @@ layers = 8
   EXPECT_NE(rows[0]["tflops_per_gpu"], rows[3]["tflops_per_gpu"]);  // the stack
   const CliResult again = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(lines_of(testing::text_of(out + "/kinds.csv")).size(), 7u);
+  EXPECT_EQ(lines_of(testing::text_of(out + "/kinds.csv")).size(), 8u);
 }
 
 // A result file written before the zero and arch columns existed is still read (its rows are

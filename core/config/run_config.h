@@ -19,6 +19,9 @@ struct ParallelConfig {
   // Uneven stages (Megatron-core's --decoder-first-pipeline-num-layers and
   // --decoder-last-pipeline-num-layers): the first and last stages' layers; 0: an even share.
   int first_stage_layers = 0, last_stage_layers = 0;
+  // Or the embedding and/or the loss counted as a layer in the split (Megatron-core's
+  // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split).
+  bool embedding_in_split = false, loss_in_split = false;
   int micro_batch = 1;
   int global_batch = 0;  // 0: micro_batch * dp
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
@@ -34,7 +37,9 @@ struct ParallelConfig {
   // layer for forward and backward). Only 3 with tp = pp = 1.
   int zero = 0;
   int num_microbatches() const { return global_batch / (micro_batch * dp); }
-  LayerSplit layer_split(int layers) const { return {layers, pp, vpp, first_stage_layers, last_stage_layers}; }
+  LayerSplit layer_split(int layers) const {
+    return {layers, pp, vpp, first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split};
+  }
 };
 
 struct RunConfig {

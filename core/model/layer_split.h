@@ -1,7 +1,9 @@
 // Which transformer layers each pipeline stage and model chunk holds: Megatron-core's placement
 // (transformer_block.py get_num_layers_to_build, transformer_layer.py
 // get_transformer_layer_offset), even or with uneven first and last stages
-// (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers).
+// (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers), or with the embedding
+// and the loss counted as a layer each (--account-for-embedding-in-pipeline-split,
+// --account-for-loss-in-pipeline-split).
 #pragma once
 #include <string>
 
@@ -13,7 +15,10 @@ struct LayerSplit {
   int v = 1;       // model chunks per stage (interleaved schedule)
   int first = 0;   // layers of stage 0 (over its v chunks); 0: an even share
   int last = 0;    // layers of stage p-1; 0: an even share
-  bool uneven() const { return first > 0 || last > 0; }
+  // The embedding (loss) takes a layer's place: the L + 1 (+ 1) "layers" split evenly over the
+  // p*v chunks, and the first chunk of stage 0 (last chunk of stage p-1) builds one layer fewer.
+  bool embedding = false, loss = false;
+  bool uneven() const { return first > 0 || last > 0 || embedding || loss; }
 };
 
 struct LayerRange {
@@ -21,14 +26,16 @@ struct LayerRange {
   int size() const { return end - begin; }
 };
 
-// Empty when the split is valid; else why not, naming the flags. Every stage holds at least one
-// layer per chunk; the layers left after the first and last stages divide evenly over the others;
-// each stage's layers divide by v.
+// Empty when the split is valid; else why not, naming the flags. Every chunk holds at least one
+// layer; the layers left after the first and last stages divide evenly over the others; each
+// stage's layers divide by v. With the embedding or the loss counted, L + 1 (+ 1) divides by p*v
+// and first/last are not given (Megatron-core refuses both at once).
 std::string layer_split_error(const LayerSplit& s);
 
 // Stage `stage`'s layers in all (v chunks), and chunk `chunk`'s range. Chunk j of stage r holds
 // the layers after those of chunks < j of every stage and of chunk j of stages < r (even: layers
-// j*(L/v) + r*(L/(p*v)) ..., Megatron's placement). Needs a valid split.
+// j*(L/v) + r*(L/(p*v)) ..., Megatron's placement; with the embedding counted, one fewer before
+// every chunk but the first). Needs a valid split.
 int stage_layer_count(const LayerSplit& s, int stage);
 LayerRange chunk_layers(const LayerSplit& s, int stage, int chunk);
 // "7 | 8 x 10 | 7": the stages' layers, first | middle x count | last; empty when even.

@@ -10,15 +10,18 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace ptdp {
 namespace {
 
 struct MegatronArgs {
   int num_layers, pp, vp;            // vp: 1 means virtual_pipeline_model_parallel_size None
   std::optional<int> first, last;    // num_layers_in_{first,last}_pipeline_stage
+  bool embedding = false, loss = false;  // account_for_{embedding,loss}_in_pipeline_split
 };
 
-int megatron_num_layers_to_build(const MegatronArgs& a, int pp_rank) {
+int megatron_num_layers_to_build(const MegatronArgs& a, int pp_rank, int vp_stage) {
   int per_rank;
   if (a.first || a.last) {
     int to_distribute = a.num_layers, stages_left = a.pp;
@@ -28,9 +31,10 @@ int megatron_num_layers_to_build(const MegatronArgs& a, int pp_rank) {
     if (pp_rank == 0 && a.first) per_rank = *a.first;
     if (pp_rank == a.pp - 1 && a.last) per_rank = *a.last;
   } else {
-    per_rank = a.num_layers / a.pp;
+    per_rank = (a.num_layers + a.embedding + a.loss) / a.pp;
   }
-  return a.vp > 1 ? per_rank / a.vp : per_rank;
+  int build = a.vp > 1 ? per_rank / a.vp : per_rank;
+  return build - (a.embedding && pp_rank == 0 && vp_stage == 0) - (a.loss && pp_rank == a.pp - 1 && vp_stage == a.vp - 1);
 }
 
 int megatron_layer_offset(const MegatronArgs& a, int pp_rank, int vp_stage) {
@@ -49,42 +53,54 @@ int megatron_layer_offset(const MegatronArgs& a, int pp_rank, int vp_stage) {
     const int per_rank = middle_stages > 0 ? middle_layers / middle_stages : 0;
     return pp_rank == 0 ? 0 : middle_rank * per_rank + first;
   }
-  const int per_rank = a.num_layers / a.pp;
-  if (a.vp > 1) return vp_stage * (a.num_layers / a.vp) + pp_rank * (per_rank / a.vp);
-  return pp_rank * per_rank;
+  const int num_layers = a.num_layers + a.embedding + a.loss, per_rank = num_layers / a.pp;
+  const int before_embedding = a.embedding && !(vp_stage == 0 && pp_rank == 0);  // the embedding is no layer
+  if (a.vp > 1) return vp_stage * (num_layers / a.vp) + pp_rank * (per_rank / a.vp) - before_embedding;
+  return pp_rank * per_rank - before_embedding;
 }
 
 TEST(LayerSplit, PlacementEqualsMegatronCoresForEveryValidSplit) {
-  int checked = 0, uneven = 0;
+  int checked = 0, uneven = 0, counted = 0;
+  const auto r_last = [](int p) { return p - 1; };
   for (int layers = 1; layers <= 24; ++layers)
     for (int p = 1; p <= 6; ++p)
       for (int v = 1; v <= 3; ++v) {
         if (p == 1 && v > 1) continue;  // interleaving needs a pipeline (Megatron and ptdp refuse it)
+        for (int edges = 0; edges < 4; ++edges)  // the embedding and/or the loss counted as a layer
         for (int first = 0; first <= layers; ++first)
           for (int last = 0; last <= layers; ++last) {
-            const LayerSplit s{layers, p, v, first, last};
+            const bool embedding = edges & 1, loss = edges & 2;
+            const LayerSplit s{layers, p, v, first, last, embedding, loss};
             if (!layer_split_error(s).empty()) continue;
             // Megatron-core divides by the number of middle stages there: p = 2 with both ends
             // given and interleaving raises ZeroDivisionError in get_transformer_layer_offset.
             if (p == 2 && first && last && v > 1) continue;
             const MegatronArgs a{layers, p, v, first ? std::optional<int>(first) : std::nullopt,
-                                 last ? std::optional<int>(last) : std::nullopt};
+                                 last ? std::optional<int>(last) : std::nullopt, embedding, loss};
             std::vector<int> owner(layers, 0);
             for (int r = 0; r < p; ++r)
               for (int j = 0; j < v; ++j) {
                 const LayerRange got = chunk_layers(s, r, j);
-                ASSERT_EQ(got.begin, megatron_layer_offset(a, r, j)) << layers << " " << p << " " << v << " " << first << " " << last;
-                ASSERT_EQ(got.size(), megatron_num_layers_to_build(a, r)) << layers << " " << p << " " << v << " " << first << " " << last;
+                const std::string at = fmt::format("{} layers, p {} v {} first {} last {} edges {}: stage {} chunk {}",
+                                                   layers, p, v, first, last, edges, r, j);
+                ASSERT_EQ(got.begin, megatron_layer_offset(a, r, j)) << at;
+                ASSERT_EQ(got.size(), megatron_num_layers_to_build(a, r, j)) << at;
+                ASSERT_EQ(stage_layer_count(s, r) >= got.size(), true) << at;
                 ASSERT_GE(got.size(), 1);
                 for (int l = got.begin; l < got.end; ++l) ++owner[l];
               }
             for (int l = 0; l < layers; ++l) ASSERT_EQ(owner[l], 1) << "layer " << l << " of " << layers;
+            int sum = 0;
+            for (int j = 0; j < v; ++j) sum += chunk_layers(s, r_last(p), j).size();
+            ASSERT_EQ(sum, stage_layer_count(s, r_last(p)));
             ++checked;
             uneven += s.uneven();
+            counted += embedding || loss;
           }
       }
   EXPECT_GT(checked, 1000);
   EXPECT_GT(uneven, 500);
+  EXPECT_GT(counted, 200);
 }
 
 TEST(LayerSplit, EvenChunksCoverEveryLayerExactlyOnce) {
@@ -121,6 +137,33 @@ TEST(LayerSplit, SeventyLayersOverTwelveStages) {
   EXPECT_EQ(describe_stages(LayerSplit{8, 2, 1, 3, 0}), "3 | 5");
   EXPECT_EQ(describe_stages(LayerSplit{8, 3, 1, 0, 2}), "3 x 2 | 2");
   EXPECT_EQ(describe_stages(LayerSplit{8, 2, 1}), "");
+}
+
+// Counted as layers: 94 layers + the embedding + the loss = 96 over 12 stages: 7 | 8 x 10 | 7,
+// and under interleaving only the first chunk of stage 0 and the last of stage 11 are short.
+TEST(LayerSplit, TheEmbeddingAndTheLossCountedAsLayers) {
+  const LayerSplit s{94, 12, 1, 0, 0, true, true};
+  ASSERT_EQ(layer_split_error(s), "");
+  EXPECT_EQ(describe_stages(s), "7 | 8 x 10 | 7");
+  EXPECT_EQ(chunk_layers(s, 1, 0).begin, 7);
+  const LayerSplit v2{14, 2, 2, 0, 0, true, true};  // 16 "layers", 4 a chunk
+  ASSERT_EQ(layer_split_error(v2), "");
+  EXPECT_EQ(chunk_layers(v2, 0, 0).begin, 0);
+  EXPECT_EQ(chunk_layers(v2, 0, 0).size(), 3);
+  EXPECT_EQ(chunk_layers(v2, 1, 0).begin, 3);
+  EXPECT_EQ(chunk_layers(v2, 0, 1).begin, 7);
+  EXPECT_EQ(chunk_layers(v2, 1, 1).begin, 11);
+  EXPECT_EQ(chunk_layers(v2, 1, 1).size(), 3);
+  EXPECT_EQ(describe_stages(v2), "7 x 2");
+  EXPECT_EQ(describe_stages(LayerSplit{7, 2, 1, 0, 0, true, false}), "3 | 4");
+  auto err = [](LayerSplit x) { return layer_split_error(x); };
+  EXPECT_NE(err({14, 2, 1, 7, 0, true, false}).find("cannot be combined with --decoder-first"), std::string::npos);
+  EXPECT_NE(err({14, 4, 1, 0, 0, true, false}).find("--pp 4 must divide --layers 14 + 1 (the embedding counted"),
+            std::string::npos)
+      << err({14, 4, 1, 0, 0, true, false});
+  EXPECT_NE(err({14, 2, 2, 0, 0, false, true}).find("--pp 2 x --vpp 2 must divide --layers 14 + 1"), std::string::npos);
+  EXPECT_NE(err({6, 8, 1, 0, 0, true, true}).find("leaves a chunk without a transformer layer"), std::string::npos)
+      << err({6, 8, 1, 0, 0, true, true});
 }
 
 TEST(LayerSplit, InvalidSplitsNameTheFlags) {

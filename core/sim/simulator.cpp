@@ -34,7 +34,7 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
   for (int s = 0; s < p; ++s) {
     for (int j = 0; j < v; ++j) {
       ChunkCosts& c = in.costs[size_t(s) * v + j];
-      const double lc = double(stage_layer_count(split, s)) / v;  // this chunk's layers
+      const double lc = chunk_layers(split, s, j).size();  // this chunk's layers
       c.forward = lc * cm.layer.forward.total();
       c.backward = lc * (cm.layer.recompute.total() + cm.layer.backward.total());
       if (s == 0 && j == 0) {

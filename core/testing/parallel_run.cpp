@@ -21,7 +21,8 @@ namespace ptdp::testing {
 std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + (first ? "_first" + std::to_string(first) : "") +
-         (last ? "_last" + std::to_string(last) : "") + "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
+         (last ? "_last" + std::to_string(last) : "") + (embedding ? "_embsplit" : "") + (loss ? "_losssplit" : "") +
+         "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
          (scatter_gather ? "_sg" : "_nosg") + (sequence_parallel ? "_sp" : "") + (zero ? "_zero" + std::to_string(zero) : "") +
          (overlap ? "_overlap" : "") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend) +
@@ -69,7 +70,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   ParallelGroups g = ParallelGroups::create(staged ? *staged : world, topo);
   StageModel stage =
       build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed, layout.dtype,
-                        layout.sequence_parallel, layout.first, layout.last);
+                        layout.sequence_parallel, layout.first, layout.last, layout.embedding, layout.loss);
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
   TrainConfig cfg = tc;
   cfg.overlap_grad_reduce = layout.overlap;

@@ -179,6 +179,36 @@ std::vector<Layout> uneven_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(Uneven, Ptdp, ::testing::ValuesIn(uneven_layouts()), layout_name);
 
+// The embedding and/or the loss counted as a layer (Megatron-core's
+// --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split).
+std::vector<Layout> counted_edge_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, Recompute r, bool embedding, bool loss) {
+    out.push_back(layout(t, p, d, ScheduleKind::OneFOneB, r, true, false));
+    out.back().embedding = embedding;
+    out.back().loss = loss;
+  };
+  add(1, 3, 2, Recompute::None, true, false);       // 9 "layers": 2 | 3 | 3
+  add(2, 3, 1, Recompute::Selective, false, true);  // 3 | 3 | 2
+  add(1, 5, 1, Recompute::Full, true, true);        // 10: 1 | 2 x 3 | 1
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(CountedEdges, Ptdp, ::testing::ValuesIn(counted_edge_layouts()), layout_name);
+
+// Interleaved, only the first chunk of stage 0 and the last chunk of the last stage are short: 6
+// layers + the embedding + the loss = 8 over p = 2, v = 2: stage 0 holds [0] [3, 4], stage 1 [1, 2] [5].
+TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
+  ModelConfig six = model8();
+  six.layers = 6;
+  const RunResult ref = testing::train_parallel(six, train_cfg(), Layout{}, 3, 33);
+  for (int t : {1, 2}) {
+    Layout l = layout(t, 2, 1, ScheduleKind::Interleaved, Recompute::Selective, true, false);  // v = 2
+    l.embedding = l.loss = true;
+    testing::expect_same_training(ref, testing::train_parallel(six, train_cfg(), l, 3, 33));
+  }
+}
+
 // b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
 TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
   for (int t : {2, 4}) {
@@ -217,7 +247,7 @@ ModelConfig narrow(int layers) {
   return c;
 }
 
-int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 || l.first || l.last ? 8 : 4; }
+int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 || l.first || l.last || l.embedding || l.loss ? 8 : 4; }
 
 const RunResult& narrow_reference(int layers) {  // each depth trained once, when first needed
   if (layers == 4) {
@@ -263,6 +293,7 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_se
 
 // Uneven stages on the CUDA backend: p = 3 (2 | 4 | 2) and the interleaved one.
 INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2], uneven_layouts()[4]), layout_name);
+INSTANTIATE_TEST_SUITE_P(CountedEdges, CudaPtdp, ::testing::Values(counted_edge_layouts()[2]), layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather

@@ -18,8 +18,8 @@ int64_t StageModel::parameters() const {
 
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
                              Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel, int first_layers,
-                             int last_layers) {
-  const LayerSplit split{c.layers, p, v, first_layers, last_layers};
+                             int last_layers, bool embedding, bool loss) {
+  const LayerSplit split{c.layers, p, v, first_layers, last_layers, embedding, loss};
   StageModel m;
   for (int j = 0; j < v; ++j) {
     ShardSpec shard;
