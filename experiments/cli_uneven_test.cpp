@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,15 +18,20 @@ using testing::CliResult;
 using testing::run_ptdp;
 using testing::TempDir;
 
+// `ptdp train` of tiny with 6 layers, 3 iterations and `extra`; its result row.
+std::map<std::string, std::string> train_tiny6(TempDir& dir, const std::string& csv, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--iters", "3", "--csv", dir.file(csv)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = run_ptdp(dir, args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return testing::last_result_row(dir.file(csv));
+}
+
 TEST(CliUneven, TrainPlacesTheLayersAsAskedAndTrainsTheSameModel) {
   TempDir dir;
   auto train = [&](const std::string& csv, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--iters", "3", "--pp", "2",
-                                     "--csv", dir.file(csv)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_ptdp(dir, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return testing::last_result_row(dir.file(csv));
+    extra.insert(extra.begin(), {"--pp", "2"});
+    return train_tiny6(dir, csv, extra);
   };
   const auto even = train("even.csv", {});
   EXPECT_EQ(even.at("stage_layers"), "");
@@ -47,12 +53,8 @@ TEST(CliUneven, TrainPlacesTheLayersAsAskedAndTrainsTheSameModel) {
 TEST(CliUneven, TheEmbeddingAndTheLossCountedAsLayers) {
   TempDir dir;
   auto train = [&](const std::string& csv, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"train", "--model", "tiny", "--layers", "6", "--iters", "3", "--global-batch", "4",
-                                     "--csv", dir.file(csv)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_ptdp(dir, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return testing::last_result_row(dir.file(csv));
+    extra.insert(extra.begin(), {"--global-batch", "4"});
+    return train_tiny6(dir, csv, extra);
   };
   const auto plain = train("plain.csv", {});
   const auto counted = train("counted.csv", {"--pp", "2", "--vpp", "2", "--schedule", "interleaved",
