@@ -59,6 +59,10 @@ void add_parallel_flags(CLI::App& app, RunFlags& f) {
   app.add_flag("--account-for-loss-in-pipeline-split", p.loss_in_split,
                "count the loss (the output layer) as a layer: the last chunk of the last stage holds one "
                "transformer layer fewer");
+  app.add_option("--pipeline-model-parallel-layout", p.pipeline_layout,
+                 "each virtual stage's layers, Megatron-core's string: E embedding, t transformer layer, L loss, '|' "
+                 "between virtual stages (stage i % p, chunk i / p), \"(...)*n\" and \"t*n\" repeat; "
+                 "e.g. \"Et*3|(t*4|)*6,t*3L\" (sets --vpp)");
   app.add_option("--micro-batch,--micro-batch-size", p.micro_batch, "micro-batch size b")->capture_default_str();
   app.add_option("--global-batch,--global-batch-size", p.global_batch, "global batch size B (default: b*d)");
   app.add_option("--schedule", p.schedule, "gpipe | 1f1b | interleaved")->capture_default_str();

@@ -95,6 +95,60 @@ TEST(CliUneven, TheEmbeddingAndTheLossCountedAsLayers) {
       << odd.err;
 }
 
+// --pipeline-model-parallel-layout: the same model trained, the layout recorded in one spelling and
+// in checkpoints; `simulate` times the 94-layer layout as the explicit 7 | 8 x 10 | 7.
+TEST(CliUneven, APipelineLayoutPlacesEachVirtualStagesLayers) {
+  TempDir dir;
+  const std::vector<std::string> layout = {"--pp", "2", "--schedule", "interleaved", "--global-batch", "4",
+                                           "--pipeline-model-parallel-layout", "Et|(tt|)*2,tL"};
+  const auto plain = train_tiny6(dir, "plain.csv", {"--global-batch", "4"});
+  auto with_save = layout;
+  with_save.insert(with_save.end(), {"--save", dir.file("ck"), "--save-interval", "2"});
+  const auto placed = train_tiny6(dir, "layout.csv", with_save);
+  EXPECT_EQ(placed.at("vpp"), "2");
+  EXPECT_EQ(placed.at("stage_layers"), "E1|2|2|1L");
+  EXPECT_NEAR(std::stod(placed.at("loss")), std::stod(plain.at("loss")), 1e-5 * std::stod(plain.at("loss")));
+  // Another layout of the same stage sizes does not load the checkpoint.
+  const CliResult other = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--iters", "4", "--pp", "2",
+                                         "--schedule", "interleaved", "--global-batch", "4",
+                                         "--pipeline-model-parallel-layout", "Ett|t|t|ttL", "--load", dir.file("ck")});
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("was saved with --pipeline-model-parallel-layout a layout of hash"), std::string::npos)
+      << other.err;
+  const CliResult same = run_ptdp(dir, {"train", "--model", "tiny", "--layers", "6", "--iters", "4", "--pp", "2",
+                                        "--schedule", "interleaved", "--global-batch", "4",
+                                        "--pipeline-model-parallel-layout", "Et|tt,|tt|tL", "--load", dir.file("ck")});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+
+  auto sim = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
+                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
+                                     "--layers", "94", "--csv", dir.file("sim.csv")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
+  };
+  const auto [explicit_out, explicit_row] = sim({"--decoder-first-pipeline-num-layers", "7",
+                                                 "--decoder-last-pipeline-num-layers", "7"});
+  const auto [layout_out, layout_row] = sim({"--pipeline-model-parallel-layout", "Et*7|(t*8|)*10,t*7L"});
+  EXPECT_NE(layout_out.find("(layers per stage 7 | 8 x 10 | 7)"), std::string::npos) << layout_out;
+  EXPECT_EQ(layout_row.at("iter_time_ms"), explicit_row.at("iter_time_ms"));
+
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--pp", "2", "--pipeline-model-parallel-layout", "Et|tt|tt|tL"}, "it needs --schedule interleaved"},
+           {{"--pp", "2", "--vpp", "3", "--schedule", "interleaved", "--pipeline-model-parallel-layout", "Et|tt|tt|tL"},
+            "--vpp 3 disagrees with --pipeline-model-parallel-layout 'Et|tt|tt|tL'"},
+           {{"--pp", "2", "--pipeline-model-parallel-layout", "Ett|ttL"}, "holds 4 transformer layers (t), --layers is 6"},
+       }) {
+    std::vector<std::string> full = {"train", "--model", "tiny", "--layers", "6"};
+    full.insert(full.end(), args.begin(), args.end());
+    const CliResult r = run_ptdp(dir, full);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliUneven, ABadSplitIsRefusedNamingTheFlags) {
   TempDir dir;
   auto refused = [&](std::vector<std::string> args, const std::string& needle) {

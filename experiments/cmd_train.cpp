@@ -313,9 +313,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   Backend* backend = &dev.backend();
   if (rank0) dev.reset_peak();
   world.barrier();
-  StageModel model = build_stage_model(m, c.par.tp, g.me.tp, c.par.pp, g.me.pp, c.par.vpp, *backend, g.tp.get(), c.seed,
-                                       precision_dtype(c.precision), c.par.sequence_parallel, c.par.first_stage_layers,
-                                       c.par.last_stage_layers, c.par.embedding_in_split, c.par.loss_in_split);
+  StageModel model = build_stage_model(m, c.par.tp, g.me.tp, g.me.pp, c.par.layer_split(m.layers), *backend, g.tp.get(),
+                                       c.seed, precision_dtype(c.precision), c.par.sequence_parallel);
   TrainConfig tc;
   tc.micro_batch = c.par.micro_batch;
   tc.global_batch = c.par.global_batch;
@@ -339,6 +338,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   const LayerSplit split = c.par.layer_split(m.layers);
   ckpt.first_stage_layers = stage_layer_count(split, 0);
   ckpt.last_stage_layers = stage_layer_count(split, c.par.pp - 1);
+  if (!split.chunks.empty()) ckpt.pipeline_layout = canonical_layout(split.chunks);
   // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's
   // shards and manifest carry it mixed with the iteration (checkpoint.h: a checkpoint is one unit).
   uint64_t run_id = 0;

@@ -44,7 +44,9 @@ ResultRow make_result_row(const RunConfig& c, const std::string& mode, double it
   rule.ffn_hidden_size = 0;
   if (m.ffn_hidden() != rule.ffn_hidden()) r.set("ffn_hidden_size", static_cast<long long>(m.ffn_hidden()));
   if (m.layernorm_eps != ModelConfig{}.layernorm_eps) r.set("norm_eps", m.layernorm_eps);
-  if (p.embedding_in_split || p.loss_in_split)  // --account-for-*-in-pipeline-split: what counts as a layer
+  if (!p.layout_chunks.empty())  // --pipeline-model-parallel-layout, one spelling: "E1|2|2|1L"
+    r.set("stage_layers", canonical_layout(p.layout_chunks));
+  else if (p.embedding_in_split || p.loss_in_split)  // --account-for-*-in-pipeline-split: what counts as a layer
     r.set("stage_layers", p.embedding_in_split && p.loss_in_split ? "embedding+loss"
                           : (p.embedding_in_split ? "embedding" : "loss"));
   else if (p.layer_split(m.layers).uneven())  // --decoder-first/last-pipeline-num-layers, "FIRST:LAST" (0: even share)

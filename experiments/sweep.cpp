@@ -62,7 +62,7 @@ const std::vector<std::string>& setting_keys() {
       "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
       "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero",
       "sequence_parallel", "stack", "first_stage_layers", "last_stage_layers",
-      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_model_parallel_layout"};
   return k;
 }
 
@@ -190,6 +190,7 @@ void apply(Assembly& a, const SpecSettings& s) {
     }
     else if (key == "account_for_embedding_in_pipeline_split") c.par.embedding_in_split = as_bool(v, w, key);
     else if (key == "account_for_loss_in_pipeline_split") c.par.loss_in_split = as_bool(v, w, key);
+    else if (key == "pipeline_model_parallel_layout") c.par.pipeline_layout = as_text(v, w, key);
     else if (key == "micro_batch") c.par.micro_batch = as_count(v, w, key);
     else if (key == "global_batch") c.par.global_batch = as_count(v, w, key);
     else if (key == "schedule") c.par.schedule = as_text(v, w, key);

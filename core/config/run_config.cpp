@@ -38,6 +38,19 @@ void validate_run(RunConfig& c) {
   if (c.model.ffn_hidden() % p.tp != 0)
     usage_error("--tp {} must divide the MLP's hidden size {} (--arch {})", p.tp, c.model.ffn_hidden(),
                 arch_name(c.model.arch));
+  if (!p.pipeline_layout.empty()) {  // the layout names the virtual stages, so it also gives v
+    p.layout_chunks = parse_pipeline_layout(p.pipeline_layout, p.pp, c.model.layers);
+    const int v = int(p.layout_chunks.size()) / p.pp;
+    if (p.vpp != 1 && p.vpp != v)
+      usage_error("--vpp {} disagrees with --pipeline-model-parallel-layout '{}', which has {} virtual stages per "
+                  "pipeline stage",
+                  p.vpp, p.pipeline_layout, v);
+    p.vpp = v;
+    if (v > 1 && p.schedule != "interleaved")
+      usage_error("--pipeline-model-parallel-layout '{}' has {} virtual stages per pipeline stage: it needs --schedule "
+                  "interleaved",
+                  p.pipeline_layout, v);
+  }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
   if (p.dp == 0) {
     if (c.ranks == 0) {

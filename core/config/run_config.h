@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/model/config.h"
 #include "core/model/layer.h"
@@ -22,6 +23,10 @@ struct ParallelConfig {
   // Or the embedding and/or the loss counted as a layer in the split (Megatron-core's
   // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split).
   bool embedding_in_split = false, loss_in_split = false;
+  // Or Megatron-core's --pipeline-model-parallel-layout ("Et*3|(tt|)*29,tL"); validate_run reads
+  // it into each virtual stage's transformer layers and sets vpp from it.
+  std::string pipeline_layout;
+  std::vector<int> layout_chunks;
   int micro_batch = 1;
   int global_batch = 0;  // 0: micro_batch * dp
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
@@ -38,7 +43,7 @@ struct ParallelConfig {
   int zero = 0;
   int num_microbatches() const { return global_batch / (micro_batch * dp); }
   LayerSplit layer_split(int layers) const {
-    return {layers, pp, vpp, first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split};
+    return {layers, pp, vpp, first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, layout_chunks};
   }
 };
 

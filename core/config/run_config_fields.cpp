@@ -44,6 +44,7 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
   add("--decoder-last-pipeline-num-layers", p.last_stage_layers);
   add("--account-for-embedding-in-pipeline-split", p.embedding_in_split);
   add("--account-for-loss-in-pipeline-split", p.loss_in_split);
+  add("--pipeline-model-parallel-layout", p.pipeline_layout);
   add("--micro-batch", p.micro_batch);
   add("--global-batch", p.global_batch);
   add("--schedule", p.schedule);

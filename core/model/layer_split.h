@@ -6,6 +6,7 @@
 // --account-for-loss-in-pipeline-split).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ptdp {
 
@@ -18,7 +19,10 @@ struct LayerSplit {
   // The embedding (loss) takes a layer's place: the L + 1 (+ 1) "layers" split evenly over the
   // p*v chunks, and the first chunk of stage 0 (last chunk of stage p-1) builds one layer fewer.
   bool embedding = false, loss = false;
-  bool uneven() const { return first > 0 || last > 0 || embedding || loss; }
+  // Or Megatron-core's --pipeline-model-parallel-layout: the transformer layers of each virtual
+  // stage i (stage i % p, chunk i / p), p*v of them; empty: not given.
+  std::vector<int> chunks = {};
+  bool uneven() const { return first > 0 || last > 0 || embedding || loss || !chunks.empty(); }
 };
 
 struct LayerRange {
@@ -40,5 +44,15 @@ int stage_layer_count(const LayerSplit& s, int stage);
 LayerRange chunk_layers(const LayerSplit& s, int stage, int chunk);
 // "7 | 8 x 10 | 7": the stages' layers, first | middle x count | last; empty when even.
 std::string describe_stages(const LayerSplit& s);
+
+// --pipeline-model-parallel-layout as Megatron-core reads it (pipeline_parallel_layer_layout.py:
+// commas dropped, "(...)*n" then "x*n" unrolled, '|' between virtual stages; E embedding, t a
+// transformer layer, L loss): the transformer layers of each virtual stage. A UsageError naming
+// the flag where Megatron-core refuses the layout (stages not a multiple of p, E not first or L
+// not last or either not once, t not --layers times) and where ptdp cannot run it: MTP layers (m),
+// a virtual stage without a transformer layer, E outside the first or L outside the last.
+std::vector<int> parse_pipeline_layout(const std::string& layout, int p, int layers);
+// The layout in one spelling: "E1|2|2|1L" (each virtual stage's transformer layers).
+std::string canonical_layout(const std::vector<int>& chunks);
 
 }  // namespace ptdp

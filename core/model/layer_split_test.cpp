@@ -4,9 +4,12 @@
 // layer_split.h over every valid split of up to 24 layers, 6 stages and 3 chunks.
 #include "core/model/layer_split.h"
 
+#include "core/common/error.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -164,6 +167,85 @@ TEST(LayerSplit, TheEmbeddingAndTheLossCountedAsLayers) {
   EXPECT_NE(err({14, 2, 2, 0, 0, false, true}).find("--pp 2 x --vpp 2 must divide --layers 14 + 1"), std::string::npos);
   EXPECT_NE(err({6, 8, 1, 0, 0, true, true}).find("leaves a chunk without a transformer layer"), std::string::npos)
       << err({6, 8, 1, 0, 0, true, true});
+}
+
+// --pipeline-model-parallel-layout: parsed as Megatron-core parses it, placed as its
+// get_layer_offset / get_num_layers_to_build place it (restated: the virtual stages before this
+// one, in order vpp rank 0's pp ranks, then vpp rank 1's, ...).
+TEST(LayerSplit, PipelineLayoutsPlaceAsMegatronCore) {
+  // The layouts that say what the other flags say place the same way.
+  const LayerSplit counted{6, 2, 2, 0, 0, true, true};
+  const LayerSplit layout{6, 2, 2, 0, 0, false, false, parse_pipeline_layout("Et|(tt|)*2,tL", 2, 6)};
+  EXPECT_EQ(layout.chunks, (std::vector<int>{1, 2, 2, 1}));
+  const LayerSplit explicit_ends{94, 12, 1, 7, 7};
+  const LayerSplit long_layout{94, 12, 1, 0, 0, false, false, parse_pipeline_layout("Et*7|(t*8|)*10,t*7L", 12, 94)};
+  for (const auto& [a, b] : {std::pair{&counted, &layout}, std::pair{&explicit_ends, &long_layout}}) {
+    ASSERT_EQ(layer_split_error(*b), "");
+    for (int r = 0; r < a->p; ++r)
+      for (int j = 0; j < a->v; ++j) {
+        EXPECT_EQ(chunk_layers(*a, r, j).begin, chunk_layers(*b, r, j).begin) << r << " " << j;
+        EXPECT_EQ(chunk_layers(*a, r, j).size(), chunk_layers(*b, r, j).size()) << r << " " << j;
+      }
+    EXPECT_EQ(describe_stages(*a), describe_stages(*b));
+  }
+  EXPECT_EQ(canonical_layout(layout.chunks), "E1|2|2|1L");
+  // Every layout of up to 4 stages x 3 chunks with 1-3 layers a virtual stage, written out.
+  int checked = 0;
+  for (int p = 1; p <= 4; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int seed = 0; seed < 5; ++seed) {
+        std::vector<int> sizes;
+        std::string text = "E";
+        for (int i = 0; i < p * v; ++i) {
+          sizes.push_back(1 + (i * 7 + seed * 3) % 3);
+          text += (i ? "|" : "") + std::string(size_t(sizes.back()), 't');
+        }
+        text += "L";
+        int layers = 0;
+        for (int n : sizes) layers += n;
+        const LayerSplit s{layers, p, v, 0, 0, false, false, parse_pipeline_layout(text, p, layers)};
+        ASSERT_EQ(s.chunks, sizes) << text;
+        ASSERT_EQ(layer_split_error(s), "") << text;
+        for (int r = 0; r < p; ++r)
+          for (int j = 0; j < v; ++j) {
+            int offset = 0;  // Megatron-core: every pp rank of the vpp ranks before, then the pp ranks before
+            for (int vr = 0; vr <= j; ++vr)
+              for (int pr = 0; pr < (vr < j ? p : r); ++pr) offset += sizes[size_t(vr) * p + pr];
+            ASSERT_EQ(chunk_layers(s, r, j).begin, offset) << text << " " << r << " " << j;
+            ASSERT_EQ(chunk_layers(s, r, j).size(), sizes[size_t(j) * p + r]) << text;
+          }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 60);
+}
+
+TEST(LayerSplit, LayoutsMegatronOrPtdpCannotRunAreRefusedNamingTheFlag) {
+  auto refused = [](const std::string& layout, int p, int layers) -> std::string {
+    try {
+      parse_pipeline_layout(layout, p, layers);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  const std::vector<std::tuple<std::string, int, int, std::string>> cases = {
+      {"Ettt|(tt|)*29,m|L", 32, 61, "multi-token prediction layers (m) are not implemented"},
+      {"E|t*4|t*4|L", 2, 8, "virtual stage 0 (stage 0, chunk 0) holds no transformer layer"},
+      {"Ett|tt|ttL", 2, 6, "has 3 virtual stages, not a multiple of --pp 2"},
+      {"tEt|ttL", 2, 4, "the embedding (E) must open the first virtual stage"},
+      {"Ett|tLt", 2, 4, "the loss (L) must close the last virtual stage"},
+      {"Ett|ttL", 2, 5, "holds 4 transformer layers (t), --layers is 5"},
+      {"EEt|tL", 2, 2, "the embedding (E) and the loss (L) once each (it has 2 and 1)"},
+      {"Ett|txL", 2, 3, "'x' is no layer"},
+      {"Et*99999999999|tL", 2, 2, "a repeat count beyond"},
+      {"E(t|)*3000000,tL", 2, 2, "unrolls to more than"},
+  };
+  for (const auto& [layout, p, layers, needle] : cases) {
+    const std::string got = refused(layout, p, layers);
+    EXPECT_NE(got.find(needle), std::string::npos) << layout << ": " << got;
+    EXPECT_NE(got.find("--pipeline-model-parallel-layout"), std::string::npos) << got;
+  }
+  EXPECT_NE(layer_split_error({6, 2, 2, 1, 0, false, false, {1, 2, 2, 1}}).find("cannot be combined"), std::string::npos);
 }
 
 TEST(LayerSplit, InvalidSplitsNameTheFlags) {

@@ -121,8 +121,10 @@ TEST(SimPlanner, LayerCountsThatDoNotDivideGetUnevenSplits) {
     if (!s.uneven()) continue;
     ++uneven;
     EXPECT_NE(94 % c.par.pp, 0);
-    if (c.par.pp == 12 && c.par.vpp == 1) EXPECT_TRUE(describe_stages(s) == "7 | 8 x 10 | 7" || describe_stages(s) == "2 | 9 x 10 | 2")
-        << describe_stages(s);
+    if (c.par.pp == 12 && c.par.vpp == 1) {
+      EXPECT_TRUE(describe_stages(s) == "7 | 8 x 10 | 7" || describe_stages(s) == "2 | 9 x 10 | 2")
+          << describe_stages(s);
+    }
   }
   EXPECT_GT(uneven, 0) << "no uneven split among the best " << res.best.size();
 }

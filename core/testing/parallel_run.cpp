@@ -18,10 +18,19 @@
 
 namespace ptdp::testing {
 
+namespace {
+std::string chunk_names(const std::vector<int>& chunks) {  // "_chunks1_3_3_1" (test names: [A-Za-z0-9_])
+  std::string out = chunks.empty() ? "" : "_chunks";
+  for (size_t i = 0; i < chunks.size(); ++i) out += (i ? "_" : "") + std::to_string(chunks[i]);
+  return out;
+}
+}  // namespace
+
 std::string Layout::name() const {
   return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + (first ? "_first" + std::to_string(first) : "") +
          (last ? "_last" + std::to_string(last) : "") + (embedding ? "_embsplit" : "") + (loss ? "_losssplit" : "") +
+         chunk_names(chunks) +
          "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
          (scatter_gather ? "_sg" : "_nosg") + (sequence_parallel ? "_sp" : "") + (zero ? "_zero" + std::to_string(zero) : "") +
          (overlap ? "_overlap" : "") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
@@ -69,8 +78,10 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   }
   ParallelGroups g = ParallelGroups::create(staged ? *staged : world, topo);
   StageModel stage =
-      build_stage_model(c, layout.tp, g.me.tp, layout.pp, g.me.pp, layout.vpp, *be, g.tp.get(), seed, layout.dtype,
-                        layout.sequence_parallel, layout.first, layout.last, layout.embedding, layout.loss);
+      build_stage_model(c, layout.tp, g.me.tp, g.me.pp,
+                        LayerSplit{c.layers, layout.pp, layout.vpp, layout.first, layout.last, layout.embedding,
+                                   layout.loss, layout.chunks},
+                        *be, g.tp.get(), seed, layout.dtype, layout.sequence_parallel);
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
   TrainConfig cfg = tc;
   cfg.overlap_grad_reduce = layout.overlap;

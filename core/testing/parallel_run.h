@@ -22,6 +22,7 @@ struct Layout {
   int tp = 1, dp = 1, pp = 1, vpp = 1;
   int first = 0, last = 0;  // layers of the first and last stages (0: an even share)
   bool embedding = false, loss = false;  // counted as a layer each in the split (layer_split.h)
+  std::vector<int> chunks;               // --pipeline-model-parallel-layout's virtual stages (layer_split.h)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   Recompute recompute = Recompute::None;
   bool scatter_gather = true;

@@ -47,7 +47,7 @@ struct Header {
   int64_t bucket_elems;      // version 5: --zero 1's --grad-bucket-size (0 otherwise)
   uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
   int32_t query_groups;      // version 6: key/value heads (heads without grouped-query attention)
-  int32_t reserved;          // version 6: 0
+  int32_t layout_hash;       // version 6: 0; a hash of --pipeline-model-parallel-layout (0: none)
   double norm_eps;           // version 7: LayerNorm / RMSNorm epsilon (--norm-epsilon)
   double rope_theta;         // version 7: the rotary base (llama; recorded for gpt too)
   int32_t first_stage_layers, last_stage_layers;  // version 8: layers of pipeline stage 0 and p-1
@@ -82,6 +82,18 @@ uint64_t fnv(const std::string& bytes) {
 void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
+// The layout's hash in the header (never 0 for a layout). A loaded layout holds "#HASH" (the
+// header keeps no more), so both sides of a comparison are named by their hash.
+int32_t layout_hash(const std::string& layout) {
+  if (layout.empty()) return 0;
+  if (layout[0] == '#') return int32_t(std::stoul(layout.substr(1), nullptr, 16));
+  const uint64_t h = fnv(layout);
+  return int32_t(uint32_t(h ^ (h >> 32)) | 1u);
+}
+std::string layout_text(const CheckpointLayout& l) {
+  return l.pipeline_layout.empty() ? "none" : fmt::format("a layout of hash {:08x}", uint32_t(layout_hash(l.pipeline_layout)));
+}
+
 std::string describe(const CheckpointLayout& l) {
   return fmt::format("--tp {} --pp {} --vpp {}{}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, seed {}, "
                      "global batch {}",
@@ -111,6 +123,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.query_groups = h.query_groups;
   l.norm_eps = h.norm_eps, l.rope_theta = h.rope_theta;
   l.first_stage_layers = h.first_stage_layers, l.last_stage_layers = h.last_stage_layers;
+  l.pipeline_layout = h.layout_hash ? fmt::format("#{:08x}", uint32_t(h.layout_hash)) : "";
   return l;
 }
 
@@ -123,6 +136,7 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"--vpp", fmt::format("{}", a.vpp), fmt::format("{}", b.vpp)},
       {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
       {"layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)", stage_text(a), stage_text(b)},
+      {"--pipeline-model-parallel-layout", layout_text(a), layout_text(b)},
       {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
       {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
       {"--arch", arch_name(a.arch), arch_name(b.arch)},
@@ -178,6 +192,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.query_groups = groups_of(l);
   h.norm_eps = l.norm_eps, h.rope_theta = l.rope_theta;
   std::tie(h.first_stage_layers, h.last_stage_layers) = end_stages(l);
+  h.layout_hash = layout_hash(l.pipeline_layout);
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {

@@ -45,6 +45,9 @@ struct CheckpointLayout {
   // --decoder-first/last-pipeline-num-layers; the middle stages share the rest evenly); 0 means an
   // even split of `layers` over `pp`.
   int first_stage_layers = 0, last_stage_layers = 0;
+  // --pipeline-model-parallel-layout as canonical_layout spells it ("E1|2|2|1L"), empty without
+  // one: the header keeps its hash, so a load under another layout is refused.
+  std::string pipeline_layout = {};
 };
 
 struct CheckpointState {

@@ -196,6 +196,19 @@ std::vector<Layout> counted_edge_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(CountedEdges, Ptdp, ::testing::ValuesIn(counted_edge_layouts()), layout_name);
 
+// --pipeline-model-parallel-layout: any number of layers per virtual stage ("Et|ttt|ttt|tL" with
+// p = 2: stage 0 holds chunks of 1 and 3 layers, stage 1 of 3 and 1; "Ettt|tt|tttL" over p = 3).
+std::vector<Layout> pipeline_layouts() {
+  std::vector<Layout> out;
+  out.push_back(layout(1, 2, 1, ScheduleKind::Interleaved, Recompute::None, true, false));
+  out.back().chunks = {1, 3, 3, 1};
+  out.push_back(layout(2, 3, 1, ScheduleKind::OneFOneB, Recompute::Full, true, false));
+  out.back().chunks = {3, 2, 3};
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(PipelineLayout, Ptdp, ::testing::ValuesIn(pipeline_layouts()), layout_name);
+
 // Interleaved, only the first chunk of stage 0 and the last chunk of the last stage are short: 6
 // layers + the embedding + the loss = 8 over p = 2, v = 2: stage 0 holds [0] [3, 4], stage 1 [1, 2] [5].
 TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
@@ -247,7 +260,9 @@ ModelConfig narrow(int layers) {
   return c;
 }
 
-int narrow_layers(const Layout& l) { return l.pp * l.vpp > 4 || l.first || l.last || l.embedding || l.loss ? 8 : 4; }
+int narrow_layers(const Layout& l) {
+  return l.pp * l.vpp > 4 || l.first || l.last || l.embedding || l.loss || !l.chunks.empty() ? 8 : 4;
+}
 
 const RunResult& narrow_reference(int layers) {  // each depth trained once, when first needed
   if (layers == 4) {
@@ -294,6 +309,7 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_se
 // Uneven stages on the CUDA backend: p = 3 (2 | 4 | 2) and the interleaved one.
 INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2], uneven_layouts()[4]), layout_name);
 INSTANTIATE_TEST_SUITE_P(CountedEdges, CudaPtdp, ::testing::Values(counted_edge_layouts()[2]), layout_name);
+INSTANTIATE_TEST_SUITE_P(PipelineLayout, CudaPtdp, ::testing::Values(pipeline_layouts()[0]), layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather

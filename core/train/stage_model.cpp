@@ -1,5 +1,6 @@
 #include "core/train/stage_model.h"
 
+#include "core/common/error.h"
 #include "core/model/layer_split.h"
 
 namespace ptdp {
@@ -19,7 +20,15 @@ int64_t StageModel::parameters() const {
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
                              Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel, int first_layers,
                              int last_layers, bool embedding, bool loss) {
-  const LayerSplit split{c.layers, p, v, first_layers, last_layers, embedding, loss};
+  return build_stage_model(c, t, tp_rank, stage, LayerSplit{c.layers, p, v, first_layers, last_layers, embedding, loss},
+                           be, tp, seed, dtype, sequence_parallel);
+}
+
+StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int stage, const LayerSplit& split,
+                             Backend& be, Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel) {
+  PTDP_CHECK(split.layers == c.layers, "build_stage_model: a split of {} layers for a model of {}", split.layers,
+             c.layers);
+  const int p = split.p, v = split.v;
   StageModel m;
   for (int j = 0; j < v; ++j) {
     ShardSpec shard;

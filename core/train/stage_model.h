@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/gpt.h"
+#include "core/model/layer_split.h"
 
 namespace ptdp {
 
@@ -24,5 +25,8 @@ StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, in
                              Communicator* tp, uint64_t seed, DType dtype = DType::F32,
                              bool sequence_parallel = false, int first_layers = 0, int last_layers = 0,
                              bool embedding = false, bool loss = false);
+// The same for any placement (split.layers must be c.layers).
+StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int stage, const LayerSplit& split,
+                             Backend& be, Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel);
 
 }  // namespace ptdp
