@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiments/testing/cli_runner.h"
@@ -25,6 +26,17 @@ std::map<std::string, std::string> train_tiny6(TempDir& dir, const std::string& 
   const CliResult r = run_ptdp(dir, args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return testing::last_result_row(dir.file(csv));
+}
+
+// `ptdp simulate` of GPT-3 175B on 1536 A100s at t = 8, p = 12 with `extra`: what it printed and its row.
+std::pair<std::string, std::map<std::string, std::string>> simulate_175b(TempDir& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
+                                   "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
+                                   "--csv", dir.file("sim.csv")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = run_ptdp(dir, args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return {r.out, testing::last_result_row(dir.file("sim.csv"))};
 }
 
 TEST(CliUneven, TrainPlacesTheLayersAsAskedAndTrainsTheSameModel) {
@@ -65,13 +77,8 @@ TEST(CliUneven, TheEmbeddingAndTheLossCountedAsLayers) {
   EXPECT_NEAR(std::stod(counted.at("loss")), std::stod(plain.at("loss")), 1e-5 * std::stod(plain.at("loss")));
 
   auto sim = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
-                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
-                                     "--layers", "94", "--csv", dir.file("sim.csv")};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_ptdp(dir, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
+    extra.insert(extra.begin(), {"--layers", "94"});
+    return simulate_175b(dir, extra);
   };
   const auto [explicit_out, explicit_row] = sim({"--decoder-first-pipeline-num-layers", "7",
                                                  "--decoder-last-pipeline-num-layers", "7"});
@@ -121,13 +128,8 @@ TEST(CliUneven, APipelineLayoutPlacesEachVirtualStagesLayers) {
   EXPECT_EQ(same.exit_code, 0) << same.err;
 
   auto sim = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
-                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
-                                     "--layers", "94", "--csv", dir.file("sim.csv")};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_ptdp(dir, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
+    extra.insert(extra.begin(), {"--layers", "94"});
+    return simulate_175b(dir, extra);
   };
   const auto [explicit_out, explicit_row] = sim({"--decoder-first-pipeline-num-layers", "7",
                                                  "--decoder-last-pipeline-num-layers", "7"});
@@ -200,15 +202,7 @@ TEST(CliUneven, ResumingRepeatsTheRunAndAnotherSplitIsRefused) {
 // even one (its first stage bounds the pipeline).
 TEST(CliUneven, SimulateTimesEachStageByItsLayers) {
   TempDir dir;
-  auto sim = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"simulate", "--hardware", "a100-selene", "--model", "gpt3-175b", "--gpus", "1536",
-                                     "--tp", "8", "--pp", "12", "--global-batch", "1536", "--recompute", "full",
-                                     "--csv", dir.file("sim.csv")};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_ptdp(dir, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::make_pair(r.out, testing::last_result_row(dir.file("sim.csv")));
-  };
+  auto sim = [&](std::vector<std::string> extra) { return simulate_175b(dir, extra); };
   const auto [even_out, even] = sim({});
   const auto [odd_out, odd] = sim({"--layers", "94", "--decoder-first-pipeline-num-layers", "7",
                                    "--decoder-last-pipeline-num-layers", "7"});
