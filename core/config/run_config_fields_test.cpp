@@ -34,6 +34,8 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
       [](RunConfig& c) { c.par.tp = 3; },               [](RunConfig& c) { c.par.pp = 3; },
       [](RunConfig& c) { c.par.dp = 3; },               [](RunConfig& c) { c.par.vpp = 3; },
       [](RunConfig& c) { c.par.first_stage_layers = 3; }, [](RunConfig& c) { c.par.last_stage_layers = 3; },
+      [](RunConfig& c) { c.par.embedding_in_split = true; }, [](RunConfig& c) { c.par.loss_in_split = true; },
+      [](RunConfig& c) { c.par.pipeline_layout = "Et|tL"; },
       [](RunConfig& c) { c.par.micro_batch = 3; },      [](RunConfig& c) { c.par.global_batch = 3; },
       [](RunConfig& c) { c.par.schedule = "gpipe"; },   [](RunConfig& c) { c.par.recompute = Recompute::Full; },
       [](RunConfig& c) { c.par.scatter_gather = false; }, [](RunConfig& c) { c.par.zero = 1; },
@@ -77,9 +79,9 @@ TEST(RunConfigFields, EveryFieldChangesTheList) {
 // (and in EveryFieldChangesTheList), then update the sizes here.
 TEST(RunConfigFields, EveryFieldOfRunConfigIsListed) {
   EXPECT_EQ(sizeof(ModelConfig), 104u);
-  EXPECT_EQ(sizeof(ParallelConfig), 80u);
+  EXPECT_EQ(sizeof(ParallelConfig), 144u);  // with layout_chunks, read from pipeline_layout (not a field)
   EXPECT_EQ(sizeof(OptimizerConfig), 72u);
-  EXPECT_EQ(sizeof(RunConfig), 856u);
+  EXPECT_EQ(sizeof(RunConfig), 920u);
 }
 
 }  // namespace
