@@ -17,13 +17,6 @@ int64_t StageModel::parameters() const {
   return n;
 }
 
-StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
-                             Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel, int first_layers,
-                             int last_layers, bool embedding, bool loss) {
-  return build_stage_model(c, t, tp_rank, stage, LayerSplit{c.layers, p, v, first_layers, last_layers, embedding, loss},
-                           be, tp, seed, dtype, sequence_parallel);
-}
-
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int stage, const LayerSplit& split,
                              Backend& be, Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel) {
   PTDP_CHECK(split.layers == c.layers, "build_stage_model: a split of {} layers for a model of {}", split.layers,
@@ -44,6 +37,11 @@ StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int stage
     m.chunks.back()->init(seed);
   }
   return m;
+}
+
+StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
+                             Communicator* tp, uint64_t seed) {
+  return build_stage_model(c, t, tp_rank, stage, LayerSplit{c.layers, p, v}, be, tp, seed, DType::F32, false);
 }
 
 }  // namespace ptdp

@@ -18,15 +18,12 @@ struct StageModel {
 };
 
 // tp: the tensor-parallel group (size t, may be null when t = 1). Weights are initialised
-// from the seed (the same logical weights whatever the layout). sequence_parallel: t > 1 only.
-// first_layers, last_layers: the first and last stages' layers (0: an even share); embedding,
-// loss: counted as a layer each in the split (layer_split.h).
-StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
-                             Communicator* tp, uint64_t seed, DType dtype = DType::F32,
-                             bool sequence_parallel = false, int first_layers = 0, int last_layers = 0,
-                             bool embedding = false, bool loss = false);
-// The same for any placement (split.layers must be c.layers).
+// from the seed (the same logical weights whatever the layout). The layers of `stage` as `split`
+// places them (split.layers must be c.layers); sequence_parallel: t > 1 only.
 StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int stage, const LayerSplit& split,
                              Backend& be, Communicator* tp, uint64_t seed, DType dtype, bool sequence_parallel);
+// The same with the layers split evenly over p stages of v chunks, f32, no sequence parallelism.
+StageModel build_stage_model(const ModelConfig& c, int t, int tp_rank, int p, int stage, int v, Backend& be,
+                             Communicator* tp, uint64_t seed);
 
 }  // namespace ptdp
