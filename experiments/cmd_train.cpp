@@ -338,7 +338,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   const LayerSplit split = c.par.layer_split(m.layers);
   ckpt.first_stage_layers = stage_layer_count(split, 0);
   ckpt.last_stage_layers = stage_layer_count(split, c.par.pp - 1);
-  if (!split.chunks.empty()) ckpt.pipeline_layout = canonical_layout(split.chunks);
+  if (!split.chunks.empty()) ckpt.layout_hash = pipeline_layout_hash(canonical_layout(split.chunks));
   // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's
   // shards and manifest carry it mixed with the iteration (checkpoint.h: a checkpoint is one unit).
   uint64_t run_id = 0;

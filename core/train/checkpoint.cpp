@@ -47,7 +47,7 @@ struct Header {
   int64_t bucket_elems;      // version 5: --zero 1's --grad-bucket-size (0 otherwise)
   uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
   int32_t query_groups;      // version 6: key/value heads (heads without grouped-query attention)
-  int32_t layout_hash;       // version 6: 0; a hash of --pipeline-model-parallel-layout (0: none)
+  uint32_t layout_hash;      // version 6: 0; a hash of --pipeline-model-parallel-layout (0: none)
   double norm_eps;           // version 7: LayerNorm / RMSNorm epsilon (--norm-epsilon)
   double rope_theta;         // version 7: the rotary base (llama; recorded for gpt too)
   int32_t first_stage_layers, last_stage_layers;  // version 8: layers of pipeline stage 0 and p-1
@@ -82,16 +82,8 @@ uint64_t fnv(const std::string& bytes) {
 void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
-// The layout's hash in the header (never 0 for a layout). A loaded layout holds "#HASH" (the
-// header keeps no more), so both sides of a comparison are named by their hash.
-int32_t layout_hash(const std::string& layout) {
-  if (layout.empty()) return 0;
-  if (layout[0] == '#') return int32_t(std::stoul(layout.substr(1), nullptr, 16));
-  const uint64_t h = fnv(layout);
-  return int32_t(uint32_t(h ^ (h >> 32)) | 1u);
-}
 std::string layout_text(const CheckpointLayout& l) {
-  return l.pipeline_layout.empty() ? "none" : fmt::format("a layout of hash {:08x}", uint32_t(layout_hash(l.pipeline_layout)));
+  return l.layout_hash ? fmt::format("a layout of hash {:08x}", l.layout_hash) : "none";
 }
 
 std::string describe(const CheckpointLayout& l) {
@@ -123,7 +115,7 @@ CheckpointLayout layout_of(const Header& h) {
   l.query_groups = h.query_groups;
   l.norm_eps = h.norm_eps, l.rope_theta = h.rope_theta;
   l.first_stage_layers = h.first_stage_layers, l.last_stage_layers = h.last_stage_layers;
-  l.pipeline_layout = h.layout_hash ? fmt::format("#{:08x}", uint32_t(h.layout_hash)) : "";
+  l.layout_hash = h.layout_hash;
   return l;
 }
 
@@ -165,6 +157,11 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
 
 }  // namespace
 
+uint32_t pipeline_layout_hash(const std::string& canonical) {
+  const uint64_t h = fnv(canonical);
+  return uint32_t(h ^ (h >> 32)) | 1u;
+}
+
 std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank, int pp) {
   std::string rank = pp > 1 ? fmt::format("mp_rank_{:02d}_{:03d}", tp_rank, pp_rank) : fmt::format("mp_rank_{:02d}", tp_rank);
   return (std::filesystem::path(dir) / fmt::format("iter_{:07d}", iteration) / rank).string();
@@ -192,7 +189,7 @@ void save_shard(const std::string& dir, const CheckpointLayout& l, const Checkpo
   h.query_groups = groups_of(l);
   h.norm_eps = l.norm_eps, h.rope_theta = l.rope_theta;
   std::tie(h.first_stage_layers, h.last_stage_layers) = end_stages(l);
-  h.layout_hash = layout_hash(l.pipeline_layout);
+  h.layout_hash = l.layout_hash;
   std::string out;
   put(out, h);
   for (size_t j = 0; j < chunks.size(); ++j) {

@@ -45,10 +45,13 @@ struct CheckpointLayout {
   // --decoder-first/last-pipeline-num-layers; the middle stages share the rest evenly); 0 means an
   // even split of `layers` over `pp`.
   int first_stage_layers = 0, last_stage_layers = 0;
-  // --pipeline-model-parallel-layout as canonical_layout spells it ("E1|2|2|1L"), empty without
-  // one: the header keeps its hash, so a load under another layout is refused.
-  std::string pipeline_layout = {};
+  // A hash of --pipeline-model-parallel-layout (pipeline_layout_hash), 0 without one: a load under
+  // another layout is refused.
+  uint32_t layout_hash = 0;
 };
+
+// The hash a checkpoint keeps of a layout as canonical_layout spells it ("E1|2|2|1L"); never 0.
+uint32_t pipeline_layout_hash(const std::string& canonical);
 
 struct CheckpointState {
   int64_t iteration = 0;
