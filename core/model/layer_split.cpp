@@ -147,10 +147,6 @@ std::string describe_stages(const LayerSplit& s) {
   return out;
 }
 
-}  // namespace ptdp
-
-namespace ptdp {
-
 namespace {
 
 constexpr const char* kLayoutFlag = "--pipeline-model-parallel-layout";
