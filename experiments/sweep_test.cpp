@@ -316,28 +316,32 @@ TEST(SweepSpecs, AllExpandsEveryArtefactInThePapersOrder) {
   EXPECT_EQ(order, (std::vector<std::string>{"table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig12",
                                              "fig13", "fig14", "fig15", "fig16", "fig17", "fig18", "kor22-table4",
                                              "kor22-table5", "mcore-h100", "bloom-176b"}));
-  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10 + 10 + 8 + 9 + 5);
+  EXPECT_EQ(cfgs.size(), 10u + 12 + 26 + 5 + 10 + 12 + 8 + 10 + 10 + 10 + 15 + 8 + 13 + 10 + 10 + 10 + 9 + 5);
 }
 
 // Korthikanti et al. 2022, Table 3 (and Table 4's 22B layer): s = 2048, V = 51200, fp16, t = 8, the
 // 2022 code; full recomputation against sequence parallelism with selective recomputation.
 TEST(SweepSpecs, Kor22HasTheirTable3Settings) {
   const auto t5 = dry_run("kor22-table5");
-  ASSERT_EQ(t5.size(), 8u);
+  ASSERT_EQ(t5.size(), 10u);
   for (const auto& c : t5) {
+    const bool d8 = c.at("x") == "530B, 2240 GPUs";  // the abstract's 2240-GPU run
     EXPECT_EQ(c.at("seq_length"), "2048");
     EXPECT_EQ(c.at("vocab_size"), "51200");
     EXPECT_EQ(c.at("precision"), "f16");
     EXPECT_EQ(num(c, "tp"), 8);
-    EXPECT_EQ(num(c, "dp"), 1);
+    EXPECT_EQ(num(c, "dp"), d8 ? 8 : 1);
+    EXPECT_EQ(num(c, "gpus"), num(c, "tp") * num(c, "pp") * num(c, "dp"));
     EXPECT_EQ(c.at("stack"), "megatron-2022");
     const bool present = c.at("series") == "Present work";
     EXPECT_EQ(c.at("recompute"), present ? "selective" : "full");
     EXPECT_EQ(c.at("sequence_parallel"), present ? "1" : "0");
     EXPECT_EQ(num(c, "global_batch"), c.at("x") == "22B" ? 4 : num(c, "gpus"));
   }
-  expect_model(t5[3], 128, 25600, 160);  // 1T
-  EXPECT_EQ(num(t5[3], "pp"), 64);
+  expect_model(t5[4], 128, 25600, 160);  // 1T
+  EXPECT_EQ(num(t5[4], "pp"), 64);
+  expect_model(t5[3], 105, 20480, 128);  // 530B on 2240 GPUs
+  EXPECT_EQ(num(t5[3], "gpus"), 2240);
   expect_model(t5[2], 105, 20480, 128);  // 530B
   EXPECT_EQ(num(t5[2], "pp"), 35);
   EXPECT_EQ(num(t5[2], "vpp"), 3);

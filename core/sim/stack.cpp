@@ -24,12 +24,16 @@ SoftwareStack software_stack(const std::string& name) {
     s.free_pipeline_outputs = true;
     s.sequence_parallel = true;
     s.selective_recompute = true;
+    // Fused accumulation needs fp32 main gradients: Megatron-LM of 2022 turns
+    // --gradient-accumulation-fusion off unless --accumulate-allreduce-grads-in-fp32 is set
+    // (megatron/arguments.py, May 2022: "supported only with fp32 gradient accumulation"), so
+    // the data-parallel all-reduce moves fp32 gradients under both stacks.
+    s.grad_bytes = 4;
     if (name == "megatron-2022") return s;
     s.flash_attention = true;
     s.tp_comm_overlap = true;
     s.dp_overlap = true;
     s.param_gather_overlap = true;
-    s.grad_bytes = 4;  // bf16 training reduces fp32 gradients (--accumulate-allreduce-grads-in-fp32)
     return s;
   }
   if (name == "megatron-deepspeed") {

@@ -24,6 +24,8 @@ TEST(SimStack, NamesAndWhatEachHas) {
   const SoftwareStack k22 = software_stack("megatron-2022");
   EXPECT_TRUE(k22.tp_backward_overlap && k22.fused_grad_accumulation && k22.free_pipeline_outputs);
   EXPECT_FALSE(k22.flash_attention || k22.tp_comm_overlap || k22.dp_overlap);
+  EXPECT_EQ(k22.grad_bytes, 4);  // fused accumulation runs only on fp32 main gradients
+  EXPECT_EQ(old.grad_bytes, 0);  // the simulator's default: fp16, as Megatron v2.5
   const SoftwareStack mc = software_stack("mcore");
   EXPECT_TRUE(mc.flash_attention && mc.tp_comm_overlap && mc.dp_overlap && mc.param_gather_overlap);
   EXPECT_EQ(mc.grad_bytes, 4);
