@@ -34,6 +34,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/cpu/blas.h"
 #include "core/backend/cpu/threads.h"
+#include "core/comm/agreement.h"
 #include "core/comm/local/local_comm.h"
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
@@ -520,36 +521,15 @@ struct AcceptFlags {
 
 // `world`: the job's processes when launched over several (a fleet, accept_fleet.h), else null.
 int accept(const AcceptFlags& f, Communicator* world) {
-  for (const auto& c : f.checks)
-    if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
-      usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train, internode, "
-                  "burnin)",
-                  c);
-  if (!world && std::find(f.checks.begin(), f.checks.end(), "internode") != f.checks.end())
-    usage_error("--checks internode: measures between nodes; launch ptdp accept over them (srun, or mpirun with "
-                "several processes), one process per node");
-  if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
-  if (f.level < 0 || f.level > 3)
-    usage_error("--level {}: 1 (the GPUs' health, seconds), 2 (health, then every check) or 3 (level 2, then the "
-                "burn-in)",
-                f.level);
-  const bool burnin_asked =
-      f.level == 3 || std::find(f.checks.begin(), f.checks.end(), "burnin") != f.checks.end();
-  if (f.burnin_seconds != 0 && !burnin_asked)
-    usage_error("--burn-in-seconds: only with --level 3 or --checks burnin (the burn-in it times)");
-  if (f.burnin_seconds < 0 || !std::isfinite(f.burnin_seconds))
-    usage_error("--burn-in-seconds {} must be positive", f.burnin_seconds);
-  if (f.level != 0 && !f.checks.empty()) usage_error("--level and --checks: give one of them, not both");
-  const AcceptProfile p = load_accept_profile(f.hardware);
-  const bool gpu = p.kind == "gpu";
-  const bool health_asked =
-      f.level == 1 || std::find(f.checks.begin(), f.checks.end(), "health") != f.checks.end();
-  if (health_asked && !gpu)
-    usage_error("{}: the health check reads GPUs through NVML; profile {} is a CPU profile",
-                f.level == 1 ? "--level 1" : "--checks health", p.name);
+  // What the flags and the profile ask for, checked before anything is measured. In a fleet every
+  // process checks its own (the same flags, its own node's GPUs) and all agree: a bad flag ends
+  // every process with one line and exit code 2, not MPI_Abort's banner.
+  AcceptProfile p;
+  bool gpu = false, benchmarks = false;
   std::pair<std::string, std::string> out;
-  if (!f.out.empty()) out = report_paths(f.out);
-  if (!f.write_golden.empty()) check_output_file(f.write_golden, "--write-golden");
+  std::optional<GoldenRun> golden;
+  std::string health_why;
+  std::vector<GpuHealth> health;
   auto wanted = [&](const std::string& c) {
     if (f.level == 1) return c == "health";
     if (c == "internode" && !world) return false;
@@ -557,25 +537,56 @@ int accept(const AcceptFlags& f, Communicator* world) {
     return std::find(f.checks.begin(), f.checks.end(), c) != f.checks.end();
   };
   // The golden losses and their tolerance; a GPU profile uses the CPU file until its own exists.
-  auto golden_source = [&p, gpu] {
+  auto golden_source = [&p, &gpu] {
     const std::string own = resolve_data_path(p.golden);
     if (!gpu || fs::exists(own)) return std::make_tuple(own, p.golden, p.max_loss_rel_error);
     return std::make_tuple(p.cpu_golden_path, p.cpu_golden, p.max_loss_rel_error_vs_cpu);
   };
-  std::optional<GoldenRun> golden;
-  if ((wanted("train") || wanted("burnin")) && f.write_golden.empty())
-    golden = read_golden(std::get<0>(golden_source()));  // bad file: exit 2 first
-  // The health pre-flight reads NVML before anything starts a CUDA context (this process would count).
-  std::string health_why;
-  std::vector<GpuHealth> health;
-  if (wanted("health")) health = read_gpu_health(&health_why);
-  const bool benchmarks = wanted("gemm") || wanted("memory") || wanted("allreduce") || wanted("p2p") ||
-                          wanted("train") || wanted("burnin") || wanted("internode") || !f.write_golden.empty();
-  if (gpu && benchmarks)
-    require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
-  else if (gpu && health.empty())  // the health alone, and no driver to ask: nothing to measure
-    usage_error("--hardware {}: a GPU acceptance profile ({}), and no GPU here to check the health of ({})",
-                f.hardware, p.device, health_why);
+  auto check = [&] {
+    for (const auto& c : f.checks)
+      if (std::find(all_checks().begin(), all_checks().end(), c) == all_checks().end())
+        usage_error("--checks: unknown check '{}' (known: health, gemm, memory, allreduce, p2p, train, internode, "
+                    "burnin)",
+                    c);
+    if (!world && std::find(f.checks.begin(), f.checks.end(), "internode") != f.checks.end())
+      usage_error("--checks internode: measures between nodes; launch ptdp accept over them (srun, or mpirun with "
+                  "several processes), one process per node");
+    if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
+    if (f.level < 0 || f.level > 3)
+      usage_error("--level {}: 1 (the GPUs' health, seconds), 2 (health, then every check) or 3 (level 2, then the "
+                  "burn-in)",
+                  f.level);
+    const bool burnin_asked = f.level == 3 || std::find(f.checks.begin(), f.checks.end(), "burnin") != f.checks.end();
+    if (f.burnin_seconds != 0 && !burnin_asked)
+      usage_error("--burn-in-seconds: only with --level 3 or --checks burnin (the burn-in it times)");
+    if (f.burnin_seconds < 0 || !std::isfinite(f.burnin_seconds))
+      usage_error("--burn-in-seconds {} must be positive", f.burnin_seconds);
+    if (f.level != 0 && !f.checks.empty()) usage_error("--level and --checks: give one of them, not both");
+    p = load_accept_profile(f.hardware);
+    gpu = p.kind == "gpu";
+    const bool health_asked =
+        f.level == 1 || std::find(f.checks.begin(), f.checks.end(), "health") != f.checks.end();
+    if (health_asked && !gpu)
+      usage_error("{}: the health check reads GPUs through NVML; profile {} is a CPU profile",
+                  f.level == 1 ? "--level 1" : "--checks health", p.name);
+    if (!f.out.empty()) out = report_paths(f.out);
+    if (!f.write_golden.empty()) check_output_file(f.write_golden, "--write-golden");
+    if ((wanted("train") || wanted("burnin")) && f.write_golden.empty())
+      golden = read_golden(std::get<0>(golden_source()));  // bad file: exit 2 first
+    // The health pre-flight reads NVML before anything starts a CUDA context (this process would count).
+    if (wanted("health")) health = read_gpu_health(&health_why);
+    benchmarks = wanted("gemm") || wanted("memory") || wanted("allreduce") || wanted("p2p") || wanted("train") ||
+                 wanted("burnin") || wanted("internode") || !f.write_golden.empty();
+    if (gpu && benchmarks)
+      require_gpus(f.hardware, p, wanted("allreduce") || wanted("p2p"));  // no GPU: exit 2, nothing written
+    else if (gpu && health.empty())  // the health alone, and no driver to ask: nothing to measure
+      usage_error("--hardware {}: a GPU acceptance profile ({}), and no GPU here to check the health of ({})",
+                  f.hardware, p.device, health_why);
+  };
+  if (world)
+    agree(*world, check);
+  else
+    check();
 
   const int threads = f.threads > 0 ? f.threads : std::max(1, int(std::thread::hardware_concurrency()));
   const int reps = f.quick ? 3 : 10;

@@ -102,6 +102,15 @@ case "$case_" in
     [ "$(grep -c "started by mpirun" "$out")" -eq 1 ] || fail "not one line"
     [ ! -e "$tmp/a/rows.csv" ] || fail "a row was written"
     ;;
+  accept-fleet-bad-flag)
+    # A fleet whose flags every process refuses: one line from rank 0 and exit code 2, as on one
+    # node (no MPI_Abort banner, no process waiting for the others).
+    timed "${run[@]}" -np 2 "$ptdp" accept --hardware cpu --checks gemm,bogus
+    [ "$rc" -eq 2 ] || fail "exit code $rc, not 2"
+    expect_fast_failure "ptdp: error: --checks: unknown check 'bogus'" "(on all 2 ranks)"
+    [ "$(grep -c "ptdp: " "$out")" -eq 1 ] || fail "not one line"
+    ! grep -q "MPI_ABORT" "$out" || fail "MPI_Abort's banner"
+    ;;
   reproduce-no-fitting-size)
     # A launched sweep whose world size none of its configurations needs runs nothing: it must
     # fail naming the sizes, not end as if done (exit 2, one line from rank 0).
