@@ -31,10 +31,21 @@ struct PlanFlags {
   std::string stack = "megatron-2021";
 };
 
+// The flags that give an uneven placement, for `ptdp train` or Megatron-core's command line.
+std::string placement_flags(const ParallelConfig& p) {
+  std::string out;
+  if (p.first_stage_layers > 0) out += fmt::format(" --decoder-first-pipeline-num-layers {}", p.first_stage_layers);
+  if (p.last_stage_layers > 0) out += fmt::format(" --decoder-last-pipeline-num-layers {}", p.last_stage_layers);
+  if (p.embedding_in_split) out += " --account-for-embedding-in-pipeline-split";
+  if (p.loss_in_split) out += " --account-for-loss-in-pipeline-split";
+  return out.empty() ? out : " (" + out.substr(1) + ")";
+}
+
 void print_entry(const char* rank, const sim::PlanEntry& e) {
   const ParallelConfig& p = e.cfg.par;
   const sim::SimResult& r = e.result;
-  const std::string stages = describe_stages(p.layer_split(e.cfg.model.layers));
+  std::string stages = describe_stages(p.layer_split(e.cfg.model.layers));
+  if (!stages.empty()) stages += placement_flags(p);
   fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}{}\n",
              rank, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
              recompute_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "core/common/error.h"
 #include "core/sim/stack.h"
@@ -138,11 +139,18 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
 // returned is valid (layer_split_error), and none twice.
 std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
   std::vector<LayerSplit> out;
+  auto same = [&](const LayerSplit& a, const LayerSplit& b) {  // every chunk holds the same layers
+    for (int r = 0; r < p; ++r)
+      for (int j = 0; j < v; ++j)
+        if (chunk_layers(a, r, j).begin != chunk_layers(b, r, j).begin ||
+            chunk_layers(a, r, j).end != chunk_layers(b, r, j).end)
+          return false;
+    return true;
+  };
   auto add = [&](const LayerSplit& s) {
     if (!layer_split_error(s).empty()) return;
     for (const LayerSplit& o : out)
-      if (stage_layer_count(o, 0) == stage_layer_count(s, 0) && stage_layer_count(o, p - 1) == stage_layer_count(s, p - 1))
-        return;
+      if (same(o, s)) return;
     out.push_back(s);
   };
   if (layers % (p * v) == 0) add({layers, p, v});
@@ -153,10 +161,17 @@ std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
   };
   if (p == 2) {
     for (int extra : {0, v}) ends(layers, extra);
-    return out;
+  } else {
+    const int middle = ((layers + p - 1) / p + v - 1) / v * v;
+    for (int m : {middle, middle + v}) ends(layers - (p - 2) * m, 0);
   }
-  const int middle = ((layers + p - 1) / p + v - 1) / v * v;
-  for (int m : {middle, middle + v}) ends(layers - (p - 2) * m, 0);
+  // Megatron-core's counted edges: the embedding and the loss each take a layer's place in the
+  // first chunk of stage 0 and the last chunk of stage p-1 (one chunk lighter, not a whole stage).
+  for (auto [embedding, loss] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    LayerSplit s{layers, p, v};
+    s.embedding = embedding, s.loss = loss;
+    add(s);
+  }
   return out;
 }
 
@@ -205,6 +220,7 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
               RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.name, rc);
               c.par.zero = zero;
               c.par.first_stage_layers = s.split.first, c.par.last_stage_layers = s.split.last;
+              c.par.embedding_in_split = s.split.embedding, c.par.loss_in_split = s.split.loss;
               if (!stack_refusal(c).empty()) continue;  // a schedule or sharding the stack does not have
               ++out.layouts;
               if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;

@@ -58,9 +58,10 @@ struct PlanResult {
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt = {});
 
 // The layer placements the planner tries for p stages of v chunks: the even split when p v divides
-// the layers, and uneven ones (Megatron-core's --decoder-first/last-pipeline-num-layers) with
-// lighter first and last stages, which also hold the embedding and the output layer. Valid splits
-// only, none twice; empty when no placement exists.
+// the layers; uneven ones (Megatron-core's --decoder-first/last-pipeline-num-layers) with lighter
+// first and last stages, which also hold the embedding and the output layer; and the embedding
+// and/or the loss counted as a layer (--account-for-embedding/loss-in-pipeline-split). Valid
+// splits only, no placement twice; empty when no placement exists.
 std::vector<LayerSplit> stage_splits(int layers, int p, int v);
 
 // The paper's heuristic (takeaways #1-#3): t = devices per node (or the largest divisor of the

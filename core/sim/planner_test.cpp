@@ -136,24 +136,37 @@ std::vector<std::string> described(const std::vector<LayerSplit>& splits) {
 }
 
 // The placements tried: the even split where it exists, lighter ends (they also hold the embedding
-// and the output layer) beside it, in whole chunks under interleaving; each one valid, none twice.
+// and the output layer) beside it, in whole chunks under interleaving, and Megatron-core's counted
+// edges (the embedding and/or the loss as a layer of the first and last chunk); each one valid, no
+// placement twice (counted edges that equal lighter ends, as 94 on 12 stages' 7 | 8 x 10 | 7, once).
 TEST(SimPlanner, StageSplitsAreTheEvenOneAndLighterEnds) {
   using V = std::vector<std::string>;
   EXPECT_EQ(described(stage_splits(94, 12, 1)), (V{"7 | 8 x 10 | 7", "2 | 9 x 10 | 2"}));
   EXPECT_EQ(described(stage_splits(96, 12, 1)), (V{"even", "3 | 9 x 10 | 3"}));
   EXPECT_EQ(described(stage_splits(24, 2, 1)), (V{"even", "13 | 11"}));
   EXPECT_EQ(described(stage_splits(25, 2, 1)), (V{"12 | 13", "13 | 12"}));
-  // Interleaved: every stage's layers in whole chunks (94 layers on 12 stages of 2 chunks: the
-  // middle stages at 8, the ends sharing 14 as 6 and 8; 96 layers: only the even split, as 10 a
-  // middle stage leaves nothing to the ends).
-  EXPECT_EQ(described(stage_splits(94, 12, 2)), (V{"6 | 8 x 10 | 8"}));
+  // 95 layers: the embedding alone counted gives 7 | 8 x 11, lighter ends already (7 | 8 x 10 | 8);
+  // the loss alone 8 x 11 | 7, which they do not give.
+  EXPECT_EQ(described(stage_splits(95, 12, 1)), (V{"7 | 8 x 10 | 8", "2 | 9 x 10 | 3", "8 x 11 | 7"}));
+  EXPECT_TRUE(stage_splits(95, 12, 1)[2].loss && !stage_splits(95, 12, 1)[2].embedding);
+  // Interleaved: lighter ends in whole chunks (94 layers on 12 stages of 2 chunks: the middle
+  // stages at 8, the ends sharing 14 as 6 and 8; 96 layers: only the even split, as 10 a middle
+  // stage leaves nothing to the ends); counted edges take one layer from one chunk (94 + 2 = 96
+  // "layers", 4 a chunk: the first chunk of stage 0 and the last of stage 11 hold 3).
+  EXPECT_EQ(described(stage_splits(94, 12, 2)), (V{"6 | 8 x 10 | 8", "7 | 8 x 10 | 7"}));
   EXPECT_EQ(described(stage_splits(96, 12, 2)), (V{"even"}));
+  const std::vector<LayerSplit> counted = stage_splits(94, 12, 2);
+  EXPECT_TRUE(counted[1].embedding && counted[1].loss);
+  EXPECT_EQ(chunk_layers(counted[1], 0, 0).size(), 3);
+  EXPECT_EQ(chunk_layers(counted[1], 0, 1).size(), 4);
+  EXPECT_EQ(chunk_layers(counted[1], 11, 1).size(), 3);
   for (int layers : {94, 96, 48, 30})
     for (int p : {2, 3, 4, 12})
       for (int v : {1, 2, 3}) {
         const std::vector<LayerSplit> splits = stage_splits(layers, p, v);
         for (const LayerSplit& s : splits) {
           EXPECT_EQ(layer_split_error(s), "") << layers << " " << p << " " << v;
+          if (s.embedding || s.loss) continue;  // one chunk lighter, not a whole stage
           for (int r = 0; r < p; ++r) EXPECT_EQ(stage_layer_count(s, r) % v, 0);
         }
         EXPECT_EQ(!splits.empty() && !splits.front().uneven(), layers % (p * v) == 0) << layers << " " << p << " " << v;
@@ -179,6 +192,25 @@ TEST(SimPlanner, UnevenSplitsAreTriedWithInterleavingAndBesideEvenOnes) {
   }
   EXPECT_GT(interleaved_uneven, 0);
   EXPECT_GT(divisible_uneven, 0);
+}
+
+// Counted edges reach the plan as Megatron-core's flags, and such a plan runs: 30 layers on 4
+// stages of 2 chunks (30 + 2 over 8 chunks), which no other placement gives.
+TEST(SimPlanner, CountedEdgesAreTriedAndTheirLayoutsValidate) {
+  PlanRequest req = request("gpt-1.7b", 64, 512, 100000);
+  req.model.layers = 30;
+  req.exhaustive = true;
+  req.micro_batches = {1};
+  const PlanResult res = plan(req, selene());
+  int counted = 0;
+  for (const PlanEntry& e : res.best) {
+    if (!e.cfg.par.embedding_in_split && !e.cfg.par.loss_in_split) continue;
+    RunConfig c = e.cfg;
+    EXPECT_NO_THROW(validate_run(c));
+    EXPECT_TRUE(e.result.iter_time_s > 0);
+    counted += e.cfg.par.pp == 4 && e.cfg.par.vpp == 2 && e.cfg.par.embedding_in_split && e.cfg.par.loss_in_split;
+  }
+  EXPECT_GT(counted, 0);
 }
 
 TEST(SimPlanner, NothingFitsGivesAnEmptyPlanAndSaysWhy) {
