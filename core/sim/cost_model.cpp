@@ -109,6 +109,21 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // 16) as long (1.14x on 132 SMs). A profile without SMs (a CPU) loses none.
   constexpr double kUbCommSms = 16;
   const double sm_margin = hw.sms > kUbCommSms ? hw.sms / (hw.sms - kUbCommSms) : 1.0;
+  // megatron-2022's asynchronous backward collectives are NCCL kernels on a stream of their own,
+  // beside a cuBLAS GEMM that knows nothing of them: each of NCCL's channels holds an SM for the
+  // collective's whole time, and the GEMM's blocks, scheduled by the hardware as SMs free up, get
+  // the rest. Over a collective of time c beside a GEMM of time g (alone), the GEMM loses the SM
+  // time c * channels / SMs; if it ends first, the collective's rest is exposed instead:
+  // exposed = max(c - g, c * channels / SMs). The cost a GEMM with persistent blocks pays (Hopper;
+  // docs/SIMULATOR.md, "Measured: a kernel beside a GEMM") can be larger; the profiles that give
+  // nvlink.nccl_channels are the A100 ones. Inside a node only (the channel count is that of
+  // NCCL's NVLink rings).
+  const double nccl_sm_share =
+      hw.sms > 0 && hw.nccl_channels > 0 && t <= hw.gpus_per_node ? double(hw.nccl_channels) / hw.sms : 0.0;
+  auto beside_gemm = [&](Pass& x, double time, double g) {
+    if (stack.tp_backward_overlap) x.tp(std::max(time - g, time * nccl_sm_share));
+    else x.tp(time);
+  };
 
   // ---- forward of one layer, module by module ----
   using Passes = std::array<Pass, kLayerModules>;
@@ -201,15 +216,14 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // sharded) during the input-gradient GEMM.
   // Under TE's userbuffers both are "bulk" overlaps on 16 SMs (qkv/fc1 dgrad and wgrad).
   auto column_backward = [&](Pass& x, double n) {
-    const bool async = stack.tp_backward_overlap;
     const double ag = sp ? x.allgather(E * bsh) : 0.0;
     const double dgrad = x.gemm(rows, h, n);
     if (tp_pipelined) sm_overlap(x, ag, dgrad, false);
-    else x.tp(ag, async ? dgrad : 0.0);
+    else beside_gemm(x, ag, dgrad);
     const double reduce = sp ? x.reduce_scatter(E * bsh) : x.allreduce(E * bsh);
     const double wgrad = x.gemm(h, n, rows);
     if (tp_pipelined) sm_overlap(x, reduce, wgrad, false);
-    else x.tp(reduce, async ? wgrad : 0.0);
+    else beside_gemm(x, reduce, wgrad);
   };
   // Row-parallel Y[rows, h] = X[rows, k] W: sequence parallelism first gathers the output gradient
   // (TE: a ring exchange under the input-gradient GEMM).

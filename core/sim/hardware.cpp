@@ -151,6 +151,8 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.nvlink_p2p_bw = r.number("nvlink.p2p_bandwidth_gbs", Range::Positive) * G;
   hw.nvlink_busbw = r.number("nvlink.allreduce_busbw_gbs", Range::Positive) * G;
   hw.nvlink_latency_s = r.number("nvlink.latency_us", Range::NonNegative) * us;
+  if (root.at_path("nvlink.nccl_channels"))
+    hw.nccl_channels = static_cast<int>(r.count("nvlink.nccl_channels", hw.sms > 0 ? hw.sms : 1 << 16));
   hw.nic_bw = r.number("network.nic_bandwidth_gbs", Range::Positive) * G;
   hw.nics_per_node = static_cast<int>(r.count("network.nics_per_node", kMaxPerNode));
   hw.network_efficiency = r.number("network.efficiency", Range::Fraction);

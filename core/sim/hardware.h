@@ -53,6 +53,9 @@ struct HardwareProfile {
   double nvlink_p2p_bw = 0;          // bytes/s, one direction, per device, inside a node
   double nvlink_busbw = 0;           // bytes/s, collective bus bandwidth inside a node
   double nvlink_latency_s = 0;
+  // NCCL's channels for a collective inside a node: one CUDA block each, on an SM of its own for
+  // the collective's whole time (0: not given; an overlapped collective then takes no SMs).
+  int nccl_channels = 0;
   double nic_bw = 0;                 // bytes/s per NIC, one direction
   int nics_per_node = 1;
   double network_efficiency = 0;     // achieved fraction of nic_bw

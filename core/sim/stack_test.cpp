@@ -7,6 +7,7 @@
 
 #include "core/common/error.h"
 #include "core/sim/memory_model.h"
+#include "core/sim/network.h"
 #include "core/sim/paper_setups.h"
 #include "core/sim/simulator.h"
 #include "core/sim/testing/paper_data.h"
@@ -78,6 +79,25 @@ TEST(SimStack, The2022CodeOverlapsTheBackwardAllReduce) {
   EXPECT_LT(now.layer.backward.tp_comm, 0.5 * old.layer.backward.tp_comm);
   EXPECT_LT(now.layer.backward.membound, old.layer.backward.membound);  // no accumulation pass
   EXPECT_DOUBLE_EQ(now.layer.backward.gemm, old.layer.backward.gemm);
+}
+
+// The overlap is not free: NCCL's 24 channels hold 24 of the A100's 108 SMs while each backward
+// all-reduce runs, and the weight-gradient GEMM beside it loses that SM time. For GPT-3's layer at
+// t = 8 each all-reduce (25 MB) is shorter than its GEMM, so each exposes c * 24 / 108.
+TEST(SimStack, The2022CodesOverlapCostsTheSmsNcclHolds) {
+  RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
+  c.stack = "megatron-2022";
+  HardwareProfile free_overlap = selene();
+  ASSERT_EQ(free_overlap.nccl_channels, 24);
+  ASSERT_EQ(free_overlap.sms, 108);
+  free_overlap.nccl_channels = 0;
+  const CostModel charged(c, selene()), free(c, free_overlap);
+  const double c_ar = Network(selene()).allreduce(2.0 * 2048 * 12288, 8, 8);
+  EXPECT_NEAR(charged.layer.backward.tp_comm - free.layer.backward.tp_comm, 2 * c_ar * 24 / 108, 1e-12);
+  EXPECT_DOUBLE_EQ(charged.layer.forward.total(), free.layer.forward.total());
+  // The 2021 code's all-reduces are synchronous: nothing runs beside them, nothing to charge.
+  c.stack = "megatron-2021";
+  EXPECT_DOUBLE_EQ(CostModel(c, selene()).layer.backward.tp_comm, CostModel(c, free_overlap).layer.backward.tp_comm);
 }
 
 // Flash attention: no s x s memory traffic, half the attention products under the causal mask.
