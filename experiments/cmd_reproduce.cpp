@@ -421,9 +421,11 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   std::string worst_at;
   fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric), ctx.mode,
              ctx.scale == SweepScale::Small ? ", small scale" : "");
+  size_t series_w = 28, x_w = 9;  // the columns line up also for a long series name or x
+  for (const SweepPoint& pt : job.points) series_w = std::max(series_w, pt.series.size()), x_w = std::max(x_w, pt.x.size());
   for (size_t i = 0; i < job.points.size(); ++i) {
     const SweepPoint& pt = job.points[i];
-    std::string line = fmt::format("  {:<28} {:>9}  ours {:>9}", pt.series, pt.x,
+    std::string line = fmt::format("  {:<{}} {:>{}}  ours {:>9}", pt.series, series_w, pt.x, x_w,
                                    ours[i] ? fmt::format("{:.4g}", *ours[i]) : std::string("-"));
     const auto pv = paper.find({pt.series, pt.x});
     if (pv != paper.end()) {

@@ -102,7 +102,7 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
     const double tok = r.tokens_per_s / spec.gpus;
     const double days = days_for(m.tokens, tok, spec.gpus);
     fmt::print("{:>9} ({:.2f}B): t={} p={} d={} v={} b={} {} recompute={} zero={} | {:.0f} tokens/s/GPU, {:.1f} "
-               "TFLOP/s (MFU {:.1f}, {:.0f}% of peak), {:.1f} GB | {:.2g}T tokens in {:.1f} days\n",
+               "TFLOP/s (model FLOPs {:.1f} TFLOP/s, MFU {:.0f}%), {:.1f} GB | {:.2g}T tokens in {:.1f} days\n",
                m.model, params_exact(c.model) / 1e9, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.schedule,
                recompute_name(p.recompute), p.zero, tok, r.tflops_per_gpu, r.model_tflops_per_gpu,
                100.0 * r.model_tflops_per_gpu * 1e12 / hw.peak(spec.precision), r.memory.peak / 1e9, m.tokens / 1e12,
