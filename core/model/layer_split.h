@@ -28,6 +28,7 @@ struct LayerSplit {
 struct LayerRange {
   int begin, end;  // [begin, end)
   int size() const { return end - begin; }
+  bool operator==(const LayerRange&) const = default;
 };
 
 // Empty when the split is valid; else why not, naming the flags. Every chunk holds at least one

@@ -142,9 +142,7 @@ std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
   auto same = [&](const LayerSplit& a, const LayerSplit& b) {  // every chunk holds the same layers
     for (int r = 0; r < p; ++r)
       for (int j = 0; j < v; ++j)
-        if (chunk_layers(a, r, j).begin != chunk_layers(b, r, j).begin ||
-            chunk_layers(a, r, j).end != chunk_layers(b, r, j).end)
-          return false;
+        if (chunk_layers(a, r, j) != chunk_layers(b, r, j)) return false;
     return true;
   };
   auto add = [&](const LayerSplit& s) {
