@@ -30,6 +30,16 @@ double busbw(const Network& net, int n, int t) {
   return 2.0 * (n - 1) / n * (big - small) / dt;
 }
 
+// gpt-1.7b in fp16 with t x d GPUs (p = 1, b = 1, B = 64) under the SC'21 code (NCCL 2.8).
+RunConfig gpt_under_nccl28(int tp, int dp) {
+  RunConfig c;
+  c.model = preset_config("gpt-1.7b");
+  c.par.tp = tp, c.par.pp = 1, c.par.dp = dp, c.par.micro_batch = 1, c.par.global_batch = 64;
+  c.precision = "f16";
+  c.stack = "megatron-2021";
+  return c;
+}
+
 TEST(NetworkNccl28, GroupsSharingAPcieSwitchShareItsFirstNic) {
   const HardwareProfile& hw = selene();
   ASSERT_EQ(hw.pcie_switches, 4);
@@ -50,11 +60,7 @@ TEST(NetworkNccl28, GroupsSharingAPcieSwitchShareItsFirstNic) {
 // The stack decides: the SC'21 code (NCCL 2.8) pays for the shared NICs, the 2022 code does not
 // (a byte of gradient takes half as long) but reduces fp32 gradients, twice the bytes.
 TEST(NetworkNccl28, TheDataParallelAllReduceOfThe2021StackIsTwiceAsLongAtTEqual8) {
-  RunConfig c;
-  c.model = preset_config("gpt-1.7b");
-  c.par.tp = 8, c.par.pp = 1, c.par.dp = 8, c.par.micro_batch = 1, c.par.global_batch = 64;
-  c.precision = "f16";
-  c.stack = "megatron-2021";
+  RunConfig c = gpt_under_nccl28(8, 8);
   const CostModel old_code(c, selene());
   c.stack = "megatron-2022";
   const CostModel new_code(c, selene());
@@ -85,11 +91,7 @@ TEST(NetworkLatency, OnlyTheRingStepsThatLeaveANodePayTheNetworksLatency) {
 // group of whole nodes: every channel through one of the node's 8 NICs, the ring's full traffic
 // through each (2(n-1)/n * bytes at 8 NICs' rate), not a hierarchical all-reduce.
 TEST(NetworkNccl28, ATensorParallelGroupAcrossNodesIsAFlatRingOverTheNodesNics) {
-  RunConfig c;
-  c.model = preset_config("gpt-1.7b");
-  c.par.tp = 32, c.par.pp = 1, c.par.dp = 2, c.par.micro_batch = 1, c.par.global_batch = 64;
-  c.precision = "f16";
-  c.stack = "megatron-2021";
+  RunConfig c = gpt_under_nccl28(32, 2);
   const CostModel old_code(c, selene());
   ASSERT_TRUE(old_code.shared_nics());
   const double ring = old_code.net.allreduce_nccl28(old_code.act_bytes, 32, groups_for(1), 0);
