@@ -109,6 +109,13 @@ TEST(SimHardware, CountsMustBeWholeNumbersInRange) {
   expect_refused(three, {"bad.toml: field 'node.pcie_switches' (3) must divide node.gpus (8) and network.nics_per_node (8)"});
   const std::string none = std::regex_replace(selene_text(), std::regex("\npcie_switches = [^\n]*"), "");
   EXPECT_EQ(parse_profile(none, "ok.toml").pcie_switches, 0);
+  // NCCL's channels (optional) hold an SM each: at most the GPU's SMs.
+  const std::string channels = std::regex_replace(selene_text(), std::regex("nccl_channels = \\{ value = 24"),
+                                                  "nccl_channels = { value = 200");
+  expect_refused(channels, {"bad.toml: field 'nvlink.nccl_channels' must be a whole number from 1 to 108 (got 200)"});
+  EXPECT_EQ(parse_profile(selene_text(), "ok.toml").nccl_channels, 24);
+  const std::string no_channels = std::regex_replace(selene_text(), std::regex("\nnccl_channels = [^\n]*"), "");
+  EXPECT_EQ(parse_profile(no_channels, "ok.toml").nccl_channels, 0);
 }
 
 TEST(SimHardware, GemmPointDimensionsMustBeWholeNumbersInRange) {
