@@ -100,6 +100,11 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const bool sp = pc.sequence_parallel && t > 1;
   const double rowshare = sp ? 1.0 / t : 1.0;
   const bool flash = stack.flash_attention;
+  // Megatron's fused causal softmax (stack.h): forward reads half the scores and writes them all,
+  // backward reads half of the gradient and of the output and writes the whole gradient.
+  const bool causal_softmax = fused_causal_softmax(stack, cfg);
+  const double softmax_fwd_bytes = causal_softmax ? 1.5 * E : 2 * E;
+  const double softmax_bwd_bytes = causal_softmax ? 2 * E : 3 * E;
   // Transformer Engine pipelines each sequence-parallel collective with the GEMM beside it
   // (userbuffers, its defaults: transformer_engine/pytorch/module/base.py, initialize_ub).
   const bool tp_pipelined = stack.tp_comm_overlap && sp;
@@ -140,7 +145,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
       return;
     }
     q.attn(s, s, hd, b * at);    // Q K^T
-    q.mem(2 * E * scores);       // fused scale + causal mask + softmax
+    q.mem(softmax_fwd_bytes * scores);  // fused scale + causal mask + softmax
     if (!llama) q.mem((2 * E + 1) * scores);  // attention dropout (1-byte mask)
     q.attn(s, hd, s, b * at);    // P V
   };
@@ -269,7 +274,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     pq.attn(s, s, hd, b * at);    // dP = dY V^T
     pq.attn(s, hd, s, b * at);    // dV = P^T dY
     if (!llama) pq.mem((2 * E + 1) * scores);  // dropout backward
-    pq.mem(3 * E * scores);       // softmax backward
+    pq.mem(softmax_bwd_bytes * scores);  // softmax backward
     pq.attn(s, hd, s, b * at);    // dQ = dS K
     pq.attn(s, hd, s, b * at);    // dK = dS^T Q
   }

@@ -16,6 +16,7 @@ SoftwareStack software_stack(const std::string& name) {
   s.name = name;
   if (name == "megatron-2021") {
     s.nccl_first_nic_per_switch = true;
+    s.fused_causal_softmax_max_seq = 2048;  // v2.5 fused_softmax.py: key_seq_len <= 2048
     return s;
   }
   if (name == "megatron-2022" || name == "mcore") {
@@ -29,7 +30,10 @@ SoftwareStack software_stack(const std::string& name) {
     // (megatron/arguments.py, May 2022: "supported only with fp32 gradient accumulation"), so
     // the data-parallel all-reduce moves fp32 gradients under both stacks.
     s.grad_bytes = 4;
-    if (name == "megatron-2022") return s;
+    if (name == "megatron-2022") {
+      s.fused_causal_softmax_max_seq = 4096;  // fused_softmax.py of May 2022: 16 < sk <= 4096
+      return s;
+    }
     s.flash_attention = true;
     s.tp_comm_overlap = true;
     s.dp_overlap = true;
@@ -41,9 +45,19 @@ SoftwareStack software_stack(const std::string& name) {
     // bias-dropout-add; nothing of 2022): none of the flags above. PyTorch 1.11 (BLOOM's) ships
     // NCCL 2.10, which gives each GPU its own NIC: not nccl_first_nic_per_switch.
     s.deepspeed_engine = true;
+    s.fused_causal_softmax_max_seq = 4096;  // its fused_softmax.py (2022): 16 < sk <= 4096
     return s;
   }
   usage_error("--stack '{}' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed", name);
+}
+
+bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
+  const int seq = cfg.model.seq_length;
+  const bool half = cfg.precision == "f16" || cfg.precision == "bf16";
+  if (s.flash_attention || !half || seq <= 16 || seq > s.fused_causal_softmax_max_seq || seq % 4 != 0) return false;
+  const int heads = cfg.model.heads / cfg.par.tp;
+  const int per_block = s.fused_causal_softmax_max_seq > 2048 && seq <= 128 ? 8 : 4;
+  return (cfg.par.micro_batch * heads) % per_block == 0;
 }
 
 std::string stack_refusal(const RunConfig& cfg) {

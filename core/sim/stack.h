@@ -27,6 +27,14 @@ struct SoftwareStack {
   // Fused (flash) attention: the s x s scores never reach memory, the causal mask skips the
   // blocks above the diagonal (half the attention FLOPs), backward recomputes the scores.
   bool flash_attention = false;
+  // The longest sequence Megatron's fused causal softmax (scaled_upper_triang_masked_softmax)
+  // takes; 0 where the stack does not use it (flash attention). The kernel reads only the lower
+  // triangle of the scores (row i: i + 1 elements) and writes whole rows, zeros above the
+  // diagonal; its backward reads the gradient and the output the same way (fused_kernels/
+  // scaled_upper_triang_masked_softmax.h, v2.5 and 2022). FusedScaleMaskSoftmax calls it for
+  // fp16/bf16 scores with 16 < s <= this, s % 4 == 0 and b * a/t a multiple of 4 (2022: of the
+  // kernel's batches per block); otherwise PyTorch's softmax runs on the whole s x s.
+  int fused_causal_softmax_max_seq = 0;
   // Every tensor-parallel all-gather and reduce-scatter is split and pipelined with the GEMM it
   // feeds or follows (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap).
   bool tp_comm_overlap = false;
@@ -71,6 +79,12 @@ struct SoftwareStack {
 inline bool bf16_optimizer(const SoftwareStack& s, const std::string& precision) {
   return s.deepspeed_engine && precision == "bf16";
 }
+
+// Whether the run's attention softmax is Megatron's fused causal kernel
+// (stack.fused_causal_softmax_max_seq and FusedScaleMaskSoftmax.is_kernel_available): fp16 or
+// bf16 scores, 16 < s <= that length, s a multiple of 4, and b * a/t a multiple of 4 (the 2022
+// code: of the kernel's batches per block, 8 where s <= 128).
+bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg);
 
 // megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
 // asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core

@@ -100,6 +100,36 @@ TEST(SimStack, The2022CodesOverlapCostsTheSmsNcclHolds) {
   EXPECT_DOUBLE_EQ(CostModel(c, selene()).layer.backward.tp_comm, CostModel(c, free_overlap).layer.backward.tp_comm);
 }
 
+// Megatron's fused causal softmax reads only the scores on and below the diagonal: forward 3
+// bytes a score instead of 4 (read half, write all), backward 4 instead of 6. The 2021 code takes
+// s <= 2048, the 2022 code s <= 4096; beyond, PyTorch's softmax reads and writes every score.
+TEST(SimStack, TheFusedCausalSoftmaxReadsTheLowerTriangle) {
+  RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
+  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2021"), c));
+  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2022"), c));
+  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-deepspeed"), c));
+  EXPECT_FALSE(fused_causal_softmax(software_stack("mcore"), c));  // flash attention
+  RunConfig odd = c;
+  odd.model.heads = 48;  // b * a/t = 6 attention batches: not a multiple of 4
+  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), odd));
+  RunConfig f32 = c;
+  f32.precision = "f32";
+  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), f32));
+  RunConfig tiny = c;
+  tiny.model.seq_length = 128;  // the 2022 kernel's 8 batches a block; 12 is not a multiple
+  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2021"), tiny));
+  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2022"), tiny));
+
+  c.model.seq_length = 4096;
+  const CostModel pytorch(c, selene());  // 2021: s > 2048
+  c.stack = "megatron-2022";
+  const CostModel fused(c, selene());
+  const HardwareProfile hw = selene();
+  const double scores = 1.0 * (96 / 8) * 4096 * 4096, rate = hw.memory_bw * hw.membound_efficiency;
+  EXPECT_NEAR(pytorch.layer.forward.membound - fused.layer.forward.membound, 1.0 * scores / rate, 1e-12);
+  EXPECT_DOUBLE_EQ(pytorch.layer.forward.gemm, fused.layer.forward.gemm);
+}
+
 // Flash attention: no s x s memory traffic, half the attention products under the causal mask.
 TEST(SimStack, FlashAttentionHasNoScoreTraffic) {
   RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
