@@ -89,7 +89,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   fmt::print("ptdp plan: model {} (l={} h={} a={} s={} V={}), {} x {} ({}), global batch {}, {}\n", m.name, m.layers,
              m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, req.precision);
   fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the others "
-             "cannot beat the {}th best)\n",
+             "cannot enter the top {})\n",
              res.layouts, res.fit, res.simulated, f.top);
   if (res.best.empty()) {
     std::fprintf(stderr, "ptdp: out of memory: no layout of model %s fits on %d x %s\n", m.name.c_str(), f.gpus,

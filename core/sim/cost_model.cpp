@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/common/error.h"
 
@@ -58,10 +59,10 @@ struct Pass {
   }
   // A tensor-parallel collective taking `time`, of which up to `hidden` runs under a concurrent GEMM.
   void tp(double time, double hidden = 0) { c.tp_comm += std::max(0.0, time - hidden); }
-  // A group wider than a node under NCCL 2.8 (CostModel::shared_nics): a flat ring whose channels
+  // A group of whole nodes under NCCL 2.8 (CostModel::shared_nics): a flat ring whose channels
   // leave through the NICs of the node's GPUs, all of them one group's (network.h).
   double allreduce(double bytes) const {
-    if (cm.shared_nics() && per_node < t)
+    if (cm.shared_nics() && per_node == cm.hw.gpus_per_node && per_node < t)
       return cm.net.allreduce_nccl28(bytes, t, std::vector<int>(size_t(cm.hw.gpus_per_node), 0), 0);
     return cm.net.allreduce(bytes, t, per_node);
   }
@@ -83,7 +84,11 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
   const double E = elem;
   const int t = pc.tp;
-  const int per_node = std::min(t, hw.gpus_per_node);
+  // A tensor-parallel group is t consecutive ranks, so where t neither divides a node's G GPUs nor
+  // is a multiple of G some groups straddle nodes. Groups start at multiples of t and nodes at
+  // multiples of G, so the group with the smallest share of a node has gcd(t, G) ranks there; the
+  // slowest group is timed as nodes of that many (t or G where one divides the other).
+  const int per_node = std::gcd(t, hw.gpus_per_node);
   const double b = pc.micro_batch, s = mc.seq_length, h = mc.hidden, a = mc.heads;
   const double rows = b * s, ht = h / t, at = a / t, hd = h / a, ft = double(mc.ffn_hidden()) / t;
   // Grouped-query attention: the QKV GEMM's columns on this device (h + 2 g hd) / t, of which the
@@ -124,7 +129,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // nvlink.nccl_channels are the A100 ones. Inside a node only (the channel count is that of
   // NCCL's NVLink rings).
   const double nccl_sm_share =
-      hw.sms > 0 && hw.nccl_channels > 0 && t <= hw.gpus_per_node ? double(hw.nccl_channels) / hw.sms : 0.0;
+      hw.sms > 0 && hw.nccl_channels > 0 && per_node == t ? double(hw.nccl_channels) / hw.sms : 0.0;
   auto beside_gemm = [&](Pass& x, double time, double g) {
     if (stack.tp_backward_overlap) x.tp(std::max(time - g, time * nccl_sm_share));
     else x.tp(time);

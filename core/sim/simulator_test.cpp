@@ -11,6 +11,8 @@
 #include "core/common/error.h"
 #include "core/model/config.h"
 #include "core/accounting/flops.h"
+#include "core/sim/cost_model.h"
+#include "core/sim/network.h"
 #include "core/sim/paper_setups.h"
 #include "core/sim/replay.h"
 #include "core/sim/testing/paper_data.h"
@@ -55,6 +57,20 @@ TEST(SimSimulator, ScatterGatherHelpsPipelinesAcrossNodes) {
   c.par.scatter_gather = false;
   const double without = simulate(c, selene()).tflops_per_gpu;
   EXPECT_GT(with, 1.03 * without);
+}
+
+// t = 3 on nodes of 8: groups {0,1,2} {3,4,5} {6,7 | 8} ...; the one that straddles two nodes has
+// a single rank in one of them (gcd(3, 8) = 1), so the tensor-parallel collectives leave the node
+// through one NIC, as a ring of 3 nodes would. t = 4 stays inside a node.
+TEST(SimSimulator, ATensorGroupThatStraddlesNodesIsTimedAcrossThem) {
+  const HardwareProfile hw = selene();
+  const RunConfig c3 = paper_run(96, 12288, 96, 3, 8, 16, 1, 1536);
+  const RunConfig c4 = paper_run(96, 12288, 96, 4, 8, 12, 1, 1536);
+  const double bytes = 2.0 * 2048 * 12288;  // one fp16 b*s*h activation
+  const Network net(hw);
+  EXPECT_DOUBLE_EQ(CostModel(c3, hw).layer.forward.tp_comm, 2 * net.allreduce(bytes, 3, 1));
+  EXPECT_DOUBLE_EQ(CostModel(c4, hw).layer.forward.tp_comm, 2 * net.allreduce(bytes, 4, 4));
+  EXPECT_GT(net.allreduce(bytes, 3, 1), 4 * net.allreduce(bytes, 4, 4));
 }
 
 TEST(SimSimulator, OverlappingTheDataParallelAllReduceNeverSlowsAnIterationDown) {
