@@ -9,26 +9,27 @@
 
 namespace ptdp {
 
-// Raw flag values before presets and validation are applied.
+// The flags as parsed, before the preset and validation are applied: every field of the tables
+// (core/config/config_fields.h) bound to its member of `run`, and the flags whose meaning needs more.
 struct RunFlags {
-  std::string model;
-  std::string arch;  // empty: the preset's (gpt without --model)
-  int layers = 0, hidden = 0, heads = 0, seq_length = 0;
-  int query_groups = 0, ffn_hidden_size = 0;  // --num-query-groups (with --group-query-attention), --ffn-hidden-size
-  bool group_query_attention = false;
-  double norm_eps = 0;                        // --norm-epsilon
-  long long vocab_size = 0;
-  int vocab_divisible = 128;
-  std::string recompute = "none";
-  bool scatter_gather = true;
-  std::string recipe = "default";  // --recipe (experiments/recipe.h)
-  bool trains = true;              // false for simulate: the optimizer flags and --recipe do not apply
+  std::string model;                   // --model: the preset
+  int query_groups = 0;                // --num-query-groups (with --group-query-attention)
+  bool group_query_attention = false;  // --group-query-attention
+  std::string recipe = "default";      // --recipe (experiments/recipe.h)
+  bool trains = true;                  // false for simulate: the optimizer flags and --recipe do not apply
+  // The first enumerated flag given a name it does not have ("--precision 'x' must be f32, bf16 or
+  // f16"): refused by resolve_run_config, where every rank of an MPI job refuses it together.
+  std::string bad_choice;
   RunConfig run;
 };
+
+// Throws the UsageError of RunFlags::bad_choice, if any.
+void check_choices(const RunFlags& f);
 
 // --seed: a whole number in uint64 range; CLI::ValidationError "--seed TEXT must be ..." otherwise.
 uint64_t parse_seed(const std::string& text);
 
+// The flags of the model, parallel and run (with optimizer) tables.
 void add_model_flags(CLI::App& app, RunFlags& f);
 void add_parallel_flags(CLI::App& app, RunFlags& f);
 void add_run_flags(CLI::App& app, RunFlags& f);

@@ -21,7 +21,7 @@
 #include "core/results/provenance.h"
 #include "experiments/commands.h"
 #include "experiments/suggest.h"
-#include "core/config/run_config_fields.h"
+#include "core/config/config_fields.h"
 #include "experiments/rank_device.h"
 
 namespace ptdp {  // experiments/cmd_simulate.cpp, experiments/cmd_plan.cpp
@@ -30,8 +30,9 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app);
 // experiments/cmd_accept.cpp, experiments/cmd_compare.cpp
 std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
-// experiments/cmd_reproduce.cpp
+// experiments/cmd_reproduce.cpp, experiments/cmd_fields.cpp
 std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> add_fields_command(CLI::App& app);
 }  // namespace ptdp
 
 namespace {
@@ -106,6 +107,7 @@ int ptdp::cli_main(int argc, char** argv) {
   auto [accept, run_accept] = add_accept_command(app);
   auto [compare, run_compare] = add_compare_command(app);
   auto [reproduce, run_reproduce] = add_reproduce_command(app);
+  auto [fields, run_fields] = add_fields_command(app);
 
   // CLI11 says only "A subcommand is required" for a word that is none.
   if (argc > 1 && argv[1][0] != '-') {
@@ -140,7 +142,7 @@ int ptdp::cli_main(int argc, char** argv) {
     return 2;
   }
   // `mpirun -np 4 ptdp train` without --comm mpi would be 4 separate runs: refused, by launcher rank 0.
-  if (*train && train_flags.run.comm == "local") {
+  if (*train && train_flags.bad_choice.empty() && train_flags.run.comm == CommKind::Local) {
     const LauncherWorld w = launcher_world();
     const std::string why = local_comm_under_launcher(w);
     if (!why.empty()) {
@@ -160,8 +162,8 @@ int ptdp::cli_main(int argc, char** argv) {
   try {
     // nccl bootstraps over MPI when a launcher started the processes (with --backend cuda;
     // otherwise validation refuses it before MPI starts); without one its ranks are threads.
-    const bool nccl = train_flags.run.comm == "nccl" && train_flags.run.backend == "cuda" && started_by_launcher();
-    if (*train && (train_flags.run.comm == "mpi" || nccl)) {
+    const bool nccl = train_flags.run.comm == CommKind::Nccl && train_flags.run.backend == BackendKind::Cuda && started_by_launcher();
+    if (*train && (train_flags.run.comm == CommKind::Mpi || nccl)) {
 #ifdef PTDP_HAVE_MPI
       mpi = std::make_unique<MpiSession>(&argc, &argv);
       mpi_world = mpi->world();
@@ -199,6 +201,7 @@ int ptdp::cli_main(int argc, char** argv) {
     if (*accept) return run_accept(mpi_world && mpi_world->size() > 1 ? mpi_world.get() : nullptr);
     if (*compare) return run_compare();
     if (*reproduce) return run_reproduce();
+    if (*fields) return run_fields();
   } catch (const AgreedError& e) {  // every rank knows it: one line, then every rank exits
     if (!quiet) std::fprintf(stderr, "ptdp: %s: %s\n", e.usage() ? "error" : "failed", one_line(e.what()).c_str());
     return e.usage() ? 2 : 1;

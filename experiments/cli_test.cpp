@@ -329,7 +329,7 @@ TEST(CliParse, UnknownCommandIsNamedWithTheKnownOnes) {
   TempDir dir;
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"frobnicate", "--model", "tiny"}),
                            {"ptdp: error: unknown command 'frobnicate' (commands: train, preprocess, simulate, plan, "
-                            "accept, compare, reproduce)"}));
+                            "accept, compare, reproduce, fields)"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"tra\nin"}), {"unknown command 'tra\\nin'"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {}), {"A subcommand is required"}));
 }

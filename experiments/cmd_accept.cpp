@@ -44,7 +44,7 @@
 #include "core/results/provenance.h"
 #include "experiments/accept_burnin.h"
 #include "experiments/accept_health.h"
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 #include "core/sim/hardware.h"
 #include "core/train/trainer.h"
 #include "experiments/accept_check.h"

@@ -27,7 +27,7 @@
 
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "experiments/compare_report.h"
 #include "experiments/stats.h"
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/sim/planner.h"
 #include "experiments/cli_flags.h"
@@ -48,15 +48,15 @@ void print_entry(const char* rank, const sim::PlanEntry& e) {
   if (!stages.empty()) stages += placement_flags(p);
   fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}{}\n",
              rank, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
-             recompute_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,
+             enum_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,
              r.memory.peak / 1e9, stages.empty() ? "" : "  layers per stage " + stages);
 }
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
   if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
-  f.run.run.backend = hw.kind == "cpu" ? "cpu" : "cuda";
-  f.run.run.precision = f.precision.empty() ? hw.default_precision : f.precision;
+  f.run.run.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
+  f.run.run.precision = f.precision.empty() ? hw.default_precision : parse_enum<Precision>(f.precision, "--precision");
   const RunConfig base = resolve_run_config(app, f.run);  // the model (and the precision rule)
   if (!f.csv.empty()) check_result_csv(f.csv);
 
@@ -87,7 +87,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
 
   const ModelConfig& m = req.model;
   fmt::print("ptdp plan: model {} (l={} h={} a={} s={} V={}), {} x {} ({}), global batch {}, {}\n", m.name, m.layers,
-             m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, req.precision);
+             m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, base.precision);
   fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the others "
              "cannot enter the top {})\n",
              res.layouts, res.fit, res.simulated, f.top);

@@ -28,7 +28,7 @@
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
 #include "core/results/provenance.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/simulator.h"
@@ -121,7 +121,7 @@ std::string duration(double s) {
 std::string layout(const RunConfig& c) {
   const ParallelConfig& p = c.par;
   return fmt::format("t={} p={} d={} v={} b={} B={} m={} {} recompute={} s/g={}{}", p.tp, p.pp, p.dp, p.vpp,
-                     p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
+                     p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, enum_name(p.recompute),
                      p.scatter_gather ? "on" : "off", p.zero ? fmt::format(" zero={}", p.zero) : std::string());
 }
 
@@ -232,16 +232,16 @@ RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
   RunConfig c = in;
   if (ctx.mode == "simulate") {
     const sim::HardwareProfile& hw = *ctx.hw;
-    c.backend = hw.kind == "cpu" ? "cpu" : "cuda";
+    c.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
     if (!(hw.peak(c.precision) > 0)) c.precision = hw.default_precision;
-    if (c.backend == "cpu") c.precision = "f32";
+    if (c.backend == BackendKind::Cpu) c.precision = Precision::F32;
   } else if (ctx.scale == SweepScale::Small) {  // the CPU backend, f32, ranks as threads or MPI processes
-    c.backend = "cpu";
-    c.precision = "f32";
-    c.comm = ctx.world ? "mpi" : "local";
+    c.backend = BackendKind::Cpu;
+    c.precision = Precision::F32;
+    c.comm = ctx.world ? CommKind::Mpi : CommKind::Local;
   } else {  // one GPU per rank: NCCL under a launcher, or the one GPU of a one-rank layout here
-    c.backend = "cuda";
-    c.comm = ctx.world ? "nccl" : "local";
+    c.backend = BackendKind::Cuda;
+    c.comm = ctx.world ? CommKind::Nccl : CommKind::Local;
   }
   c.ranks = 0;
   c.csv.clear();
@@ -269,13 +269,8 @@ ResultRow planned_row(const RunConfig& c, const Context& ctx, SweepKind kind) {
     r.set("schedule", c.par.schedule);
     return r;
   }
-  RunConfig rc = c;
-  if (ctx.mode == "simulate") {
-    rc.backend = ctx.hw->name;
-    rc.comm = ctx.hw->kind == "gpu" ? "nccl" : c.comm;
-    rc.iters = 1;
-  }
-  return make_result_row(rc, ctx.mode, 1.0);
+  if (ctx.mode == "simulate") return make_profile_row(c, *ctx.hw, 1.0);
+  return make_result_row(c, ctx.mode, 1.0);
 }
 
 struct Outcome {
@@ -310,18 +305,14 @@ Outcome simulate_eq1(const RunConfig& c, const Context& ctx) {
   RunConfig one = c;  // the cost model on one stage: per-layer times do not depend on p
   one.par.pp = 1;
   one.par.vpp = 1;
-  one.par.schedule = "1f1b";
+  one.par.schedule = ScheduleKind::OneFOneB;
   one.ranks = 0;
   validate_run(one);
   const sim::CostModel cm(one, *ctx.hw);
   const double stage_layers = double(c.model.layers) / c.par.pp;
   const double tf = cm.layer.forward.total() * stage_layers;
   const double tb = (cm.layer.backward.total() + cm.layer.recompute.total()) * stage_layers;
-  RunConfig rc = c;
-  rc.backend = ctx.hw->name;
-  rc.comm = ctx.hw->kind == "gpu" ? "nccl" : c.comm;
-  rc.iters = 1;
-  ResultRow r = make_result_row(rc, "simulate", eq1_seconds(c, tf, tb) * 1e3, ctx.hw->peak(c.precision));
+  ResultRow r = make_profile_row(c, *ctx.hw, eq1_seconds(c, tf, tb) * 1e3);
   const int m = c.par.num_microbatches();
   r.set("bubble_fraction", double(c.par.pp - 1) / m);
   r.set("device", ctx.hw->device);
@@ -338,10 +329,10 @@ int eq1_measured_microbatches(int b) { return std::max(1, 16 / b); }
 RunConfig eq1_measurement(const RunConfig& c) {
   RunConfig one = c;
   one.par.tp = one.par.pp = one.par.dp = one.par.vpp = 1;
-  one.par.schedule = "1f1b";
+  one.par.schedule = ScheduleKind::OneFOneB;
   one.par.global_batch = c.par.micro_batch * eq1_measured_microbatches(c.par.micro_batch);
   one.ranks = 0;
-  one.comm = "local";
+  one.comm = CommKind::Local;
   validate_run(one);
   return one;
 }
@@ -644,7 +635,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
         fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
                    sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
                    c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
-                   p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, recompute_name(p.recompute),
+                   p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, enum_name(p.recompute),
                    p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero,
                    p.sequence_parallel ? 1 : 0, c.stack);
       }

@@ -9,8 +9,9 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "core/config/config_fields.h"
 #include "core/accounting/flops.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/sim/hardware.h"
 #include "core/sim/stack.h"
 #include "core/sim/simulator.h"
@@ -35,8 +36,9 @@ std::string pass_line(const sim::PassCost& c) {
 // The profile decides the backend and, unless --precision is given, the precision; --gpus is
 // the number of ranks.
 void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::HardwareProfile& hw) {
+  check_choices(f.run);
   RunConfig& r = f.run.run;
-  r.backend = hw.kind == "cpu" ? "cpu" : "cuda";
+  r.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
   if (app.count("--precision") == 0) r.precision = hw.default_precision;
   if (!(hw.peak(r.precision) > 0))
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", r.precision, hw.name, hw.path, r.precision);
@@ -71,7 +73,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("  layout t={} p={} d={} v={}{}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
              p.tp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch,
              p.global_batch, p.num_microbatches(), p.schedule,
-             recompute_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
+             enum_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",
              p.zero == 1 ? (ds ? ", ZeRO-1 (DeepSpeed's)" : ", distributed optimizer (ZeRO-1)") : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
@@ -127,12 +129,7 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
                   "--precision defaults to the profile's")
       ->required();
   sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
-  sub->add_option("--stack", f->run.run.stack,
-                  "software modelled: megatron-2021 (the paper's code), megatron-2022 (asynchronous tensor-parallel "
-                  "communication in backward, fused gradient accumulation), mcore (Megatron-Core 2024: also flash "
-                  "attention, TP/DP communication overlap, fp32 gradients), megatron-deepspeed (DeepSpeed's pipeline "
-                  "engine: blocking p2p, its ZeRO-1 and bf16 optimizer); docs/SIMULATOR.md")
-      ->capture_default_str();
+  sub->add_option("--stack", f->run.run.stack, find_field("--stack")->help_text())->capture_default_str();
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
 }
 

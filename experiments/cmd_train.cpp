@@ -29,7 +29,8 @@
 #include "core/accounting/flops.h"
 #include "core/accounting/memory_estimate.h"
 #include "core/results/provenance.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
+#include "core/results/output_files.h"
 #include "core/tensor/allocator.h"
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
@@ -93,10 +94,10 @@ void preflight(const RunConfig& c, bool thread_ranks) {
   const ModelConfig& m = c.model;
   const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
   // Ranks of this process: every data-parallel replica holds a whole model, split t ways.
-  const int64_t local_ranks = c.comm == "local" ? c.ranks : 1;
+  const int64_t local_ranks = c.comm == CommKind::Local ? c.ranks : 1;
   const int64_t need = (one.state_bytes / c.par.tp + one.activation_bytes) * local_ranks;
   const int64_t have = physical_memory_bytes();  // (the CUDA backend's allocator names an out-of-memory GPU)
-  if (c.backend == "cpu" && have > 0 && need > have)
+  if (c.backend == BackendKind::Cpu && have > 0 && need > have)
     usage_error("--model {} (l={} h={} s={}) with --micro-batch {} on {} rank(s) here needs about {:.1f} GB "
                 "({:.1f} GB of weights, gradients and Adam state and {:.1f} GB of activations per model), more than "
                 "the {:.1f} GB of memory here",
@@ -207,7 +208,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     given_world.barrier();
   };
   std::unique_ptr<RankDevice> dev_holder;
-  if (c.comm == "nccl") dev_holder = std::make_unique<RankDevice>(c, given_world);  // NCCL's bootstrap is collective
+  if (c.comm == CommKind::Nccl) dev_holder = std::make_unique<RankDevice>(c, given_world);  // NCCL's bootstrap is collective
   else phase([&] { dev_holder = std::make_unique<RankDevice>(c, given_world); });
   RankDevice& dev = *dev_holder;
   Communicator& world = dev.world();
@@ -233,14 +234,14 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   ParallelGroups g = ParallelGroups::create(world, topo);
   // Ranks as threads share the process's threads (OMP_NUM_THREADS, else every core).
   const int rank_threads = std::max(1, cpu_thread_budget() / c.ranks);
-  if (c.comm == "local") set_cpu_threads(rank_threads);
+  if (c.comm == CommKind::Local) set_cpu_threads(rank_threads);
 
   std::unique_ptr<IndexedDataset> ds;
   std::unique_ptr<SampleSource> samples;
   std::unique_ptr<SampleSource> valid;  // --eval-iters
   std::unique_ptr<SampleSource> test;   // --eval-iters, Megatron order, where the test split holds documents
   std::string data_sources;  // the result row's: SAMPLES:EPOCHS drawn of each dataset, in --data's order
-  if (c.data_order == "megatron") {
+  if (c.data_order == DataOrder::Megatron) {
     // World rank 0 builds the index files first; the others then find them in the cache (or build
     // their own where the cache directory is not shared).
     for (const bool first : {true, false})
@@ -322,7 +323,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   tc.optimizer = c.opt;
   tc.overlap_grad_reduce = c.overlap_grad_reduce;
   tc.grad_bucket_elems = c.grad_bucket_elems;
-  tc.schedule = parse_schedule(c.par.schedule);
+  tc.schedule = c.par.schedule;
   tc.scatter_gather = c.par.scatter_gather;
   tc.skip_nonfinite = c.skip_nonfinite;
   tc.loss_scale = loss_scale_config(c);
@@ -416,11 +417,11 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
                "untimed), data {}\n",
                m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
                c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
-               trainer.num_microbatches(), c.par.schedule, recompute_name(c.par.recompute),
+               trainer.num_microbatches(), c.par.schedule, enum_name(c.par.recompute),
                c.par.scatter_gather && !c.par.sequence_parallel ? "on" : "off",
                c.par.sequence_parallel ? ", sequence parallel" : "", c.par.zero == 1 ? ", distributed optimizer (--zero 1)" : c.par.zero == 3 ? ", ZeRO-3" : "", c.backend,
                c.precision,
-               c.comm == "local" && c.backend == "cpu" ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads) : "",
+               c.comm == CommKind::Local && c.backend == BackendKind::Cpu ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads) : "",
                c.iters, c.warmup, c.data);
   if (report) {
     const OptimizerConfig& o = c.opt;
@@ -466,7 +467,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     ++evaluations;
     evaluated = true;
     if (!report) return;
-    if (c.log_format == "megatron") {
+    if (c.log_format == LogFormat::Megatron) {
       fmt::print("{}", megatron_validation_lines(it, after_training, valid_loss));
     } else {
       fmt::print(" validation at iteration {:>6}{} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the valid split\n", it,
@@ -510,13 +511,13 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
     }
     interval.add(st);
     if (report && (it % c.log_interval == 0 || it == c.iters)) {
-      if (c.log_format == "megatron") {
+      if (c.log_format == LogFormat::Megatron) {
         fmt::print("{}\n", interval.megatron_line(it, c, flops_model(m, c.par.global_batch),
                                                   trainer.loss_scaler().dynamic() ? trainer.loss_scaler().scale() : 1.0));
       } else {
         // A CPU run's throughput reads in GFLOP/s (0.005 TFLOP/s says little).
         const double flops_per_gpu = flops / (st.time_ms / 1e3) / c.ranks;
-        const std::string rate = c.backend == "cpu" ? fmt::format("{:7.2f} GFLOP/s", flops_per_gpu / 1e9)
+        const std::string rate = c.backend == BackendKind::Cpu ? fmt::format("{:7.2f} GFLOP/s", flops_per_gpu / 1e9)
                                                     : fmt::format("{:7.3f} TFLOP/s", flops_per_gpu / 1e12);
         fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {} | {:9.0f} tokens/s | lr {:.3e} | "
                    "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
@@ -543,7 +544,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   if (valid && last == c.iters) evaluate(last, true);  // not after a stop request
   if (test && last == c.iters) {
     const double test_loss = loss_on(*test, 0);
-    if (report && c.log_format == "megatron")
+    if (report && c.log_format == LogFormat::Megatron)
       fmt::print("{}", megatron_evaluation_lines(fmt::format("iteration {} on test set", last), test_loss));
     else if (report)
       fmt::print(" test after iteration {:>6} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the test split\n", last,
@@ -584,7 +585,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
   bd.bubble = median(bubbles);
   bd.activation_gb = double(timed.back().peak_activation_bytes) / 1e9;
   // Host memory of this process; with local ranks the mean per rank.
-  const int local_ranks = c.comm == "local" ? c.ranks : 1;
+  const int local_ranks = c.comm == CommKind::Local ? c.ranks : 1;
   const double peak_gb = dev.peak_gb(local_ranks);
   // Weights, gradients and optimizer state allocated on this rank (--zero shrinks the last).
   const int64_t state_bytes = trainer.state_bytes(), chunk_params = trainer.parameters();
@@ -626,7 +627,7 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& given_worl
 
 std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
   // --comm nccl: one process per GPU under mpirun/srun (bootstrapped over MPI), else thread ranks.
-  const bool processes = c.comm == "mpi" || (c.comm == "nccl" && mpi_world);
+  const bool processes = c.comm == CommKind::Mpi || (c.comm == CommKind::Nccl && mpi_world);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   if (processes) {
     PTDP_CHECK(mpi_world != nullptr, "--comm {} without an MPI world", c.comm);

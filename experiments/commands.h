@@ -5,7 +5,7 @@
 
 #include "core/comm/communicator.h"
 #include "core/data/preprocess.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/config/run_config.h"
 
 namespace ptdp {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {

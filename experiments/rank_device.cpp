@@ -66,13 +66,13 @@ int local_rank_from_launcher() {
 #endif
 
 void require_backend_here(const RunConfig& c, bool thread_ranks) {
-  if (c.backend == "cpu") return;
+  if (c.backend == BackendKind::Cpu) return;
 #ifdef PTDP_HAVE_CUDA
   std::string why;
   const int gpus = cuda::device_count(&why);
   if (gpus == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
   // NCCL refuses two ranks of one communicator on one GPU.
-  if (c.comm == "nccl" && thread_ranks && c.ranks > gpus)
+  if (c.comm == CommKind::Nccl && thread_ranks && c.ranks > gpus)
     usage_error("--comm nccl runs one rank per GPU: {} ranks but {} GPU(s) here (--comm local lets ranks share a GPU)",
                 c.ranks, gpus);
 #else
@@ -84,7 +84,7 @@ void require_backend_here(const RunConfig& c, bool thread_ranks) {
 RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) {
   const bool threads = world.backend() == "local";
   require_backend_here(c, threads);
-  if (c.backend == "cpu") {
+  if (c.backend == BackendKind::Cpu) {
     backend_ = make_cpu_backend();
     return;
   }
@@ -93,13 +93,13 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
   // Thread ranks share the GPUs round-robin (one GPU: all of them, each on its own stream);
   // processes take the GPU of their index on the node.
   const int local = threads ? world.rank() : local_rank_from_launcher();
-  if (c.comm == "nccl" && local >= gpus)
+  if (c.comm == CommKind::Nccl && local >= gpus)
     usage_error("--comm nccl runs one rank per GPU: local rank {} has none of its own ({} GPU(s) on this node; start "
                 "at most {} processes per node)",
                 local, gpus, gpus);
   device_ = (local >= 0 ? local : world.rank()) % gpus;
   backend_ = make_cuda_backend(device_);
-  if (c.comm == "nccl") {
+  if (c.comm == CommKind::Nccl) {
 #ifdef PTDP_HAVE_NCCL
     nccl_ = make_nccl_world(world, device_, world.timeout(), backend_.get());
     wrapped_ = make_device_comm(*nccl_, *backend_, Device::CUDA);

@@ -7,7 +7,7 @@
 #include "core/common/one_line.h"
 #include "core/common/regular_file.h"
 #include "core/accounting/flops.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "experiments/spec_value.h"
 #include "experiments/sweep.h"
 #include "core/sim/planner.h"
@@ -31,7 +31,12 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
   s.title = spec_value<std::string>(root, "title", path);
   s.gpus = int(spec_value<int64_t>(root, "gpus", path));
   s.global_batch = int(spec_value<int64_t>(root, "global_batch", path));
-  s.precision = spec_value<std::string>(root, "precision", path);
+  const auto precision = spec_value<std::string>(root, "precision", path);
+  try {
+    s.precision = parse_enum<Precision>(precision, "precision");
+  } catch (const UsageError& e) {
+    usage_error("{}: key {}", path, one_line(e.what()));
+  }
   const auto stack = spec_value<std::string>(root, "stack", path);
   try {
     s.stack = sim::software_stack(stack).name;
@@ -104,7 +109,7 @@ int reproduce_llama(const std::string& spec_name, const std::string& csv, const 
     fmt::print("{:>9} ({:.2f}B): t={} p={} d={} v={} b={} {} recompute={} zero={} | {:.0f} tokens/s/GPU, {:.1f} "
                "TFLOP/s (model FLOPs {:.1f} TFLOP/s, MFU {:.0f}%), {:.1f} GB | {:.2g}T tokens in {:.1f} days\n",
                m.model, params_exact(c.model) / 1e9, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.schedule,
-               recompute_name(p.recompute), p.zero, tok, r.tflops_per_gpu, r.model_tflops_per_gpu,
+               enum_name(p.recompute), p.zero, tok, r.tflops_per_gpu, r.model_tflops_per_gpu,
                100.0 * r.model_tflops_per_gpu * 1e12 / hw.peak(spec.precision), r.memory.peak / 1e9, m.tokens / 1e12,
                days);
     if (m.model == spec.paper_model) {

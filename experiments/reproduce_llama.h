@@ -17,7 +17,7 @@ struct LlamaModelSpec {
 struct LlamaSpec {
   std::string path, title;
   int gpus = 0, global_batch = 0;
-  std::string precision;
+  Precision precision = Precision::Bf16;
   std::string stack;  // the software the runs are modelled with (core/sim/stack.h)
   std::vector<int> zero_modes;
   std::vector<LlamaModelSpec> models;

@@ -9,7 +9,7 @@
 #include "core/common/regular_file.h"
 #include "core/data/megatron_blend.h"
 #include "core/results/provenance.h"
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 #include "experiments/spec_value.h"
 #include "experiments/sweep.h"
 

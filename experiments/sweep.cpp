@@ -11,6 +11,7 @@
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
 #include "core/common/one_line.h"
+#include "core/config/config_fields.h"
 #include "core/model/config.h"
 #include "core/results/csv_reader.h"
 #include "core/sim/stack.h"
@@ -54,15 +55,15 @@ const std::vector<std::string>& sweep_names() {
 
 namespace {
 
-// The keys a settings table may hold (base, small, a series, a point, their small tables).
+// The keys a settings table may hold (base, small, a series, a point, their small tables): the
+// preset, the model's name, the GPUs, and every field of the tables marked for specs.
 const std::vector<std::string>& setting_keys() {
-  static const std::vector<std::string> k = {
-      "model",      "model_name",     "layers",         "hidden",     "heads",     "seq_length",
-      "vocab_size", "gpus",           "tp",             "pp",         "dp",        "vpp",
-      "micro_batch", "global_batch",  "schedule",       "recompute",  "scatter_gather",
-      "precision",  "overlap_grad_reduce", "iters",     "warmup",    "zero",
-      "sequence_parallel", "stack", "first_stage_layers", "last_stage_layers",
-      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_model_parallel_layout"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> v = {"model", "model_name", "gpus"};
+    for (const Field* f : all_fields())
+      if (f->spec_key()) v.push_back(f->name());
+    return v;
+  }();
   return k;
 }
 
@@ -155,6 +156,47 @@ int as_count(const SpecValue& v, const std::string& where, const std::string& ke
   return static_cast<int>(i);
 }
 
+// An enumerated setting named as its flag takes it (UsageError "WHERE: FLAG 'x' must be ...").
+template <NamedEnum E>
+E as_enum(const SpecValue& v, const std::string& where, const std::string& key, const std::string& flag) {
+  try {
+    return parse_enum<E>(as_text(v, where, key), flag);
+  } catch (const UsageError& e) {
+    usage_error("{}: {}", where, one_line(e.what()));
+  }
+}
+
+// A setting named as a field sets it, by the field's type and rules: integers from 1 (a positive
+// field) or 0 to 2^30, "WHERE: key 'zero' = 2 must be 0, 1 or 3".
+void set_field(const Field& f, const SpecValue& v, const std::string& where, RunConfig& c) {
+  const std::string& key = f.name();
+  std::visit(
+      [&](const auto& m) {
+        using T = typename std::decay_t<decltype(m)>::Type;
+        if constexpr (std::is_same_v<T, bool>) {
+          m.ref(c) = as_bool(v, where, key);
+        } else if constexpr (std::is_integral_v<T>) {
+          const long long n = as_int(v, where, key);
+          bool positive = false;
+          for (const FieldRule& r : f.rules()) positive = positive || (r.lo == 0.0 && r.lo_open);
+          const long long lo = positive ? 1 : 0;
+          if (n < lo || n > (1 << 30))
+            usage_error("{}: key '{}' = {} must be an integer from {} to {}", where, key, n, lo, 1 << 30);
+          m.ref(c) = static_cast<T>(n);
+          if (const FieldRule* r = f.broken_rule(c)) usage_error("{}: key '{}' = {} {}", where, key, n, r->must);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          m.ref(c) = as_text(v, where, key);
+        } else if constexpr (NamedEnum<T>) {
+          m.ref(c) = as_enum<T>(v, where, key, f.flag());
+        } else {
+          static_assert(std::is_same_v<T, double>);
+          if (const auto* d = std::get_if<double>(&v)) m.ref(c) = *d;
+          else m.ref(c) = double(as_int(v, where, key));
+        }
+      },
+      f.access());
+}
+
 void apply(Assembly& a, const SpecSettings& s) {
   RunConfig& c = a.cfg;
   for (const auto& [key, v] : s.values) {
@@ -170,59 +212,18 @@ void apply(Assembly& a, const SpecSettings& s) {
     } else if (key == "model_name") {
       c.model.name = as_text(v, w, key);
       a.name_given = true;
-    } else if (key == "layers") c.model.layers = as_count(v, w, key);
-    else if (key == "hidden") c.model.hidden = as_count(v, w, key);
-    else if (key == "heads") c.model.heads = as_count(v, w, key);
-    else if (key == "seq_length") c.model.seq_length = as_count(v, w, key);
-    else if (key == "vocab_size") c.model.vocab_size = as_count(v, w, key);
-    else if (key == "gpus") a.gpus = as_count(v, w, key);
-    else if (key == "tp") c.par.tp = as_count(v, w, key);
-    else if (key == "pp") {
-      c.par.pp = as_count(v, w, key);
-      a.pp_given = true;
-    } else if (key == "dp") c.par.dp = as_count(v, w, key);
-    else if (key == "vpp") c.par.vpp = as_count(v, w, key);
-    else if (key == "first_stage_layers" || key == "last_stage_layers") {
-      // Uneven stages (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers); 0: even.
-      const long long n = as_int(v, w, key);
-      if (n < 0 || n > (1 << 30)) usage_error("{}: key '{}' = {} must be an integer from 0 to {}", w, key, n, 1 << 30);
-      (key == "first_stage_layers" ? c.par.first_stage_layers : c.par.last_stage_layers) = static_cast<int>(n);
-    }
-    else if (key == "account_for_embedding_in_pipeline_split") c.par.embedding_in_split = as_bool(v, w, key);
-    else if (key == "account_for_loss_in_pipeline_split") c.par.loss_in_split = as_bool(v, w, key);
-    else if (key == "pipeline_model_parallel_layout") c.par.pipeline_layout = as_text(v, w, key);
-    else if (key == "micro_batch") c.par.micro_batch = as_count(v, w, key);
-    else if (key == "global_batch") c.par.global_batch = as_count(v, w, key);
-    else if (key == "schedule") c.par.schedule = as_text(v, w, key);
-    else if (key == "recompute") {
-      try {
-        c.par.recompute = parse_recompute(as_text(v, w, key));
-      } catch (const UsageError& e) {
-        usage_error("{}: {}", w, one_line(e.what()));
-      }
-    } else if (key == "scatter_gather") c.par.scatter_gather = as_bool(v, w, key);
-    else if (key == "precision") c.precision = as_text(v, w, key);
-    else if (key == "overlap_grad_reduce") c.overlap_grad_reduce = as_bool(v, w, key);
-    else if (key == "sequence_parallel") c.par.sequence_parallel = as_bool(v, w, key);
-    else if (key == "stack") {
+    } else if (key == "gpus") {
+      a.gpus = as_count(v, w, key);
+    } else if (key == "stack") {
       try {
         c.stack = sim::software_stack(as_text(v, w, key)).name;
       } catch (const UsageError& e) {
         usage_error("{}: {}", w, one_line(e.what()));
       }
-    }
-    else if (key == "zero") {
-      const long long z = as_int(v, w, key);
-      if (z != 0 && z != 1 && z != 3) usage_error("{}: key 'zero' = {} must be 0, 1 or 3", w, z);
-      c.par.zero = static_cast<int>(z);
-    }
-    else if (key == "iters") {
-      c.iters = as_count(v, w, key);
-      a.iters_given = true;
-    } else if (key == "warmup") {
-      const long long i = as_int(v, w, key);
-      if (i < 0) usage_error("{}: key 'warmup' = {} must not be negative", w, i);
-      c.warmup = static_cast<int>(i);
+    } else {
+      set_field(*find_field(key), v, w, c);
+      a.pp_given = a.pp_given || key == "pp";
+      a.iters_given = a.iters_given || key == "iters";
     }
   }
 }
@@ -383,7 +384,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
       Assembly a;
       a.cfg.experiment = spec.name;
       a.cfg.par.recompute = Recompute::Full;  // the paper's runs; a spec may say otherwise
-      a.cfg.precision = "f16";
+      a.cfg.precision = Precision::F16;
       const SpecAt* at = nullptr;
       for (const auto& e : se.at)
         if (e.x == pt.x) at = &e;
@@ -422,7 +423,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
         }
       }
       if (p.dp == 0) p.dp = 1;
-      c.backend = c.precision == "f32" ? "cpu" : "cuda";
+      c.backend = c.precision == Precision::F32 ? BackendKind::Cpu : BackendKind::Cuda;
       c.ranks = 0;
       try {
         if (spec.kind == SweepKind::Bubble) {
@@ -437,7 +438,7 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, SweepScale scale) {
           RunConfig one = c;
           one.par.pp = 1;
           one.par.vpp = 1;
-          one.par.schedule = "1f1b";
+          one.par.schedule = ScheduleKind::OneFOneB;
           validate_run(one);
           c.ranks = ranks_of(p);
           if (p.global_batch % (int64_t(p.micro_batch) * p.dp) != 0)

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/results/csv_reader.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/config/run_config.h"
 
 namespace ptdp {

@@ -17,7 +17,7 @@
 
 #include "core/data/testing/data_test_util.h"
 #include "core/results/csv_reader.h"
-#include "core/results/results_csv.h"
+#include "core/config/results_csv.h"
 #include "core/sim/paper_setups.h"
 #include "experiments/sweep.h"
 #include "experiments/testing/cli_runner.h"
@@ -266,10 +266,10 @@ TEST(SweepSpecs, AgreeWithTheSimulatorsPaperSetups) {
       EXPECT_EQ(num(c, "vpp"), s.par.vpp);
       EXPECT_EQ(num(c, "micro_batch"), s.par.micro_batch);
       EXPECT_EQ(num(c, "global_batch"), s.par.global_batch);
-      EXPECT_EQ(c.at("schedule"), s.par.schedule);
-      EXPECT_EQ(c.at("recompute"), recompute_name(s.par.recompute));
+      EXPECT_EQ(c.at("schedule"), enum_name(s.par.schedule));
+      EXPECT_EQ(c.at("recompute"), enum_name(s.par.recompute));
       EXPECT_EQ(c.at("scatter_gather"), s.par.scatter_gather ? "1" : "0");
-      EXPECT_EQ(c.at("precision"), s.precision);
+      EXPECT_EQ(c.at("precision"), enum_name(s.precision));
     }
   }
 }
@@ -447,7 +447,7 @@ TEST(SweepSpecs, TextQuotedFromASpecStaysOnOneLine) {
       {"\"x\\ny\" = 1\n" + good, "unknown key 'x\\ny'"},
       {good + "[[series]]\nname = \"s\"\nmodel = \"ti\\r\\nny\"\n", "--model 'ti\\r\\nny' is not a preset"},
       {good + "[[series]]\nname = \"s\\tt\"\nschedule = \"x\\ny\"\n",
-       "series 's\\tt', x '1': --schedule 'x\\ny' must be gpipe, 1f1b or interleaved"},
+       "[[series]] #2: --schedule 'x\\ny' must be gpipe, 1f1b or interleaved"},
       {"name = f\n", "bad.toml:1:"},
   };
   for (const auto& [text, needle] : cases) {
@@ -479,7 +479,7 @@ TEST(SweepSpecs, ConcurrentReproduceRunsKeepOneRowPerConfiguration) {
   EXPECT_NE(lines[1], lines[2]);
 }
 
-// Counts up to 2^30 are accepted by the spec reader; their products must not wrap.
+// Each size within its field's bound (4096 for t, p, d and v); their products must not wrap.
 TEST(SweepSpecs, LayoutProductsBeyondIntAreRefusedNotWrapped) {
   TempDir dir;
   const std::string head = "name = \"b\"\ntitle = \"t\"\nkind = \"bubble\"\nmetric = \"bubble_fraction\"\n"
@@ -487,10 +487,10 @@ TEST(SweepSpecs, LayoutProductsBeyondIntAreRefusedNotWrapped) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {head + "[[series]]\nname = \"s\"\ngpus = 65536\nglobal_batch = 64\n[[points]]\nx = \"1\"\n"
               "tp = 65536\ndp = 65536\n",
-       "gpus 65536 must be a multiple of tp 65536 x dp 65536"},
+       "key 'dp' = 65536 must be at most 4096"},
       {head + "[[series]]\nname = \"s\"\nglobal_batch = 1073741824\n[[points]]\nx = \"1\"\n"
-              "tp = 65536\npp = 65536\ndp = 1\n",
-       "tp 65536 x pp 65536 x dp 1 = 4294967296 ranks, more than 2^20"},
+              "tp = 4096\npp = 4096\ndp = 1\n",
+       "tp 4096 x pp 4096 x dp 1 = 16777216 ranks, more than 2^20"},
   };
   for (const auto& [text, needle] : cases) {
     const std::string path = write(dir, "big.toml", text);

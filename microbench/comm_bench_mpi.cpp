@@ -19,7 +19,7 @@
 #include "core/comm/mpi/mpi_comm.h"
 #include "core/common/error.h"
 #include "core/results/provenance.h"
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 #include "microbench/collectives.h"
 
 namespace ptdp {

@@ -3,9 +3,17 @@
 #include <gtest/gtest.h>
 
 #include "core/common/error.h"
+#include "core/config/config_fields.h"
 
 namespace ptdp {
 namespace {
+
+// The bounds of the model's fields (core/config/model_fields.cpp).
+void check_model_fields(const ModelConfig& m) {
+  RunConfig r;
+  r.model = m;
+  check_field_rules(r);
+}
 
 TEST(MemoryEstimate, TinyMatchesTheFormulaInIntegers) {
   const ModelConfig c = preset_config("tiny");  // l=4 h=64 a=4 s=32 V=256 (padded 256)
@@ -33,7 +41,7 @@ TEST(MemoryEstimate, TheLargestAllowedSizesAreRefusedWithAMessageInsteadOfOverfl
   c.seq_length = kMaxSeqLength;
   c.vocab_size = kMaxVocabSize;
   c.make_vocab_size_divisible_by = kMaxVocabDivisibleBy;
-  validate_model(c);  // within every bound
+  check_model_fields(c);  // within every bound
   for (Recompute mode : {Recompute::None, Recompute::Full, Recompute::Selective}) {
     try {
       (void)estimate_single_rank_f32(c, 1 << 20, mode);
@@ -52,7 +60,7 @@ TEST(MemoryEstimate, AHiddenSizeOfOneBillionIsRefusedBeforeTheEstimate) {
   ModelConfig c = preset_config("tiny");
   c.hidden = 1'000'000'000;
   c.heads = 1;
-  EXPECT_THROW(validate_model(c), UsageError);
+  EXPECT_THROW(check_model_fields(c), UsageError);
   c.hidden = 1 << 19;  // allowed, but 12 h^2 l x 16 bytes is 825 TB
   EXPECT_THROW((void)estimate_single_rank_f32(c, 1, Recompute::Full), UsageError);
 }

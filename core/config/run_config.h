@@ -9,7 +9,9 @@
 #include "core/model/layer.h"
 #include "core/model/layer_split.h"
 #include "core/optim/adamw.h"
+#include "core/config/settings.h"
 #include "core/optim/loss_scaler.h"
+#include "core/parallel/schedule.h"
 
 namespace ptdp {
 
@@ -29,7 +31,7 @@ struct ParallelConfig {
   std::vector<int> layout_chunks;
   int micro_batch = 1;
   int global_batch = 0;  // 0: micro_batch * dp
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
   Recompute recompute = Recompute::None;
   bool scatter_gather = true;
   // Sequence parallelism (--sequence-parallel; Korthikanti et al. 2022, section 4.2.2): the
@@ -51,18 +53,16 @@ struct RunConfig {
   ModelConfig model;
   ParallelConfig par;
   std::string experiment = "train";
-  std::string backend = "cpu";   // cpu | cuda
-  std::string comm = "local";    // local | mpi | nccl
-  int ranks = 0;                 // 0: tp * pp * dp
-  std::string precision = "f32"; // f32 | bf16 | f16
+  BackendKind backend = BackendKind::Cpu;
+  CommKind comm = CommKind::Local;
+  int ranks = 0;  // 0: tp * pp * dp
+  Precision precision = Precision::F32;
   int iters = 10;                // training iterations in all
   int warmup = 1;                // of which the first `warmup` are not timed
   uint64_t seed = 1234;
   OptimizerConfig opt;
   std::string data = "synthetic";  // synthetic | a dataset prefix (PREFIX.bin/.idx); megatron order: a list
-  // The sample order of a dataset: ptdp (windows over the token stream, seeded Fisher-Yates) or
-  // megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
-  std::string data_order = "ptdp";
+  DataOrder data_order = DataOrder::Ptdp;
   std::string split = "969,30,1";  // --split (megatron order): train,valid,test shares
   std::string data_cache;          // --data-cache-path (megatron order); empty: Megatron's PREFIX/cache/...
   std::string csv;                 // result file; empty: none
@@ -71,7 +71,7 @@ struct RunConfig {
   // batches every eval_interval iterations (0: none between) and after the last; 0 iters: none.
   int eval_iters = 0;
   int eval_interval = 0;
-  std::string log_format = "ptdp";  // the progress line: ptdp | megatron (Megatron-LM's training_log line)
+  LogFormat log_format = LogFormat::Ptdp;
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
@@ -98,7 +98,7 @@ struct RunConfig {
 // The loss scaling of a run (constant 1 unless --precision f16).
 LossScaleConfig loss_scale_config(const RunConfig& c);
 // The compute dtype of --precision.
-DType precision_dtype(const std::string& precision);
+DType precision_dtype(Precision precision);
 
 // The longest --comm-timeout, in seconds (11.6 days).
 inline constexpr double kMaxCommTimeoutS = 1e6;

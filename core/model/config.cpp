@@ -4,14 +4,6 @@
 
 namespace ptdp {
 
-const char* arch_name(Arch a) { return a == Arch::Llama ? "llama" : "gpt"; }
-
-Arch parse_arch(const std::string& s) {
-  if (s == "gpt") return Arch::Gpt;
-  if (s == "llama") return Arch::Llama;
-  usage_error("--arch '{}' must be gpt or llama", s);
-}
-
 int64_t ModelConfig::padded_vocab(int tp) const {
   int64_t multiple = int64_t(make_vocab_size_divisible_by) * tp;
   return (vocab_size + multiple - 1) / multiple * multiple;
@@ -89,39 +81,6 @@ ModelConfig preset_config(const std::string& name) {
   std::string names;
   for (const auto& p : model_presets()) names += (names.empty() ? "" : ", ") + std::string(p.name);
   usage_error("--model '{}' is not a preset (presets: {})", name, names);
-}
-
-void validate_model(const ModelConfig& c) {
-  if (c.layers <= 0) usage_error("--layers {} must be positive", c.layers);
-  if (c.hidden <= 0) usage_error("--hidden {} must be positive", c.hidden);
-  if (c.heads <= 0) usage_error("--heads {} must be positive", c.heads);
-  if (c.seq_length <= 0) usage_error("--seq-length {} must be positive", c.seq_length);
-  if (c.vocab_size <= 0) usage_error("--vocab-size {} must be positive", c.vocab_size);
-  if (c.layers > kMaxLayers) usage_error("--layers {} must be at most {}", c.layers, kMaxLayers);
-  if (c.hidden > kMaxHidden) usage_error("--hidden {} must be at most {}", c.hidden, kMaxHidden);
-  if (c.heads > kMaxHeads) usage_error("--heads {} must be at most {}", c.heads, kMaxHeads);
-  if (c.seq_length > kMaxSeqLength) usage_error("--seq-length {} must be at most {}", c.seq_length, kMaxSeqLength);
-  if (c.vocab_size > kMaxVocabSize) usage_error("--vocab-size {} must fit in 32-bit token ids", c.vocab_size);
-  if (c.hidden % c.heads != 0)
-    usage_error("--heads {} must divide --hidden {}", c.heads, c.hidden);
-  if (c.query_groups < 0) usage_error("--num-query-groups {} must be positive", c.query_groups);
-  if (c.query_groups > c.heads)
-    usage_error("--num-query-groups {} must be at most --heads {}", c.query_groups, c.heads);
-  if (c.heads % c.groups() != 0)
-    usage_error("--num-query-groups {} must divide --heads {}", c.query_groups, c.heads);
-  if (c.ffn_hidden_size < 0) usage_error("--ffn-hidden-size {} must be positive", c.ffn_hidden_size);
-  if (c.ffn_hidden_size > kMaxFfnHidden)
-    usage_error("--ffn-hidden-size {} must be at most {}", c.ffn_hidden_size, kMaxFfnHidden);
-  if (!(c.layernorm_eps > 0) || c.layernorm_eps > 1)  // also NaN
-    usage_error("--norm-epsilon {} must be positive and at most 1", c.layernorm_eps);
-  if (c.arch == Arch::Llama && c.head_dim() % 2 != 0)
-    usage_error("--arch llama needs an even head size for the rotary embedding (--hidden {} / --heads {} = {})",
-                c.hidden, c.heads, c.head_dim());
-  if (c.make_vocab_size_divisible_by <= 0)
-    usage_error("--make-vocab-size-divisible-by {} must be positive", c.make_vocab_size_divisible_by);
-  if (c.make_vocab_size_divisible_by > kMaxVocabDivisibleBy)
-    usage_error("--make-vocab-size-divisible-by {} must be at most {}", c.make_vocab_size_divisible_by,
-                kMaxVocabDivisibleBy);
 }
 
 }  // namespace ptdp

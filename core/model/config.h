@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common/enum_names.h"
+
 namespace ptdp {
 
 // gpt: GPT-2 as in the paper (LayerNorm, GeLU MLP, learned positions, biases, output layer tied
@@ -13,8 +15,11 @@ namespace ptdp {
 // 2/3 * 4h rounded up to a multiple of 256, rotary position embeddings (Megatron's non-interleaved
 // halves), no biases, an untied output layer.
 enum class Arch { Gpt, Llama };
-const char* arch_name(Arch a);
-Arch parse_arch(const std::string& s);  // UsageError naming --arch
+template <>
+struct EnumNames<Arch> {
+  static constexpr std::array values{std::pair{Arch::Gpt, std::string_view("gpt")},
+                                     std::pair{Arch::Llama, std::string_view("llama")}};
+};
 
 struct ModelConfig {
   std::string name = "custom";
@@ -42,7 +47,7 @@ struct ModelConfig {
   // head_dim() each (3h for multi-head attention).
   int64_t qkv_width() const { return int64_t(heads + 2 * groups()) * head_dim(); }
   // MLP hidden size (per gate and up for llama): ffn_hidden_size when set, else 4h (gpt) or
-  // 2/3 * 4h rounded up to a multiple of 256 (llama); fits in int: validate_model bounds it.
+  // 2/3 * 4h rounded up to a multiple of 256 (llama); fits in int: the fields' bounds keep it so.
   int ffn_hidden() const {
     if (ffn_hidden_size > 0) return ffn_hidden_size;
     return arch == Arch::Llama ? (8 * hidden / 3 + 255) / 256 * 256 : 4 * hidden;
@@ -67,8 +72,8 @@ struct ModelPreset {
 const std::vector<ModelPreset>& model_presets();
 // The preset's config; throws UsageError naming --model for an unknown name.
 ModelConfig preset_config(const std::string& name);
-// Upper bounds of the sizes: far beyond any model trained or simulated, and low enough that size
-// arithmetic cannot overflow (4 * hidden in int; parameter counts and padded vocabulary x hidden
+// Upper bounds of the sizes (the fields' rules, core/config/model_fields.cpp): far beyond any model
+// trained or simulated, and low enough that size arithmetic cannot overflow (4 * hidden in int; parameter counts and padded vocabulary x hidden
 // in int64).
 inline constexpr int kMaxLayers = 1 << 16;
 inline constexpr int kMaxHidden = 1 << 20;
@@ -77,9 +82,5 @@ inline constexpr int kMaxFfnHidden = 1 << 22;  // 4 * kMaxHidden: ffn_hidden() *
 inline constexpr int kMaxSeqLength = 1 << 20;
 inline constexpr int64_t kMaxVocabSize = INT32_MAX;  // token ids are int32
 inline constexpr int kMaxVocabDivisibleBy = 1 << 16;
-
-// Checks sizes (positive, at most the bounds above, heads divide hidden, query groups divide
-// heads, ...); throws UsageError naming the flag.
-void validate_model(const ModelConfig& c);
 
 }  // namespace ptdp

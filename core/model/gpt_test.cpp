@@ -97,9 +97,9 @@ void expect_recomputation_identical(Arch arch, int heads = 2, int groups = 0) {
   const double base = loss_and_grad(model, bt, 3, Recompute::None, true);
   Tensor g0 = model.grads().clone();
   for (Recompute mode : {Recompute::Full, Recompute::Selective}) {
-    EXPECT_EQ(loss_and_grad(model, bt, 3, mode, true), base) << recompute_name(mode);
+    EXPECT_EQ(loss_and_grad(model, bt, 3, mode, true), base) << enum_name(mode);
     for (int64_t i = 0; i < g0.numel(); ++i)
-      ASSERT_EQ(model.grads().data<double>()[i], g0.data<double>()[i]) << recompute_name(mode) << " at " << i;
+      ASSERT_EQ(model.grads().data<double>()[i], g0.data<double>()[i]) << enum_name(mode) << " at " << i;
   }
 }
 

@@ -5,22 +5,6 @@
 
 namespace ptdp {
 
-Recompute parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::None;
-  if (s == "full") return Recompute::Full;
-  if (s == "selective") return Recompute::Selective;
-  usage_error("--recompute '{}' must be none, full or selective", s);
-}
-
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None: return "none";
-    case Recompute::Full: return "full";
-    case Recompute::Selective: return "selective";
-  }
-  return "?";
-}
-
 LayerWeights LayerWeights::view(const Tensor& flat, const ParamLayout& layout, int layer, int64_t base) {
   const std::string p = "layers." + std::to_string(layer) + ".";
   auto v = [&](const char* n) {

@@ -23,13 +23,18 @@
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
+#include "core/common/enum_names.h"
 #include "core/model/params.h"
 
 namespace ptdp {
 
 enum class Recompute { None, Full, Selective };
-Recompute parse_recompute(const std::string& s);  // throws UsageError naming --recompute
-const char* recompute_name(Recompute r);
+template <>
+struct EnumNames<Recompute> {
+  static constexpr std::array values{std::pair{Recompute::None, std::string_view("none")},
+                                     std::pair{Recompute::Full, std::string_view("full")},
+                                     std::pair{Recompute::Selective, std::string_view("selective")}};
+};
 
 struct LayerDims {
   int b = 0, s = 0;   // micro-batch and sequence length: rows = b * s

@@ -198,8 +198,8 @@ TEST(SequenceParallelMemory, GptLayerKeepsTheClosedFormBytes) {
       const int64_t without = gpt_layer_bytes_f32(z, mode, false), with = gpt_layer_bytes_f32(z, mode, true);
       EXPECT_EQ(without, layer_bytes(c, z, mode, false, 4));
       EXPECT_EQ(with, layer_bytes(c, z, mode, true, 4));
-      for (int64_t got : measured(c, t, b, mode, false, DType::F32)) EXPECT_EQ(got, without) << recompute_name(mode);
-      for (int64_t got : measured(c, t, b, mode, true, DType::F32)) EXPECT_EQ(got, with) << recompute_name(mode);
+      for (int64_t got : measured(c, t, b, mode, false, DType::F32)) EXPECT_EQ(got, without) << enum_name(mode);
+      for (int64_t got : measured(c, t, b, mode, true, DType::F32)) EXPECT_EQ(got, with) << enum_name(mode);
       // Full recomputation keeps the layer inputs only: sequence parallelism divides them by t.
       if (mode == Recompute::Full) {
         EXPECT_EQ(without, t * with);
@@ -218,9 +218,9 @@ TEST(SequenceParallelMemory, LlamaAndBf16LayersKeepTheirTensorsBytes) {
   for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
     const Sizes z{llama.seq_length, 1, llama.hidden, llama.heads, 2};
     for (int64_t got : measured(llama, 2, 1, mode, true, DType::F32))
-      EXPECT_EQ(got, layer_bytes(llama, z, mode, true, 4)) << recompute_name(mode);
+      EXPECT_EQ(got, layer_bytes(llama, z, mode, true, 4)) << enum_name(mode);
     for (int64_t got : measured(llama, 2, 1, mode, false, DType::F32))
-      EXPECT_EQ(got, layer_bytes(llama, z, mode, false, 4)) << recompute_name(mode);
+      EXPECT_EQ(got, layer_bytes(llama, z, mode, false, 4)) << enum_name(mode);
   }
   const ModelConfig gpt = preset_config("tiny");
   const Sizes z{gpt.seq_length, 2, gpt.hidden, gpt.heads, 2};

@@ -7,22 +7,6 @@
 
 namespace ptdp {
 
-ScheduleKind parse_schedule(std::string_view s) {
-  if (s == "gpipe") return ScheduleKind::GPipe;
-  if (s == "1f1b") return ScheduleKind::OneFOneB;
-  if (s == "interleaved") return ScheduleKind::Interleaved;
-  usage_error("--schedule '{}' must be gpipe, 1f1b or interleaved", std::string(s));
-}
-
-const char* schedule_name(ScheduleKind k) {
-  switch (k) {
-    case ScheduleKind::GPipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved: return "interleaved";
-  }
-  return "?";
-}
-
 const char* op_name(Op op) {
   switch (op) {
     case Op::RecvForward: return "RecvForward";

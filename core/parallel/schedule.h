@@ -6,12 +6,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/common/enum_names.h"
+
 namespace ptdp {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
-// UsageError "--schedule 'x' must be gpipe, 1f1b or interleaved".
-ScheduleKind parse_schedule(std::string_view s);
-const char* schedule_name(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved"
+template <>
+struct EnumNames<ScheduleKind> {
+  static constexpr std::array values{std::pair{ScheduleKind::GPipe, std::string_view("gpipe")},
+                                     std::pair{ScheduleKind::OneFOneB, std::string_view("1f1b")},
+                                     std::pair{ScheduleKind::Interleaved, std::string_view("interleaved")}};
+};
 
 enum class Op : uint8_t { RecvForward, Forward, SendForward, RecvBackward, Backward, SendBackward };
 const char* op_name(Op op);

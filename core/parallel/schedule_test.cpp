@@ -37,14 +37,14 @@ std::vector<Grid> grid() {
 }
 
 std::string label(const Grid& g) {
-  return fmt::format("{} p={} m={} v={}", schedule_name(g.kind), g.p, g.m, g.v);
+  return fmt::format("{} p={} m={} v={}", enum_name(g.kind), g.p, g.m, g.v);
 }
 
 TEST(Schedule, ParsesTheThreeNamesAndRefusesOthers) {
   for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
-    EXPECT_EQ(parse_schedule(schedule_name(k)), k);
+    EXPECT_EQ(parse_enum<ScheduleKind>(enum_name(k), "--schedule"), k);
   try {
-    parse_schedule("zigzag");
+    parse_enum<ScheduleKind>("zigzag", "--schedule");
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(), "--schedule 'zigzag' must be gpipe, 1f1b or interleaved");

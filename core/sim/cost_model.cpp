@@ -397,7 +397,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and
   // check for inf (4+4), norm (4), Adam (grad, param, m, v read; param, m, v written: 28), copy
   // the master to fp16 (4+2), zero the gradient buffer (2). f32 training: no copies (4+28+4).
-  optimizer_bytes_per_param = cfg.precision == "f32" ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + grad_bytes;
+  optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + grad_bytes;
 }
 
 int CostModel::node_of_stage(int stage) const {

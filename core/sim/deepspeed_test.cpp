@@ -98,7 +98,7 @@ TEST(DeepSpeedSchedule, ARendezvousOccupiesBothSidesFromTheLaterOne) {
   EXPECT_NE(dead.deadlock_detail.find("stage 0 waits at SendForward"), std::string::npos) << dead.deadlock_detail;
 }
 
-RunConfig deepspeed_run(const std::string& precision) {
+RunConfig deepspeed_run(Precision precision) {
   // BLOOM's layout on A100s: t 4, p 12, d 8, b 2, B 2048, full recomputation.
   RunConfig c = paper_run(72, 14336, 112, 4, 12, 8, 2, 2048);
   c.stack = "megatron-deepspeed";
@@ -117,22 +117,22 @@ std::string refusal_of(RunConfig c) {
 }
 
 TEST(DeepSpeedStack, RefusesWhatDeepSpeedsPipelineEngineDoesNotHave) {
-  RunConfig c = deepspeed_run("bf16");
+  RunConfig c = deepspeed_run(Precision::Bf16);
   EXPECT_EQ(refusal_of(c), "");
   RunConfig x = c;
-  x.par.schedule = "interleaved";
+  x.par.schedule = ScheduleKind::Interleaved;
   x.par.vpp = 2;
   EXPECT_NE(refusal_of(x).find("--schedule interleaved: --stack megatron-deepspeed runs DeepSpeed's pipeline engine"),
             std::string::npos);
   x = c;
-  x.par.schedule = "gpipe";
+  x.par.schedule = ScheduleKind::GPipe;
   EXPECT_NE(refusal_of(x).find("use --schedule 1f1b"), std::string::npos);
   x = c;
   x.par.zero = 0;
   EXPECT_NE(refusal_of(x).find("--precision bf16 with --zero 0: --stack megatron-deepspeed trains bf16 with "
                                "DeepSpeed's BF16_Optimizer"),
             std::string::npos);
-  x.precision = "f16";
+  x.precision = Precision::F16;
   EXPECT_EQ(refusal_of(x), "");  // fp16 without ZeRO: FP16_Optimizer, replicated
   x = c;
   x.par.zero = 3;
@@ -146,7 +146,7 @@ TEST(DeepSpeedStack, RefusesWhatDeepSpeedsPipelineEngineDoesNotHave) {
 // gathers, host syncs, blocking transfers and bf16 gradient buffer make it slower, by a few per
 // cent, not by tens; it holds the fp32 gradients unsharded and frees what it sent.
 TEST(DeepSpeedStack, CostsMoreThanMegatronOnTheSameLayout) {
-  RunConfig ds = deepspeed_run("bf16");
+  RunConfig ds = deepspeed_run(Precision::Bf16);
   RunConfig mg = ds;
   mg.stack = "megatron-2021";
   const HardwareProfile& hw = selene();
@@ -180,13 +180,13 @@ TEST(DeepSpeedStack, ThePlannerProposesOnlyWhatTheEngineRuns) {
   req.micro_batches = {1, 2};
   req.zero_modes = {0, 1};
   req.stack = "megatron-deepspeed";
-  req.precision = "bf16";
+  req.precision = Precision::Bf16;
   req.top = 50;
   req.exhaustive = true;
   const PlanResult r = plan(req, selene());
   ASSERT_FALSE(r.best.empty());
   for (const PlanEntry& e : r.best) {
-    EXPECT_EQ(e.cfg.par.schedule, "1f1b");
+    EXPECT_EQ(e.cfg.par.schedule, ScheduleKind::OneFOneB);
     EXPECT_FALSE(e.cfg.par.sequence_parallel);
     EXPECT_EQ(stack_refusal(e.cfg), "");
   }

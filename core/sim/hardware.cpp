@@ -17,14 +17,14 @@ namespace ptdp::sim {
 
 namespace fs = std::filesystem;
 
-double HardwareProfile::peak(const std::string& precision) const {
-  if (precision == "f16") return peak_f16;
-  if (precision == "bf16") return peak_bf16;
-  if (precision == "f32") return peak_f32;
+double HardwareProfile::peak(Precision precision) const {
+  if (precision == Precision::F16) return peak_f16;
+  if (precision == Precision::Bf16) return peak_bf16;
+  if (precision == Precision::F32) return peak_f32;
   return 0;
 }
 
-int HardwareProfile::element_bytes(const std::string& precision) { return precision == "f32" ? 4 : 2; }
+int HardwareProfile::element_bytes(Precision precision) { return precision == Precision::F32 ? 4 : 2; }
 
 namespace {
 
@@ -122,10 +122,11 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.kind = r.text("kind");
   if (hw.kind != "gpu" && hw.kind != "cpu")
     usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, one_line(hw.kind));
-  hw.default_precision = r.text("default_precision");
-  if (hw.default_precision != "f16" && hw.default_precision != "bf16" && hw.default_precision != "f32")
-    usage_error("{}: field 'default_precision' must be f16, bf16 or f32 (got '{}')", path,
-                one_line(hw.default_precision));
+  const std::string precision = r.text("default_precision");
+  const auto default_precision = find_enum<Precision>(precision);
+  if (!default_precision)
+    usage_error("{}: field 'default_precision' must be f16, bf16 or f32 (got '{}')", path, one_line(precision));
+  hw.default_precision = *default_precision;
 
   constexpr double G = 1e9, T = 1e12, us = 1e-6;
   hw.gpus_per_node = static_cast<int>(r.count("node.gpus", kMaxPerNode));

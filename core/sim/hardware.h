@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config/settings.h"
+
 namespace ptdp::sim {
 
 // Achieved fraction of peak of a GEMM C[m,n] = A[m,k] B[k,n] (batch of them):
@@ -31,7 +33,7 @@ struct HardwareProfile {
   std::string device;  // e.g. NVIDIA A100-SXM4-80GB
   std::string kind;    // gpu | cpu
   std::string path;    // the file it was read from
-  std::string default_precision;  // f16 on GPUs, f32 on the CPU
+  Precision default_precision = Precision::F16;  // f16 on GPUs, f32 on the CPU
 
   int gpus_per_node = 1;
   // PCIe switches per node, each holding gpus_per_node / pcie_switches GPUs and nics_per_node /
@@ -64,9 +66,9 @@ struct HardwareProfile {
   std::map<std::string, std::string> sources;  // field -> where the number comes from
 
   // Peak FLOP/s for a --precision (f16 | bf16 | f32); 0 if the profile has none.
-  double peak(const std::string& precision) const;
+  double peak(Precision precision) const;
   // Bytes per element of activations and weights in that precision.
-  static int element_bytes(const std::string& precision);
+  static int element_bytes(Precision precision);
 };
 
 // Counts of a profile are whole numbers from 1 to these.

@@ -50,7 +50,7 @@ TEST(SimHardware, ShippedProfilesLoadWithASourceForEveryNumber) {
 TEST(SimHardware, SeleneHasThePapersNumbers) {
   const HardwareProfile hw = load_profile("a100-selene");
   EXPECT_EQ(hw.gpus_per_node, 8);
-  EXPECT_DOUBLE_EQ(hw.peak("f16"), 312e12);
+  EXPECT_DOUBLE_EQ(hw.peak(Precision::F16), 312e12);
   EXPECT_DOUBLE_EQ(hw.nic_bw, 25e9);  // 200 Gb/s HDR
   EXPECT_EQ(hw.nics_per_node, 8);
   EXPECT_EQ(hw.device, "NVIDIA A100-SXM4-80GB");

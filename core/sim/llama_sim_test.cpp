@@ -20,11 +20,11 @@ RunConfig llama_run(const std::string& preset, int tp, int pp, int dp, int b, in
   c.model = preset_config(preset);
   c.par.tp = tp, c.par.pp = pp, c.par.dp = dp, c.par.vpp = vpp;
   c.par.micro_batch = b, c.par.global_batch = B;
-  c.par.schedule = vpp > 1 ? "interleaved" : "1f1b";
+  c.par.schedule = vpp > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
   c.par.recompute = Recompute::Full;
   c.par.scatter_gather = true;
-  c.backend = "cuda";
-  c.precision = "bf16";
+  c.backend = BackendKind::Cuda;
+  c.precision = Precision::Bf16;
   validate_run(c);
   return c;
 }

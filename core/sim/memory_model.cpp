@@ -10,10 +10,10 @@
 
 namespace ptdp::sim {
 
-double state_bytes_per_param(const std::string& precision) { return precision == "f32" ? 16.0 : 20.0; }
+double state_bytes_per_param(Precision precision) { return precision == Precision::F32 ? 16.0 : 20.0; }
 
-double state_bytes_per_param(const std::string& precision, int zero, int dp) {
-  const bool f32 = precision == "f32";
+double state_bytes_per_param(Precision precision, int zero, int dp) {
+  const bool f32 = precision == Precision::F32;
   const double d = std::max(dp, 1);
   if (zero == 1) return f32 ? 8 + 8 / d : 4 + 16 / d;
   if (zero == 3) return state_bytes_per_param(precision) / d;
@@ -69,7 +69,7 @@ double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
 
 int peak_in_flight(const RunConfig& cfg, int stage) {
   const ParallelConfig& p = cfg.par;
-  const ScheduleKind kind = parse_schedule(p.schedule);
+  const ScheduleKind kind = p.schedule;
   const int m = p.num_microbatches();
   if (kind == ScheduleKind::GPipe) return m;
   if (kind == ScheduleKind::OneFOneB) return std::min(p.pp - stage, m);

@@ -13,12 +13,12 @@ namespace ptdp::sim {
 // Bytes of state per parameter. Mixed precision (f16/bf16), as Megatron v2.5: fp16 weight 2,
 // fp16 gradient buffer 2, fp32 master weight 4, fp32 master gradient 4 (kept between steps),
 // Adam m and v 8: 20. f32: weight, gradient, m, v: 16.
-double state_bytes_per_param(const std::string& precision);
+double state_bytes_per_param(Precision precision);
 // The same with sharded data parallelism over d ranks, per parameter of the model (or stage):
 // --zero 1 (distributed optimizer) keeps the fp16 weight and gradient buffer and 1/d of the rest
 // (fp32 master weight and gradient, Adam m and v): 4 + 16/d (f32: 8 + 8/d); --zero 3 keeps 1/d of
 // everything: 20/d (f32: 16/d).
-double state_bytes_per_param(const std::string& precision, int zero, int dp);
+double state_bytes_per_param(Precision precision, int zero, int dp);
 
 // Activations one layer keeps for its backward, per micro-batch, on one device (Korthikanti et
 // al. 2022, without sequence parallelism): none: sbh(4E + 2 + 12E/t) + (2E+1) a s^2 b / t;

@@ -13,9 +13,9 @@ namespace {
 using testing::selene;
 
 TEST(SimMemory, MixedPrecisionStateIsTwentyBytesAParameter) {
-  EXPECT_EQ(state_bytes_per_param("f16"), 20.0);
-  EXPECT_EQ(state_bytes_per_param("bf16"), 20.0);
-  EXPECT_EQ(state_bytes_per_param("f32"), 16.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::F16), 20.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::Bf16), 20.0);
+  EXPECT_EQ(state_bytes_per_param(Precision::F32), 16.0);
   // 1T on 3072 GPUs (Table 1): stage 0 holds two layers and the word embedding shard.
   const RunConfig c = paper_run(128, 25600, 160, 8, 64, 6, 1, 3072);
   const MemoryVerdict v = memory_verdict(c, selene());
@@ -60,10 +60,10 @@ TEST(SimMemory, OneFOneBHoldsAtMostPMicrobatchesAndGPipeHoldsAll) {
   RunConfig c = paper_run(32, 3840, 32, 1, 8, 1, 1, 64);
   EXPECT_EQ(peak_in_flight(c, 0), 8);
   EXPECT_EQ(peak_in_flight(c, 7), 1);
-  c.par.schedule = "gpipe";
+  c.par.schedule = ScheduleKind::GPipe;
   EXPECT_EQ(peak_in_flight(c, 0), 64);
   EXPECT_EQ(peak_in_flight(c, 7), 64);
-  c.par.schedule = "interleaved";
+  c.par.schedule = ScheduleKind::Interleaved;
   c.par.vpp = 2;
   // Megatron's warm-up on stage 0: (p-1)*2 + (v-1)*p = 22 chunk forwards, then one more.
   EXPECT_EQ(peak_in_flight(c, 0), 23);

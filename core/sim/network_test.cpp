@@ -35,7 +35,7 @@ RunConfig gpt_under_nccl28(int tp, int dp) {
   RunConfig c;
   c.model = preset_config("gpt-1.7b");
   c.par.tp = tp, c.par.pp = 1, c.par.dp = dp, c.par.micro_batch = 1, c.par.global_batch = 64;
-  c.precision = "f16";
+  c.precision = Precision::F16;
   c.stack = "megatron-2021";
   return c;
 }

@@ -23,11 +23,11 @@ RunConfig paper_run(int layers, int hidden, int heads, int tp, int pp, int dp, i
   c.par.vpp = vpp;
   c.par.micro_batch = micro_batch;
   c.par.global_batch = global_batch;
-  c.par.schedule = vpp > 1 ? "interleaved" : "1f1b";
+  c.par.schedule = vpp > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
   c.par.recompute = Recompute::Full;
   c.par.scatter_gather = true;
-  c.backend = "cuda";
-  c.precision = "f16";
+  c.backend = BackendKind::Cuda;
+  c.precision = Precision::F16;
   validate_run(c);
   return c;
 }

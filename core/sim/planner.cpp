@@ -24,12 +24,12 @@ std::vector<int> divisors(int n) {
   return lo;
 }
 
-std::string precision_of(const PlanRequest& req, const HardwareProfile& hw) {
-  return req.precision.empty() ? hw.default_precision : req.precision;
+Precision precision_of(const PlanRequest& req, const HardwareProfile& hw) {
+  return req.precision.value_or(hw.default_precision);
 }
 
-RunConfig make_config(const PlanRequest& req, const std::string& precision, int t, int p, int d, int v, int b,
-                      const char* schedule, Recompute rc) {
+RunConfig make_config(const PlanRequest& req, Precision precision, int t, int p, int d, int v, int b,
+                      ScheduleKind schedule, Recompute rc) {
   RunConfig c;
   c.experiment = "plan";
   c.model = req.model;
@@ -46,7 +46,7 @@ RunConfig make_config(const PlanRequest& req, const std::string& precision, int 
   const SoftwareStack stack = software_stack(req.stack);
   c.par.sequence_parallel = t > 1 && stack.sequence_parallel;
   c.ranks = t * p * d;
-  c.backend = precision == "f32" ? "cpu" : "cuda";
+  c.backend = precision == Precision::F32 ? BackendKind::Cpu : BackendKind::Cuda;
   c.precision = precision;
   // DeepSpeed trains bf16 with its BF16_Optimizer, which always shards (stack.h).
   if (bf16_optimizer(stack, precision) && d > 1) c.par.zero = 1;
@@ -70,7 +70,7 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   software_stack(req.stack);  // UsageError naming --stack
   for (int z : req.zero_modes)
     if (z != 0 && z != 1 && z != 3) usage_error("--zero-modes: {} must be 0, 1 or 3", z);
-  const std::string prec = precision_of(req, hw);
+  const Precision prec = precision_of(req, hw);
   if (!(hw.peak(prec) > 0))
     usage_error("--precision {}: hardware profile '{}' has no {} peak", prec, hw.name, prec);
 }
@@ -80,7 +80,7 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
 std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt,
                                          std::string* note) {
   check_request(req, hw);
-  const std::string prec = precision_of(req, hw);
+  const Precision prec = precision_of(req, hw);
   const ModelConfig& m = req.model;
   int t = 1;
   for (int c : divisors(std::min(hw.gpus_per_node, req.gpus)))
@@ -94,7 +94,7 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
       ++batch_mismatch;
       continue;
     }
-    if (!memory_verdict(make_config(req, prec, t, p, d, 1, 1, "1f1b", Recompute::Full), hw).fits) continue;
+    if (!memory_verdict(make_config(req, prec, t, p, d, 1, 1, ScheduleKind::OneFOneB, Recompute::Full), hw).fits) continue;
     ++fitting;
     // Takeaway #3: the best micro-batch size for this (t, p, d) among those that fit.
     std::optional<PlanEntry> best;
@@ -104,7 +104,7 @@ std::optional<PlanEntry> paper_heuristic(const PlanRequest& req, const HardwareP
         ++beyond_bound;
         continue;
       }
-      const RunConfig c = make_config(req, prec, t, p, d, 1, b, "1f1b", Recompute::Full);
+      const RunConfig c = make_config(req, prec, t, p, d, 1, b, ScheduleKind::OneFOneB, Recompute::Full);
       if (!memory_verdict(c, hw).fits) continue;
       PlanEntry e{c, simulate(c, hw, opt)};
       if (!best || e.result.iter_time_s < best->result.iter_time_s) best = std::move(e);
@@ -175,7 +175,7 @@ std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
 
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt) {
   check_request(req, hw);
-  const std::string prec = precision_of(req, hw);
+  const Precision prec = precision_of(req, hw);
   const ModelConfig& model = req.model;
   PlanResult out;
 
@@ -197,25 +197,25 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
         const int m = req.global_batch / d / b;
         if (m > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
         struct Sched {
-          const char* name;
+          ScheduleKind kind;
           LayerSplit split;
         };
         std::vector<Sched> scheds;
         for (const LayerSplit& s : plain) {
-          scheds.push_back({"1f1b", s});
-          if (p > 1) scheds.push_back({"gpipe", s});
+          scheds.push_back({ScheduleKind::OneFOneB, s});
+          if (p > 1) scheds.push_back({ScheduleKind::GPipe, s});
         }
         if (p > 1 && m % p == 0)
           for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
             if (int64_t(m) * v <= kMaxSimMicrobatches)
-              for (const LayerSplit& s : stage_splits(model.layers, p, v)) scheds.push_back({"interleaved", s});
+              for (const LayerSplit& s : stage_splits(model.layers, p, v)) scheds.push_back({ScheduleKind::Interleaved, s});
         for (const Sched& s : scheds) {
           for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
             for (int zero : req.zero_modes) {
               if (zero > 0 && d == 1) continue;                    // nothing to shard over
               if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
               if (zero == 3 && model.arch == Arch::Llama) continue;  // replayed for GPT's modules only
-              RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.name, rc);
+              RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.kind, rc);
               c.par.zero = zero;
               c.par.first_stage_layers = s.split.first, c.par.last_stage_layers = s.split.last;
               c.par.embedding_in_split = s.split.embedding, c.par.loss_in_split = s.split.loss;

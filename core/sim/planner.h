@@ -23,7 +23,7 @@ struct PlanRequest {
   ModelConfig model;
   int gpus = 0;
   int global_batch = 0;
-  std::string precision;                       // empty: the profile's default
+  std::optional<Precision> precision;          // none: the profile's default
   std::vector<int> micro_batches = {1, 2, 4, 8, 16};
   int max_vpp = 8;                             // largest interleaving degree tried
   int top = 10;                                // how many of the best to keep

@@ -18,7 +18,7 @@ ReplayInput replay_input(const RunConfig& cfg, const CostModel& cm) {
   const ParallelConfig& par = cfg.par;
   const int p = par.pp, v = par.vpp;
   ReplayInput in;
-  in.kind = parse_schedule(par.schedule);
+  in.kind = par.schedule;
   in.p = p;
   in.m = par.num_microbatches();
   in.v = v;

@@ -99,8 +99,8 @@ TEST(SimSimulator, AProfileWithoutThePrecisionIsAUsageError) {
   RunConfig c = paper_run(24, 2304, 24, 1, 1, 1, 1, 1);
   const HardwareProfile cpu = load_profile("cpu");
   EXPECT_THROW(simulate(c, cpu), UsageError);  // f16 on the CPU profile
-  c.precision = "f32";
-  c.backend = "cpu";
+  c.precision = Precision::F32;
+  c.backend = BackendKind::Cpu;
   EXPECT_GT(simulate(c, cpu).iter_time_s, 0);
 }
 

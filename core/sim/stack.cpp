@@ -53,7 +53,7 @@ SoftwareStack software_stack(const std::string& name) {
 
 bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
   const int seq = cfg.model.seq_length;
-  const bool half = cfg.precision == "f16" || cfg.precision == "bf16";
+  const bool half = cfg.precision != Precision::F32;
   if (s.flash_attention || !half || seq <= 16 || seq > s.fused_causal_softmax_max_seq || seq % 4 != 0) return false;
   const int heads = cfg.model.heads / cfg.par.tp;
   const int per_block = s.fused_causal_softmax_max_seq > 2048 && seq <= 128 ? 8 : 4;
@@ -74,7 +74,7 @@ std::string stack_refusal(const RunConfig& cfg) {
                        "or --recompute full or none",
                        name);
   if (!s.deepspeed_engine) return {};
-  if (p.schedule != "1f1b")
+  if (p.schedule != ScheduleKind::OneFOneB)
     return fmt::format("--schedule {}: --stack {} runs DeepSpeed's pipeline engine, whose only training schedule is "
                        "its TrainSchedule (1F1B's order; no interleaving, no GPipe); use --schedule 1f1b",
                        p.schedule, name);

@@ -76,8 +76,8 @@ struct SoftwareStack {
 
 // Whether the run's bf16 training goes through DeepSpeed's BF16_Optimizer (megatron-deepspeed):
 // fp32 gradient accumulation, the fp32 optimizer state sharded over d as ZeRO-1 does.
-inline bool bf16_optimizer(const SoftwareStack& s, const std::string& precision) {
-  return s.deepspeed_engine && precision == "bf16";
+inline bool bf16_optimizer(const SoftwareStack& s, Precision precision) {
+  return s.deepspeed_engine && precision == Precision::Bf16;
 }
 
 // Whether the run's attention softmax is Megatron's fused causal kernel

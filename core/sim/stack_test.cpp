@@ -113,7 +113,7 @@ TEST(SimStack, TheFusedCausalSoftmaxReadsTheLowerTriangle) {
   odd.model.heads = 48;  // b * a/t = 6 attention batches: not a multiple of 4
   EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), odd));
   RunConfig f32 = c;
-  f32.precision = "f32";
+  f32.precision = Precision::F32;
   EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), f32));
   RunConfig tiny = c;
   tiny.model.seq_length = 128;  // the 2022 kernel's 8 batches a block; 12 is not a multiple

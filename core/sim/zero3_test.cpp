@@ -49,11 +49,11 @@ TEST(SimModules, TheFourModulesAddUpToTheLayer) {
 }
 
 TEST(SimZero1, StateShardsMasterWeightsAndAdamOverTheDataParallelRanks) {
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("f16", 1, 1), 20.0);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("f16", 1, 8), 4.0 + 2.0);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("f32", 1, 4), 8.0 + 2.0);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("bf16", 3, 16), 20.0 / 16);
-  EXPECT_DOUBLE_EQ(state_bytes_per_param("f16", 0, 16), 20.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::F16, 1, 1), 20.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::F16, 1, 8), 4.0 + 2.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::F32, 1, 4), 8.0 + 2.0);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::Bf16, 3, 16), 20.0 / 16);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::F16, 0, 16), 20.0);
   const RunConfig plain = gpt3(8, 12, 8, 1, 96, 0), zero1 = gpt3(8, 12, 8, 1, 96, 1);
   const MemoryVerdict a = memory_verdict(plain, selene()), b = memory_verdict(zero1, selene());
   for (size_t s = 0; s < a.stages.size(); ++s) {

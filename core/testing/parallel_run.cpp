@@ -31,7 +31,7 @@ std::string Layout::name() const {
          std::to_string(vpp) + (first ? "_first" + std::to_string(first) : "") +
          (last ? "_last" + std::to_string(last) : "") + (embedding ? "_embsplit" : "") + (loss ? "_losssplit" : "") +
          chunk_names(chunks) +
-         "_" + schedule_name(schedule) + "_" + recompute_name(recompute) +
+         "_" + std::string(enum_name(schedule)) + "_" + std::string(enum_name(recompute)) +
          (scatter_gather ? "_sg" : "_nosg") + (sequence_parallel ? "_sp" : "") + (zero ? "_zero" + std::to_string(zero) : "") +
          (overlap ? "_overlap" : "") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend) +

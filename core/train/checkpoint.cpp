@@ -12,7 +12,7 @@
 
 #include "core/common/regular_file.h"
 #include "core/model/layer_split.h"
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 
 namespace ptdp {
 
@@ -93,7 +93,7 @@ std::string describe(const CheckpointLayout& l) {
                      l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
                                           l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
                             : std::string(" --zero 0"),
-                     arch_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.norm_eps,
+                     enum_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.norm_eps,
                      l.rope_theta, l.seed, l.global_batch);
 }
 
@@ -131,7 +131,7 @@ std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& 
       {"--pipeline-model-parallel-layout", layout_text(a), layout_text(b)},
       {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
       {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
-      {"--arch", arch_name(a.arch), arch_name(b.arch)},
+      {"--arch", std::string(enum_name(a.arch)), std::string(enum_name(b.arch))},
       {"--hidden", fmt::format("{}", a.hidden), fmt::format("{}", b.hidden)},
       {"--heads", fmt::format("{}", a.heads), fmt::format("{}", b.heads)},
       {"--num-query-groups", fmt::format("{}", groups_of(a)), fmt::format("{}", groups_of(b))},

@@ -15,7 +15,7 @@
 #include "core/data/testing/data_test_util.h"
 #include "core/parallel/topology.h"
 #include "core/train/checkpoint.h"
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 

@@ -1,4 +1,4 @@
-#include "core/results/results_csv.h"
+#include "core/results/output_files.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,75 +17,7 @@
 
 namespace ptdp {
 
-const std::vector<std::string>& result_columns() {
-  static const std::vector<std::string> cols = {
-      "experiment", "mode", "backend", "comm", "precision", "model", "params", "layers", "hidden",
-      "heads", "seq_length", "vocab_size", "gpus", "tp", "pp", "dp", "vpp", "micro_batch",
-      "global_batch", "num_microbatches", "schedule", "recompute", "scatter_gather", "iters",
-      "iter_time_ms", "tflops_per_gpu", "pct_peak", "tokens_per_s", "seq_per_s", "bubble_fraction",
-      "peak_mem_gb", "loss", "git_sha", "host", "device", "timestamp",
-      // beyond the contract:
-      "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
-      "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
-      "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size", "norm_eps", "stage_layers"};
-  return cols;
-}
-
-const std::vector<std::string>& config_key_columns() {
-  static const std::vector<std::string> k = {
-      "experiment", "mode",   "backend",     "precision",    "model",    "arch",      "layers",
-      "hidden",     "heads",  "seq_length",  "vocab_size",   "gpus",     "tp",        "pp",
-      "dp",         "vpp",    "micro_batch", "global_batch", "schedule", "recompute", "scatter_gather",
-      "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps", "stage_layers"};
-  return k;
-}
-
-const std::map<std::string, std::string>& config_key_defaults() {
-  static const std::map<std::string, std::string> d = {
-      {"arch", "gpt"}, {"sequence_parallel", "0"}, {"zero", "0"}, {"stack", ""}, {"query_groups", ""},
-      {"ffn_hidden_size", ""}, {"norm_eps", ""}, {"stage_layers", ""}};
-  return d;
-}
-
-std::string config_key_value(const std::string& column, const std::string& text) {
-  if (!text.empty()) return text;
-  const auto it = config_key_defaults().find(column);
-  return it == config_key_defaults().end() ? text : it->second;
-}
-
-std::string config_key(const std::function<std::string(const std::string&)>& field) {
-  std::string k;
-  for (const auto& c : config_key_columns()) k += config_key_value(c, field(c)) + '\x1f';
-  return k;
-}
-
-namespace {
-size_t column_index(const std::string& c) {
-  const auto& cols = result_columns();
-  for (size_t i = 0; i < cols.size(); ++i)
-    if (cols[i] == c) return i;
-  PTDP_CHECK(false, "no result column named {}", c);
-  return 0;
-}
-
-std::string quote(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string r = "\"";
-  for (char ch : v) r += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return r + "\"";
-}
-
-std::string header_line() {
-  std::string h;
-  for (const auto& c : result_columns()) h += (h.empty() ? "" : ",") + c;
-  return h;
-}
-}  // namespace
-
-std::string result_header_line() { return header_line(); }
-
-std::string foreign_header_reason(const std::string& first_line) {
-  const std::string h = header_line();
+std::string foreign_header_reason(const std::string& h, const std::string& first_line) {
   // An older ptdp wrote the same columns up to one it did not have yet.
   if (!first_line.empty() && first_line.size() < h.size() && h.compare(0, first_line.size(), first_line) == 0 &&
       h[first_line.size()] == ',')
@@ -93,20 +25,6 @@ std::string foreign_header_reason(const std::string& first_line) {
                        "under another header)",
                        h.substr(first_line.size() + 1));
   return "exists but its header is not the result CSV header";
-}
-
-void ResultRow::set(const std::string& column, const std::string& value) { values_[column_index(column)] = value; }
-void ResultRow::set(const std::string& column, double value) { values_[column_index(column)] = fmt::format("{:.6g}", value); }
-void ResultRow::set(const std::string& column, long long value) { values_[column_index(column)] = std::to_string(value); }
-const std::string& ResultRow::get(const std::string& column) const { return values_[column_index(column)]; }
-
-std::string ResultRow::to_csv_line() const {
-  std::string line;
-  for (size_t i = 0; i < values_.size(); ++i) {
-    if (i) line.push_back(',');
-    line.append(quote(values_[i]));
-  }
-  return line;
 }
 
 namespace {
@@ -267,7 +185,7 @@ void check_parent_directory(const std::filesystem::path& p, const std::string& f
 }
 }  // namespace
 
-void check_result_csv(const std::string& path, const std::string& flag) {
+void check_csv_output(const std::string& path, const std::string& header, const std::string& flag) {
   check_path_length(path, flag);
   namespace fs = std::filesystem;
   const fs::path p(path);
@@ -278,8 +196,8 @@ void check_result_csv(const std::string& path, const std::string& flag) {
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // follows symlinks; reading a FIFO would block
     usage_error("{} {}: is not a regular file (a FIFO, device or socket); rows go to a regular file", flag, path);
   if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0) usage_error("{} {}: is not writable", flag, path);
-  if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header_line())
-    usage_error("{} {}: {}; choose another file", flag, path, foreign_header_reason(first_line_of(path)));
+  if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header)
+    usage_error("{} {}: {}; choose another file", flag, path, foreign_header_reason(header, first_line_of(path)));
 }
 
 namespace {
@@ -387,11 +305,11 @@ class LockedFile {
   int fd_ = -1;
 };
 
-std::string header_checked(const std::string& path, const std::string& content) {
+std::string header_checked(const std::string& path, const std::string& header, const std::string& content) {
   const std::string first = content.substr(0, content.find('\n'));
   const std::string h = !first.empty() && first.back() == '\r' ? first.substr(0, first.size() - 1) : first;
-  if (h != header_line())
-    throw UsageError(fmt::format("{}: {}; choose another --csv file", path, foreign_header_reason(h)));
+  if (h != header)
+    throw UsageError(fmt::format("{}: {}; choose another --csv file", path, foreign_header_reason(header, h)));
   return content;
 }
 
@@ -399,13 +317,13 @@ std::string header_checked(const std::string& path, const std::string& content) 
 
 // Under the file's lock, so that concurrent writers (threads, processes, MPI jobs) never lose a
 // row; each call's rows land together, after a header when the file was empty.
-void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows) {
+void append_csv_lines(const std::string& path, const std::string& header, const std::vector<std::string>& lines) {
   LockedFile f(path);
   const std::string content = f.read_all();
   std::string text;
-  if (content.empty()) text.append(header_line()).push_back('\n');
-  else if (header_checked(path, content).back() != '\n') text.push_back('\n');
-  for (const auto& r : rows) text.append(r.to_csv_line()).push_back('\n');
+  if (content.empty()) text.append(header).push_back('\n');
+  else if (header_checked(path, header, content).back() != '\n') text.push_back('\n');
+  for (const auto& l : lines) text.append(l).push_back('\n');
   f.append(text);
 }
 
@@ -448,10 +366,11 @@ void check_output_dir(const std::string& path, const std::string& flag) {
   ::unlink(probe.c_str());
 }
 
-void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update) {
+void update_csv_file(const std::string& path, const std::string& header,
+                     const std::function<std::string(const std::string&)>& update) {
   LockedFile f(path);
   const std::string content = f.read_all();
-  const std::string next = update(content.empty() ? content : header_checked(path, content));
+  const std::string next = update(content.empty() ? content : header_checked(path, header, content));
   f.replace(content, next);
 }
 

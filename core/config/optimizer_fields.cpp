@@ -1,0 +1,42 @@
+// OptimizerConfig's fields: AdamW and its learning-rate schedule.
+#include "core/config/config_fields.h"
+
+namespace ptdp {
+
+const std::vector<Field>& optimizer_fields() {
+  static const std::vector<Field> fields = [] {
+    const FieldGroup g = FieldGroup::Optimizer;
+    std::vector<Field> v;
+    // The optimizer's numbers change the weights a step computes, not its work.
+    v.push_back(Field(PTDP_MEMBER(opt.lr.max_lr), "lr", g).flags("--lr").help("peak learning rate").finite().positive());
+    v.push_back(
+        Field(PTDP_MEMBER(opt.lr.min_lr), "min_lr", g).flags("--min-lr").help("learning rate at the end of the decay").finite());
+    v.push_back(Field(PTDP_MEMBER(opt.lr.warmup_iters), "lr_warmup_iters", g)
+                    .flags("--lr-warmup-iters")
+                    .help("linear warm-up iterations")
+                    .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.lr.decay_iters), "lr_decay_iters", g)
+                    .flags("--lr-decay-iters")
+                    .help("cosine decay ends here (0: no decay)")
+                    .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.weight_decay), "weight_decay", g)
+                    .flags("--weight-decay")
+                    .help("AdamW weight decay")
+                    .finite()
+                    .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.clip_grad), "clip_grad", g)
+                    .flags("--clip-grad")
+                    .help("global gradient-norm clip (0: off)")
+                    .finite()
+                    .non_negative(" (0 disables clipping)"));
+    const FieldRule unit{.lo = 0.0, .hi = 1.0, .hi_open = true, .must = "must be in [0, 1)"};
+    v.push_back(Field(PTDP_MEMBER(opt.beta1), "adam_beta1", g).flags("--adam-beta1").help("Adam beta1").finite().rule(unit));
+    v.push_back(Field(PTDP_MEMBER(opt.beta2), "adam_beta2", g).flags("--adam-beta2").help("Adam beta2").finite().rule(unit));
+    v.push_back(Field(PTDP_MEMBER(opt.eps), "adam_eps", g).flags("--adam-eps").help("Adam epsilon").finite().positive());
+    for (Field& f : v) f.not_key("the optimizer's settings change the values a step computes, not its work");
+    return v;
+  }();
+  return fields;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,48 @@
+// The enumerated settings of a run (--precision, --backend, --comm, --data-order, --log-format)
+// and their names.
+#pragma once
+#include <array>
+#include <string_view>
+#include <utility>
+
+#include "core/common/enum_names.h"
+
+namespace ptdp {
+
+enum class Precision { F32, Bf16, F16 };
+enum class BackendKind { Cpu, Cuda };
+enum class CommKind { Local, Mpi, Nccl };
+// The sample order of a dataset: ptdp (windows over the token stream, seeded Fisher-Yates) or
+// megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
+enum class DataOrder { Ptdp, Megatron };
+enum class LogFormat { Ptdp, Megatron };  // the progress line: ptdp's, or Megatron-LM's training_log line
+
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array values{std::pair{Precision::F32, std::string_view("f32")},
+                                     std::pair{Precision::Bf16, std::string_view("bf16")},
+                                     std::pair{Precision::F16, std::string_view("f16")}};
+};
+template <>
+struct EnumNames<BackendKind> {
+  static constexpr std::array values{std::pair{BackendKind::Cpu, std::string_view("cpu")},
+                                     std::pair{BackendKind::Cuda, std::string_view("cuda")}};
+};
+template <>
+struct EnumNames<CommKind> {
+  static constexpr std::array values{std::pair{CommKind::Local, std::string_view("local")},
+                                     std::pair{CommKind::Mpi, std::string_view("mpi")},
+                                     std::pair{CommKind::Nccl, std::string_view("nccl")}};
+};
+template <>
+struct EnumNames<DataOrder> {
+  static constexpr std::array values{std::pair{DataOrder::Ptdp, std::string_view("ptdp")},
+                                     std::pair{DataOrder::Megatron, std::string_view("megatron")}};
+};
+template <>
+struct EnumNames<LogFormat> {
+  static constexpr std::array values{std::pair{LogFormat::Ptdp, std::string_view("ptdp")},
+                                     std::pair{LogFormat::Megatron, std::string_view("megatron")}};
+};
+
+}  // namespace ptdp

@@ -1,0 +1,38 @@
+// `ptdp fields`: the schema scripts read (results/fields.json) is what the tables declare.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "experiments/testing/cli_runner.h"
+
+#ifndef PTDP_SOURCE_DIR
+#error "PTDP_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace ptdp {
+namespace {
+
+using testing::CliResult;
+using testing::run_ptdp;
+using testing::TempDir;
+
+// A field added, renamed or moved in or out of the key changes the schema: regenerate it with
+// `build/ptdp fields --json > results/fields.json`.
+TEST(CliFields, TheCommittedSchemaIsCurrent) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"fields", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, testing::text_of(std::string(PTDP_SOURCE_DIR) + "/results/fields.json"))
+      << "regenerate it: build/ptdp fields --json > results/fields.json";
+}
+
+TEST(CliFields, TheTableNamesEveryFlagAndItsPlaceInTheKey) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"fields"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* flag : {"--tp", "--num-query-groups", "--precision", "--overlap-grad-reduce", "(init_std)"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << " in\n" << r.out;
+}
+
+}  // namespace
+}  // namespace ptdp
