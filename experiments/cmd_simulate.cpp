@@ -131,7 +131,8 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
                   "software modelled: megatron-2021 (the paper's code), megatron-2022 (asynchronous tensor-parallel "
                   "communication in backward, fused gradient accumulation), mcore (Megatron-Core 2024: also flash "
                   "attention, TP/DP communication overlap, fp32 gradients), megatron-deepspeed (DeepSpeed's pipeline "
-                  "engine: blocking p2p, its ZeRO-1 and bf16 optimizer); docs/SIMULATOR.md")
+                  "engine: blocking p2p, its ZeRO-1 and bf16 optimizer), ptdp (ptdp's own CUDA backend: its kernels, "
+                  "unfused attention); docs/SIMULATOR.md")
       ->capture_default_str();
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
 }

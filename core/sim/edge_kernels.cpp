@@ -1,5 +1,6 @@
 // The first stage's embedding and the last stage's output layer as kernels: Megatron's (word
-// gather and position add, dropout, the fp32 vocab-parallel cross-entropy as PyTorch's kernels).
+// gather and position add, dropout, the fp32 vocab-parallel cross-entropy as PyTorch's kernels)
+// and ptdp's CUDA backend's (its embedding and cross-entropy ops).
 #include "core/sim/kernel_builder.h"
 
 namespace ptdp::sim {
@@ -42,9 +43,51 @@ void megatron_head(KernelList& list, const LayerShape& d, const TpRules& r, cons
   b.membound("final norm backward", 4 * d.E * d.bsh * d.rowshare);
 }
 
+void ptdp_embedding(KernelList& list, const LayerShape& d) {
+  const double n = d.rows, wpe = d.llama ? 0 : 1;
+  KernelBuilder f{list, Phase::Forward, Where::Embedding};
+  f.run_in("embedding_forward").membound("word gather + position add", d.E * n * d.h * (2 + wpe) + 4 * n);
+  if (d.t > 1) f.collective("embedding", d.sp ? Collective::ReduceScatter : Collective::AllReduce, d.E * d.bsh);
+  KernelBuilder b{list, Phase::Backward, Where::Embedding};
+  if (d.sp) b.collective("embedding", Collective::AllGather, d.E * d.bsh);
+  b.run_in("embedding_backward").membound("scatter-add into the f32 grads", n * d.h * (d.E + 8 * (1 + wpe)) + 4 * n);
+}
+
+void ptdp_head(KernelList& list, const LayerShape& d) {
+  const double n = d.rows, nl = d.rows * d.rowshare, logits = d.rows * d.vt;
+  KernelBuilder f{list, Phase::Forward, Where::Head};
+  if (d.llama) f.run_in("rmsnorm_forward").membound("final norm", d.E * (2 * nl * d.h + d.h) + 4 * nl);
+  else f.run_in("layernorm_forward").membound("final norm", d.E * (2 * nl * d.h + 2 * d.h) + 8 * nl);
+  if (d.sp) f.collective("logits", Collective::AllGather, d.E * d.bsh);
+  f.run_in("linear_forward").gemm("logits", d.rows, d.vt, d.h);
+  const char* steps[] = {"xent_row_max", "xent_sum_exp", "xent_target_logit"};
+  const double bytes[] = {d.E * logits + 4 * n, d.E * logits + 8 * n, d.E * n + 12 * n};
+  for (int i = 0; i < 3; ++i) {
+    f.run_in(steps[i]).membound(steps[i], bytes[i]);
+    if (d.t > 1) f.collective("cross-entropy", Collective::AllReduce, 4 * n);
+  }
+  f.run_in("xent_loss").membound("xent_loss", 16 * n);
+  f.run_in("sum").membound("loss sum", 4 * n);
+  KernelBuilder b{list, Phase::Backward, Where::Head};
+  b.run_in("xent_backward").membound("xent_backward", 2 * d.E * logits + 12 * n);
+  if (d.sp) b.collective("logits", Collective::AllGather, d.E * d.bsh, Overlap::None, -1, "input again");
+  b.run_in("linear_backward");
+  b.gemm("logits", d.rows, d.h, d.vt, "dgrad");
+  b.gemm("logits", d.h, d.vt, d.rows, "wgrad");
+  if (d.t > 1) b.collective("logits", d.sp ? Collective::ReduceScatter : Collective::AllReduce, d.E * d.bsh);
+  b.run_in("fill").membound("zero the residual grad", d.E * nl * d.h);
+  if (d.llama) b.run_in("rmsnorm_backward").membound("final norm backward", d.E * (4 * nl * d.h + d.h) + 4 * nl + 8 * d.h);
+  else b.run_in("layernorm_backward").membound("final norm backward", d.E * (3 * nl * d.h + d.h) + 8 * nl + 16 * d.h);
+}
+
 }  // namespace
 
 void edge_kernels(KernelList& list, const LayerShape& d, const SoftwareStack& stack, const EdgeParams& p) {
+  if (stack.ptdp_kernels) {
+    ptdp_embedding(list, d);
+    ptdp_head(list, d);
+    return;
+  }
   megatron_embedding(list, d, p);
   megatron_head(list, d, tp_rules(stack, d), p);
 }

@@ -129,7 +129,9 @@ void layer_kernels(KernelList& list, const LayerShape& d, const SoftwareStack& s
     if (phase == Phase::Recompute && rc == Recompute::None) continue;
     KernelBuilder x{list, phase};
     const bool core_only = phase == Phase::Recompute && rc == Recompute::Selective;
-    if (phase == Phase::Backward) megatron_layer_backward(x, d, stack, cfg);
+    if (phase == Phase::Backward && stack.ptdp_kernels) ptdp_layer_backward(x, d);
+    else if (phase == Phase::Backward) megatron_layer_backward(x, d, stack, cfg);
+    else if (stack.ptdp_kernels) ptdp_layer_forward(x, d, core_only);
     else megatron_layer_forward(x, d, stack, cfg, core_only);
   }
 }

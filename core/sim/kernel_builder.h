@@ -90,10 +90,12 @@ struct EdgeParams {
 };
 void edge_kernels(KernelList& list, const LayerShape& d, const SoftwareStack& stack, const EdgeParams& p);
 
-// Megatron's layer (layer_kernels.cpp), one pass; `core_only`:
+// Megatron's layer (layer_kernels.cpp) and ptdp's (ptdp_kernels.cpp), one pass; `core_only`:
 // selective recomputation's attention core alone.
 void megatron_layer_forward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg,
                             bool core_only);
 void megatron_layer_backward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg);
+void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only);
+void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d);
 
 }  // namespace ptdp::sim

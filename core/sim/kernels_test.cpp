@@ -64,13 +64,25 @@ TEST(SimKernels, TheListsTimesAreThePassesTheSimulatorReplays) {
 TEST(SimKernels, AStacksFeaturesChangeItsList) {
   const CostModel paper(gpt3_under("megatron-2021", Recompute::Full), selene());
   const CostModel mcore(gpt3_under("mcore", Recompute::Full), selene());
+  const CostModel own(gpt3_under("ptdp", Recompute::Full), selene());
   // Megatron's unfused core attention and its dropout; flash attention keeps the scores on chip.
   EXPECT_TRUE(lists_kernel(paper, "scale-mask-softmax") && lists_kernel(paper, "attention dropout"));
   EXPECT_FALSE(lists_kernel(mcore, "scale-mask-softmax") || lists_kernel(mcore, "attention dropout"));
   EXPECT_TRUE(lists_kernel(mcore, "q k^T (flash)"));
+  // ptdp: no dropout, the heads permuted around its unfused attention, every kernel in a backend op.
+  EXPECT_TRUE(lists_kernel(own, "permute heads in") && lists_kernel(own, "causal softmax"));
+  EXPECT_FALSE(lists_kernel(own, "attention dropout") || lists_kernel(own, "bias-dropout-add"));
+  for (const Kernel& k : own.kernels) EXPECT_TRUE(k.op || k.kind == KernelKind::TpComm) << k.name;
   // The weight gradients' own accumulation pass: only where the GEMM does not accumulate.
   EXPECT_TRUE(lists_kernel(paper, "weight grads into main_grad"));
-  EXPECT_FALSE(lists_kernel(mcore, "weight grads into main_grad"));
+  EXPECT_FALSE(lists_kernel(mcore, "weight grads into main_grad") || lists_kernel(own, "weight grads into main_grad"));
+}
+
+TEST(SimKernels, ZeroThreeIsRefusedUnderThePtdpStack) {
+  RunConfig c = paper_run(24, 2048, 16, 1, 1, 64, 1, 512);
+  c.par.zero = 3;
+  c.stack = "ptdp";
+  EXPECT_NE(stack_refusal(c).find("--zero 3: --stack ptdp has no ZeRO-3 model"), std::string::npos) << stack_refusal(c);
 }
 
 }  // namespace
