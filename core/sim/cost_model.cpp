@@ -1,7 +1,6 @@
 #include "core/sim/cost_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "core/common/error.h"

@@ -65,6 +65,8 @@ struct KernelBuilder {
   void membound(const char* name, double bytes);
   void collective(const char* name, Collective c, double bytes, Overlap o = Overlap::None, int gemm = -1,
                   const char* detail = nullptr);
+
+ private:
   Kernel& add(const char* name, KernelKind kind);
 };
 
