@@ -137,8 +137,8 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
                 "overlap the data-parallel all-reduce with the backward pass");
   sub->add_option("--csv", f->csv, "append the best configurations as result rows (mode=simulate)");
   sub->add_option("--stack", f->stack,
-                  "software modelled: megatron-2021, megatron-2022, mcore or megatron-deepspeed (megatron-2022 and mcore "
-                  "run sequence parallelism wherever t > 1); docs/SIMULATOR.md")
+                  "software modelled: megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp (megatron-2022, "
+                  "mcore and ptdp run sequence parallelism wherever t > 1); docs/SIMULATOR.md")
       ->capture_default_str();
   return {sub, [sub, f]() { return run_plan(*sub, *f); }};
 }

@@ -12,7 +12,9 @@
 #include "core/config/config_fields.h"
 #include "core/accounting/flops.h"
 #include "core/config/results_csv.h"
+#include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
+#include "core/sim/kernels.h"
 #include "core/sim/stack.h"
 #include "core/sim/simulator.h"
 #include "experiments/cli_flags.h"
@@ -26,11 +28,55 @@ struct SimulateFlags {
   RunFlags run;
   std::string hardware;
   int gpus = 0;
+  bool explain = false;
 };
 
 std::string pass_line(const sim::PassCost& c) {
   return fmt::format("{:.2f} (GEMM {:.2f}, attention {:.2f}, memory-bound {:.2f}, TP communication {:.2f})",
                      c.total() * 1e3, c.gemm * 1e3, c.attention * 1e3, c.membound * 1e3, c.tp_comm * 1e3);
+}
+
+// What a kernel does: a GEMM's shape and FLOPs, the bytes a memory-bound kernel moves, a
+// collective's buffer and how it overlaps.
+std::string kernel_work(const sim::Kernel& k) {
+  switch (k.kind) {
+    case sim::KernelKind::Gemm:
+    case sim::KernelKind::Attention:
+      return fmt::format("{:g} x {:g} x {:g}{}, {:.4g} GFLOP", k.m, k.n, k.k,
+                         k.batch != 1 ? fmt::format(" x {:g}", k.batch) : std::string(), k.flops() / 1e9);
+    case sim::KernelKind::Membound:
+      return fmt::format("{:.4g} MB{}", k.bytes / 1e6, k.whole != 1 ? fmt::format(" x {:.4g}", k.part / k.whole) : "");
+    case sim::KernelKind::TpComm: break;
+  }
+  if (k.overlap == sim::Overlap::SmMargin) return sim::overlap_name(k.overlap);
+  const std::string overlap = k.overlap == sim::Overlap::None ? "" : fmt::format(", {}", sim::overlap_name(k.overlap));
+  return fmt::format("{} of {:.4g} MB{}", sim::collective_name(k.collective), k.bytes / 1e6, overlap);
+}
+
+// --explain: every kernel and collective of one micro-batch on one device with its time, in the
+// cost model's order, then each pass's total as the lines above print it.
+void print_kernels(const RunConfig& c, const sim::HardwareProfile& hw) {
+  const sim::CostModel cm(c, hw);
+  const sim::KernelCosting costs = cm.costing();
+  fmt::print("  kernels of one micro-batch on one device (--explain), ms:\n");
+  const std::pair<sim::Where, const char*> parts[] = {
+      {sim::Where::Layer, "layer"}, {sim::Where::Embedding, "embedding"}, {sim::Where::Head, "output layer"}};
+  for (const auto& [where, part] : parts)
+    for (sim::Phase phase : {sim::Phase::Forward, sim::Phase::Recompute, sim::Phase::Backward}) {
+      bool any = false;
+      for (const sim::Kernel& k : cm.kernels) {
+        if (k.where != where || k.phase != phase) continue;
+        any = true;
+        const std::string name = k.detail ? fmt::format("{} {}", k.name, k.detail) : std::string(k.name);
+        const std::string module = where == sim::Where::Layer ? fmt::format("{}{}", layer_module_name(k.module),
+                                                                             k.pre ? " (before its weights)" : "")
+                                                              : std::string(part);
+        fmt::print("    {:<9} {:<26} {:<36} {:<16} {:>9.4f}  {}{}\n", sim::phase_name(phase), module, name,
+                   sim::kind_name(k.kind), sim::kernel_time(k, cm.kernels, costs) * 1e3, kernel_work(k),
+                   k.op ? fmt::format(" [{}]", k.op) : "");
+      }
+      if (any) fmt::print("    {} {}: {}\n", part, sim::phase_name(phase), pass_line(cm.pass_cost(where, phase)));
+    }
 }
 
 // The profile decides the backend and, unless --precision is given, the precision; --gpus is
@@ -79,6 +125,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
   fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
+  if (f.explain) print_kernels(c, hw);
   fmt::print("  memory: {}\n", r.memory.describe(hw.device));
   if (!r.memory.fits) {
     std::fprintf(stderr, "ptdp: %s\n", r.memory.describe(hw.device).c_str());  // "out of memory: ..."
@@ -130,6 +177,8 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
       ->required();
   sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
   sub->add_option("--stack", f->run.run.stack, find_field("--stack")->help_text())->capture_default_str();
+  sub->add_flag("--explain", f->explain,
+                "also print every kernel and collective of one micro-batch with its time (the cost model's list)");
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};
 }
 

@@ -1,15 +1,19 @@
 #include "core/accounting/flops.h"
 
+#include "core/model/tensor_inventory.h"
+
 namespace ptdp {
 
 namespace {
-// One layer's forward FLOPs per token: its dense GEMMs (QKV h x (h + 2 g hd) with g query groups:
-// 3h^2 without grouped-query attention; proj h^2; the MLP) and Megatron's attention term 2 * 2 s h
-// (QK^T and the product with V over the a query heads, whatever the groups).
+// One layer's forward FLOPs per token: 2 a GEMM's weight (QKV h x (h + 2 g hd) with g query groups:
+// 3h^2 without grouped-query attention; proj h^2; the MLP: fc and fc2, or gate, up and down) and
+// Megatron's attention term 2 * 2 s h (QK^T and the product with V over the a query heads,
+// whatever the groups).
 double layer_forward_per_token(const ModelConfig& c) {
-  double h = c.hidden, s = c.seq_length, f = c.ffn_hidden(), qkv = double(c.qkv_width());
-  const double mlp = c.arch == Arch::Llama ? 3 * h * f : 2 * h * f;  // gate, up, down : fc1, fc2
-  return 2 * (h * qkv + h * h + mlp) + 4 * s * h;
+  const ModelTensors m = model_tensors(c, c.vocab_size);
+  double matrices = 0;
+  for (int i = 0; i < kLayerModules; ++i) matrices += double(m.module_numel(i, 1, false));
+  return 2 * matrices + 4.0 * c.seq_length * c.hidden;
 }
 double logits_forward_per_token(const ModelConfig& c) { return 2.0 * c.hidden * double(c.vocab_size); }
 // The paper's GPT: 4h MLP and multi-head attention, where Eq. (3) holds as written.
@@ -21,15 +25,7 @@ double params_eq2(const ModelConfig& c) {
   return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (V + s) / (12.0 * l * h));
 }
 
-int64_t params_exact(const ModelConfig& c) { return params_with_vocab(c, c.vocab_size); }
-
-int64_t params_with_vocab(const ModelConfig& c, int64_t vocab) {
-  int64_t h = c.hidden, l = c.layers, f = c.ffn_hidden(), qkv = c.qkv_width();
-  if (c.arch == Arch::Llama) return l * (h * qkv + h * h + 3 * h * f + 2 * h) + 2 * vocab * h + h;
-  // qkv, proj, fc, fc2 with their biases, two LayerNorms: 12h^2 + 13h with f = 4h and qkv = 3h
-  int64_t per_layer = h * qkv + qkv + h * h + h + 2 * h * f + f + h + 4 * h;
-  return l * per_layer + (vocab + c.seq_length) * h + 2 * h;
-}
+int64_t params_exact(const ModelConfig& c) { return model_tensors(c, c.vocab_size).total(); }
 
 double flops_forward_per_token(const ModelConfig& c) {
   return c.layers * layer_forward_per_token(c) + logits_forward_per_token(c);

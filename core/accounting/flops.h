@@ -10,13 +10,11 @@ namespace ptdp {
 
 // Eq. (2): P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)).
 double params_eq2(const ModelConfig& c);
-// Parameters the model really holds (unpadded vocabulary). gpt: Eq. (2) plus the final LayerNorm;
-// llama: l (4h^2 + 3hf + 2h) + 2Vh + h (untied output layer, no biases, no position table). With
-// g query groups (grouped-query attention) the QKV matrix has h (h + 2 g h/a) entries instead of
-// 3h^2 (llama2-70b: 68,976,648,192).
+// Parameters the model really holds (unpadded vocabulary), counted from its tensors
+// (tensor_inventory.h). gpt: Eq. (2) plus the final LayerNorm; llama: l (4h^2 + 3hf + 2h) + 2Vh + h
+// (untied output layer, no biases, no position table). With g query groups (grouped-query
+// attention) the QKV matrix has h (h + 2 g h/a) entries instead of 3h^2 (llama2-70b: 68,976,648,192).
 int64_t params_exact(const ModelConfig& c);
-// The same with `vocab` rows in the embedding (and output layer): the padded vocabulary for memory.
-int64_t params_with_vocab(const ModelConfig& c, int64_t vocab);
 // Forward FLOPs of one token: l (2 (4h^2 + 3hf) + 4sh) + 2hV for llama, 24 l h^2 + 4 l s h + 2hV
 // for gpt (Megatron's counting: attention 2 * 2 s h per layer, f = 4h). With g query groups the
 // QKV GEMM is 2h(h + 2g h/a) instead of 6h^2: Megatron's num_floating_point_operations

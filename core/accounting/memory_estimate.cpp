@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "core/common/error.h"
+#include "core/model/tensor_inventory.h"
 
 namespace ptdp {
 
@@ -11,11 +12,10 @@ MemoryEstimate estimate_single_rank_f32(const ModelConfig& c, int micro_batch, R
   // below kMaxEstimateBytes every term is an integer under 2^53, so the result is exact.
   const double h = c.hidden, s = c.seq_length, a = c.heads, l = c.layers, vp = double(c.padded_vocab(1));
   const double tokens = double(micro_batch) * s;
-  // gpt: biases, learned positions, tied output; llama: no biases, untied output, no position table;
-  // with the padded vocabulary (in double: l h^2 may leave int64 for the largest sizes validated).
-  const double f = c.ffn_hidden(), qkv = double(c.qkv_width());
-  const double params = c.arch == Arch::Llama ? l * (h * qkv + h * h + 3 * h * f + 2 * h) + 2 * vp * h + h
-                                              : l * (h * qkv + qkv + h * h + 2 * h * f + f + 6 * h) + (vp + s) * h + 2 * h;
+  // The model's tensors with the padded vocabulary (int64 holds them for every size validate_model
+  // allows: at most about 2^60).
+  const double params = double(model_tensors(c, c.padded_vocab(1)).total());
+  const double qkv = double(c.qkv_width());
   // Kept per token and layer: input, ln1, qkv (3h; h + 2g h/a with g query groups), attention
   // output, x2, ln2, fc and GeLU (4h each): 16h values; plus the attention probabilities, a*s per token.
   const double kept = 13 * h + qkv;

@@ -1,17 +1,19 @@
 #include "core/accounting/model_gemms.h"
 
-#include <utility>
+#include "core/model/tensor_inventory.h"
 
 namespace ptdp::cpu {
 
 std::vector<GemmShape> model_gemms(const ModelConfig& c, int64_t rows, int tp) {
-  const int64_t h = c.hidden, f = c.ffn_hidden(), v = c.padded_vocab(tp), qkv = c.qkv_width();
-  const int64_t up = c.arch == Arch::Llama ? 2 * f : f;  // llama: gate and up in one GEMM
+  const ModelTensors m = model_tensors(c, c.padded_vocab(tp));
+  std::vector<ModuleGemm> gemms;
+  for (int i = 0; i < kLayerModules; ++i) gemms.push_back(module_gemm(m, i, tp));  // llama: gate and up in one GEMM
+  gemms.push_back(logits_gemm(m, tp));
   std::vector<GemmShape> g;
-  for (auto [out, in] : {std::pair{qkv / tp, h}, {h, h / tp}, {up / tp, h}, {h, f / tp}, {v / tp, h}}) {
-    g.push_back({false, true, rows, out, in});   // forward: y = x w^T
-    g.push_back({false, false, rows, in, out});  // input grad: dx = dy w
-    g.push_back({true, false, out, in, rows});   // weight grad: dw = dy^T x
+  for (const ModuleGemm& x : gemms) {
+    g.push_back({false, true, rows, x.out, x.in});   // forward: y = x w^T
+    g.push_back({false, false, rows, x.in, x.out});  // input grad: dx = dy w
+    g.push_back({true, false, x.out, x.in, rows});   // weight grad: dw = dy^T x
   }
   return g;
 }

@@ -5,6 +5,7 @@
 
 #include "core/common/error.h"
 #include "core/common/rng.h"
+#include "core/model/tensor_inventory.h"
 
 namespace ptdp {
 
@@ -13,61 +14,25 @@ ParamLayout::ParamLayout(const ModelConfig& c, const ShardSpec& s)
   PTDP_CHECK(s.tp_size >= 1 && s.tp_rank >= 0 && s.tp_rank < s.tp_size, "bad tensor-parallel rank");
   PTDP_CHECK(c.heads % s.tp_size == 0, "t={} does not divide {} heads", s.tp_size, c.heads);
   PTDP_CHECK(c.groups() % s.tp_size == 0, "t={} does not divide {} query groups", s.tp_size, c.groups());
-  const int64_t h = c.hidden, qkv = c.qkv_width(), ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
+  const ModelTensors m = model_tensors(c, c.padded_vocab(s.tp_size));
   const int end = s.layer_end < 0 ? c.layers : s.layer_end;
   const double std = c.init_std, out_std = c.init_std / std::sqrt(2.0 * c.layers);
-  if (c.arch == Arch::Llama) {
-    add_llama(c, s, end, std, out_std);
-    return;
+  auto add_tensor = [&](const ModelTensor& x, const std::string& prefix) {
+    const double value = x.init == TensorInit::One ? 1.0 : 0.0;
+    const double x_std = x.init == TensorInit::Normal ? std : x.init == TensorInit::ScaledNormal ? out_std : 0.0;
+    add(prefix + x.name, x.shape, x.split_dim, !x.small(), x_std, value);
+  };
+  // The first stage's tensors; a tied word embedding also on the last stage, as a copy.
+  for (const ModelTensor& x : m.first) {
+    const bool copy = m.tied && &x == &m.embedding() && s.post && !s.pre;
+    if (!s.pre && !copy) continue;
+    add_tensor(x, "");
+    entries_.back().shared_copy = copy;
   }
-  if (s.pre || s.post) {
-    add("wte", {vp, h}, 0, true, std);  // vocab-parallel; tied: the last stage holds a copy
-    entries_.back().shared_copy = s.post && !s.pre;
-  }
-  if (s.pre) add("wpe", {c.seq_length, h}, -1, true, std);
-  for (int l = s.layer_begin; l < end; ++l) {
-    std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
-    add(p + "ln1.bias", {h}, -1, false, 0);
-    // Column-parallel: whole heads (whole query groups) per rank. Rows: per head q | k | v, or with
-    // grouped-query attention per group its query heads, then its key, then its value (Megatron-core).
-    add(p + "qkv.weight", {qkv, h}, 0, true, std);
-    add(p + "qkv.bias", {qkv}, 0, false, 0);
-    add(p + "proj.weight", {h, h}, 1, true, out_std);  // row-parallel
-    add(p + "proj.bias", {h}, -1, false, 0);
-    add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
-    add(p + "ln2.bias", {h}, -1, false, 0);
-    add(p + "fc.weight", {ffn, h}, 0, true, std);  // column-parallel
-    add(p + "fc.bias", {ffn}, 0, false, 0);
-    add(p + "fc2.weight", {h, ffn}, 1, true, out_std);  // row-parallel
-    add(p + "fc2.bias", {h}, -1, false, 0);
-  }
-  if (s.post) {
-    add("lnf.weight", {h}, -1, false, 0, 1.0);
-    add("lnf.bias", {h}, -1, false, 0);
-  }
-}
-
-// LLaMA: no biases, no position table, RMSNorm weights only, the SwiGLU MLP's gate and up
-// column-parallel and adjacent (each rank's slices form one [2f/t, h] matrix: one GEMM), down
-// row-parallel, and an untied output layer on the last stage.
-void ParamLayout::add_llama(const ModelConfig& c, const ShardSpec& s, int end, double std, double out_std) {
-  const int64_t h = c.hidden, qkv = c.qkv_width(), ffn = c.ffn_hidden(), vp = c.padded_vocab(s.tp_size);
-  if (s.pre) add("wte", {vp, h}, 0, true, std);
-  for (int l = s.layer_begin; l < end; ++l) {
-    std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "ln1.weight", {h}, -1, false, 0, 1.0);
-    add(p + "qkv.weight", {qkv, h}, 0, true, std);  // as gpt's (grouped-query attention included)
-    add(p + "proj.weight", {h, h}, 1, true, out_std);
-    add(p + "ln2.weight", {h}, -1, false, 0, 1.0);
-    add(p + "gate.weight", {ffn, h}, 0, true, std);
-    add(p + "up.weight", {ffn, h}, 0, true, std);
-    add(p + "down.weight", {h, ffn}, 1, true, out_std);
-  }
-  if (s.post) {
-    add("lnf.weight", {h}, -1, false, 0, 1.0);
-    add("output", {vp, h}, 0, true, std);  // vocab-parallel
-  }
+  for (int l = s.layer_begin; l < end; ++l)
+    for (const ModelTensor& x : m.layer) add_tensor(x, "layers." + std::to_string(l) + ".");
+  if (s.post)
+    for (const ModelTensor& x : m.last) add_tensor(x, "");
 }
 
 void ParamLayout::add(std::string name, Shape full, int split_dim, bool decay, double std, double value) {

@@ -1,8 +1,6 @@
 // Where each named parameter lives in a model shard's flat buffer, and how it is initialised
 // (Megatron: normal std 0.02, output projections std 0.02/sqrt(2l), biases 0, LayerNorm 1 / 0).
-// GPT: wte (tied output layer), wpe, per layer ln1, qkv, proj, ln2, fc, fc2 (weights and
-// biases), lnf. LLaMA: wte, per layer ln1, qkv, proj, ln2, gate, up, down (weights only), lnf,
-// output. qkv has (a + 2g) head_dim rows with g query groups (ModelConfig::qkv_width).
+// The tensors, their order and split are the model's tensor inventory (tensor_inventory.h).
 #pragma once
 #include <string>
 #include <vector>
@@ -55,7 +53,6 @@ class ParamLayout {
  private:
   // A tensor of logical shape `full`; split_dim >= 0 keeps this rank's 1/t slice along it.
   void add(std::string name, Shape full, int split_dim, bool decay, double std, double value = 0);
-  void add_llama(const ModelConfig& c, const ShardSpec& s, int end, double std, double out_std);
   Arch arch_;
   int tp_size_, tp_rank_;
   std::vector<ParamEntry> entries_;

@@ -1,16 +1,18 @@
-// The cost model: per-device time of every operation of one micro-batch through a transformer
-// layer (GEMMs, attention, memory-bound kernels, tensor-parallel all-reduces, recomputation), of
-// the embedding and the output layer, of pipeline sends, and of the data-parallel all-reduce and
-// the optimizer step. Mirrors Megatron-LM as of the paper (v2.5): fp16 with fp32 master weights,
-// fused softmax / bias-GeLU / bias-dropout-add, no fused gradient accumulation; the later code's
-// optimisations (stack.h) and sequence parallelism where the run has them.
+// The cost model: per-device time of one micro-batch through a transformer layer, the embedding
+// and the output layer (the kernel lists of kernels.h, summed by kind and pass), of pipeline sends,
+// and of the data-parallel all-reduce and the optimizer step. Megatron-LM as of the paper (v2.5):
+// fp16 with fp32 master weights, fused softmax / bias-GeLU / bias-dropout-add, no fused gradient
+// accumulation; the later code's optimisations (stack.h) and sequence parallelism where the run
+// has them; or ptdp's own CUDA backend (--stack ptdp).
 #pragma once
 #include <array>
 #include <string>
 
 #include "core/model/config.h"
+#include "core/model/tensor_inventory.h"
 #include "core/config/run_config.h"
 #include "core/sim/hardware.h"
+#include "core/sim/kernels.h"
 #include "core/sim/network.h"
 #include "core/sim/stack.h"
 
@@ -47,6 +49,7 @@ struct PassCost {
   double membound = 0;   // element-wise, normalisation, softmax, copies, gradient accumulation
   double tp_comm = 0;    // tensor-parallel all-reduces
   double total() const { return gemm + attention + membound + tp_comm; }
+  void add(KernelKind kind, double seconds);
   PassCost& operator+=(const PassCost& o);
   PassCost operator*(double f) const;
 };
@@ -56,12 +59,11 @@ struct LayerCosts {
   PassCost forward, recompute, backward;  // backward without the recomputation
 };
 
-// A layer's four weight matrices as the modules that own them (what ZeRO-3 gathers one at a
-// time): QKV (with LayerNorm 1 and the core attention), the output projection (with its
-// bias-dropout-add and LayerNorm 2), fc1 (with GeLU) and fc2 (with its bias-dropout-add). The
-// kernels of a pass are attributed to the module whose forward or backward runs them; the four
-// add up to LayerCosts exactly.
-enum LayerModule { kModuleQkv = 0, kModuleProj, kModuleFc1, kModuleFc2, kLayerModules };
+// A layer split by the modules that own its four weight matrices (LayerModule: what ZeRO-3
+// gathers one at a time): QKV (with LayerNorm 1 and the core attention), the output projection
+// (with its bias-dropout-add and LayerNorm 2), fc (with GeLU) and fc2 (with its bias-dropout-add).
+// A kernel counts in the module whose forward or backward runs it; the four add up to LayerCosts
+// exactly.
 struct ModuleCosts {
   PassCost forward, recompute, backward;
   // The part of each pass that runs before the module's weights are needed (in the forward
@@ -71,7 +73,6 @@ struct ModuleCosts {
   double weights = 0;  // elements of the module's weight matrix on one device
   double biases = 0;   // its bias and LayerNorm elements (each tensor below ~1e5 elements)
 };
-const char* module_name(LayerModule m);
 
 // The parts of the first and last stage outside the layers.
 struct EdgeCosts {
@@ -83,6 +84,13 @@ struct EdgeCosts {
 struct CostModel {
   CostModel(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt = {});
 
+  // The kernels of one micro-batch (kernels.h): a layer's, the embedding's and the output layer's,
+  // and what costing one takes; `layer`, `modules` and `edges` are their sums.
+  KernelList kernels;
+  KernelCosting costing() const;
+  // The sum of the kernels of `where` in `phase` as `layer` and `edges` hold it (zero for the
+  // embedding's and the output layer's recomputation, which they have none of).
+  PassCost pass_cost(Where where, Phase phase) const;
   LayerCosts layer;
   std::array<ModuleCosts, kLayerModules> modules;  // `layer` split by module
   EdgeCosts edges;
@@ -94,6 +102,7 @@ struct CostModel {
   // partitioned pipeline tensor (across nodes / inside a node), and what one host sync costs.
   double meta_cross = 0, meta_local = 0;
   double host_sync = 0;
+  ModelTensors tensors;            // the model's parameters, the vocabulary padded for t
   double params_per_layer = 0;     // on one device (tensor-parallel shard)
   double params_embedding = 0;     // word embedding shard (and its copy on the last stage)
   double params_position = 0;
@@ -128,16 +137,5 @@ struct CostModel {
   int tied_grad_bytes = 2;  // of one in the tied embedding's all-reduce
   int elem = 2;     // bytes per element
 };
-
-// Parameters of one layer on one device: gpt 12h^2/t + 7h/t + 6h (biases, two LayerNorms);
-// llama (4h^2 + 3hf)/t + 2h (two RMSNorms).
-double layer_params_per_device(const ModelConfig& mc, int t);
-
-// Parameter tensors of one layer: gpt 12 (four weights, four biases, two LayerNorms' weight and
-// bias), llama 6 (four weights, two RMSNorms).
-int param_tensors_per_layer(const ModelConfig& mc);
-
-// Achieved time of one GEMM (batch of m x n x k products) on the profile.
-double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, double n, double k, double batch = 1);
 
 }  // namespace ptdp::sim

@@ -63,9 +63,9 @@ TEST(SimLlama, ModulesHoldTheFusedGateUpAndNoBiases) {
   const double h = 5120, f = c.model.ffn_hidden(), t = 4;
   EXPECT_EQ(f, 13824);
   EXPECT_DOUBLE_EQ(cm.modules[kModuleQkv].weights, 3 * h * h / t);
-  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc1].weights, 2 * f * h / t);
+  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc].weights, 2 * f * h / t);
   EXPECT_DOUBLE_EQ(cm.modules[kModuleFc2].weights, f * h / t);
-  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc1].biases + cm.modules[kModuleFc2].biases, 0.0);
+  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc].biases + cm.modules[kModuleFc2].biases, 0.0);
   EXPECT_DOUBLE_EQ(cm.params_per_layer, (4 * h * h + 3 * h * f) / t + 2 * h);
   EXPECT_DOUBLE_EQ(cm.params_position, 0.0);
 }
@@ -78,7 +78,7 @@ TEST(SimGqa, QkvGemmAndParametersUseTheGroups) {
   const CostModel cm(c, selene());
   const double h = 8192, f = 28672, t = 8, qkv = 10240;
   EXPECT_DOUBLE_EQ(cm.modules[kModuleQkv].weights, qkv * h / t);
-  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc1].weights, 2 * f * h / t);
+  EXPECT_DOUBLE_EQ(cm.modules[kModuleFc].weights, 2 * f * h / t);
   EXPECT_DOUBLE_EQ(cm.params_per_layer, (qkv * h + h * h + 3 * h * f) / t + 2 * h);
   RunConfig one = llama_run("llama2-70b", 1, 1, 1, 1, 1);
   const MemoryVerdict v = memory_verdict(one, selene());

@@ -91,7 +91,8 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
     for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
   const LayerSplit split = par.layer_split(mc.layers);
   const double vt = double(mc.padded_vocab(par.tp)) / par.tp;
-  const double per_layer = layer_params_per_device(mc, par.tp);
+  const ModelTensors tensors = model_tensors(mc, mc.padded_vocab(par.tp));
+  const double per_layer = double(tensors.layer_numel(par.tp));
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
   // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
@@ -133,14 +134,14 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
     m.params = stage_layers * per_layer;
     double working = layer_ws;
     if (s == 0) {
-      m.params += vt * d.h + (d.llama ? 0.0 : d.s * d.h);  // llama: no position table
+      m.params += double(ModelTensors::sum_numel(tensors.first, par.tp));  // llama: no position table
       working = std::max(working, d.E * vt * d.h);  // dense embedding gradient
     }
     if (s == p - 1) {
-      // The output layer: gpt's tied copy of the embedding when p > 1, llama's own untied
-      // [V, h] always; the final norm (gpt's LayerNorm weight and bias, llama's RMSNorm weight).
-      const bool output_layer = d.llama || p > 1;
-      m.params += (output_layer ? vt * d.h : 0.0) + (d.llama ? 1 : 2) * d.h;
+      // The final norm and llama's own untied output layer; gpt's tied copy of the embedding when p > 1.
+      const bool tied_copy = tensors.tied && p > 1;
+      m.params += double(ModelTensors::sum_numel(tensors.last, par.tp) +
+                         (tied_copy ? tensors.embedding().numel_per_rank(par.tp) : 0));
       working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
     }
     // DeepSpeed's BF16_Optimizer (megatron-deepspeed, bf16): bf16 weights and gradients, an

@@ -84,6 +84,14 @@ double iteration_lower_bound(const RunConfig& cfg, const CostModel& cm) {
 
 namespace {
 
+// Parameter tensors of one layer as Megatron holds them: one weight a module (LLaMA's gate and up
+// are one [2f, h] linear_fc1), and the biases and norms: gpt 12, llama 6.
+int megatron_tensors_per_layer(const ModelTensors& m) {
+  int n = kLayerModules;
+  for (const ModelTensor& x : m.layer) n += x.small() ? 1 : 0;
+  return n;
+}
+
 // Throughput columns from the iteration time.
 void fill_throughput(SimResult& r, const RunConfig& cfg, double peak) {
   const ParallelConfig& par = cfg.par;
@@ -184,7 +192,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     // DeepSpeed's step reads the gradient norm (and fp16's overflow check) one parameter tensor at
     // a time, each .item() a host sync.
     if (cm.stack.deepspeed_engine)
-      optim += (stage_layer_count(split, s) * param_tensors_per_layer(cfg.model) + 2) * cm.host_sync;
+      optim += (stage_layer_count(split, s) * megatron_tensors_per_layer(cm.tensors) + 2) * cm.host_sync;
     t += optim;
     // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
     // first forward micro-batch, which hides up to that much of it.

@@ -7,7 +7,8 @@
 namespace ptdp::sim {
 
 const std::vector<std::string>& stack_names() {
-  static const std::vector<std::string> names = {"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed"};
+  static const std::vector<std::string> names = {"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed",
+                                                  "ptdp"};
   return names;
 }
 
@@ -48,7 +49,21 @@ SoftwareStack software_stack(const std::string& name) {
     s.fused_causal_softmax_max_seq = 4096;  // its fused_softmax.py (2022): 16 < sk <= 4096
     return s;
   }
-  usage_error("--stack '{}' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed", name);
+  if (name == "ptdp") {
+    // ptdp's executor: weight gradients accumulate into f32 buffers inside the weight-gradient GEMM
+    // (reduced over the data-parallel group in f32), a sent activation is dropped once sent, and
+    // sequence parallelism and selective recomputation exist; its collectives block, beside no GEMM.
+    s.ptdp_kernels = true;
+    s.fused_grad_accumulation = true;
+    s.grad_bytes = 4;
+    s.free_pipeline_outputs = true;
+    s.sequence_parallel = true;
+    s.selective_recompute = true;
+    return s;
+  }
+  usage_error("--stack '{}' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed (a published run's "
+              "code), or ptdp (ptdp's own CUDA backend)",
+              name);
 }
 
 bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
@@ -72,6 +87,10 @@ std::string stack_refusal(const RunConfig& cfg) {
     return fmt::format("--recompute selective: --stack {} has no selective recomputation (it came with Korthikanti et "
                        "al. 2022 to Megatron-LM, with sequence parallelism); choose --stack megatron-2022 or mcore, "
                        "or --recompute full or none",
+                       name);
+  if (s.ptdp_kernels && p.zero == 3)
+    return fmt::format("--zero 3: --stack {} has no ZeRO-3 model: the simulator's ZeRO-3 is DeepSpeed's stage-3 "
+                       "engine, not ptdp's own; use --zero 0 or 1, or a Megatron --stack",
                        name);
   if (!s.deepspeed_engine) return {};
   if (p.schedule != ScheduleKind::OneFOneB)

@@ -72,6 +72,9 @@ struct SoftwareStack {
   //    all-reduced in fp32;
   //  - no interleaving, no sequence parallelism, no fused gradient accumulation, no overlap.
   bool deepspeed_engine = false;
+  // ptdp's own CUDA backend (core/backend/cuda) runs the layer: its ops' kernels (ptdp_kernels.cpp),
+  // no dropout, the attention core unfused with its head permutations.
+  bool ptdp_kernels = false;
 };
 
 // Whether the run's bf16 training goes through DeepSpeed's BF16_Optimizer (megatron-deepspeed):
@@ -89,16 +92,16 @@ bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg);
 // megatron-2021 (the SC'21 paper's code: none of the above), megatron-2022 (Korthikanti et al.:
 // asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core
 // r0.8, 2024: all of them, fp32 gradients), megatron-deepspeed (Megatron-DeepSpeed on DeepSpeed's
-// pipeline engine, 2022: the 2021 kernels, DeepSpeed's schedule and gradient handling).
-// UsageError naming --stack otherwise.
+// pipeline engine, 2022: the 2021 kernels, DeepSpeed's schedule and gradient handling), ptdp
+// (ptdp's own executor on its CUDA backend). UsageError naming --stack otherwise.
 SoftwareStack software_stack(const std::string& name);
 const std::vector<std::string>& stack_names();
 
 // The run's stack (as software_stack(cfg.stack)) after checking that it has what the run asks
 // for: UsageError naming both flags for --sequence-parallel or --recompute selective under a
-// stack without it (megatron-2021, megatron-deepspeed), and under megatron-deepspeed for a schedule other than
+// stack without it (megatron-2021, megatron-deepspeed), under megatron-deepspeed for a schedule other than
 // 1f1b, --zero 3 with a pipeline, and bf16 without --zero 1 where d > 1 (DeepSpeed's
-// BF16_Optimizer shards). stack_refusal gives that message, empty when the stack runs cfg.
+// BF16_Optimizer shards), and --zero 3 under ptdp (the ZeRO-3 replay is DeepSpeed's engine). stack_refusal gives that message, empty when the stack runs cfg.
 SoftwareStack checked_stack(const RunConfig& cfg);
 std::string stack_refusal(const RunConfig& cfg);
 

@@ -18,7 +18,8 @@ namespace {
 using testing::selene;
 
 TEST(SimStack, NamesAndWhatEachHas) {
-  EXPECT_EQ(stack_names(), (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed"}));
+  EXPECT_EQ(stack_names(),
+            (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed", "ptdp"}));
   const SoftwareStack old = software_stack("megatron-2021");
   EXPECT_FALSE(old.tp_backward_overlap || old.fused_grad_accumulation || old.flash_attention || old.tp_comm_overlap ||
                old.dp_overlap || old.param_gather_overlap || old.free_pipeline_outputs);
@@ -30,11 +31,18 @@ TEST(SimStack, NamesAndWhatEachHas) {
   const SoftwareStack mc = software_stack("mcore");
   EXPECT_TRUE(mc.flash_attention && mc.tp_comm_overlap && mc.dp_overlap && mc.param_gather_overlap);
   EXPECT_EQ(mc.grad_bytes, 4);
+  const SoftwareStack own = software_stack("ptdp");  // ptdp's executor: its kernels, f32 gradients, no overlap
+  EXPECT_TRUE(own.ptdp_kernels && own.fused_grad_accumulation && own.free_pipeline_outputs && own.sequence_parallel);
+  EXPECT_FALSE(own.tp_backward_overlap || own.flash_attention || own.tp_comm_overlap || own.dp_overlap ||
+               own.deepspeed_engine || own.fused_causal_softmax_max_seq > 0);
+  EXPECT_EQ(own.grad_bytes, 4);
   try {
     software_stack("megatron-2023");
     FAIL() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--stack 'megatron-2023' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed");
+    EXPECT_STREQ(e.what(),
+                 "--stack 'megatron-2023' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed (a published "
+                 "run's code), or ptdp (ptdp's own CUDA backend)");
   }
 }
 

@@ -11,20 +11,17 @@ namespace ptdp::sim {
 
 namespace {
 
-// The parameter tensors of a module, in elements (t = 1).
-struct ModuleTensors {
-  std::vector<double> numel;
-};
-
-// Word embedding, position embedding, the four modules of a layer, the final LayerNorm.
-std::vector<double> layer_module_tensors(const ModelConfig& m, int module) {
-  const double h = m.hidden, qkv = double(m.qkv_width()), f = m.ffn_hidden();  // qkv 3h, f 4h for the paper's GPT
-  switch (module) {
-    case kModuleQkv: return {qkv * h, qkv, h, h};  // weight, bias, LayerNorm 1 weight and bias
-    case kModuleProj: return {h * h, h, h, h};     // weight, bias, LayerNorm 2
-    case kModuleFc1: return {f * h, f};
-    default: return {f * h, h};                    // fc2
-  }
+// The elements of a module's tensors (t = 1), in DeepSpeed's order: its weight and bias, then its
+// norm's (tensor_inventory.h).
+std::vector<double> module_numels(const ModelTensors& m, int module) {
+  std::vector<double> n;
+  for (const ModelTensor* x : m.module_tensors(module)) n.push_back(double(x->numel()));
+  return n;
+}
+std::vector<double> numels(const std::vector<ModelTensor>& tensors) {
+  std::vector<double> n;
+  for (const ModelTensor& x : tensors) n.push_back(double(x.numel()));
+  return n;
 }
 
 // One step of the trace: a module's forward, recomputed forward or backward.
@@ -65,20 +62,20 @@ Trace build_trace(const RunConfig& cfg, const CostModel& cm, const Zero3Options&
       if (n < o.persistence_threshold) g.push_back(n);
     return g;
   };
-  const double h = m.hidden;
-  const double vocab = double(m.padded_vocab(1));
+  const ModelTensors tensors = model_tensors(m, m.padded_vocab(1));
+  const double word_numel = double(tensors.embedding().numel());
   // Embedding: word (shared with the output layer) and position tables.
   Step embed;
   embed.module = 0;
-  module_params({vocab * h, double(m.seq_length) * h}, embed.params, embed.all_numel);
-  const int word = embed.params.empty() || tr.numel.front() != vocab * h ? -1 : embed.params.front();
+  module_params(numels(tensors.first), embed.params, embed.all_numel);
+  const int word = embed.params.empty() || tr.numel.front() != word_numel ? -1 : embed.params.front();
   embed.compute = cm.edges.embed_forward.total();
   // Layers: each module's tensors once.
   std::vector<std::vector<int>> ids(size_t(m.layers) * kLayerModules);
   std::vector<double> all(ids.size(), 0.0);
   for (int l = 0; l < m.layers; ++l)
     for (int i = 0; i < kLayerModules; ++i)
-      module_params(layer_module_tensors(m, i), ids[size_t(l) * kLayerModules + i], all[size_t(l) * kLayerModules + i]);
+      module_params(module_numels(tensors, i), ids[size_t(l) * kLayerModules + i], all[size_t(l) * kLayerModules + i]);
   auto layer_step = [&](int l, int i, const PassCost& pass, const PassCost& pre, bool backward) {
     Step s;
     s.module = 1 + l * kLayerModules + i;
@@ -87,14 +84,15 @@ Trace build_trace(const RunConfig& cfg, const CostModel& cm, const Zero3Options&
     s.pre = pre.total();
     s.compute = pass.total() - s.pre;
     s.backward = backward;
-    if (backward) s.grads = module_grads(layer_module_tensors(m, i));
+    if (backward) s.grads = module_grads(module_numels(tensors, i));
     return s;
   };
   const int head_module = 1 + m.layers * kLayerModules;
   Step head;
   head.module = head_module;
   if (word >= 0) head.params = {word};
-  head.all_numel = vocab * h + 2 * h;
+  head.all_numel = word_numel;  // the output layer is the word embedding, with the final LayerNorm
+  for (const ModelTensor& x : tensors.last) head.all_numel += double(x.numel());
   head.compute = cm.edges.head_forward.total();
 
   tr.steps.push_back(embed);
@@ -122,7 +120,7 @@ Trace build_trace(const RunConfig& cfg, const CostModel& cm, const Zero3Options&
   Step embed_bw = embed;
   embed_bw.compute = cm.edges.embed_backward.total();
   embed_bw.backward = true;
-  embed_bw.grads = module_grads({vocab * h, double(m.seq_length) * h});
+  embed_bw.grads = module_grads(numels(tensors.first));
   tr.steps.push_back(embed_bw);
   // What runs before a module's fetch runs while the previous module's segment is in progress.
   for (size_t k = 1; k < tr.steps.size(); ++k) tr.steps[k - 1].compute += tr.steps[k].pre;
@@ -248,26 +246,27 @@ struct Replay {
 }  // namespace
 
 double zero3_persistent_params(const RunConfig& cfg, const Zero3Options& o) {
-  const ModelConfig& m = cfg.model;
+  const ModelTensors m = model_tensors(cfg.model, cfg.model.padded_vocab(1));
   double persistent = 0;
   auto add = [&](const std::vector<double>& tensors) {
     for (double n : tensors)
       if (n < o.persistence_threshold) persistent += n;
   };
-  for (int i = 0; i < kLayerModules; ++i) add(layer_module_tensors(m, i));
+  for (int i = 0; i < kLayerModules; ++i) add(module_numels(m, i));
   persistent *= m.layers;
-  add({double(m.padded_vocab(1)) * m.hidden, double(m.seq_length) * m.hidden, double(m.hidden), double(m.hidden)});
+  add(numels(m.first));
+  add(numels(m.last));
   return persistent;
 }
 
 double zero3_gathered_bytes(const RunConfig& cfg, const Zero3Options& o) {
-  const ModelConfig& m = cfg.model;
+  const ModelTensors m = model_tensors(cfg.model, cfg.model.padded_vocab(1));
   const double elem = HardwareProfile::element_bytes(cfg.precision);
   // The largest module, and the largest pair of consecutive ones (computing and prefetched).
   std::vector<double> sizes;
   for (int i = 0; i < kLayerModules; ++i) {
     double n = 0;
-    for (double x : layer_module_tensors(m, i))
+    for (double x : module_numels(m, i))
       if (x >= o.persistence_threshold) n += x;
     sizes.push_back(n);
   }
@@ -276,7 +275,7 @@ double zero3_gathered_bytes(const RunConfig& cfg, const Zero3Options& o) {
     largest = std::max(largest, sizes[i]);
     pair = std::max(pair, sizes[i] + sizes[(i + 1) % kLayerModules]);
   }
-  const double word = double(m.padded_vocab(1)) * m.hidden;
+  const double word = double(m.embedding().numel());
   largest = std::max(largest, word);
   pair = std::max(pair, word + sizes[0]);
   return elem * (pair + largest + 2 * o.reduce_bucket);

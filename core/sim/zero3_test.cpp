@@ -44,7 +44,7 @@ TEST(SimModules, TheFourModulesAddUpToTheLayer) {
       EXPECT_NEAR(b, total(cm.layer.backward), 1e-12) << "t=" << t;
       EXPECT_NEAR(w, cm.params_per_layer, 1e-6 * w);
       EXPECT_GT(pre, 0);
-      EXPECT_NEAR(cm.modules[kModuleFc1].weights, 4.0 * 12288 * 12288 / t, 1);
+      EXPECT_NEAR(cm.modules[kModuleFc].weights, 4.0 * 12288 * 12288 / t, 1);
     }
 }
 
@@ -159,8 +159,8 @@ TEST(SimZero3, StateIsShardedAndTheGatheredLayersAreCounted) {
   const double persistent = zero3_persistent_params(c, Zero3Options{});
   EXPECT_NEAR(persistent, 96 * (3 + 1 + 4 + 1 + 4) * 12288.0 + 2 * 12288.0, 1);
   EXPECT_NEAR(v.stages[0].state, P * 20 / 384 + persistent * 4 * (1 - 1.0 / 384), 1e6);
-  // The working set holds fc1 and the prefetched fc2, the largest gradient (the word embedding's,
-  // larger than fc1's here) and two reduce buckets.
+  // The working set holds fc and the prefetched fc2, the largest gradient (the word embedding's,
+  // larger than fc's here) and two reduce buckets.
   const double gathered = zero3_gathered_bytes(c, Zero3Options{});
   const double vocab = c.model.padded_vocab(1) * 12288.0;
   EXPECT_NEAR(gathered, 2 * (8.0 * 12288 * 12288 + std::max(vocab, 4.0 * 12288 * 12288) + 2 * 5e8), 1);

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -15,41 +14,20 @@
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/op_profile.h"
+#include "core/backend/cuda/testing/op_profile_rows.h"
 
 namespace ptdp {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ProfileRow {
-  long calls = 0;
-  double ms = 0, gflop = 0, gbyte = 0;
-  int rows = 0;
-};
+using testing::OpProfileRow;
 
-// op -> calls, time and how many rows named it (one per backend).
-std::map<std::string, ProfileRow> read_profile(const fs::path& path, std::string* header) {
+// op -> calls, time and how many rows named it (one per backend); the file's first line.
+std::map<std::string, OpProfileRow> read_profile(const fs::path& path, std::string* header) {
   std::ifstream in(path);
   std::getline(in, *header);
-  std::map<std::string, ProfileRow> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::stringstream ss(line);
-    std::string device, op, calls, ms, gflop, gbyte;
-    std::getline(ss, device, ',');
-    std::getline(ss, op, ',');
-    std::getline(ss, calls, ',');
-    std::getline(ss, ms, ',');
-    std::getline(ss, gflop, ',');
-    std::getline(ss, gbyte, ',');
-    ProfileRow& r = out[op];
-    r.calls += std::stol(calls);
-    r.ms += std::stod(ms);
-    r.gflop += std::stod(gflop);
-    r.gbyte += std::stod(gbyte);
-    r.rows += 1;
-  }
-  return out;
+  return testing::read_op_profile(path.string());
 }
 
 TEST(CudaOpProfile, SumsEachTopLevelOpAndAppendsOneRowPerOpAndBackend) {
@@ -73,7 +51,7 @@ TEST(CudaOpProfile, SumsEachTopLevelOpAndAppendsOneRowPerOpAndBackend) {
   fs::remove(path);
   EXPECT_EQ(header, "device,op,calls,total_ms,gflop,gbyte");
   ASSERT_EQ(ops.count("linear_forward"), 1u);
-  const ProfileRow& lin = ops.at("linear_forward");
+  const OpProfileRow& lin = ops.at("linear_forward");
   EXPECT_EQ(lin.calls, 6);
   EXPECT_EQ(lin.rows, 2);
   EXPECT_GE(lin.ms, 0.0);

@@ -1,0 +1,97 @@
+#include <algorithm>
+
+#include "core/sim/kernels.h"
+
+namespace ptdp::sim {
+
+double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, double n, double k, double batch) {
+  const double flops = 2.0 * m * n * k * batch;
+  const double compute = flops / (peak * hw.gemm.efficiency(m, n, k, batch));
+  const double traffic = double(elem) * (m * k + k * n + m * n) * batch;
+  const double memory = traffic / (hw.memory_bw * hw.membound_efficiency);
+  return std::max(compute, memory) + hw.launch_overhead_s;
+}
+
+namespace {
+
+double collective_time(const Kernel& x, const KernelCosting& c) {
+  const int t = c.t;
+  switch (x.collective) {
+    case Collective::AllReduce:
+      // A group of whole nodes under NCCL 2.8 (CostModel::shared_nics): a flat ring whose channels
+      // leave through the NICs of the node's GPUs, all of them one group's (network.h).
+      if (c.shared_nics && c.per_node == c.hw.gpus_per_node && c.per_node < t)
+        return c.net.allreduce_nccl28(x.bytes, t, std::vector<int>(size_t(c.hw.gpus_per_node), 0), 0);
+      return c.net.allreduce(x.bytes, t, c.per_node);
+    case Collective::AllGather: return c.net.allgather(x.bytes, t, c.per_node);
+    case Collective::ReduceScatter: return c.net.reduce_scatter(x.bytes, t, c.per_node);
+  }
+  return 0;
+}
+
+}  // namespace
+
+double kernel_time(const Kernel& x, const KernelList& list, const KernelCosting& c) {
+  switch (x.kind) {
+    case KernelKind::Gemm:
+    case KernelKind::Attention: return gemm_time(c.hw, c.peak, c.elem, x.m, x.n, x.k, x.batch);
+    case KernelKind::Membound:
+      return (x.bytes / (c.hw.memory_bw * c.hw.membound_efficiency) + c.hw.launch_overhead_s) * x.part / x.whole;
+    case KernelKind::TpComm: break;
+  }
+  const double g = x.gemm >= 0 ? kernel_time(list[size_t(x.gemm)], list, c) : 0.0;
+  const double slowed = g * c.sm_margin;
+  if (x.overlap == Overlap::SmMargin) return std::max(0.0, slowed - g);
+  const double time = collective_time(x, c);
+  switch (x.overlap) {
+    case Overlap::None: return time;
+    case Overlap::BesideGemm: return std::max(time - g, time * c.nccl_sm_share);
+    case Overlap::RingExchange: return std::max(0.0, time - g * (c.t - 1) / c.t);
+    case Overlap::SmBulk: return std::max(0.0, time - slowed);
+    case Overlap::SmPipeline: return time / 4 + 3 * std::max(0.0, time - slowed) / 4;
+    case Overlap::SmMargin: break;
+  }
+  return time;
+}
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Forward: return "forward";
+    case Phase::Recompute: return "recompute";
+    case Phase::Backward: return "backward";
+  }
+  return "?";
+}
+
+const char* kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::Gemm: return "GEMM";
+    case KernelKind::Attention: return "attention";
+    case KernelKind::Membound: return "memory-bound";
+    case KernelKind::TpComm: return "TP communication";
+  }
+  return "?";
+}
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "all-reduce";
+    case Collective::AllGather: return "all-gather";
+    case Collective::ReduceScatter: return "reduce-scatter";
+  }
+  return "?";
+}
+
+const char* overlap_name(Overlap o) {
+  switch (o) {
+    case Overlap::None: return "";
+    case Overlap::BesideGemm: return "beside the GEMM on NCCL's SMs";
+    case Overlap::RingExchange: return "ring exchange under the GEMM";
+    case Overlap::SmBulk: return "bulk on 16 SMs under the GEMM";
+    case Overlap::SmPipeline: return "pipelined on 16 SMs with the GEMM";
+    case Overlap::SmMargin: return "the GEMM on SMs - 16";
+  }
+  return "?";
+}
+
+}  // namespace ptdp::sim

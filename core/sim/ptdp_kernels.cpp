@@ -1,0 +1,128 @@
+// ptdp's own transformer layer as its CUDA backend runs it (--stack ptdp; core/model/layer.cpp,
+// llama_layer.cpp, core/backend/cuda/cuda_backend.cpp): each Backend op one call, its kernels in
+// the op's order, each op's bytes as its op profile counts them (op_profile.h; the column-sum
+// partials of the norms' backward left out). No dropout; biases in the GEMM epilogue; residual
+// adds and GeLU their own kernels; the attention core unfused: the heads permuted to [b a, s, 3 hd],
+// Q K^T, the causal softmax in place (it reads the scores on and below the diagonal and writes whole
+// rows), P V, the heads permuted back. Collectives block, beside no GEMM.
+#include "core/sim/kernel_builder.h"
+
+namespace ptdp::sim {
+
+namespace {
+
+// Y[rows, n] = X W^T: one cuBLASLt GEMM, the bias in its epilogue. Column-parallel: sequence
+// parallelism gathers X first; row-parallel: the partial Y summed over the group after.
+void linear_forward(KernelBuilder& x, const LayerShape& d, const char* name, double n, double k, bool column) {
+  if (column && d.sp) x.collective(name, Collective::AllGather, d.E * d.bsh);
+  x.run_in("linear_forward").gemm(name, d.rows, n, k);
+  if (!column && d.t > 1)
+    x.collective(name, d.sp ? Collective::ReduceScatter : Collective::AllReduce, d.E * d.bsh);
+}
+
+// dX = dY W, dW += dY^T X (into the f32 gradient: no accumulation pass), db += column sums of dY.
+// Column-parallel: X gathered again first, dX summed over the group after; row-parallel: dY gathered first.
+void linear_backward(KernelBuilder& x, const LayerShape& d, const char* name, double n, double k, bool column) {
+  if (d.sp) x.collective(name, Collective::AllGather, d.E * d.bsh, Overlap::None, -1, column ? "input again" : "output grad");
+  x.run_in("linear_backward");
+  x.gemm(name, d.rows, k, n, "dgrad");
+  x.gemm(name, k, n, d.rows, "wgrad");
+  if (!d.llama) x.membound("bias grad", d.E * d.rows * n + 8 * n);
+  if (column && d.t > 1)
+    x.collective(name, d.sp ? Collective::ReduceScatter : Collective::AllReduce, d.E * d.bsh, Overlap::None, -1, "dgrad");
+}
+
+// LayerNorm (llama: RMSNorm) of this rank's rows, with its f32 statistics.
+void norm_forward(KernelBuilder& x, const LayerShape& d, const char* name) {
+  const double n = d.rows * d.rowshare, c = d.h;
+  if (d.llama) x.run_in("rmsnorm_forward").membound(name, d.E * (2 * n * c + c) + 4 * n);
+  else x.run_in("layernorm_forward").membound(name, d.E * (2 * n * c + 2 * c) + 8 * n);
+}
+// The residual stream's gradient copied into dx, then the norm's backward adds into it.
+void norm_backward(KernelBuilder& x, const LayerShape& d, const char* name) {
+  const double n = d.rows * d.rowshare, c = d.h;
+  x.run_in("copy").membound("residual grad", 2 * d.E * n * c);
+  if (d.llama) x.run_in("rmsnorm_backward").membound(name, d.E * (4 * n * c + c) + 4 * n + 8 * c);
+  else x.run_in("layernorm_backward").membound(name, d.E * (3 * n * c + c) + 8 * n + 16 * c);
+}
+void residual(KernelBuilder& x, const LayerShape& d) {
+  x.run_in("add_").membound("residual", 3 * d.E * d.rows * d.rowshare * d.h);
+}
+
+// The per-head q | k | v attention reads: with grouped-query attention the keys and values
+// expanded to every head, then (llama) rotated; llama without it rotates the kept qkv in place.
+void attention_input(KernelBuilder& x, const LayerShape& d) {
+  const double heads3 = 3 * d.ht;  // [rows, 3 a/t hd]
+  if (d.gqa) x.run_in("gqa_expand").membound("expand k v", d.E * d.rows * (4 * d.ht + d.kvt));
+  if (d.llama && d.gqa) x.run_in("rope").membound("rotary q k", 2 * d.E * d.rows * heads3 + 4 * d.s * d.hd);
+}
+
+void attention_forward(KernelBuilder& x, const LayerShape& d) {
+  const double s = d.s, hd = d.hd, nh = d.rows * d.ht;
+  attention_input(x, d);
+  x.run_in("attention_forward");
+  x.membound("permute heads in", 6 * d.E * nh);
+  x.attention("q k^T", s, s, hd, d.b * d.at);
+  x.membound("causal softmax", 1.5 * d.E * d.scores);
+  x.attention("p v", s, hd, s, d.b * d.at);
+  x.membound("permute heads out", 2 * d.E * nh);
+}
+
+void attention_backward(KernelBuilder& x, const LayerShape& d) {
+  const double s = d.s, hd = d.hd, nh = d.rows * d.ht;
+  attention_input(x, d);
+  x.run_in("attention_backward");
+  x.membound("permute q k v in", 6 * d.E * nh);
+  x.membound("permute dy in", 2 * d.E * nh);
+  x.attention("dP = dY V^T", s, s, hd, d.b * d.at);
+  x.attention("dV = P^T dY", s, hd, s, d.b * d.at);
+  x.membound("causal softmax backward", 2 * d.E * d.scores);
+  x.attention("dQ = dS K", s, hd, s, d.b * d.at);
+  x.attention("dK = dS^T Q", s, hd, s, d.b * d.at);
+  x.membound("permute dq dk dv out", 6 * d.E * nh);
+  if (d.llama) x.run_in("rope").membound("rotary backward", 2 * d.E * d.rows * 3 * d.ht + 4 * d.s * d.hd);
+  if (d.gqa) x.run_in("gqa_reduce").membound("sum k v gradients", d.E * d.rows * (4 * d.ht + d.kvt));
+}
+
+}  // namespace
+
+void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
+  if (core_only) {
+    attention_forward(x.in(kModuleQkv), d);
+    return;
+  }
+  norm_forward(x.in(kModuleQkv, true), d, "ln1");
+  x.in(kModuleQkv);
+  linear_forward(x, d, "qkv", d.qkvt, d.h, true);
+  if (d.llama && !d.gqa) x.run_in("rope").membound("rotary q k", 2 * d.E * d.rows * d.qkvt + 4 * d.s * d.hd);
+  attention_forward(x, d);
+  x.in(kModuleProj);
+  linear_forward(x, d, "proj", d.h, d.ht, false);
+  residual(x, d);
+  norm_forward(x, d, "ln2");
+  x.in(kModuleFc);
+  linear_forward(x, d, "fc", d.fc_out, d.h, true);
+  if (d.llama) x.run_in("swiglu_forward").membound("swiglu", 3 * d.E * d.rows * d.ft);
+  else x.run_in("gelu_forward").membound("gelu", 2 * d.E * d.rows * d.ft);
+  x.in(kModuleFc2);
+  linear_forward(x, d, "fc2", d.h, d.ft, false);
+  residual(x, d);
+}
+
+void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d) {
+  x.in(kModuleFc2);
+  linear_backward(x, d, "fc2", d.h, d.ft, false);
+  x.in(kModuleFc);
+  if (d.llama) x.run_in("swiglu_backward").membound("swiglu backward", 5 * d.E * d.rows * d.ft);
+  else x.run_in("gelu_backward").membound("gelu backward", 3 * d.E * d.rows * d.ft);
+  linear_backward(x, d, "fc", d.fc_out, d.h, true);
+  norm_backward(x.in(kModuleProj, true), d, "ln2 backward");
+  x.in(kModuleProj);
+  linear_backward(x, d, "proj", d.h, d.ht, false);
+  attention_backward(x.in(kModuleQkv, true), d);
+  x.in(kModuleQkv);
+  linear_backward(x, d, "qkv", d.qkvt, d.h, true);
+  norm_backward(x, d, "ln1 backward");
+}
+
+}  // namespace ptdp::sim
