@@ -34,10 +34,10 @@
 #include "core/train/stage_model.h"
 #include "core/train/trainer.h"
 #include "experiments/commands.h"
+#include "experiments/interrupt.h"
 #include "experiments/rank_device.h"
 #include "experiments/result_row.h"
 #include "experiments/stats.h"
-#include "experiments/stop_request.h"
 
 namespace ptdp {
 
@@ -660,7 +660,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
 }
 
 int cmd_train(const RunConfig& c, Communicator* mpi_world) {
-  install_stop_handlers();
+  install_interrupt_handlers(OnInterrupt::FinishTheIteration);
   std::optional<ResultRow> row = run_training(c, mpi_world, true);
   // World rank 0 alone holds the row (one row per run, MPI or not); under MPI the others wait for
   // its append, so that a failed append ends every rank with its cause.
