@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const ptdp::RunConfig c = ptdp::resolve_run_config(*train, flags);
     ptdp::require_supported(c);
-    // What cmd_train's preflight and its first progress line compute from the configuration.
+    // What cmd_train's preflight and train_log's first lines compute from the configuration.
     const ptdp::MemoryEstimate one = ptdp::estimate_single_rank_f32(c.model, c.par.micro_batch, c.par.recompute);
     (void)one.total();
     (void)ptdp::params_exact(c.model);

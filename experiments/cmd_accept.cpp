@@ -38,15 +38,13 @@
 #include "core/comm/local/local_comm.h"
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
-#include "core/data/samples.h"
-#include "core/model/gpt.h"
 #include "core/results/csv_reader.h"
 #include "core/results/provenance.h"
 #include "experiments/accept_burnin.h"
 #include "experiments/accept_health.h"
 #include "core/results/output_files.h"
 #include "core/sim/hardware.h"
-#include "core/train/trainer.h"
+#include "core/train/run.h"
 #include "experiments/accept_check.h"
 #include "experiments/accept_fleet.h"
 #include "experiments/accept_gpu.h"
@@ -372,22 +370,30 @@ GoldenRun read_golden(const std::string& path) {
 }
 
 // Trains `g.model` in this process as `ptdp train --model M --micro-batch b --global-batch B
-// --seed S --lr X --iters N` does (one rank, synthetic data, f32) and returns the losses; on the
-// CUDA backend (GPU 0) with `on_gpu`, as `--backend cuda` does.
+// --seed S --lr X --iters N` does (one rank, synthetic data, f32: core/train/run.h) and returns the
+// losses; on the CUDA backend (GPU 0) with `on_gpu`, as `--backend cuda` does.
 std::vector<double> train_losses(const GoldenRun& g, int iters, bool on_gpu) {
   set_cpu_threads(g.omp_threads);
-  const ModelConfig c = preset_config(g.model);
+  RunConfig c;
+  c.model = preset_config(g.model);
+  c.par.micro_batch = g.micro_batch;
+  c.par.global_batch = g.global_batch;
+  c.seed = g.seed;
+  c.opt.lr.max_lr = g.lr;
+  c.iters = iters;
+  c.warmup = 0;  // nothing here is timed
+  c.backend = on_gpu ? BackendKind::Cuda : BackendKind::Cpu;
+  validate_run(c);
   const std::unique_ptr<Backend> be = on_gpu ? make_gpu_train_backend() : make_cpu_backend();
-  Gpt model(c, ShardSpec{}, *be, DType::F32);
-  model.init(g.seed);
-  SyntheticSamples data(c.vocab_size, c.seq_length, g.seed);
-  TrainConfig tc;
-  tc.micro_batch = g.micro_batch;
-  tc.global_batch = g.global_batch;
-  tc.optimizer.lr.max_lr = g.lr;
-  Trainer trainer(model, data, tc);
+  const auto world = make_local_world(1);
+  RunOptions o;
+  o.keep_history = true;
+  TrainingRun run(c, *be, *world[0], *world[0], o);
+  run.set_up_data();
+  run.build();
+  run.train();
   std::vector<double> losses;
-  for (int i = 0; i < iters; ++i) losses.push_back(trainer.step().loss);
+  for (const auto& [it, st] : run.history()) losses.push_back(st.loss);
   return losses;
 }
 

@@ -5,9 +5,6 @@
 // threads at --scale small; at paper scale a cluster launch, refused here). Configurations already
 // in the CSV are skipped (resume) unless --force; rows are appended atomically one at a time, so
 // an interrupted sweep keeps every completed row.
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +31,7 @@
 #include "core/sim/simulator.h"
 #include "core/sim/training_time.h"
 #include "experiments/commands.h"
+#include "experiments/interrupt.h"
 #include "experiments/rank_device.h"
 #include "experiments/reproduce_llama.h"
 #include "experiments/reproduce_llama_data.h"
@@ -64,49 +62,9 @@ struct ReproduceFlags {
 
 
 
-// ---- interruption: a row being written is finished first, then the process ends ----------------
-
-volatile sig_atomic_t g_writing = 0;
-volatile sig_atomic_t g_pending = 0;
-char g_interrupt_msg[1024];
-size_t g_interrupt_len = 0;
-
-void on_interrupt(int sig) {
-  if (g_writing) {
-    g_pending = sig;
-    return;
-  }
-  ssize_t ignored = ::write(2, g_interrupt_msg, g_interrupt_len);
-  (void)ignored;
-  ::_exit(128 + sig);
-}
-
-void set_interrupt_message(const std::string& csv) {
-  const std::string m = fmt::format(
-      "\nptdp: interrupted; every completed configuration is in {}: run the same command again to continue\n", csv);
-  g_interrupt_len = std::min(m.size(), sizeof g_interrupt_msg);
-  std::memcpy(g_interrupt_msg, m.data(), g_interrupt_len);
-}
-
-void install_interrupt_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
+// A row being written is finished before an interrupt ends the process (experiments/interrupt.h).
 void write_row(const std::string& path, const ResultRow& row, bool replace) {
-  g_writing = 1;
-  try {
-    put_sweep_row(path, row, replace);
-  } catch (...) {
-    g_writing = 0;
-    throw;
-  }
-  g_writing = 0;
-  if (g_pending) on_interrupt(g_pending);
+  deferring_interrupts([&] { put_sweep_row(path, row, replace); });
 }
 
 // ---- formatting ----------------------------------------------------------------------------------
@@ -495,7 +453,8 @@ int run_job(const Job& job, Context& ctx) {
   }
   const std::set<std::string> done = sweep_keys_in_csv(job.csv);
   if (ctx.world) ctx.world->barrier();  // every rank has read the file before rank 0 writes
-  set_interrupt_message(job.csv);
+  set_exit_message(fmt::format(
+      "\nptdp: interrupted; every completed configuration is in {}: run the same command again to continue\n", job.csv));
   size_t todo = 0;
   std::set<int> sizes;  // the world sizes the configurations still to run need
   bool any_fits = false;
@@ -704,7 +663,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs) check_result_csv(j.csv, "--out");
   for (const auto& j : jobs) sweep_keys_in_csv(j.csv);  // a malformed file is refused before any work
 
-  install_interrupt_handlers();
+  install_interrupt_handlers(OnInterrupt::ExitAtOnce);
   bool ran = false;  // a spec had a configuration of this size to run, or nothing left to run
   for (const auto& j : jobs) {
     ctx.hw = j.hw;

@@ -96,12 +96,6 @@ class PairwiseDifferences {
 
 }  // namespace
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 UTest mann_whitney(const std::vector<double>& a, const std::vector<double>& b) {
   need_samples(a, b, "mann_whitney");
   UTest t;

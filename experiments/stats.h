@@ -4,10 +4,9 @@
 #pragma once
 #include <vector>
 
-namespace ptdp {
+#include "core/common/median.h"
 
-// The median of a non-empty sample (the mean of the middle two for an even count).
-double median(std::vector<double> v);
+namespace ptdp {
 
 struct UTest {
   double u = 0;   // U of the first sample: pairs (a_i, b_j) with a_i > b_j, ties counting 1/2

@@ -7,7 +7,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -15,10 +14,11 @@
 #include "core/backend/cpu/blas.h"
 #include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
-#include "core/data/samples.h"
 #include "core/accounting/flops.h"
 #include "core/results/provenance.h"
-#include "core/train/trainer.h"
+#include "core/comm/local/local_comm.h"
+#include "core/common/median.h"
+#include "core/train/run.h"
 
 namespace ptdp {
 namespace {
@@ -71,16 +71,20 @@ BENCHMARK(BM_Sgemm)
     ->UseRealTime();
 
 void train_step(benchmark::State& state, const ModelConfig& c) {
+  // One rank as `ptdp train --micro-batch 4 --global-batch 4 --seed 1` runs it (core/train/run.h).
+  RunConfig cfg;
+  cfg.model = c;
+  cfg.par.micro_batch = kMicroBatch;
+  cfg.par.global_batch = kMicroBatch;
+  cfg.seed = 1;
+  validate_run(cfg);
   auto be = make_cpu_backend();
-  Gpt model(c, ShardSpec{}, *be, DType::F32);
-  model.init(1);
-  SyntheticSamples data(c.vocab_size, c.seq_length, 1);
-  TrainConfig tc;
-  tc.micro_batch = kMicroBatch;
-  tc.global_batch = kMicroBatch;
-  Trainer trainer(model, data, tc);
-  trainer.step();  // first touch of every buffer
-  for (auto _ : state) benchmark::DoNotOptimize(trainer.step().loss);
+  const auto world = make_local_world(1);
+  TrainingRun run(cfg, *be, *world[0], *world[0]);
+  run.set_up_data();
+  run.build();
+  run.step();  // first touch of every buffer
+  for (auto _ : state) benchmark::DoNotOptimize(run.step().loss);
   // Model FLOPs (no recomputation): forward and backward of every GEMM and the attention.
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops_model(c, kMicroBatch) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -106,11 +110,9 @@ class RateReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
   // The median over the repetitions (--benchmark_repetitions), 0 when the benchmark did not run.
-  double median(const std::string& name) {
-    std::vector<double> v = gflops[name];
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  double median_of(const std::string& name) {
+    const std::vector<double>& v = gflops[name];
+    return v.empty() ? 0 : median(v);
   }
 };
 
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   for (auto [model, step_name, gemm_name] : {std::tuple{0, "BM_TrainStepSmall", "BM_SgemmModelShapes"},
                                              std::tuple{1, "BM_TrainStepL6", "BM_SgemmModelShapesL6"}}) {
-    const double step = reporter.median(step_name), gemm = reporter.median(gemm_name);
+    const double step = reporter.median_of(step_name), gemm = reporter.median_of(gemm_name);
     if (step <= 0 || gemm <= 0) continue;
     fmt::print("training step of {} (b={}): {:.1f} GFLOP/s = {:.0f}% of sgemm at the model's shapes ({:.1f} GFLOP/s){}\n",
                ptdp::bench_model(model).name, ptdp::kMicroBatch, step, 100.0 * step / gemm, gemm,

@@ -105,6 +105,7 @@ class Trainer {
   std::vector<AdamW*> optimizers() const;
   const std::vector<Gpt*>& chunks() const { return chunks_; }
   LossScaler& loss_scaler() { return scaler_; }
+  const LossScaler& loss_scaler() const { return scaler_; }
   // Evaluation (Megatron's forward_only pass): `iters` global batches of `data`, the first
   // starting at sample `first_sample`, each split among the data-parallel ranks and run through
   // this stage's schedule with its backward passes left out. Returns the mean per-token loss over

@@ -1,0 +1,242 @@
+#include "experiments/train_log.h"
+
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/accounting/flops.h"
+#include "core/accounting/model_gemms.h"
+#include "core/backend/cpu/gemm_rate.h"
+#include "core/train/run.h"
+
+namespace ptdp {
+
+namespace {
+
+// Each dataset of a Megatron order: its weight, the samples drawn and the epochs they make.
+void print_dataset_uses(const MegatronSamples& ms) {
+  for (const auto& u : ms.datasets())
+    fmt::print("  {}: weight {:.4g}, {} samples drawn of {} built, {:.3g} epochs drawn ({} epochs indexed), index {} {}\n",
+               u.prefix, u.weight, u.samples_drawn, u.samples_built, u.epochs_drawn, u.num_epochs,
+               u.index_files_found ? "found in" : "built as", u.index_files);
+  if (!ms.blend_index_files().empty()) fmt::print("  blend index: {}\n", ms.blend_index_files());
+}
+
+// Megatron-LM's evaluation report (training.py, evaluate_and_print_results): the line between two
+// rules of its length; its perplexity is exp(min(20, loss)).
+std::string megatron_evaluation_lines(const std::string& prefix, double loss) {
+  const std::string line = fmt::format(" validation loss at {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ",
+                                       prefix, loss, std::exp(std::min(20.0, loss)));
+  const std::string rule(line.size() + 1, '-');
+  return rule + "\n" + line + "\n" + rule + "\n";
+}
+
+}  // namespace
+
+void TrainLog::Interval::add(const IterStats& st) {
+  ++iterations;
+  time_ms += st.time_ms;
+  lr = st.lr;
+  if (!std::isfinite(st.loss)) ++nan;
+  if (st.skipped) {
+    ++skipped;
+    return;
+  }
+  ++advanced;
+  loss += st.loss;
+  grad_norm = st.grad_norm;
+}
+
+void TrainLog::split_ready(MegatronSplit which, const MegatronSamples& samples, int64_t requested) {
+  const int64_t per_evaluation = int64_t(c_.eval_iters) * c_.par.global_batch;
+  if (which == MegatronSplit::Train)
+    fmt::print("data: Megatron-core's order, split train of --split {}, {} samples of {} tokens + 1, seed {}\n",
+               c_.split, samples.num_samples(), c_.model.seq_length, c_.seed);
+  else if (which == MegatronSplit::Valid)
+    fmt::print("valid: split valid of --split {}, {} samples for {} evaluation(s) of {} x {} ({} in its index)\n",
+               c_.split, requested, requested / per_evaluation, c_.eval_iters, c_.par.global_batch,
+               samples.num_samples());
+  else
+    fmt::print("test: split test of --split {}, {} samples for one evaluation after training\n", c_.split, requested);
+  print_dataset_uses(samples);
+}
+
+void TrainLog::test_split_skipped(const std::string& error) {
+  if (error.empty()) fmt::print("test: --split {} gives the test split no share: not evaluated\n", c_.split);
+  else fmt::print("test: not evaluated: {}\n", error);
+}
+
+void TrainLog::checkpoint_without_loss_scaler(double initial_scale) {
+  fmt::print("note: the checkpoint in {} was saved without dynamic loss scaling; f16 starts at "
+             "--initial-loss-scale {:g}\n",
+             c_.load_dir, initial_scale);
+}
+
+void TrainLog::loaded(int64_t iteration) {
+  fmt::print("loaded the checkpoint of iteration {} from {}\n", iteration, c_.load_dir);
+}
+
+void TrainLog::saved(int64_t iteration) {
+  fmt::print("saved the checkpoint of iteration {} to {}\n", iteration, c_.save_dir);
+}
+
+void TrainLog::saved_initial() { fmt::print("saved the initial weights (iteration 0) to {}\n", c_.save_init_dir); }
+
+void TrainLog::started(const TrainingRun& run) {
+  const RunConfig& c = c_;
+  const ModelConfig& m = c.model;
+  fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
+             "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}{}, backend {} {}{}, {} iterations ({} "
+             "untimed), data {}\n",
+             m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
+             c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
+             run.trainer().num_microbatches(), c.par.schedule, enum_name(c.par.recompute),
+             c.par.scatter_gather && !c.par.sequence_parallel ? "on" : "off",
+             c.par.sequence_parallel ? ", sequence parallel" : "",
+             c.par.zero == 1   ? ", distributed optimizer (--zero 1)"
+             : c.par.zero == 3 ? ", ZeRO-3"
+                               : "",
+             c.backend, c.precision,
+             c.comm == CommKind::Local && c.backend == BackendKind::Cpu ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads_) : "",
+             c.iters, c.warmup, c.data);
+  const OptimizerConfig& o = c.opt;
+  fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
+             o.lr.decay_iters > 0 ? fmt::format(" (warm-up {} iterations, cosine to {:g} at iteration {})",
+                                                o.lr.warmup_iters, o.lr.min_lr, o.lr.decay_iters)
+             : o.lr.warmup_iters > 0 ? fmt::format(" (warm-up {} iterations, then constant)", o.lr.warmup_iters)
+                                     : std::string(" constant"),
+             o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
+  if (run.data().valid && c.data == "synthetic")
+    fmt::print("valid: another synthetic stream (seed {}), {} x {} samples per evaluation, {}after the last iteration\n",
+               c.seed + 1, c.eval_iters, c.par.global_batch,
+               c.eval_interval > 0 ? fmt::format("every {} iterations and ", c.eval_interval) : "");
+}
+
+void TrainLog::iteration(const TrainingRun& run, int it, const IterStats& st, double bubble) {
+  const LossScaler& scaler = run.trainer().loss_scaler();
+  if (st.skipped) {
+    if (scaler.dynamic())
+      fmt::print(" iteration {}: gradients overflowed at loss scale {:g}, update skipped; loss scale now {:g}\n", it,
+                 st.loss_scale, scaler.scale());
+    else
+      fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
+  }
+  interval_.add(st);
+  if (it % c_.log_interval == 0 || it == c_.iters) {
+    progress_line(run, it, st, bubble);
+    std::fflush(stdout);
+    interval_ = Interval{};
+  }
+}
+
+// ptdp's line, or Megatron-LM's (training.py, training_log: its keys, order, widths and units;
+// the throughput is its model FLOPs, 3 passes and recomputation not counted, per second per GPU).
+void TrainLog::progress_line(const TrainingRun& run, int it, const IterStats& st, double bubble) {
+  const RunConfig& c = c_;
+  const LossScaler& scaler = run.trainer().loss_scaler();
+  if (c.log_format == LogFormat::Megatron) {
+    const Interval& i = interval_;
+    const double per_iter_s = i.time_ms / std::max(1, i.iterations) / 1e3;
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+    std::string line = fmt::format(" [{}] iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per "
+                                   "iteration (ms): {:.1f} | throughput per GPU (TFLOP/s/GPU): {:.1f} | learning "
+                                   "rate: {:.6E} | global batch size: {:5d} |",
+                                   stamp, it, c.iters, int64_t(it) * c.par.global_batch, per_iter_s * 1e3,
+                                   flops_model(c.model, c.par.global_batch) / per_iter_s / c.ranks / 1e12, i.lr,
+                                   c.par.global_batch);
+    if (i.advanced > 0) line += fmt::format(" lm loss: {:.6E} |", i.loss / i.advanced);
+    line += fmt::format(" loss scale: {:.1f} |", scaler.dynamic() ? scaler.scale() : 1.0);
+    if (i.advanced > 0) line += fmt::format(" grad norm: {:.3f} |", i.grad_norm);
+    line += fmt::format(" number of skipped iterations: {:3d} | number of nan iterations: {:3d} |", i.skipped, i.nan);
+    fmt::print("{}\n", line);
+    return;
+  }
+  // A CPU run's throughput reads in GFLOP/s (0.005 TFLOP/s says little).
+  const double flops_per_gpu = flops_eq3(c.model, c.par.global_batch) / (st.time_ms / 1e3) / c.ranks;
+  const std::string rate = c.backend == BackendKind::Cpu ? fmt::format("{:7.2f} GFLOP/s", flops_per_gpu / 1e9)
+                                              : fmt::format("{:7.3f} TFLOP/s", flops_per_gpu / 1e12);
+  const double tokens = double(c.par.global_batch) * c.model.seq_length;
+  fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {} | {:9.0f} tokens/s | lr {:.3e} | "
+             "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
+             it, c.iters, st.loss, st.time_ms, rate, tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms,
+             st.bwd_ms, st.p2p_wait_ms, st.dp_ms, st.opt_ms, bubble,
+             scaler.dynamic() ? fmt::format(" | loss scale {:g}", scaler.scale()) : "");
+}
+
+void TrainLog::evaluated(int it, bool after_training, double loss) {
+  if (c_.log_format == LogFormat::Megatron) {
+    fmt::print("{}", megatron_evaluation_lines(
+                         fmt::format("iteration {}{}", it, after_training ? " on validation set" : ""), loss));
+  } else {
+    fmt::print(" validation at iteration {:>6}{} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the valid split\n", it,
+               after_training ? " (after training)" : "", loss, std::exp(loss), c_.eval_iters, c_.par.global_batch);
+  }
+  std::fflush(stdout);
+}
+
+void TrainLog::tested(int it, double loss) {
+  if (c_.log_format == LogFormat::Megatron)
+    fmt::print("{}", megatron_evaluation_lines(fmt::format("iteration {} on test set", it), loss));
+  else
+    fmt::print(" test after iteration {:>6} | loss {:.6f} | ppl {:.6g} | {} x {} samples of the test split\n", it, loss,
+               std::exp(loss), c_.eval_iters, c_.par.global_batch);
+  std::fflush(stdout);
+}
+
+void TrainLog::stopped(int signal, int it) {
+  fmt::print("stopped by {} after iteration {} of {}{}; writing what the iterations so far measured\n",
+             signal == SIGINT    ? "SIGINT"
+             : signal == SIGTERM ? "SIGTERM"
+                                 : fmt::format("signal {}", signal),
+             it, c_.iters, c_.save_dir.empty() ? "" : fmt::format(" (its checkpoint is in {})", c_.save_dir));
+}
+
+void TrainLog::loss_log_written(size_t iterations) {
+  fmt::print("wrote the loss of {} iteration(s) to {}\n", iterations, c_.loss_log);
+}
+
+void TrainLog::no_timed_iteration() const {
+  fmt::print("no timed iteration (stopped within --warmup {}): no result row\n", c_.warmup);
+}
+
+void TrainLog::summary(const RunSummary& s, double peak_gb) const {
+  const RunConfig& c = c_;
+  fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
+             "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
+             "rank 0\n",
+             s.iter_ms, s.timed, s.loss, peak_gb, s.activation_gb, s.bubble, s.p2p_bytes);
+  if (c.gemm_rate) {
+    // Model FLOPs (recomputation not counted) per second of the median step, against sgemm over
+    // the same GEMM shapes on this thread's CPU threads, timed now that training is done.
+    const double step_gflops = flops_model(c.model, c.par.global_batch) / (s.iter_ms / 1e3) / 1e9;
+    const double sgemm =
+        cpu::sgemm_gflops(cpu::model_gemms(c.model, int64_t(c.par.micro_batch) * c.model.seq_length), 2.0);
+    fmt::print("gemm rate: the step runs {:.1f} GFLOP/s of model FLOPs = {:.0f}% of sgemm at the model's shapes "
+               "({:.1f} GFLOP/s, {} CPU thread(s))\n",
+               step_gflops, 100.0 * step_gflops / sgemm, sgemm, rank_threads_);
+  }
+  fmt::print("model and optimizer state on rank 0: {} bytes for {} parameters ({:.3f} bytes per parameter: "
+             "weights, gradients, master weights and Adam moments{})\n",
+             s.state_bytes, s.parameters, double(s.state_bytes) / double(s.parameters),
+             c.par.zero == 1   ? fmt::format(", the optimizer's sharded over d={}", c.par.dp)
+             : c.par.zero == 3 ? fmt::format(", all sharded over d={}; at most {} bytes of gathered layers and their "
+                                             "gradients at once",
+                                             c.par.dp, s.gathered_bytes)
+                               : std::string());
+}
+
+void warn_skipped_updates(const RunSummary& s) {
+  if (s.skipped > 0)
+    fmt::print(stderr,
+               "ptdp: warning: {} of the {} timed iterations skipped the optimizer step (loss-scale overflow or "
+               "non-finite gradients), so the timing leaves out their update; time more iterations, or start f16 from "
+               "a lower --initial-loss-scale\n",
+               s.skipped, s.timed);
+}
+
+}  // namespace ptdp
