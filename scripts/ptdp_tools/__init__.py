@@ -1,8 +1,9 @@
 """ptdp's Python tools: the code behind the commands in scripts/*.py and plots/*.py.
 
 Each command there is a thin entry point that calls the `main` of one module here. Modules by
-concern (a module imports only those above it in this list, or the standard library; third-party
-libraries are imported where they are used, so that every module imports without them):
+concern, bottom up: a module imports those listed above it and the modules of its own folder, the
+standard library, and third-party libraries only where they are used (so that every module
+imports without them):
 
   repo              the repository's root folder and git sha (provenance)
   atomic            files written whole or not at all (temporary file, fsync, rename)
@@ -19,6 +20,6 @@ libraries are imported where they are used, so that every module imports without
   plots/            the paper's figures, the throughput history and its change points, loss curves
   fixtures/         generators of the test fixtures (Megatron's sample order, GPT-2 BPE, histories)
 
-scripts/ptdp_tools/package_test.py checks the import graph (no cycle, no upward import) and that
-every entry point only calls its module's main.
+package_test.py checks the import graph (no cycle, nothing imported from below in this list) and
+that every entry point only calls its module's main.
 """

@@ -1,8 +1,8 @@
 """ctest Scripts.ThePackageHasNoImportCycleAndThinEntryPoints: the package's import graph (every import
-of every module, those inside functions too) has no cycle and reaches only the package, the standard
-library and the third-party libraries named here; each module imports alone in a fresh interpreter;
-every command in scripts/ and plots/ is a thin entry point that calls one module's main, and runs
-it.
+of every module, those inside functions too) has no cycle, imports nothing from below in the map of
+__init__.py, and reaches only the package, the standard library and the third-party libraries named
+here; each module imports alone in a fresh interpreter; every command in scripts/ and plots/ is a
+thin entry point that calls one module's main, and runs it.
 
     python3 -m unittest ptdp_tools.package_test     (in scripts/)
 """
@@ -121,6 +121,20 @@ class ImportGraph(unittest.TestCase):
     def test_the_import_graph_has_no_cycle(self):
         found = cycle(self.graph)
         self.assertIsNone(found, "an import cycle: " + " -> ".join(found or []))
+
+    def test_a_module_imports_only_those_above_it_in_the_packages_map(self):
+        """The map in __init__.py lists the modules (and folders) bottom up: each may import those
+        listed above it and the modules of its own folder, never one listed below it."""
+        order = re.findall(r"^  (\w+)/?\s{2,}", read(self.known[PACKAGE]), re.M)
+        self.assertEqual(sorted(order), sorted({n.split(".")[1] for n in self.known if n != PACKAGE and
+                                                not n.endswith("_test")}), "the map lists every module")
+        for name, imported in self.graph.items():
+            if name == PACKAGE or name.endswith("_test"):
+                continue
+            for module in imported:
+                mine, theirs = order.index(name.split(".")[1]), order.index(module.split(".")[1])
+                self.assertLessEqual(theirs, mine, f"{self.known[name]} imports {module}, listed below it in "
+                                                   "scripts/ptdp_tools/__init__.py")
 
     def test_the_cycle_check_finds_a_planted_cycle(self):
         planted = dict(self.graph, **{"ptdp_tools.atomic": {"ptdp_tools.data"}})
