@@ -3,7 +3,7 @@
 transformers (AutoModelForCausalLM, no missing or unexpected weights) and gives the loss ptdp logged
 for the next iteration: ptdp trains N+1 iterations and saves after N, so its loss of iteration N+1
 is the checkpoint's loss on that iteration's global batch, which transformers then computes on the
-same tokens (the dataset order of scripts/ptdp_data.py). Also: the bf16 export holds exactly
+same tokens (the dataset order of scripts/ptdp_tools/data.py). Also: the bf16 export holds exactly
 torch's bf16 rounding of the f32 export, and bad arguments get one line and a non-zero exit.
 
   export_hf_test.py --ptdp BUILD/ptdp --case gpt|llama|llama-gqa
@@ -19,7 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import ptdp_data as pdata  # noqa: E402
+from ptdp_tools import data as pdata  # noqa: E402
 
 CASES = {  # ptdp model flags; the norm epsilon is not ptdp's default, so the export must carry it
     "gpt": ["--model", "tiny", "--norm-epsilon", "2e-5"],

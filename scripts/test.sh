@@ -9,7 +9,9 @@
 #   scripts/test.sh --changed [REV] [--gpu]
 #                                     # before a commit: rebuild build-vgpu/ and run the tests of the
 #                                     # folders changed since REV (default HEAD, uncommitted and
-#                                     # untracked files included); the layering tests always run.
+#                                     # untracked files included; for scripts/ and plots/ the
+#                                     # Python tools' tests, Docs.* and PyTorch.*); the layering
+#                                     # tests always run.
 #                                     # Their GPU suites (the virtual GPU's) run when the change
 #                                     # touches the CUDA path (core/backend/cuda, core/comm/nccl,
 #                                     # vgpu/, .cu files) or with --gpu; otherwise the device
@@ -55,6 +57,8 @@ if [[ "${1:-}" == "--changed" ]]; then
   [[ -f build-vgpu/CMakeCache.txt ]] || { echo "test.sh --changed: no build-vgpu/ yet: run scripts/test.sh once" >&2; exit 2; }
   regex='^Layering\.'
   [[ -n "$suites" ]] && regex="$regex|(^|/)($suites)((:gpu|:nogpu)?(@[0-9]+)?\$|\.)"
+  # The Python tools (scripts/, plots/): their tests, the documents' checks and the PyTorch comparisons.
+  grep -qE '^(scripts|plots)/' <<<"$(printf '%s\n' "${files[@]}")" && regex="$regex|^(Scripts|History|Track|Docs|PyTorch)\."
   status=0
   scripts/test_vgpu.sh --all -R "$regex" "${without_gpu[@]}" || status=1
   # A change to the CUDA path (vgpu/ included) that touched no suite's folder: every GPU test.

@@ -1,4 +1,4 @@
-"""A whole-model ptdp checkpoint as a Hugging Face model folder (`ptdp_checkpoint.py export-hf`).
+"""A whole-model ptdp checkpoint as a Hugging Face model folder (`ptdp_checkpoint.py export-hf`, cli.py).
 
 GPT -> transformers' GPT2LMHeadModel, LLaMA -> LlamaForCausalLM: `config.json` and
 `model.safetensors` (f32, or bf16/f16 on request), so that `AutoModelForCausalLM.from_pretrained`
@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 
-import ptdp_checkpoint as ckpt
+from ptdp_tools import atomic
+from ptdp_tools.checkpoint import layout
+from ptdp_tools.checkpoint.reader import CheckpointError, Shard
 
 # ptdp's defaults (core/model/config.h) for checkpoints older than version 7.
 DEFAULT_NORM_EPS = 1e-5
@@ -56,42 +57,29 @@ def write_safetensors(np, path: str, tensors: list, dtype: str, metadata: dict) 
     header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    _atomic_write(path, [struct.pack("<Q", len(text)), text, *blobs])
+    atomic.write(path, [struct.pack("<Q", len(text)), text, *blobs])
 
 
-def _atomic_write(path: str, parts: list) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".export-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for p in parts:
-                f.write(p)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _tensors(np, shard: ckpt.Shard) -> dict:
+def _tensors(np, shard: Shard) -> dict:
     """ptdp name -> f32 array of its shape, from the whole-model shard's master weights."""
     chunk = shard.chunks[0]
     if chunk.param_bytes != 4:
-        raise ckpt.CheckpointError(f"{shard.path}: format version {shard.version} holds 16-bit weights only; "
-                                   "export needs the f32 master weights (version 2 on)")
-    entries = ckpt.param_layout(shard.layers, shard.hidden, shard.seq_length, shard.vocab_size, arch=shard.arch,
-                                ffn_hidden=shard.ffn_hidden, heads=shard.heads, query_groups=shard.query_groups)
-    if ckpt.layout_numel(entries) != chunk.numel:
-        raise ckpt.CheckpointError(f"{shard.path} holds {chunk.numel} parameters, its {shard.arch} layout "
-                                   f"{ckpt.layout_numel(entries)}")
+        raise CheckpointError(f"{shard.path}: format version {shard.version} holds 16-bit weights only; "
+                              "export needs the f32 master weights (version 2 on)")
+    entries = layout.param_layout(shard.layers, shard.hidden, shard.seq_length, shard.vocab_size, arch=shard.arch,
+                                  ffn_hidden=shard.ffn_hidden, heads=shard.heads, query_groups=shard.query_groups)
+    if layout.layout_numel(entries) != chunk.numel:
+        raise CheckpointError(f"{shard.path} holds {chunk.numel} parameters, its {shard.arch} layout "
+                              f"{layout.layout_numel(entries)}")
     flat = np.frombuffer(chunk.params, dtype="<f4")
     return {e.name: flat[e.offset:e.offset + e.numel].reshape(e.shape) for e in entries}
 
 
-def gpt2(np, shard: ckpt.Shard, norm_eps: float) -> tuple:
+def gpt2(np, shard: Shard, norm_eps: float) -> tuple:
     """(config, tensors) of GPT2LMHeadModel."""
     if shard.query_groups and shard.query_groups != shard.heads:
-        raise ckpt.CheckpointError(f"{shard.path}: a GPT with {shard.query_groups} query groups for {shard.heads} "
-                                   "heads has no GPT-2 counterpart (GPT-2 has no grouped-query attention)")
+        raise CheckpointError(f"{shard.path}: a GPT with {shard.query_groups} query groups for {shard.heads} "
+                              "heads has no GPT-2 counterpart (GPT-2 has no grouped-query attention)")
     p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
     hd = h // a
     out = [("transformer.wte.weight", p["wte"][:V]), ("transformer.wpe.weight", p["wpe"])]
@@ -115,7 +103,7 @@ def gpt2(np, shard: ckpt.Shard, norm_eps: float) -> tuple:
     return config, out  # lm_head.weight is tied to wte: transformers ties it on load
 
 
-def llama(np, shard: ckpt.Shard, norm_eps: float, rope_theta: float) -> tuple:
+def llama(np, shard: Shard, norm_eps: float, rope_theta: float) -> tuple:
     """(config, tensors) of LlamaForCausalLM."""
     p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
     g = shard.query_groups or a
@@ -146,7 +134,7 @@ def _first_given(*values):
     return next(v for v in values if v is not None)
 
 
-def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
+def export(shard: Shard, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
            rope_theta: float | None = None) -> dict:
     """Writes out_dir/config.json and out_dir/model.safetensors; returns the config. norm_eps and
     rope_theta: required to agree with the checkpoint when it records them (version 7), else they
@@ -156,12 +144,12 @@ def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float 
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     if shard.arch is None:
-        raise ckpt.CheckpointError(f"{shard.path} has format version {shard.version}, which does not record the "
-                                   "architecture (version 4 on)")
+        raise CheckpointError(f"{shard.path} has format version {shard.version}, which does not record the "
+                              "architecture (version 4 on)")
     for what, given, saved in (("--norm-epsilon", norm_eps, shard.norm_eps),
                                ("--rope-theta", rope_theta, shard.rope_theta)):
         if given is not None and saved is not None and given != saved:
-            raise ckpt.CheckpointError(f"{what} {given:g}: {shard.path} was trained with {saved:g}")
+            raise CheckpointError(f"{what} {given:g}: {shard.path} was trained with {saved:g}")
     eps = _first_given(shard.norm_eps, norm_eps, DEFAULT_NORM_EPS)
     theta = _first_given(shard.rope_theta, rope_theta, DEFAULT_ROPE_THETA)
     config, tensors = gpt2(np, shard, eps) if shard.arch == "gpt" else llama(np, shard, eps, theta)
@@ -169,5 +157,5 @@ def export(shard: ckpt.Shard, out_dir: str, dtype: str = "f32", norm_eps: float 
     os.makedirs(out_dir, exist_ok=True)
     write_safetensors(np, os.path.join(out_dir, "model.safetensors"), tensors, dtype,
                       {"format": "pt", "ptdp_checkpoint": shard.path, "ptdp_iteration": shard.iteration})
-    _atomic_write(os.path.join(out_dir, "config.json"), [(json.dumps(config, indent=2) + "\n").encode()])
+    atomic.write(os.path.join(out_dir, "config.json"), json.dumps(config, indent=2) + "\n")
     return config

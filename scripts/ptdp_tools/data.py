@@ -11,10 +11,10 @@ by splitmix64 seeded with (seed, e). Iteration k (1-based) trains on samples
 from __future__ import annotations
 
 import array
-import os
 import struct
 import sys
-import tempfile
+
+from ptdp_tools import atomic
 
 MASK64 = 0xFFFFFFFFFFFFFFFF
 MAGIC = b"MMIDIDX\x00\x00"
@@ -93,21 +93,6 @@ def dtype_code_for_vocab(vocab_size: int) -> int:
     return 8 if vocab_size < 65500 else 4
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_dataset(prefix: str, documents, vocab_size: int) -> None:
     """Writes PREFIX.bin and PREFIX.idx (one sequence per document), each atomically."""
     code = dtype_code_for_vocab(vocab_size)
@@ -124,8 +109,8 @@ def write_dataset(prefix: str, documents, vocab_size: int) -> None:
             a.byteswap()
     idx = MAGIC + struct.pack("<QBQQ", 1, code, len(lengths), len(docs))
     idx += lengths.tobytes() + pointers.tobytes() + docs.tobytes()
-    write_atomic(prefix + ".bin", bin_data.tobytes())
-    write_atomic(prefix + ".idx", idx)
+    atomic.write(prefix + ".bin", bin_data.tobytes())
+    atomic.write(prefix + ".idx", idx)
 
 
 def read_dataset_tokens(prefix: str) -> array.array:

@@ -1,0 +1,35 @@
+# The tests of the Python tools (scripts/ptdp_tools/, the commands in scripts/ and plots/; label
+# scripts). Included by the top-level CMakeLists.txt after experiments/, so the ptdp target exists.
+
+# plots/history.py (scripts/track.sh): an input error exits 2, never 1, the regression code.
+add_test(NAME History.InputErrorsExitTwoNotTheRegressionCode COMMAND ${CMAKE_SOURCE_DIR}/plots/history_test.sh)
+set_tests_properties(History.InputErrorsExitTwoNotTheRegressionCode PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: history input errors" TIMEOUT 60 LABELS scripts)
+# plots/history.py --changes: steps and drifts named at their builds (scripts/ptdp_tools/plots/changes.py).
+add_test(NAME History.ChangesAreNamedAtTheirBuilds COMMAND ${CMAKE_SOURCE_DIR}/plots/changes_test.sh)
+set_tests_properties(History.ChangesAreNamedAtTheirBuilds PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 120 LABELS scripts)
+# scripts/track.sh: a drop that began within the last GATE_RECENT builds fails the run.
+add_test(NAME Track.ARecentDriftInTheHistoryFailsTheRun
+         COMMAND ${CMAKE_SOURCE_DIR}/scripts/track_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(Track.ARecentDriftInTheHistoryFailsTheRun PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: track history gate" TIMEOUT 180 DEPENDS ptdp LABELS scripts)
+
+# The package's own tests (unittest, the standard library only), run in scripts/ with $PTDP the
+# ptdp of this build: NAME MODULE pairs.
+find_package(Python3 3.11 COMPONENTS Interpreter)  # tomllib (scripts/ptdp_tools/calibrate.py)
+if(NOT Python3_Interpreter_FOUND)
+  message(STATUS "Scripts.*: no Python 3.11 or newer, the tests of scripts/ptdp_tools are not registered")
+  return()
+endif()
+foreach(pair "ThePackageHasNoImportCycleAndThinEntryPoints ptdp_tools.package_test"
+             "AtomicWritesLeaveTheOldFileOrTheNew ptdp_tools.atomic_test"
+             "TheCheckpointReaderReadsWhatPtdpSaves ptdp_tools.checkpoint.reader_test")
+  separate_arguments(pair)
+  list(GET pair 0 test_name)
+  list(GET pair 1 test_module)
+  add_test(NAME Scripts.${test_name}
+           COMMAND ${CMAKE_COMMAND} -E env PTDP=$<TARGET_FILE:ptdp> ${Python3_EXECUTABLE} -m unittest -v ${test_module}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/scripts)
+  set_tests_properties(Scripts.${test_name} PROPERTIES TIMEOUT 120 LABELS scripts)
+endforeach()

@@ -1,0 +1,189 @@
+"""Reader of ptdp checkpoint shards: the one place that knows the shard format, documented in
+docs/PYTORCH.md ("Checkpoint shard format") and written by core/train/checkpoint.cpp.
+
+Standard library only (no numpy, no torch). What a shard's flat parameters are: layout.py.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+MAGIC = b"PTDPCKPT"
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
+SHARD_FILE = "model_optim_rng.bin"
+LATEST_FILE = "latest_checkpointed_iteration.txt"
+
+# struct Header of checkpoint.cpp, little-endian with the C++ struct's natural alignment:
+# magic[8] u32 version | i32 tp pp vpp tp_rank pp_rank layers hidden heads seq_length |
+# i64 vocab_size | u64 seed | i64 global_batch | i64 iteration | f64 loss_scale | i32 chunks |
+# version 2 on: i32 scale_growth, scale_hysteresis (the loss scaler's trackers) |
+# version 3 on: i32 zero, dp, dp_rank (sharded optimizer state: one file per data-parallel rank,
+# zero_dp_rank_DDD.bin, holding that rank's pieces) |
+# version 4 on: i32 arch (0 gpt, 1 llama), ffn_hidden (the MLP hidden size; llama: per gate and up) |
+# version 5 on: i64 bucket_elems (--grad-bucket-size under --zero 1, else 0), u64 save_id |
+# version 6 on: i32 query_groups (key/value heads; = heads without grouped-query attention), i32 0 |
+# version 7 on: f64 norm_eps (--norm-epsilon), f64 rope_theta (the rotary base) |
+# version 8 on: i32 first_stage_layers, last_stage_layers (layers of pipeline stage 0 and p-1) | padding to 8
+_HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii4x"),
+            3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
+            5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii"),
+            7: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiidd"), 8: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiiddii")}
+assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144, 160, 168)
+
+
+class CheckpointError(Exception):
+    """A shard that is missing, malformed, corrupt or not what the caller expected."""
+
+
+@dataclass
+class Chunk:
+    """One model chunk of a shard: its flat parameters and AdamW state, as memoryviews."""
+
+    numel: int
+    step: int  # AdamW steps taken
+    params: memoryview  # format 'f' (f32) or 'H' (16-bit raw values, bf16/f16 builds)
+    exp_avg: memoryview
+    exp_avg_sq: memoryview
+    param_bytes: int = 4  # bytes per stored parameter
+
+
+@dataclass
+class Shard:
+    path: str
+    tp: int
+    pp: int
+    vpp: int
+    tp_rank: int
+    pp_rank: int
+    layers: int
+    hidden: int
+    heads: int
+    seq_length: int
+    vocab_size: int
+    seed: int
+    global_batch: int
+    iteration: int
+    loss_scale: float
+    version: int = 2
+    scale_growth: int = 0
+    scale_hysteresis: int = 0
+    zero: int = 0
+    dp: int = 1
+    dp_rank: int = 0
+    arch: str | None = None  # "gpt" or "llama", recorded from version 4 on; None before (not recorded)
+    ffn_hidden: int = 0  # the MLP hidden size, recorded from version 4 on; 0 before
+    query_groups: int = 0  # key/value heads, recorded from version 6 on; 0 before (= heads: no GQA then)
+    norm_eps: float | None = None  # LayerNorm / RMSNorm epsilon, recorded from version 7 on; None before
+    rope_theta: float | None = None  # the rotary base, recorded from version 7 on; None before
+    # layers of the first and last pipeline stage, recorded from version 8 on; 0 before (an even split)
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    chunks: list = field(default_factory=list)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def shard_dir(directory: str, iteration: int, tp_rank: int = 0, pp_rank: int = 0, pp: int = 1) -> str:
+    rank = f"mp_rank_{tp_rank:02d}_{pp_rank:03d}" if pp > 1 else f"mp_rank_{tp_rank:02d}"
+    return os.path.join(directory, f"iter_{iteration:07d}", rank)
+
+
+def read_latest(directory: str) -> int:
+    path = os.path.join(directory, LATEST_FILE)
+    try:
+        with open(path) as f:
+            text = f.readline().strip()
+    except OSError as e:
+        raise CheckpointError(f"{directory}: no checkpoint there ({path}: {e.strerror})") from None
+    if not text.isdigit():
+        raise CheckpointError(f"{path} does not hold an iteration number ({text!r})")
+    return int(text)
+
+
+def read_shard(path: str, verify: bool = True) -> Shard:
+    """Reads one shard file. verify: check the FNV-1a checksum (pure Python: about 1 s per 5 MB)."""
+    try:
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+    if len(data) < 12 or bytes(data[:8]) != MAGIC:
+        raise CheckpointError(f"{path} is not a ptdp checkpoint (magic {bytes(data[:8])!r})")
+    (version,) = struct.unpack_from("<I", data, 8)
+    if version not in _HEADERS:
+        raise CheckpointError(f"{path} has version {version}, this reader knows {', '.join(map(str, VERSIONS))}")
+    header = _HEADERS[version]
+    if len(data) < header.size + 8:
+        raise CheckpointError(f"{path} is truncated ({len(data)} bytes)")
+    fields = header.unpack_from(data, 0)
+    (_, _, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed, global_batch,
+     iteration, loss_scale, nchunks) = fields[:17]
+    body_end = len(data) - 8
+    if verify:
+        (stored,) = struct.unpack_from("<Q", data, body_end)
+        if fnv1a64(bytes(data[:body_end])) != stored:
+            raise CheckpointError(f"{path} is corrupt or truncated (checksum mismatch)")
+    extra = list(fields[17:22])
+    arch, ffn_hidden = None, 0
+    if version >= 4:
+        code, ffn_hidden = fields[22], fields[23]
+        if code not in ARCHS:
+            raise CheckpointError(f"{path} has an unknown architecture code {code}")
+        arch = ARCHS[code]
+    query_groups = fields[26] if version >= 6 else 0
+    norm_eps, rope_theta = (fields[28], fields[29]) if version >= 7 else (None, None)
+    first_stage_layers, last_stage_layers = (fields[30], fields[31]) if version >= 8 else (0, 0)
+    if version >= 6 and (query_groups <= 0 or heads % query_groups):
+        raise CheckpointError(f"{path} has {query_groups} query groups for {heads} heads")
+    shard = Shard(path, tp, pp, vpp, tp_rank, pp_rank, layers, hidden, heads, seq_length, vocab_size, seed,
+                  global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
+                  query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta,
+                  first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+    view = memoryview(data)
+    pos = header.size
+    for j in range(nchunks):
+        if pos + 16 > body_end:
+            raise CheckpointError(f"{path} is truncated in chunk {j}")
+        numel, step = struct.unpack_from("<qq", data, pos)
+        pos += 16
+        # Version 2 stores the f32 master weights; version 1 the model's own (f32 on the CPU,
+        # 2 bytes in bf16/f16 runs; with one chunk the size tells which). Adam moments: f32.
+        remaining = body_end - pos
+        pbytes = 4 if (version >= 2 or nchunks > 1 or remaining == 12 * numel) else (
+            2 if remaining == 10 * numel else 4)
+        need = numel * (pbytes + 8)
+        if need > remaining:
+            raise CheckpointError(f"{path}: chunk {j} needs {need} bytes, {remaining} left (truncated?)")
+        p = view[pos:pos + numel * pbytes].cast("f" if pbytes == 4 else "H")
+        pos += numel * pbytes
+        m = view[pos:pos + 4 * numel].cast("f")
+        pos += 4 * numel
+        v = view[pos:pos + 4 * numel].cast("f")
+        pos += 4 * numel
+        shard.chunks.append(Chunk(numel, step, p, m, v, pbytes))
+    if pos != body_end:
+        raise CheckpointError(f"{path} has {body_end - pos} trailing bytes")
+    return shard
+
+
+def read_checkpoint(directory: str, iteration: int | None = None, verify: bool = True) -> Shard:
+    """The single shard of a t=1, p=1 checkpoint (the latest iteration unless given)."""
+    it = read_latest(directory) if iteration is None else iteration
+    rank_dir = shard_dir(directory, it)
+    if not os.path.exists(os.path.join(rank_dir, SHARD_FILE)) and os.path.exists(
+            os.path.join(rank_dir, "zero_dp_rank_000.bin")):
+        raise CheckpointError(f"{rank_dir}: saved with --zero (the weights are sharded over the data-parallel "
+                              "ranks); only whole-model shards (t=1, p=1, --zero 0) are supported here")
+    shard = read_shard(os.path.join(rank_dir, SHARD_FILE), verify)
+    if shard.tp != 1 or shard.pp != 1 or len(shard.chunks) != 1:
+        raise CheckpointError(f"{shard.path}: saved with t={shard.tp} p={shard.pp} and {len(shard.chunks)} chunk(s); "
+                              "only whole-model shards (t=1, p=1) are supported here")
+    return shard

@@ -1,0 +1,266 @@
+"""Throughput over builds, from the history CSV that scripts/track.sh appends to.
+
+    plots/history.py results/history.csv plots/history.png
+    plots/history.py results/history.csv --last-two PREV.csv CUR.csv
+    plots/history.py results/history.csv --changes [--html REPORT.html] [--tolerance 2] [--alpha 0.01]
+
+A series is one configuration (the configuration key of `ptdp compare`: experiment, mode,
+backend, precision, model, arch, shape, gpus, t, p, d, v, b, B, schedule, recompute,
+scatter/gather, sequence parallelism, zero, stack, query groups, MLP width, norm eps, uneven
+stages) on one machine (host, device): runs on other machines are never compared with each other.
+A build is a git sha; its repeated runs are samples. The plot shows, per series, the median
+tokens/s and TFLOP/s per GPU of each build with its noise band (min to max of its runs) and every
+run as a dot. --last-two writes every run of the newest build of the newest row's series and every
+run of the build before it in that series, as two result CSVs (header included) for `ptdp compare
+PREV.csv CUR.csv`, which tests the change for significance; it writes nothing and exits 3 when the
+series has no earlier build. --changes looks at the whole history of every series for the builds
+where its tokens/s stepped or began to drift (changes.py beside this file says how) and prints
+each with the `git bisect start BAD GOOD` range to search; exit code 1 when one is a drop of at
+least --tolerance percent, 0 otherwise; --html also writes a report with the plot and the changes
+of each series.
+Reads CSV with the standard library's csv module; plotting needs matplotlib, --changes SciPy.
+"""
+import argparse
+import csv
+import os
+import sys
+
+from ptdp_tools import atomic, tables
+
+# The configuration key of `ptdp compare` and `ptdp reproduce` (config_key_columns() in
+# core/results/results_csv.h); DEFAULTS: the key columns an older file may lack (or leave empty).
+KEY = ["experiment", "mode", "backend", "precision", "model", "arch", "layers", "hidden", "heads", "seq_length",
+       "vocab_size", "gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "recompute",
+       "scatter_gather", "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps",
+       "stage_layers"]
+DEFAULTS = {"arch": "gpt", "sequence_parallel": "0", "zero": "0", "stack": "", "query_groups": "",
+            "ffn_hidden_size": "", "norm_eps": "", "stage_layers": ""}
+
+
+def fail(message):
+    """An input error: one line and exit code 2 (scripts/track.sh keeps 1 for a regression)."""
+    print(f"history: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read(path):
+    """The rows of a history CSV; a row whose field count differs from the header's, or without a
+    git sha, is refused naming the file and the line."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            table = [(reader.line_num, fields) for fields in reader]
+    except OSError as e:
+        fail(f"{path}: cannot be read: {e.strerror}")
+    except (UnicodeDecodeError, csv.Error) as e:
+        fail(f"{path}: not a CSV file: {e}")
+    if not table:
+        return []
+    header = table[0][1]
+    missing = [c for c in KEY + ["tokens_per_s", "tflops_per_gpu", "git_sha"]
+               if c not in header and c not in DEFAULTS]
+    if missing and any(fields for _, fields in table[1:]):
+        fail(f"{path}:1: no column {missing[0]!r} in the header")
+    rows = []
+    for line, fields in table[1:]:
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            fail(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}")
+        r = dict(zip(header, fields))
+        if not r["git_sha"].strip():
+            fail(f"{path}:{line}: column 'git_sha' is empty")
+        rows.append(r)
+    return rows
+
+
+def key(r):
+    return tuple(r.get(k) or DEFAULTS.get(k, "") for k in KEY)
+
+
+def series_key(r):
+    return key(r) + (r.get("host", ""), r.get("device", ""))
+
+
+def label(k):
+    d = dict(zip(KEY, k))
+    text = (f"{d['experiment']} {d['model']} t={d['tp']} p={d['pp']} d={d['dp']} b={d['micro_batch']} "
+            f"B={d['global_batch']} {d['backend']}/{d['precision']}")
+    if len(k) > len(KEY):
+        text += f" on {k[len(KEY)]}"
+    return text
+
+
+def number(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def builds(rows):
+    """The rows of one series grouped by git sha, in order of each build's first run."""
+    out = {}
+    for r in rows:
+        out.setdefault(r["git_sha"], []).append(r)
+    return list(out.items())
+
+
+def last_two(path, prev_out, cur_out):
+    rows = read(path)
+    if not rows:
+        fail(f"{path}: no runs")
+    k = series_key(rows[-1])
+    series = builds([r for r in rows if series_key(r) == k])
+    newest = rows[-1]["git_sha"]
+    cur = dict(series)[newest]
+    prev = [b for b in series if b[0] != newest]
+    if not prev:
+        print(f"history: no earlier build of {label(k)} to compare with")
+        return 3
+    prev_sha, prev_rows = prev[-1]
+    with open(path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    for out, rs in ((prev_out, prev_rows), (cur_out, cur)):
+        atomic.write(out, tables.csv_text(rs, header))
+    print(f"history: {label(k)}: build {prev_sha[:12]} ({len(prev_rows)} runs) -> {newest[:12]} ({len(cur)} runs)")
+    return 0
+
+
+def plot(path, out):
+    rows = read(path)
+    if not rows:
+        fail(f"{path}: no runs to plot")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        fail(f"plotting needs matplotlib ({e}): apt-get install python3-matplotlib")
+    series = {}
+    for r in rows:
+        series.setdefault(series_key(r), []).append(r)
+    shas = list(dict.fromkeys(r["git_sha"] for r in rows))  # builds in order of first run
+    fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.6 * len(shas) + 3), 6.5), sharex=True)
+    top = [1e-9, 1e-9]
+    for k, rs in series.items():
+        for ax, col, t in ((axes[0], "tokens_per_s", 0), (axes[1], "tflops_per_gpu", 1)):
+            xs, med, lo, hi, dots = [], [], [], [], []
+            for sha, b in builds(rs):
+                v = sorted(x for x in (number(r[col]) for r in b) if x == x)  # skip NaN (empty cells)
+                if not v:
+                    continue
+                x = shas.index(sha)
+                xs.append(x)
+                med.append(v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2]))
+                lo.append(v[0])
+                hi.append(v[-1])
+                dots += [(x, y) for y in v]
+                top[t] = max(top[t], v[-1])
+            if xs:
+                line = ax.plot(xs, med, marker="o", label=label(k))[0]
+                ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
+                ax.scatter([d[0] for d in dots], [d[1] for d in dots], s=8, alpha=0.6, color=line.get_color())
+    axes[0].set_ylabel("tokens/s")
+    axes[1].set_ylabel("TFLOP/s per GPU (Eq. 3)")
+    axes[0].set_title("Throughput per build: median, band min-max of its runs\n(" + os.path.basename(path) + ")",
+                      fontsize=10)
+    axes[0].legend(fontsize=7, loc="lower left")
+    for ax, t in zip(axes, top):
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0, top=1.15 * t)
+    first = {}
+    for r in rows:
+        first.setdefault(r["git_sha"], r)
+    axes[1].set_xticks(range(len(shas)))
+    axes[1].set_xticklabels([s[:12] + "\n" + first[s].get("timestamp", "")[:10] for s in shas], rotation=60,
+                            fontsize=7, ha="right")
+    axes[1].set_xlabel("build (git sha, date of its first run)")
+    fig.tight_layout()
+    with atomic.replacing(out) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")  # whatever OUT's suffix says
+    print(f"history: {out} ({len(rows)} runs, {len(shas)} builds, {len(series)} series)")
+    return 0
+
+
+def find_changes(path, tolerance, alpha, html, recent=0):
+    rows = read(path)
+    if not rows:
+        fail(f"{path}: no runs")
+    try:
+        from ptdp_tools.plots import changes
+    except ImportError as e:
+        fail(f"--changes needs SciPy and NumPy ({e}): apt-get install python3-scipy")
+    series = {}
+    for r in rows:
+        series.setdefault(series_key(r), []).append(r)
+    report, regressions = [], 0
+    for k, rs in series.items():
+        bs = [(sha, [x for x in (number(r["tokens_per_s"]) for r in b) if x == x]) for sha, b in builds(rs)]
+        bs = [(sha, v) for sha, v in bs if v]
+        shas = [sha for sha, _ in bs]
+        found = changes.find([v for _, v in bs], alpha=alpha, tolerance=tolerance / 100)
+        lines = [changes.describe(c, shas) for c in found]
+        # recent > 0: only drops that began within the last `recent` builds count for the exit code.
+        regressions += sum(changes.is_regression(c) and (not recent or c["build"] >= len(bs) - recent) for c in found)
+        print(f"history: {label(k)}: {len(bs)} builds, " + ("; ".join(lines) if lines else "no change"))
+        report.append((label(k), len(bs), lines))
+    if html:
+        write_html(path, html, report, tolerance, alpha)
+    within = f" that began within the last {recent} builds" if recent else ""
+    print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}){within} in {len(series)} series")
+    return 1 if regressions else 0
+
+
+def write_html(path, out, report, tolerance, alpha):
+    """The plot (embedded) and each series' changes, one self-contained file."""
+    import base64
+    import html
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "history.png")
+        plot(path, png)
+        with open(png, "rb") as f:
+            image = base64.b64encode(f.read()).decode()
+    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{n}</td><td>"
+                   + ("<br>".join(html.escape(x) for x in lines) if lines else "no change") + "</td></tr>"
+                   for name, n, lines in report)
+    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ptdp throughput history</title></head><body>"
+            f"<h1>Throughput history: {html.escape(os.path.basename(path))}</h1>"
+            f"<p>Changes of at least {tolerance:g}% at significance {alpha:g} "
+            "(scripts/ptdp_tools/plots/changes.py).</p>"
+            f"<table border='1' cellpadding='4'><tr><th>series</th><th>builds</th><th>changes</th></tr>{rows}</table>"
+            f"<p><img alt='tokens/s and TFLOP/s per build' src='data:image/png;base64,{image}'></p></body></html>\n")
+    atomic.write(out, text)
+    print(f"history: {out}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("history")
+    p.add_argument("png", nargs="?", default="plots/history.png")
+    p.add_argument("--last-two", nargs=2, metavar=("PREV.csv", "CUR.csv"))
+    p.add_argument("--changes", action="store_true", help="find the builds where a series stepped or drifted")
+    p.add_argument("--html", metavar="REPORT.html", help="with --changes: also write an HTML report")
+    p.add_argument("--tolerance", type=float, default=2.0, help="smallest change reported, in percent")
+    p.add_argument("--alpha", type=float, default=0.01, help="significance of a change (corrected)")
+    p.add_argument("--recent", type=int, default=0, metavar="K",
+                   help="with --changes: exit 1 only for drops that began within the last K builds of their series "
+                        "(0: any drop in the history; every change is printed either way)")
+    a = p.parse_args(argv)
+    if a.recent < 0:
+        fail(f"--recent {a.recent} must be 0 or more")
+    if a.recent and not a.changes:
+        fail("--recent needs --changes")
+    if not (0 <= a.tolerance < 100):
+        fail(f"--tolerance {a.tolerance:g} must be in [0, 100)")
+    if not (0 < a.alpha < 1):
+        fail(f"--alpha {a.alpha:g} must be in (0, 1)")
+    if a.html and not a.changes:
+        fail("--html needs --changes")
+    if a.changes:
+        return find_changes(a.history, a.tolerance, a.alpha, a.html, a.recent)
+    if a.last_two:
+        return last_two(a.history, *a.last_two)
+    return plot(a.history, a.png)
+
