@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
 #include "core/data/samples.h"
+#include "core/harness/harness.h"
 #include "core/accounting/flops.h"
 #include "core/results/provenance.h"
 #include "core/train/trainer.h"
@@ -70,17 +72,33 @@ BENCHMARK(BM_Sgemm)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void train_step(benchmark::State& state, const ModelConfig& c) {
-  auto be = make_cpu_backend();
-  Gpt model(c, ShardSpec{}, *be, DType::F32);
-  model.init(1);
-  SyntheticSamples data(c.vocab_size, c.seq_length, 1);
+// One training step of `c` on one CPU rank (synthetic data, seed 1, b = B = kMicroBatch), its
+// loss returned. make_train_step is the one place here that builds a trainer.
+struct TrainStep {
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Gpt> model;
+  std::unique_ptr<SyntheticSamples> data;
+  std::unique_ptr<Trainer> trainer;
+  double operator()() { return trainer->step().loss; }
+};
+
+TrainStep make_train_step(const ModelConfig& c) {
+  TrainStep t;
+  t.be = make_cpu_backend();
+  t.model = std::make_unique<Gpt>(c, ShardSpec{}, *t.be, DType::F32);
+  t.model->init(1);
+  t.data = std::make_unique<SyntheticSamples>(c.vocab_size, c.seq_length, 1);
   TrainConfig tc;
   tc.micro_batch = kMicroBatch;
   tc.global_batch = kMicroBatch;
-  Trainer trainer(model, data, tc);
-  trainer.step();  // first touch of every buffer
-  for (auto _ : state) benchmark::DoNotOptimize(trainer.step().loss);
+  t.trainer = std::make_unique<Trainer>(*t.model, *t.data, tc);
+  return t;
+}
+
+void train_step(benchmark::State& state, const ModelConfig& c) {
+  TrainStep step = make_train_step(c);
+  step();  // first touch of every buffer
+  for (auto _ : state) benchmark::DoNotOptimize(step());
   // Model FLOPs (no recomputation): forward and backward of every GEMM and the attention.
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops_model(c, kMicroBatch) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -107,10 +125,8 @@ class RateReporter : public benchmark::ConsoleReporter {
   }
   // The median over the repetitions (--benchmark_repetitions), 0 when the benchmark did not run.
   double median(const std::string& name) {
-    std::vector<double> v = gflops[name];
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    const std::vector<double>& v = gflops[name];
+    return v.empty() ? 0 : harness::Samples{v}.median();
   }
 };
 
