@@ -17,7 +17,8 @@ int64_t f32_elements(int64_t mib) { return mib * (1 << 20) / int64_t(sizeof(floa
 
 Check at_least(std::string name, std::string metric, std::string unit, double value, const Threshold& t,
                int64_t wrong, std::string detail) {
-  Check c{std::move(name), std::move(metric), std::move(unit), ">=", value, t.value, false, std::move(detail), t.source};
+  Check c{std::move(name), std::move(metric), std::move(unit), ">=", value, t.value, false, std::move(detail),
+          t.source};
   c.pass = c.value >= c.threshold && wrong == 0;
   return c;
 }

@@ -322,8 +322,8 @@ harness::Measured p2p_pair(int64_t mib, int reps) {
     for (int64_t e = 0; e < n; ++e) w += host.data<float>()[e] != float(e % 1024);
     return w;
   };
-  const harness::Measured m = harness::measure(node_workload(node, "send/recv", double(n) * sizeof(float), launch, wrong),
-                                               node_clock(node, "send/recv"), kWarmup - 1, reps);
+  const harness::Workload w = node_workload(node, "send/recv", double(n) * sizeof(float), launch, wrong);
+  const harness::Measured m = harness::measure(w, node_clock(node, "send/recv"), kWarmup - 1, reps);
   src = dst = Tensor();
   node.release_cached();
   return m;

@@ -28,7 +28,8 @@ void BM_Coll(benchmark::State& state, Coll coll, int n, int64_t bytes) {
   const int64_t count = bytes / int64_t(sizeof(float));
   auto world = make_local_world(n);
   std::vector<std::unique_ptr<harness::Collective>> ops;
-  for (int r = 0; r < n; ++r) ops.push_back(std::make_unique<harness::Collective>(harness::Collective{coll, world[r].get(), count}));
+  for (int r = 0; r < n; ++r)
+    ops.push_back(std::make_unique<harness::Collective>(harness::Collective{coll, world[r].get(), count}));
   std::atomic<int64_t> wrong{0};
   const benchmark::IterationCount iters = state.max_iterations;
   // Every rank: buffers, one checked call, then `iters` timed calls (rank 0 inside the loop).

@@ -76,7 +76,8 @@ void BM_LayerNormBackward(benchmark::State& state) {
   be->layernorm_forward(y, mean, rstd, x, g, b, 1e-5);
   Tensor dy = ramp(*be, {kRows, kHidden}), dx = filled(*be, {kRows, kHidden}, 0.0);
   Tensor dg = filled(*be, {kHidden}, 0.0), db = filled(*be, {kHidden}, 0.0);
-  const double seconds = bench::time_iterations(state, [&] { be->layernorm_backward(dx, dg, db, dy, x, g, mean, rstd); });
+  const double seconds =
+      bench::time_iterations(state, [&] { be->layernorm_backward(dx, dg, db, dy, x, g, mean, rstd); });
   set_bandwidth(state, 4.0 * (4 * kRows * kHidden), seconds);  // dy, x in; dx read and written
 }
 BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -115,7 +116,8 @@ void BM_AttentionForward(benchmark::State& state) {
   const int64_t n = int64_t(kAttnB) * kAttnS;
   Tensor qkv = ramp(*be, {n, 3 * kHeads * kAttnHd}), y = be->empty({n, kHeads * kAttnHd}, DType::F32);
   Tensor probs = be->empty({kAttnB, kHeads, kAttnS, kAttnS}, DType::F32);
-  const double seconds = bench::time_iterations(state, [&] { be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd); });
+  const double seconds = bench::time_iterations(
+      state, [&] { be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd); });
   const double flops = 4.0 * kAttnB * kHeads * double(kAttnS) * kAttnS * kAttnHd;
   bench::set_rate(state, "GFLOP/s", flops / 1e9, seconds);
   set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + y.numel()), seconds);
@@ -129,7 +131,8 @@ void BM_AttentionBackward(benchmark::State& state) {
   Tensor probs = be->empty({kAttnB, kHeads, kAttnS, kAttnS}, DType::F32);
   be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd);
   Tensor dy = ramp(*be, {n, kHeads * kAttnHd}), dqkv = be->empty({n, 3 * kHeads * kAttnHd}, DType::F32);
-  const double seconds = bench::time_iterations(state, [&] { be->attention_backward(dqkv, dy, qkv, probs, kAttnB, kAttnS, int(kHeads), kAttnHd); });
+  const double seconds = bench::time_iterations(
+      state, [&] { be->attention_backward(dqkv, dy, qkv, probs, kAttnB, kAttnS, int(kHeads), kAttnHd); });
   const double flops = 8.0 * kAttnB * kHeads * double(kAttnS) * kAttnS * kAttnHd;
   bench::set_rate(state, "GFLOP/s", flops / 1e9, seconds);
   set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + dy.numel() + dqkv.numel()), seconds);
@@ -168,7 +171,9 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
   Xent x;
   x.forward();
   Tensor dlogits = x.be->empty({kXentRows, kVocab}, DType::F32);
-  const double seconds = bench::time_iterations(state, [&] { x.be->xent_backward(dlogits, x.logits, x.max, x.se, x.targets, 0, kVocab, 1.0 / kXentRows); });
+  const double seconds = bench::time_iterations(state, [&] {
+    x.be->xent_backward(dlogits, x.logits, x.max, x.se, x.targets, 0, kVocab, 1.0 / kXentRows);
+  });
   set_bandwidth(state, 4.0 * 2 * x.logits.numel(), seconds);
 }
 BENCHMARK(BM_CrossEntropyBackward)->Unit(benchmark::kMillisecond)->UseRealTime();

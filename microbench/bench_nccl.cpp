@@ -1,7 +1,8 @@
 // NCCL collectives over every visible GPU of this process, as nccl-tests runs them in one
-// thread (-g N): one communicator per GPU made together (ncclCommInitAll), one stream per GPU
-// (that GPU's CUDA backend's stream; the backend also allocates and fills the buffers), each
-// call a ncclGroupStart/End over the GPUs. f32 messages of 8 B to 1 GiB by x8, out of place:
+// thread (-g N), on the node `ptdp accept` measures with (core/comm/nccl/nccl_node.h): one
+// communicator per GPU made together (ncclCommInitAll), one stream per GPU (that GPU's CUDA
+// backend's stream; the backend also allocates and fills the buffers), each call a
+// ncclGroupStart/End over the GPUs, timed by the harness's engine (core/harness). f32 messages of 8 B to 1 GiB by x8, out of place:
 // all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0) and sendrecv (a ring:
 // GPU i sends to i+1, receives from i-1). Size is the whole buffer, as in nccl-tests and
 // bench_comm (all_gather's output, reduce_scatter's input, there rounded down to a multiple of

@@ -30,7 +30,9 @@ void Collective::setup() {
   const int n = comm->size(), rank = comm->rank();
   const int64_t chunk = chunk_range(count, n, rank).size();
   const int64_t in = coll == Coll::AllGather ? chunk : count;
-  const int64_t out = coll == Coll::ReduceScatter ? chunk : coll == Coll::AllGather || coll == Coll::SendRecv ? count : 0;
+  const int64_t out = coll == Coll::ReduceScatter                            ? chunk
+                      : coll == Coll::AllGather || coll == Coll::SendRecv ? count
+                                                                          : 0;
   auto alloc = [&](int64_t elems) { return be ? be->empty({elems}, DType::F32) : Tensor::empty({elems}, DType::F32); };
   a = alloc(in);
   b = out > 0 ? alloc(out) : Tensor();

@@ -95,8 +95,9 @@ void NcclNode::wait(const char* what) {
     }
     if (done) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      const std::string why = fmt::format("NCCL {} on {} GPUs did not finish within {} s; the communicators were aborted",
-                                          what, size(), timeout_.count());
+      const std::string why =
+          fmt::format("NCCL {} on {} GPUs did not finish within {} s; the communicators were aborted", what, size(),
+                      timeout_.count());
       abort_all(why);
       throw RuntimeError(why);
     }
