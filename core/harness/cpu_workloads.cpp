@@ -54,6 +54,15 @@ struct Arrays {
       pc[i] = 2.0f;
     }
   }
+  // a = op(b, c), element by element, each thread over the pages it first touched.
+  template <class Op>
+  void assign(Op op) {
+    float* pa = a.get();
+    const float* pb = b.get();
+    const float* pc = c.get();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) pa[i] = op(pb[i], pc[i]);
+  }
 };
 
 // A STREAM kernel over arrays made by init, moving `arrays` of them per pass, and its check.
@@ -71,15 +80,7 @@ Workload stream(int64_t n, int arrays, void (*kernel)(Arrays&), int64_t (*check)
 
 Workload stream_triad(int64_t n) {
   return stream(
-      n, 3,
-      [](Arrays& s) {
-        float* pa = s.a.get();
-        const float* pb = s.b.get();
-        const float* pc = s.c.get();
-        const float q = 3.0f;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < s.n; ++i) pa[i] = pb[i] + q * pc[i];
-      },
+      n, 3, [](Arrays& s) { s.assign([](float b, float c) { return b + 3.0f * c; }); },
       [](const Arrays& s) -> int64_t {
         if (s.a[s.n / 2] != 7.0f) throw RuntimeError("STREAM triad check failed");
         return 0;
@@ -87,15 +88,7 @@ Workload stream_triad(int64_t n) {
 }
 
 Workload stream_copy(int64_t n) {
-  return stream(
-      n, 2,
-      [](Arrays& s) {
-        float* pa = s.a.get();
-        const float* pb = s.b.get();
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < s.n; ++i) pa[i] = pb[i];
-      },
-      nullptr);
+  return stream(n, 2, [](Arrays& s) { s.assign([](float b, float) { return b; }); }, nullptr);
 }
 
 }  // namespace ptdp::harness
