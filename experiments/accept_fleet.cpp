@@ -10,13 +10,13 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "core/harness/collectives.h"
 #include "core/results/provenance.h"
 
 namespace ptdp {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
 
 // Every process's string on every process: each writes its bytes into its own slot of a
 // zeroed f32 buffer, and a sum all-reduce assembles them (bytes are exact in f32).
@@ -38,17 +38,17 @@ std::vector<std::string> exchange_strings(Communicator& world, const std::string
   return all;
 }
 
-double median_of(std::vector<double> v) { return Samples{std::move(v)}.median(); }
+double median_of(std::vector<double> v) { return harness::Samples{std::move(v)}.median(); }
 
 // A threshold of the profile's [accept.fleet] table, or none: the fleet alone judges the metric.
-std::pair<double, std::string> fleet_threshold(const Threshold& t, const AcceptProfile& p, const char* field) {
-  if (t.value > 0) return {t.value, t.source};
+Threshold fleet_threshold(const Threshold& t, const AcceptProfile& p, const char* field) {
+  if (t.value > 0) return t;
   return {0.0, fmt::format("no accept.fleet.{} in {}: judged against the fleet's median only", field, p.path)};
 }
 
 // The all-reduce's threshold: the profile's, or its per-NIC figure times the NICs a node's
 // processes can drive (each GPU sends through its own NIC), counted on the node with the fewest.
-std::pair<double, std::string> allreduce_threshold(const AcceptProfile& p, const std::vector<std::string>& nodes) {
+Threshold allreduce_threshold(const AcceptProfile& p, const std::vector<std::string>& nodes) {
   const Threshold& per_nic = p.min_internode_allreduce_busbw_gbs_per_nic;
   if (per_nic.value <= 0) return fleet_threshold(p.min_internode_allreduce_busbw_gbs, p, "min_allreduce_busbw_gbs");
   std::map<std::string, int> per_node;
@@ -85,120 +85,140 @@ std::vector<Check> internode_checks(Communicator& world, const std::string& node
   return internode_checks(world, node, p, reps, world, *host, "");
 }
 
+namespace {
+
+// The transfers' buffers live where `be` computes (host memory, or the GPU of an NCCL world);
+// values go there and come back through the host. Element i of a transfer's data.
+float pattern(int64_t i) { return float(i % 4093); }
+
+// Every process in one in-place sum all-reduce over `data`, timed by the slowest process.
+Check internode_allreduce(Communicator& world, Communicator& data, Backend& be, const AcceptProfile& p, int reps,
+                          const Threshold& t, const std::string& over) {
+  const int64_t elems = p.internode_mib * (1 << 20) / int64_t(sizeof(float));
+  harness::Collective op{harness::Coll::AllReduce, &data, elems, &be};
+  harness::Workload w = op.workload();
+  w.reset = [&] { be.fill(op.a, 0.0); };
+  const harness::Measured m = harness::measure(w, harness::slowest_rank_clock(world, [&] {
+                                                 be.synchronize();
+                                                 world.barrier();
+                                               }),
+                                               0, reps);
+  Check c{"internode_allreduce", "internode_allreduce_busbw_gbs", "GB/s", ">=", m.samples.best(), t.value, false,
+          fmt::format("{} over all {} processes, {} MiB f32 in place, busbw = algbw x 2(n-1)/n, the slowest "
+                      "process's time (the same figure on every process), best of {} (median {:.2f}), {} wrong "
+                      "elements on this process",
+                      over, world.size(), p.internode_mib, reps, m.samples.median(), m.wrong),
+          t.source};
+  c.pass = c.value >= c.threshold && m.wrong == 0;
+  return c;
+}
+
+// One transfer of `x` from process `from` to `to` over `data`, as each process takes part in it:
+// the sender's time runs until the receiver's acknowledgement (over `world`); the first transfer
+// is checked, the receiver sending its count of wrong elements after it. Others meet at barriers.
+harness::Workload transfer(Communicator& world, Communicator& data, Backend& be, Tensor& x, int from, int to) {
+  const int64_t elems = x.numel();
+  harness::Workload w{.work = double(elems) * sizeof(float)};
+  auto number = [](double v) {
+    Tensor t = Tensor::empty({1}, DType::F64);
+    t.data<double>()[0] = v;
+    return t;
+  };
+  const int me = world.rank();
+  if (me == from) {
+    w.init = [&be, &x, elems] {
+      Tensor h = Tensor::empty({elems}, DType::F32);
+      for (int64_t i = 0; i < elems; ++i) h.data<float>()[i] = pattern(i);
+      x = to_backend(be, h);
+    };
+    w.run = [&, to, number] {
+      data.send(x, to, 9301);
+      Tensor ack = number(0);
+      world.recv(ack, to, 9302);
+    };
+    w.check = [&world, to, number] {
+      Tensor wrong = number(0);
+      world.recv(wrong, to, 9303);
+      return int64_t(wrong.data<double>()[0]);
+    };
+  } else if (me == to) {
+    w.init = [&be, &x] { be.fill(x, -1.0); };
+    w.run = [&, from, number] {
+      data.recv(x, from, 9301);
+      world.send(number(0), from, 9302);
+    };
+    w.check = [&, from, number] {
+      const Tensor h = to_host(be, x);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < h.numel(); ++i) wrong += h.data<float>()[i] != pattern(i);
+      world.send(number(double(wrong)), from, 9303);
+      return int64_t(0);
+    };
+  } else {
+    w.run = [] {};
+    w.check = [] { return int64_t(0); };
+  }
+  return w;
+}
+
+// One process at a time sends to the next process (in rank order, wrapping) on another node. A
+// slow link shows at both its ends: each process is given the better of its two transfers (the
+// one it sent and the one it received), so that only a node whose both are slow stands out.
+Check internode_p2p(Communicator& world, Communicator& data, Backend& be, const AcceptProfile& p, int reps,
+                    const Threshold& t, const std::string& over, const std::vector<std::string>& nodes) {
+  const int me = world.rank(), n = world.size();
+  const auto next_off_node = [&](int k) {
+    for (int j = 1; j < n; ++j)
+      if (nodes[(k + j) % n] != nodes[k]) return (k + j) % n;
+    return k;
+  };
+  Tensor x = be.empty({p.internode_mib * (1 << 20) / int64_t(sizeof(float))}, DType::F32);
+  harness::Measured mine;
+  const harness::Clock clock = harness::host_clock([&] {
+    world.barrier();
+    be.synchronize();
+  });
+  for (int k = 0; k < n; ++k) {
+    const harness::Measured m = harness::measure(transfer(world, data, be, x, k, next_off_node(k)), clock, 0, reps);
+    if (k == me) mine = m;
+  }
+  const int to = next_off_node(me);
+  const std::vector<std::string> rates = exchange_strings(world, fmt::format("{:.17g}", mine.samples.best()));
+  int from = me;
+  for (int k = 0; k < n; ++k)
+    if (k != me && next_off_node(k) == me) from = k;  // the last sender into this process
+  const double received = from != me ? std::stod(rates[from]) : 0.0;
+  Check c{"internode_p2p", "internode_p2p_gbs", "GB/s", ">=", std::max(mine.samples.best(), received), t.value, false,
+          fmt::format("{}, {} MiB, the better of this process's two transfers: sent to rank {} on {} {:.3g} "
+                      "(best of {}, median {:.3g}, until its acknowledgement, {} wrong elements), received from rank "
+                      "{} on {} {:.3g}",
+                      over, p.internode_mib, to, nodes[to], mine.samples.best(), reps, mine.samples.median(),
+                      mine.wrong, from, nodes[from], received),
+          t.source};
+  c.pass = c.value >= c.threshold && mine.wrong == 0;
+  world.barrier();
+  return c;
+}
+
+}  // namespace
+
 std::vector<Check> internode_checks(Communicator& world, const std::string& node, const AcceptProfile& p, int reps,
                                     Communicator& data, Backend& be, const std::string& where) {
   PTDP_CHECK(data.size() == world.size() && data.rank() == world.rank(),
              "internode_checks: the data communicator (rank {} of {}) is not the world's (rank {} of {})", data.rank(),
              data.size(), world.rank(), world.size());
   const std::vector<std::string> nodes = exchange_strings(world, node);
-  const int me = world.rank(), n = world.size();
-  const auto [ar_min, ar_source] = allreduce_threshold(p, nodes);
-  const auto [p2p_min, p2p_source] = fleet_threshold(p.min_internode_p2p_gbs, p, "min_p2p_gbs");
-  const Threshold ar_t{ar_min, ar_source}, p2p_t{p2p_min, p2p_source};
+  const Threshold allreduce_t = allreduce_threshold(p, nodes);
+  const Threshold p2p_t = fleet_threshold(p.min_internode_p2p_gbs, p, "min_p2p_gbs");
   if (std::all_of(nodes.begin(), nodes.end(), [&](const std::string& s) { return s == nodes[0]; })) {
-    const std::string why = fmt::format("every one of the {} processes runs on node {}: no second node", n, nodes[0]);
-    return {skipped_check("internode_allreduce", "internode_allreduce_busbw_gbs", "GB/s", ar_t, why),
+    const std::string why =
+        fmt::format("every one of the {} processes runs on node {}: no second node", world.size(), nodes[0]);
+    return {skipped_check("internode_allreduce", "internode_allreduce_busbw_gbs", "GB/s", allreduce_t, why),
             skipped_check("internode_p2p", "internode_p2p_gbs", "GB/s", p2p_t, why)};
   }
-  const int64_t elems = p.internode_mib * (1 << 20) / int64_t(sizeof(float));
-  // The transfers' buffers live where `be` computes (host memory, or the GPU of an NCCL world);
-  // values go there and come back through the host.
-  auto filled = [&](float (*value)(int64_t, int), int arg) {
-    Tensor h = Tensor::empty({elems}, DType::F32);
-    float* v = h.data<float>();
-    for (int64_t i = 0; i < elems; ++i) v[i] = value(i, arg);
-    return to_backend(be, h);
-  };
-  auto wrong_in = [&](const Tensor& x, float (*value)(int64_t, int), int arg) {
-    const Tensor h = to_host(be, x);
-    const float* v = h.data<float>();
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < elems; ++i) wrong += v[i] != value(i, arg);
-    return wrong;
-  };
-  const auto rank_value = [](int64_t, int r) { return float(r + 1); };
-  const auto sum_value = [](int64_t, int size) { return float(size) * float(size + 1) / 2; };
-  const auto pattern = [](int64_t i, int) { return float(i % 4093); };
-  const auto unset = [](int64_t, int) { return -1.0f; };
   const std::string over = fmt::format("{} comm{}", data.backend(), where.empty() ? "" : " between " + where);
-  std::vector<Check> out;
-  {  // every process in one in-place all-reduce
-    Tensor x = filled(rank_value, me);
-    data.all_reduce(x, ReduceOp::Sum);  // checked, and warms every path
-    const int64_t wrong = wrong_in(x, sum_value, n);
-    Samples s;
-    for (int r = 0; r < reps; ++r) {
-      be.fill(x, 0.0);
-      be.synchronize();
-      world.barrier();
-      const auto t0 = Clock::now();
-      data.all_reduce(x, ReduceOp::Sum);
-      Tensor t = Tensor::empty({1}, DType::F64);  // the job's time: its slowest process's
-      t.data<double>()[0] = std::chrono::duration<double>(Clock::now() - t0).count();
-      world.all_reduce(t, ReduceOp::Max);
-      s.rates.push_back(double(elems) * sizeof(float) / t.data<double>()[0] / 1e9 * 2.0 * (n - 1) / n);
-    }
-    Check c{"internode_allreduce", "internode_allreduce_busbw_gbs", "GB/s", ">=", s.best(), ar_min, false,
-            fmt::format("{} over all {} processes, {} MiB f32 in place, busbw = algbw x 2(n-1)/n, the slowest "
-                        "process's time (the same figure on every process), best of {} (median {:.2f}), {} wrong "
-                        "elements on this process",
-                        over, n, p.internode_mib, reps, s.median(), wrong),
-            ar_source};
-    c.pass = c.value >= c.threshold && wrong == 0;
-    out.push_back(c);
-  }
-  // One process at a time sends to the next process (in rank order, wrapping) on another node.
-  const auto next_off_node = [&](int k) {
-    for (int j = 1; j < n; ++j)
-      if (nodes[(k + j) % n] != nodes[k]) return (k + j) % n;
-    return k;
-  };
-  Tensor x = be.empty({elems}, DType::F32);  // filled by each transfer's first round
-  Samples mine;
-  int64_t my_wrong = 0;
-  const int to = next_off_node(me);
-  for (int k = 0; k < n; ++k) {
-    const int dest = next_off_node(k);
-    for (int r = -1; r < reps; ++r) {
-      world.barrier();
-      if (me == k) {
-        if (r == -1) x = filled(pattern, 0);
-        be.synchronize();
-        const auto t0 = Clock::now();
-        data.send(x, dest, 9301);
-        Tensor ack = Tensor::empty({1}, DType::F64);  // the receiver's count of wrong elements
-        world.recv(ack, dest, 9302);
-        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (r == -1) my_wrong = int64_t(ack.data<double>()[0]);
-        else mine.rates.push_back(double(elems) * sizeof(float) / t / 1e9);
-      } else if (me == dest) {
-        if (r == -1) x = filled(unset, 0);
-        be.synchronize();
-        data.recv(x, k, 9301);
-        Tensor ack = Tensor::empty({1}, DType::F64);
-        ack.data<double>()[0] = r == -1 ? double(wrong_in(x, pattern, 0)) : 0.0;
-        world.send(ack, k, 9302);
-      }
-    }
-  }
-  // A slow link shows at both its ends: each process is given the better of its two transfers
-  // (the one it sent and the one it received), so that only a node whose both are slow stands out.
-  const std::vector<std::string> rates = exchange_strings(world, fmt::format("{:.17g}", mine.best()));
-  int from = me;
-  for (int k = 0; k < n; ++k)
-    if (k != me && next_off_node(k) == me) from = k;  // the last sender into this process
-  const double received = from != me ? std::stod(rates[from]) : 0.0;
-  Check c{"internode_p2p", "internode_p2p_gbs", "GB/s", ">=", std::max(mine.best(), received), p2p_min, false,
-          fmt::format("{}, {} MiB, the better of this process's two transfers: sent to rank {} on {} {:.3g} "
-                      "(best of {}, median {:.3g}, until its acknowledgement, {} wrong elements), received from rank "
-                      "{} on {} {:.3g}",
-                      over, p.internode_mib, to, nodes[to], mine.best(), reps, mine.median(), my_wrong, from,
-                      nodes[from], received),
-          p2p_source};
-  c.pass = c.value >= c.threshold && my_wrong == 0;
-  out.push_back(c);
-  world.barrier();
-  return out;
+  return {internode_allreduce(world, data, be, p, reps, allreduce_t, over),
+          internode_p2p(world, data, be, p, reps, p2p_t, over, nodes)};
 }
 
 std::string FleetMember::row_name() const { return gpu < 0 ? node : fmt::format("{} gpu{}", node, gpu); }

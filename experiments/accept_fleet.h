@@ -9,7 +9,7 @@
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
-#include "experiments/accept_check.h"
+#include "experiments/accept_profile.h"
 
 namespace ptdp {
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/common/error.h"
+#include "core/harness/harness.h"
 #include "experiments/accept_fleet.h"
 
 #ifdef PTDP_HAVE_CUDA
@@ -23,14 +24,13 @@
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_guard.h"
 #include "core/backend/cuda/device_info.h"
-#include "core/backend/cuda/event_timer.h"
 #include "core/common/rng.h"
 #include "core/tensor/dtype.h"
 #endif
 #ifdef PTDP_HAVE_NCCL
-#include <nccl.h>
-
 #include "core/comm/nccl/nccl_comm.h"
+#include "core/comm/nccl/nccl_node.h"
+#include "core/harness/collectives.h"
 #endif
 
 namespace ptdp {
@@ -65,8 +65,9 @@ namespace {
 
 constexpr int kWarmup = 3;                  // untimed calls before the timed ones (clocks, plans, caches)
 constexpr int64_t kBlock = int64_t(1) << 20;  // random values repeated through the GEMM operands
+constexpr auto kNcclTimeout = std::chrono::seconds(300);  // NCCL work unfinished by then is aborted
 
-// ---------------------------------------------------------------- data and timing
+// ---------------------------------------------------------------- data
 
 // Uniform bf16 values in [-1, 1), and the same values as floats for the host reference.
 struct RandomBlock {
@@ -90,8 +91,8 @@ void fill_repeating(Backend& be, Tensor& t, const RandomBlock& r) {
 // ---------------------------------------------------------------- GEMM and memory, per GPU
 
 struct GpuRates {
-  Samples s;
-  Samples copy;             // memory: cudaMemcpy device to device, for the detail
+  harness::Samples s;
+  harness::Samples copy;  // memory: cudaMemcpy device to device, for the detail
   int64_t checked = 0, wrong = 0;
 };
 
@@ -111,7 +112,6 @@ struct GemmOnDevice {
     fill_repeating(*be, w, rw);
   }
   void run() { be->linear_forward(y, x, w, nullptr); }
-  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
   void check(GpuRates& r) {
     Tensor row = Tensor::empty({n}, DType::BF16);
     for (const int64_t i : {int64_t(0), m / 3, m - 1}) {
@@ -131,28 +131,35 @@ struct GemmOnDevice {
     }
     be->synchronize();
   }
+  // 2mnk FLOPs in TFLOP/s; the check's counts go into r.
+  harness::Workload workload(GpuRates& r) {
+    harness::Workload wl{.work = 2.0 * double(m) * double(n) * double(k), .unit = 1e12};
+    wl.run = [this] { run(); };
+    wl.check = [this, &r] {
+      check(r);
+      return r.wrong;
+    };
+    return wl;
+  }
 };
 
-// measure(g, r) with the GEMM set up on `device`, then its check; the device's cached memory
-// given back afterwards.
+// measure(g, r) with the GEMM set up on `device`; the device's cached memory given back afterwards.
 template <class Measure> GpuRates with_gemm_on(int device, int64_t m, int64_t n, int64_t k, const Measure& measure) {
   cuda::DeviceGuard guard(device);
   GpuRates r;
   {
     GemmOnDevice g(device, m, n, k);
     measure(g, r);
-    g.check(r);
   }
   cuda::DeviceAllocator::for_device(device).release_cached();
   return r;
 }
 
-// The GEMM's best rates (TFLOP/s), after an L2 flush each, and its check.
+// The GEMM's best rates (TFLOP/s), after an L2 flush each; its first call checked.
 GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
   return with_gemm_on(device, m, n, k, [reps](GemmOnDevice& g, GpuRates& r) {
     cuda::FlushedTiming timing(*g.be);
-    for (int i = 0; i < kWarmup; ++i) g.run();
-    for (int i = 0; i < reps; ++i) r.s.rates.push_back(g.flops() / timing.seconds([&] { g.run(); }) / 1e12);
+    r.s = harness::measure(g.workload(r), harness::timing_clock(timing), kWarmup - 1, reps).samples;
   });
 }
 
@@ -161,6 +168,7 @@ GpuRates gemm_on(int device, int64_t m, int64_t n, int64_t k, int reps) {
 using Deadline = std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>;
 GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, Deadline until) {
   return with_gemm_on(device, m, n, k, [until](GemmOnDevice& g, GpuRates& r) {
+    const harness::Workload w = g.workload(r);
     g.run();
     g.be->synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -170,13 +178,14 @@ GpuRates gemm_load_on(int device, int64_t m, int64_t n, int64_t k, Deadline unti
       g.be->synchronize();
     } while (std::chrono::steady_clock::now() < until);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.s.rates.push_back(double(calls) * g.flops() / s / 1e12);
+    r.s.rates.push_back(double(calls) * w.work / s / w.unit);
+    g.check(r);
   });
 }
 
 // STREAM add c = a + b over three f32 arrays of `mib` MiB through the backend's add kernel, GB/s
 // counting 3 arrays moved per pass; and cudaMemcpy device to device, counting read + write.
-// Every element of c is checked after the last pass.
+// Every element of c is checked after the first pass.
 GpuRates memory_on(int device, int64_t mib, int reps) {
   cuda::DeviceGuard guard(device);
   GpuRates r;
@@ -189,20 +198,22 @@ GpuRates memory_on(int device, int64_t mib, int reps) {
     be->fill(b, 2.0);
     be->fill(c, 0.0);
     const cudaStream_t st = cuda_stream(*be);
-    auto copy = [&] {
-      PTDP_CUDA_CHECK(cudaMemcpyAsync(c.raw(), a.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, st));
-    };
     cuda::FlushedTiming timing(*be);
-    for (int i = 0; i < kWarmup; ++i) copy();
-    for (int i = 0; i < reps; ++i) r.copy.rates.push_back(2.0 * bytes / timing.seconds(copy) / 1e9);
-    for (int i = 0; i < kWarmup; ++i) be->add(c, a, b);
-    for (int i = 0; i < reps; ++i)
-      r.s.rates.push_back(3.0 * bytes / timing.seconds([&] { be->add(c, a, b); }) / 1e9);
-    Tensor host = Tensor::empty({n}, DType::F32);
-    be->copy(host, c);  // device -> host, synchronous
-    const float* h = host.data<float>();
-    r.checked = n;
-    for (int64_t i = 0; i < n; ++i) r.wrong += h[i] != 3.0f;
+    const harness::Clock clock = harness::timing_clock(timing);
+    harness::Workload copy{.work = 2.0 * bytes};
+    copy.run = [&] { PTDP_CUDA_CHECK(cudaMemcpyAsync(c.raw(), a.raw(), c.nbytes(), cudaMemcpyDeviceToDevice, st)); };
+    r.copy = harness::measure(copy, clock, kWarmup, reps).samples;
+    harness::Workload add{.work = 3.0 * bytes};
+    add.run = [&] { be->add(c, a, b); };
+    add.check = [&] {
+      Tensor host = Tensor::empty({n}, DType::F32);
+      be->copy(host, c);  // device -> host, synchronous
+      const float* h = host.data<float>();
+      r.checked = n;
+      for (int64_t i = 0; i < n; ++i) r.wrong += h[i] != 3.0f;
+      return r.wrong;
+    };
+    r.s = harness::measure(add, clock, kWarmup - 1, reps).samples;
     be->synchronize();
   }
   cuda::DeviceAllocator::for_device(device).release_cached();
@@ -240,223 +251,82 @@ Check per_gpu_check(const std::vector<int>& devices, Check c, F&& measure, std::
 
 #ifdef PTDP_HAVE_NCCL
 
-#define PTDP_ACCEPT_NCCL_CHECK(call)                                                                       \
-  do {                                                                                                     \
-    const ncclResult_t ptdp_r_ = (call);                                                                   \
-    if (ptdp_r_ != ncclSuccess)                                                                            \
-      throw RuntimeError(fmt::format("{} failed: {} ({}) at {}:{}", #call, ncclGetErrorString(ptdp_r_),   \
-                                     ncclGetLastError(nullptr), __FILE__, __LINE__));                      \
-  } while (0)
-
-constexpr auto kNcclTimeout = std::chrono::seconds(300);
-
-std::string nccl_version() {
-  int v = 0;
-  PTDP_ACCEPT_NCCL_CHECK(ncclGetVersion(&v));
-  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+// The node's time of a call: the longest GPU's CUDA-event time.
+harness::Clock node_clock(NcclNode& node, const char* what) {
+  return {{}, [&node, what](const std::function<void()>& calls) { return node.seconds(what, calls); }};
 }
 
-// One NCCL communicator per GPU of `devices`, made together in this thread (ncclCommInitAll),
-// each with its own stream, a device buffer of `bytes` and two timing events.
-class NcclNode {
- public:
-  NcclNode(std::vector<int> devices, size_t bytes) : devices_(std::move(devices)) {
-    const int n = int(devices_.size());
-    comms_.assign(n, nullptr);
-    PTDP_ACCEPT_NCCL_CHECK(ncclCommInitAll(comms_.data(), n, devices_.data()));
-    comms_live_ = true;
-    streams_.assign(n, nullptr);
-    bufs_.assign(n, nullptr);
-    start_.assign(n, nullptr);
-    stop_.assign(n, nullptr);
-    try {
-      for (int i = 0; i < n; ++i) {
-        cuda::DeviceGuard g(devices_[i]);
-        PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
-        PTDP_CUDA_CHECK(cudaMalloc(&bufs_[i], bytes));
-        PTDP_CUDA_CHECK(cudaEventCreate(&start_[i]));
-        PTDP_CUDA_CHECK(cudaEventCreate(&stop_[i]));
-      }
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  ~NcclNode() { release(); }
-  NcclNode(const NcclNode&) = delete;
-  NcclNode& operator=(const NcclNode&) = delete;
-
-  int size() const { return int(devices_.size()); }
-  int device(int i) const { return devices_[i]; }
-  float* buf(int i) const { return static_cast<float*>(bufs_[i]); }
-  ncclComm_t comm(int i) const { return comms_[i]; }
-  cudaStream_t stream(int i) const { return streams_[i]; }
-
-  // Queues launch(i) for every GPU inside one NCCL group, between two events on each GPU's
-  // stream; waits; returns the longest of the GPUs' times in seconds.
-  template <class F>
-  double timed(const char* what, F&& launch) {
-    for (int i = 0; i < size(); ++i) {
-      cuda::DeviceGuard g(devices_[i]);
-      PTDP_CUDA_CHECK(cudaEventRecord(start_[i], streams_[i]));
-    }
-    PTDP_ACCEPT_NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < size(); ++i) launch(i);
-    PTDP_ACCEPT_NCCL_CHECK(ncclGroupEnd());
-    for (int i = 0; i < size(); ++i) {
-      cuda::DeviceGuard g(devices_[i]);
-      PTDP_CUDA_CHECK(cudaEventRecord(stop_[i], streams_[i]));
-    }
-    wait(what);
-    double longest = 0;
-    for (int i = 0; i < size(); ++i) {
-      float ms = 0;
-      PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[i], stop_[i]));
-      longest = std::max(longest, double(ms) / 1e3);
-    }
-    return longest;
-  }
-
- private:
-  void release() {  // unchecked: also runs while an error propagates
-    int previous = 0;
-    cudaGetDevice(&previous);
-    for (size_t i = 0; i < streams_.size(); ++i) {
-      cudaSetDevice(devices_[i]);
-      if (streams_[i]) cudaStreamSynchronize(streams_[i]);
-      if (start_[i]) cudaEventDestroy(start_[i]);
-      if (stop_[i]) cudaEventDestroy(stop_[i]);
-      if (bufs_[i]) cudaFree(bufs_[i]);
-      if (streams_[i]) cudaStreamDestroy(streams_[i]);
-      streams_[i] = nullptr;
-      start_[i] = stop_[i] = nullptr;
-      bufs_[i] = nullptr;
-    }
-    cudaSetDevice(previous);
-    if (comms_live_)
-      for (ncclComm_t c : comms_) ncclCommDestroy(c);
-    comms_live_ = false;
-  }
-
-  // Polls every stream and every communicator's asynchronous error; aborts the communicators
-  // and throws after kNcclTimeout instead of hanging.
-  void wait(const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + kNcclTimeout;
-    for (;;) {
-      bool done = true;
-      for (int i = 0; i < size(); ++i) {
-        const cudaError_t e = cudaStreamQuery(streams_[i]);
-        if (e == cudaErrorNotReady) done = false;
-        else if (e != cudaSuccess) cuda::throw_cuda_error("cudaStreamQuery(stream of GPU)", e, __FILE__, __LINE__);
-      }
-      for (int i = 0; i < size(); ++i) {
-        ncclResult_t async = ncclSuccess;
-        PTDP_ACCEPT_NCCL_CHECK(ncclCommGetAsyncError(comms_[i], &async));
-        if (async != ncclSuccess && async != ncclInProgress) {
-          abort_all();
-          throw RuntimeError(fmt::format("NCCL {} on GPU {}: asynchronous error {} ({})", what, devices_[i],
-                                         ncclGetErrorString(async), ncclGetLastError(nullptr)));
-        }
-      }
-      if (done) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort_all();
-        throw RuntimeError(fmt::format("NCCL {} on {} GPUs did not finish within {} s; the communicators were aborted",
-                                       what, size(), kNcclTimeout.count()));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    const cudaError_t last = cudaGetLastError();  // a polled "not ready" is no error
-    if (last != cudaSuccess && last != cudaErrorNotReady)
-      cuda::throw_cuda_error("cudaGetLastError after NCCL work", last, __FILE__, __LINE__);
-  }
-  void abort_all() {
-    if (!comms_live_) return;
-    for (ncclComm_t c : comms_) ncclCommAbort(c);
-    comms_live_ = false;
-  }
-
-  std::vector<int> devices_;
-  std::vector<ncclComm_t> comms_;
-  bool comms_live_ = false;
-  std::vector<cudaStream_t> streams_;
-  std::vector<void*> bufs_;
-  std::vector<cudaEvent_t> start_, stop_;
-};
-
-struct CommRates {
-  Samples s;
-  int64_t wrong = 0;
-};
-
-void to_device(int device, float* dst, const std::vector<float>& src) {
-  cuda::DeviceGuard g(device);
-  PTDP_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
-  // From pageable memory cudaMemcpy may return before the data reaches the device (CUDA's API
-  // synchronization behavior); the non-blocking streams that read it next do not wait for the
-  // legacy stream, so wait here.
-  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
-}
-void to_host(int device, std::vector<float>& dst, const float* src) {
-  cuda::DeviceGuard g(device);
-  PTDP_CUDA_CHECK(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
+// `launch(i)` queued on every GPU of `node` inside one NCCL group, as a workload of `bytes` per call
+// whose first call is checked by `wrong` after the node's work is done.
+harness::Workload node_workload(NcclNode& node, const char* what, double bytes,
+                                const std::function<void(int)>& launch, const std::function<int64_t()>& wrong) {
+  harness::Workload w{.work = bytes};
+  w.run = [&node, launch] { node.group(launch); };
+  w.check = [&node, what, wrong] {
+    node.wait(what);
+    return wrong();
+  };
+  return w;
 }
 
 // In-place sum all-reduce of `mib` MiB of f32 over GPUs 0..gpus-1; busbw in GB/s (nccl-tests:
-// size / time * 2 (n - 1) / n). The first call's result is checked on every GPU.
-CommRates allreduce_node(int gpus, int64_t mib, int reps) {
+// algbw x 2 (n - 1) / n). The first call's result is checked on every GPU.
+harness::Measured allreduce_node(int gpus, int64_t mib, int reps) {
   const int64_t n = mib * (int64_t(1) << 20) / int64_t(sizeof(float));
   std::vector<int> devices(gpus);
   std::iota(devices.begin(), devices.end(), 0);
-  NcclNode node(devices, size_t(n) * sizeof(float));
-  std::vector<float> host(n);
+  NcclNode node(devices, kNcclTimeout);
+  std::vector<Tensor> bufs;
   for (int i = 0; i < gpus; ++i) {
-    std::fill(host.begin(), host.end(), float(i + 1));
-    to_device(i, node.buf(i), host);
+    bufs.push_back(node.backend(i).empty({n}, DType::F32));
+    node.backend(i).fill(bufs.back(), double(i + 1));
   }
   auto launch = [&](int i) {
-    PTDP_ACCEPT_NCCL_CHECK(ncclAllReduce(node.buf(i), node.buf(i), size_t(n), ncclFloat32, ncclSum, node.comm(i),
-                                         node.stream(i)));
+    PTDP_NCCL_OK(ncclAllReduce(bufs[i].raw(), bufs[i].raw(), size_t(n), ncclFloat32, ncclSum, node.comm(i),
+                               node.stream(i)));
   };
-  CommRates r;
-  node.timed("all-reduce", launch);
-  const float want = float(gpus * (gpus + 1) / 2);
-  for (int i = 0; i < gpus; ++i) {
-    to_host(i, host, node.buf(i));
-    for (int64_t e = 0; e < n; ++e) r.wrong += host[e] != want;
-  }
-  for (int i = 1; i < kWarmup; ++i) node.timed("all-reduce", launch);
-  for (int i = 0; i < reps; ++i) {  // values grow by x gpus per call: at most 8^14 x 36 for 8 GPUs, finite
-    const double t = node.timed("all-reduce", launch);
-    r.s.rates.push_back(double(n) * sizeof(float) / t / 1e9 * 2.0 * (gpus - 1) / gpus);
-  }
-  return r;
+  auto wrong = [&] {
+    const float want = float(gpus * (gpus + 1) / 2);
+    int64_t w = 0;
+    for (int i = 0; i < gpus; ++i) {
+      const Tensor host = to_host(node.backend(i), bufs[i]);
+      for (int64_t e = 0; e < n; ++e) w += host.data<float>()[e] != want;
+    }
+    return w;
+  };
+  harness::Workload w = node_workload(node, "all-reduce", double(n) * sizeof(float), launch, wrong);
+  w.bus_factor = harness::bus_factor(harness::Coll::AllReduce, gpus);
+  // Values grow by x gpus per call: at most 8^14 x 36 for 8 GPUs, finite.
+  const harness::Measured m = harness::measure(w, node_clock(node, "all-reduce"), kWarmup - 1, reps);
+  bufs.clear();
+  node.release_cached();
+  return m;
 }
 
 // GPU 0 sends `mib` MiB to GPU 1 (ncclSend / ncclRecv in one group); bytes over the longer of
 // the two GPUs' times, GB/s. The first transfer's data is checked.
-CommRates p2p_pair(int64_t mib, int reps) {
+harness::Measured p2p_pair(int64_t mib, int reps) {
   const int64_t n = mib * (int64_t(1) << 20) / int64_t(sizeof(float));
-  NcclNode node({0, 1}, size_t(n) * sizeof(float));
-  std::vector<float> host(n);
-  for (int64_t e = 0; e < n; ++e) host[e] = float(e % 1024);
-  to_device(0, node.buf(0), host);
-  {
-    cuda::DeviceGuard g(1);
-    PTDP_CUDA_CHECK(cudaMemset(node.buf(1), 0xFF, size_t(n) * sizeof(float)));  // NaN until received
-    PTDP_CUDA_CHECK(cudaDeviceSynchronize());  // the memset may still run; NCCL's stream does not wait for it
-  }
+  NcclNode node({0, 1}, kNcclTimeout);
+  Tensor pattern = Tensor::empty({n}, DType::F32);
+  for (int64_t e = 0; e < n; ++e) pattern.data<float>()[e] = float(e % 1024);
+  Tensor src = to_backend(node.backend(0), pattern), dst = node.backend(1).empty({n}, DType::F32);
+  node.backend(1).fill(dst, -1.0);  // never a value of the pattern
   auto launch = [&](int i) {
-    if (i == 0) PTDP_ACCEPT_NCCL_CHECK(ncclSend(node.buf(0), size_t(n), ncclFloat32, 1, node.comm(0), node.stream(0)));
-    else PTDP_ACCEPT_NCCL_CHECK(ncclRecv(node.buf(1), size_t(n), ncclFloat32, 0, node.comm(1), node.stream(1)));
+    if (i == 0) PTDP_NCCL_OK(ncclSend(src.raw(), size_t(n), ncclFloat32, 1, node.comm(0), node.stream(0)));
+    else PTDP_NCCL_OK(ncclRecv(dst.raw(), size_t(n), ncclFloat32, 0, node.comm(1), node.stream(1)));
   };
-  CommRates r;
-  node.timed("send/recv", launch);
-  to_host(1, host, node.buf(1));
-  for (int64_t e = 0; e < n; ++e) r.wrong += host[e] != float(e % 1024);
-  for (int i = 1; i < kWarmup; ++i) node.timed("send/recv", launch);
-  for (int i = 0; i < reps; ++i) r.s.rates.push_back(double(n) * sizeof(float) / node.timed("send/recv", launch) / 1e9);
-  return r;
+  auto wrong = [&] {
+    const Tensor host = to_host(node.backend(1), dst);
+    int64_t w = 0;
+    for (int64_t e = 0; e < n; ++e) w += host.data<float>()[e] != float(e % 1024);
+    return w;
+  };
+  const harness::Workload w = node_workload(node, "send/recv", double(n) * sizeof(float), launch, wrong);
+  const harness::Measured m = harness::measure(w, node_clock(node, "send/recv"), kWarmup - 1, reps);
+  src = dst = Tensor();
+  node.release_cached();
+  return m;
 }
 
 #endif  // PTDP_HAVE_NCCL
@@ -486,7 +356,7 @@ std::string gpu_description() {
 std::string gpu_software() {
   std::string s = "CUDA " + cuda::versions();
 #ifdef PTDP_HAVE_NCCL
-  s += ", NCCL " + nccl_version();
+  s += ", NCCL " + nccl_version_string();
 #endif
   return s;
 }
@@ -509,84 +379,101 @@ std::vector<int> checked_gpus() {
   return all;
 }
 
+namespace {
+
+Check gemm_check(const AcceptProfile& p, const std::vector<int>& devices, int reps) {
+  std::string per, unused;
+  int slowest = 0;
+  GpuRates w;
+  Check c{"gemm", "gemm_bf16_tflops", "TFLOP/s", ">=", 0, p.min_gemm_tflops.value, false, "",
+          p.min_gemm_tflops.source};
+  c = per_gpu_check(devices, c, [&](int d) { return gemm_on(d, p.gemm_m, p.gemm_n, p.gemm_k, reps); }, &per, &unused,
+                    &slowest, &w);
+  c.detail = fmt::format(
+      "bf16 y = x w^T {}x{}x{}{} through the CUDA backend (cuBLASLt, f32 accumulation), best of {} after {} warm-up "
+      "calls, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: {}; {} of {} sampled entries "
+      "wrong",
+      p.gemm_m, p.gemm_n, p.gemm_k, p.gemm_what.empty() ? "" : " (" + p.gemm_what + ")", reps, kWarmup, slowest,
+      w.s.best(), w.s.median(), per, w.wrong, w.checked);
+  return c;
+}
+
+Check memory_check(const AcceptProfile& p, const std::vector<int>& devices, int reps) {
+  std::string per, copies;
+  int slowest = 0;
+  GpuRates w;
+  Check c{"memory", "device_add_gbs", "GB/s", ">=", 0, p.min_memory_gbs.value, false, "", p.min_memory_gbs.source};
+  c = per_gpu_check(devices, c, [&](int d) { return memory_on(d, p.triad_mib, reps); }, &per, &copies, &slowest, &w);
+  c.detail = fmt::format(
+      "STREAM add c = a + b (the CUDA backend's add kernel), 3 f32 arrays of {} MiB, 3 arrays counted per pass, "
+      "best of {} after {} warm-up passes, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: "
+      "{}; cudaMemcpy device to device (read + write counted) per GPU: {}; {} wrong elements",
+      p.triad_mib, reps, kWarmup, slowest, w.s.best(), w.s.median(), per, copies, w.wrong);
+  return c;
+}
+
+// Why a node's NCCL check cannot run with the GPUs this process checks (fewer than two).
+std::string one_gpu_reason(int gpus) {
+  return g_checked_gpu >= 0
+             ? fmt::format("this process checks GPU {} only (one process per GPU on its node); the node's NCCL checks "
+                           "need one process per node",
+                           g_checked_gpu)
+             : fmt::format("{} GPU visible", gpus);
+}
+
+// A node's NCCL check: its best rate against `t`, failed by any wrong element.
+Check nccl_check(const char* name, const char* metric, const Threshold& t, const harness::Measured& m,
+                 std::string detail) {
+  Check c{name, metric, "GB/s", ">=", m.samples.best(), t.value, false, std::move(detail), t.source};
+  c.pass = c.value >= c.threshold && m.wrong == 0;
+  return c;
+}
+
+Check allreduce_check(const AcceptProfile& p, int gpus, int reps) {
+  if (gpus < 2)
+    return skipped_check("allreduce", "allreduce_busbw_gbs", "GB/s", p.min_allreduce_busbw_gbs,
+                         one_gpu_reason(gpus) + ": nothing to reduce over");
+#ifdef PTDP_HAVE_NCCL
+  const harness::Measured m = allreduce_node(gpus, p.allreduce_mib, reps);
+  return nccl_check("allreduce", "allreduce_busbw_gbs", p.min_allreduce_busbw_gbs, m,
+                    fmt::format("NCCL {} ncclAllReduce in place, {} GPUs in one process (ncclCommInitAll), {} MiB f32, "
+                                "busbw = algbw x 2(n-1)/n, longest GPU's event time, best of {} after {} warm-up calls "
+                                "(median {:.1f}), {} wrong elements",
+                                nccl_version_string(), gpus, p.allreduce_mib, reps, kWarmup, m.samples.median(),
+                                m.wrong));
+#else
+  throw RuntimeError("ptdp accept: the allreduce check needs NCCL, which this build lacks");
+#endif
+}
+
+Check p2p_check(const AcceptProfile& p, int gpus, int reps) {
+  if (gpus < 2)
+    return skipped_check("p2p", "p2p_gbs", "GB/s", p.min_p2p_gbs, one_gpu_reason(gpus) + ": no second GPU to send to");
+#ifdef PTDP_HAVE_NCCL
+  int peer = 0;
+  PTDP_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, 0, 1));
+  const harness::Measured m = p2p_pair(p.p2p_mib, reps);
+  return nccl_check("p2p", "p2p_gbs", p.min_p2p_gbs, m,
+                    fmt::format("NCCL {} ncclSend/ncclRecv GPU 0 -> GPU 1 (peer access {}), {} MiB, longest GPU's "
+                                "event time, best of {} after {} warm-up transfers (median {:.1f}), {} wrong elements",
+                                nccl_version_string(), peer ? "yes" : "no", p.p2p_mib, reps, kWarmup,
+                                m.samples.median(), m.wrong));
+#else
+  throw RuntimeError("ptdp accept: the p2p check needs NCCL, which this build lacks");
+#endif
+}
+
+}  // namespace
+
 std::vector<Check> gpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted,
                               int reps) {
   const std::vector<int> devices = checked_gpus();
   const int gpus = int(devices.size());
   std::vector<Check> checks;
-  if (wanted("gemm")) {
-    std::string per, unused;
-    int slowest = 0;
-    GpuRates w;
-    Check c{"gemm", "gemm_bf16_tflops", "TFLOP/s", ">=", 0, p.min_gemm_tflops.value, false, "",
-            p.min_gemm_tflops.source};
-    c = per_gpu_check(devices, c, [&](int d) { return gemm_on(d, p.gemm_m, p.gemm_n, p.gemm_k, reps); }, &per,
-                      &unused, &slowest, &w);
-    c.detail = fmt::format(
-        "bf16 y = x w^T {}x{}x{}{} through the CUDA backend (cuBLASLt, f32 accumulation), best of {} after {} warm-up "
-        "calls, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: {}; {} of {} sampled entries "
-        "wrong",
-        p.gemm_m, p.gemm_n, p.gemm_k, p.gemm_what.empty() ? "" : " (" + p.gemm_what + ")", reps, kWarmup, slowest,
-        w.s.best(), w.s.median(), per, w.wrong, w.checked);
-    checks.push_back(c);
-  }
-  if (wanted("memory")) {
-    std::string per, copies;
-    int slowest = 0;
-    GpuRates w;
-    Check c{"memory", "device_add_gbs", "GB/s", ">=", 0, p.min_memory_gbs.value, false, "", p.min_memory_gbs.source};
-    c = per_gpu_check(devices, c, [&](int d) { return memory_on(d, p.triad_mib, reps); }, &per, &copies, &slowest,
-                      &w);
-    c.detail = fmt::format(
-        "STREAM add c = a + b (the CUDA backend's add kernel), 3 f32 arrays of {} MiB, 3 arrays counted per pass, "
-        "best of {} after {} warm-up passes, L2 flushed before each; slowest GPU {}: {:.1f} (median {:.1f}); per GPU: "
-        "{}; cudaMemcpy device to device (read + write counted) per GPU: {}; {} wrong elements",
-        p.triad_mib, reps, kWarmup, slowest, w.s.best(), w.s.median(), per, copies, w.wrong);
-    checks.push_back(c);
-  }
-  const std::string one_gpu =
-      g_checked_gpu >= 0
-          ? fmt::format("this process checks GPU {} only (one process per GPU on its node); the node's NCCL checks "
-                        "need one process per node",
-                        g_checked_gpu)
-          : fmt::format("{} GPU visible", gpus);
-  if (wanted("allreduce")) {
-    if (gpus < 2) {
-      checks.push_back(skipped_check("allreduce", "allreduce_busbw_gbs", "GB/s", p.min_allreduce_busbw_gbs,
-                                     one_gpu + ": nothing to reduce over"));
-    } else {
-#ifdef PTDP_HAVE_NCCL
-      const CommRates r = allreduce_node(gpus, p.allreduce_mib, reps);
-      Check c{"allreduce", "allreduce_busbw_gbs", "GB/s", ">=", r.s.best(), p.min_allreduce_busbw_gbs.value, false,
-              fmt::format("NCCL {} ncclAllReduce in place, {} GPUs in one process (ncclCommInitAll), {} MiB f32, "
-                          "busbw = algbw x 2(n-1)/n, longest GPU's event time, best of {} after {} warm-up calls "
-                          "(median {:.1f}), {} wrong elements",
-                          nccl_version(), gpus, p.allreduce_mib, reps, kWarmup, r.s.median(), r.wrong),
-              p.min_allreduce_busbw_gbs.source};
-      c.pass = c.value >= c.threshold && r.wrong == 0;
-      checks.push_back(c);
-#endif
-    }
-  }
-  if (wanted("p2p")) {
-    if (gpus < 2) {
-      checks.push_back(
-          skipped_check("p2p", "p2p_gbs", "GB/s", p.min_p2p_gbs, one_gpu + ": no second GPU to send to"));
-    } else {
-#ifdef PTDP_HAVE_NCCL
-      int peer = 0;
-      PTDP_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, 0, 1));
-      const CommRates r = p2p_pair(p.p2p_mib, reps);
-      Check c{"p2p", "p2p_gbs", "GB/s", ">=", r.s.best(), p.min_p2p_gbs.value, false,
-              fmt::format("NCCL {} ncclSend/ncclRecv GPU 0 -> GPU 1 (peer access {}), {} MiB, longest GPU's event "
-                          "time, best of {} after {} warm-up transfers (median {:.1f}), {} wrong elements",
-                          nccl_version(), peer ? "yes" : "no", p.p2p_mib, reps, kWarmup, r.s.median(), r.wrong),
-              p.min_p2p_gbs.source};
-      c.pass = c.value >= c.threshold && r.wrong == 0;
-      checks.push_back(c);
-#endif
-    }
-  }
+  if (wanted("gemm")) checks.push_back(gemm_check(p, devices, reps));
+  if (wanted("memory")) checks.push_back(memory_check(p, devices, reps));
+  if (wanted("allreduce")) checks.push_back(allreduce_check(p, gpus, reps));
+  if (wanted("p2p")) checks.push_back(p2p_check(p, gpus, reps));
   return checks;
 }
 
@@ -629,7 +516,7 @@ std::vector<Check> gpu_internode_checks(Communicator& world, const std::string& 
   const std::unique_ptr<Backend> be = make_cuda_backend(device);
   const std::unique_ptr<Communicator> nccl = make_nccl_world(world, device, kNcclTimeout, be.get());
   return internode_checks(world, node, p, reps, *nccl, *be,
-                          fmt::format("GPUs (NCCL {}; this process's GPU {}, {})", nccl_version(), device,
+                          fmt::format("GPUs (NCCL {}; this process's GPU {}, {})", nccl_version_string(), device,
                                       cuda::device_name(device)));
 #else
   (void)device;

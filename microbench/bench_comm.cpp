@@ -8,50 +8,48 @@
 // loop on the benchmark's thread; ranks 1..n-1 are threads running the same number of calls.
 //   build/bench_comm --benchmark_out=results/microbench/bench_comm.json --benchmark_out_format=json
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
+#include "core/harness/collectives.h"
 #include "microbench/bench_common.h"
-#include "microbench/collectives.h"
 
 namespace ptdp {
 namespace {
 
-using bench::Coll;
-using bench::RankOp;
-using bench::bus_factor;
-using bench::coll_name;
+using harness::Coll;
+using harness::coll_name;
 
 void BM_Coll(benchmark::State& state, Coll coll, int n, int64_t bytes) {
   const int64_t count = bytes / int64_t(sizeof(float));
   auto world = make_local_world(n);
-  std::vector<RankOp> ops;
-  for (int r = 0; r < n; ++r) ops.push_back(RankOp{coll, r, n, count, world[r].get(), {}, {}});
+  std::vector<std::unique_ptr<harness::Collective>> ops;
+  for (int r = 0; r < n; ++r)
+    ops.push_back(std::make_unique<harness::Collective>(harness::Collective{coll, world[r].get(), count}));
   std::atomic<int64_t> wrong{0};
   const benchmark::IterationCount iters = state.max_iterations;
   // Every rank: buffers, one checked call, then `iters` timed calls (rank 0 inside the loop).
-  auto prologue = [&](RankOp& op) {
+  auto prologue = [&](harness::Collective& op) {
     set_cpu_threads(1);
-    op.setup();
-    op.fill();
-    op.run();
-    wrong += op.wrong();
+    const harness::Workload w = op.workload();
+    wrong += harness::prepare(w, harness::host_clock(), 0);
+    return w;
   };
   std::vector<std::thread> helpers;
   for (int r = 1; r < n; ++r)
     helpers.emplace_back([&, r] {
-      prologue(ops[r]);
-      for (benchmark::IterationCount i = 0; i < iters; ++i) ops[r].run();
+      const harness::Workload w = prologue(*ops[r]);
+      for (benchmark::IterationCount i = 0; i < iters; ++i) w.run();
     });
-  prologue(ops[0]);
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { ops[0].run(); });
+  const harness::Workload w = prologue(*ops[0]);
+  const double seconds = bench::time_iterations(state, w, harness::host_clock());
   for (auto& t : helpers) t.join();
-  bench::set_rate(state, "algbw_GB/s", bytes / 1e9, timer);
-  bench::set_rate(state, "busbw_GB/s", bytes / 1e9 * bus_factor(coll, n), timer);
+  bench::set_rate(state, "algbw_GB/s", bytes / 1e9, seconds);
+  bench::set_rate(state, "busbw_GB/s", bytes / 1e9 * w.bus_factor, seconds);
   state.counters["bytes"] = double(bytes);
   state.counters["count"] = double(count);
   state.counters["ranks"] = n;

@@ -1,5 +1,7 @@
 // Shared by the Google Benchmark suites: provenance in the JSON context (git sha, host,
-// device, BLAS and thread settings) and the custom main that every suite uses.
+// device, BLAS and thread settings), the custom main that every suite uses, and Google
+// Benchmark's loop over the measurement harness (core/harness: the timing engine `ptdp accept`
+// uses, its workloads registered here as benchmarks, as nccl-tests registers its collectives).
 //   build/bench_X --benchmark_out=results/microbench/bench_X.json --benchmark_out_format=json
 //   scripts/gbench_to_csv.py results/microbench/bench_X.json   (one CSV row per benchmark)
 #pragma once
@@ -7,11 +9,13 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/backend/cpu/blas.h"
+#include "core/harness/harness.h"
 #include "core/results/provenance.h"
 
 namespace ptdp::bench {
@@ -29,26 +33,37 @@ inline void add_context(const char* suite, const std::string& device = cpu_name(
                                                   cpu::blas_num_threads()));
 }
 
-// Wall time of the work inside the timed loop, accumulated call by call, so that rates can be
-// plain counters in natural units (GFLOP/s, GB/s, % of a reference): Google Benchmark's rate
-// counters would be printed with an extra "/s". Works with PauseTiming (only timed calls count).
-class WorkTimer {
- public:
-  template <class F>
-  void time(F&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// Google Benchmark's loop over a harness workload: each iteration times `calls` calls through
+// `clock` (the workload's reset and the clock's ready, if any, outside the time with the
+// benchmark's own timer paused), passes the seconds per call to SetIterationTime (read by benchmarks
+// registered with UseManualTime) and adds them up. Returns the sum: the time of the timed calls
+// alone, from which rates are plain counters in natural units (GFLOP/s, GB/s, % of a reference;
+// Google Benchmark's rate counters would be printed with an extra "/s").
+inline double time_iterations(benchmark::State& state, const harness::Workload& w, const harness::Clock& clock,
+                              int calls = 1) {
+  const harness::Outside paused = [&state](const std::function<void()>& before) {
+    state.PauseTiming();
+    before();
+    state.ResumeTiming();
+  };
+  double seconds = 0;
+  for (auto _ : state) {
+    const double s = harness::time_calls(w, clock, calls, paused);
+    state.SetIterationTime(s);
+    seconds += s;
   }
-  double seconds() const { return seconds_; }
+  return seconds;
+}
 
- private:
-  double seconds_ = 0;
-};
+// The same for a call with nothing to set up: the host's clock around `run`.
+template <class F>
+double time_iterations(benchmark::State& state, F&& run) {
+  return time_iterations(state, harness::Workload{.run = std::forward<F>(run)}, harness::host_clock());
+}
 
 // counters[name] = per_iteration x iterations / seconds (0 when nothing was timed).
-inline void set_rate(benchmark::State& state, const char* name, double per_iteration, const WorkTimer& t) {
-  state.counters[name] = t.seconds() > 0 ? per_iteration * double(state.iterations()) / t.seconds() : 0.0;
+inline void set_rate(benchmark::State& state, const char* name, double per_iteration, double seconds) {
+  state.counters[name] = seconds > 0 ? per_iteration * double(state.iterations()) / seconds : 0.0;
 }
 
 // The custom main of a suite (instead of BENCHMARK_MAIN): flags, context, run, shutdown.

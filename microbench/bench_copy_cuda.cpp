@@ -112,23 +112,21 @@ void BM_CopyCuda(benchmark::State& state, Dir dir, HostMem mem, int64_t bytes) {
         break;
       }
     }
-    auto copy = [&] { PTDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, st)); };
-    for (int i = 0; i < 3; ++i) copy();
-    PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
-    // The destination now holds the pattern, unless a copy went wrong.
-    const int64_t wrong = dir == Dir::D2H ? count_wrong(static_cast<const uint8_t*>(dst), n)
-                                          : count_wrong(download(dst, n, st).data(), n);
+    harness::Workload w;
+    w.run = [&] { PTDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, st)); };
+    // The destination holds the pattern after the first copy, unless it went wrong.
+    w.check = [&] {
+      PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
+      return dir == Dir::D2H ? count_wrong(static_cast<const uint8_t*>(dst), n)
+                             : count_wrong(download(dst, n, st).data(), n);
+    };
+    const int64_t wrong = harness::prepare(w, {}, 2);
     state.counters["wrong"] = double(wrong);
     if (wrong != 0) {
       state.SkipWithError(fmt::format("{} of {} bytes copied wrong (counter `wrong`)", wrong, bytes).c_str());
     } else {
-      bench::CudaTiming timing(*be);
-      double seconds = 0;
-      for (auto _ : state) {
-        const double s = timing.seconds(copy);
-        state.SetIterationTime(s);
-        seconds += s;
-      }
+      w.check = nullptr;  // checked above
+      const double seconds = bench::time_on_device(state, *be, w, 0);
       const double moved = (dir == Dir::D2D ? 2.0 : 1.0) * double(bytes);
       state.counters["GB/s"] = seconds > 0 ? moved * double(state.iterations()) / seconds / 1e9 : 0.0;
       state.counters["bytes"] = double(bytes);

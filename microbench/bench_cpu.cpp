@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/cpu/blas.h"
+#include "core/harness/cpu_workloads.h"
 #include "core/model/config.h"
 #include "microbench/bench_common.h"
 
@@ -27,16 +27,13 @@ std::vector<Shape> layer_gemms(int64_t h, int t) {
   return {{"qkv", 3 * h / t, h}, {"proj", h, h / t}, {"fc", 4 * h / t, h}, {"fc2", h, 4 * h / t}};
 }
 
+// The sgemm of `ptdp accept`'s gemm check (core/harness/cpu_workloads.h); its first call checked
+// and untimed (first touch).
 void BM_Gemm(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t) {
-  std::vector<float> x(m * k, 0.01f), w(n * k, 0.02f), y(m * n);
-  cpu::gemm<float>(false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n);  // first touch
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    timer.time([&] { cpu::gemm<float>(false, true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n); });
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  bench::set_rate(state, "GFLOP/s", 2.0 * m * n * k / 1e9, timer);
+  const harness::Workload w = harness::sgemm(m, n, k);
+  harness::prepare(w, harness::host_clock(), 0);
+  const double seconds = bench::time_iterations(state, w, harness::host_clock());
+  bench::set_rate(state, "GFLOP/s", w.work / 1e9, seconds);
   state.counters["m"] = double(m);
   state.counters["n"] = double(n);
   state.counters["k"] = double(k);

@@ -85,18 +85,18 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
     gemm();  // heuristics, workspace, first touch
     PTDP_CUDA_OK(cudaDeviceSynchronize());
     Events ev;
-    double seconds = 0;
-    for (auto _ : state) {
-      PTDP_CUDA_OK(cudaMemsetAsync(flush.p, 0, size_t(2) * l2));
-      PTDP_CUDA_OK(cudaEventRecord(ev.start));
-      gemm();
-      PTDP_CUDA_OK(cudaEventRecord(ev.stop));
-      PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
-      float ms = 0;
-      PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-      state.SetIterationTime(ms / 1e3);
-      seconds += ms / 1e3;
-    }
+    // CUDA events on the default stream around each call, after a memset of twice the L2 size.
+    const harness::Clock clock{{}, [&](const std::function<void()>& calls) {
+                                 PTDP_CUDA_OK(cudaMemsetAsync(flush.p, 0, size_t(2) * l2));
+                                 PTDP_CUDA_OK(cudaEventRecord(ev.start));
+                                 calls();
+                                 PTDP_CUDA_OK(cudaEventRecord(ev.stop));
+                                 PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
+                                 float ms = 0;
+                                 PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+                                 return ms / 1e3;
+                               }};
+    const double seconds = bench::time_iterations(state, harness::Workload{.run = gemm}, clock);
     state.counters["TFLOP/s"] = seconds > 0 ? 2.0 * m * n * k * double(state.iterations()) / seconds / 1e12 : 0.0;
     state.counters["m"] = double(m);
     state.counters["n"] = double(n);
@@ -129,15 +129,7 @@ void BM_LinearCuda(benchmark::State& state, Pass pass, int64_t rows, int64_t n, 
       else
         be->linear_backward(pass == Pass::Backward ? &dx : nullptr, false, dw, nullptr, y, x, w);
     };
-    for (int i = 0; i < 3; ++i) call();
-    be->synchronize();
-    bench::CudaTiming timing(*be);
-    double seconds = 0;
-    for (auto _ : state) {
-      const double s = timing.seconds(call);
-      state.SetIterationTime(s);
-      seconds += s;
-    }
+    const double seconds = bench::time_on_device(state, *be, harness::Workload{.run = call});
     const double flops = (pass == Pass::Backward ? 4.0 : 2.0) * double(rows) * double(n) * double(k);
     state.counters["TFLOP/s"] = seconds > 0 ? flops * double(state.iterations()) / seconds / 1e12 : 0.0;
     state.counters["m"] = double(rows);

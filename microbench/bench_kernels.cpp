@@ -10,11 +10,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/harness/cpu_workloads.h"
 #include "microbench/bench_common.h"
 
 namespace ptdp {
@@ -26,58 +26,23 @@ constexpr int64_t kStreamElems = int64_t(32) << 20;  // 128 MiB of f32 per array
 double g_triad_bytes_per_s = 0;  // the reference, measured in main before the run
 
 // Bytes per iteration as GB/s, and as a percentage of the triad reference.
-void set_bandwidth(benchmark::State& state, double bytes, const bench::WorkTimer& t) {
-  bench::set_rate(state, "GB/s", bytes / 1e9, t);
-  if (g_triad_bytes_per_s > 0) bench::set_rate(state, "pct_of_triad", 100.0 * bytes / g_triad_bytes_per_s, t);
+void set_bandwidth(benchmark::State& state, double bytes, double seconds) {
+  bench::set_rate(state, "GB/s", bytes / 1e9, seconds);
+  if (g_triad_bytes_per_s > 0) bench::set_rate(state, "pct_of_triad", 100.0 * bytes / g_triad_bytes_per_s, seconds);
   state.counters["MB_per_call"] = bytes / 1e6;
 }
 
-struct Streams {
-  std::unique_ptr<float[]> a{new float[kStreamElems]}, b{new float[kStreamElems]}, c{new float[kStreamElems]};
-  Streams() {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < kStreamElems; ++i) {
-      a[i] = 0.0f;
-      b[i] = 1.0f;
-      c[i] = 2.0f;
-    }
-  }
-  void copy() {
-    float* pa = a.get();
-    const float* pb = b.get();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < kStreamElems; ++i) pa[i] = pb[i];
-  }
-  void triad() {
-    float* pa = a.get();
-    const float* pb = b.get();
-    const float* pc = c.get();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < kStreamElems; ++i) pa[i] = pb[i] + 3.0f * pc[i];
-  }
-};
-
-// STREAM counts the bytes the kernel names: copy 2 arrays, triad 3 (no write-allocate traffic).
-void BM_StreamCopy(benchmark::State& state) {
-  Streams s;
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    timer.time([&] { s.copy(); });
-    benchmark::ClobberMemory();
-  }
-  set_bandwidth(state, 2.0 * kStreamElems * sizeof(float), timer);
+// STREAM counts the bytes the kernel names: copy 2 arrays, triad 3 (no write-allocate traffic);
+// the kernels are `ptdp accept`'s (core/harness/cpu_workloads.h), the triad's first pass checked.
+void stream(benchmark::State& state, const harness::Workload& w) {
+  harness::prepare(w, harness::host_clock(), 0);
+  set_bandwidth(state, w.work, bench::time_iterations(state, w, harness::host_clock()));
 }
+
+void BM_StreamCopy(benchmark::State& state) { stream(state, harness::stream_copy(kStreamElems)); }
 BENCHMARK(BM_StreamCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_StreamTriad(benchmark::State& state) {
-  Streams s;
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    timer.time([&] { s.triad(); });
-    benchmark::ClobberMemory();
-  }
-  set_bandwidth(state, 3.0 * kStreamElems * sizeof(float), timer);
-}
+void BM_StreamTriad(benchmark::State& state) { stream(state, harness::stream_triad(kStreamElems)); }
 BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 Tensor filled(Backend& be, Shape shape, double v) {
@@ -98,9 +63,8 @@ void BM_LayerNormForward(benchmark::State& state) {
   Tensor x = ramp(*be, {kRows, kHidden}), y = be->empty({kRows, kHidden}, DType::F32);
   Tensor mean = be->empty({kRows}, DType::F32), rstd = be->empty({kRows}, DType::F32);
   Tensor g = filled(*be, {kHidden}, 1.0), b = filled(*be, {kHidden}, 0.0);
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { be->layernorm_forward(y, mean, rstd, x, g, b, 1e-5); });
-  set_bandwidth(state, 4.0 * (2 * kRows * kHidden + 2 * kHidden + 2 * kRows), timer);  // x in, y out
+  const double seconds = bench::time_iterations(state, [&] { be->layernorm_forward(y, mean, rstd, x, g, b, 1e-5); });
+  set_bandwidth(state, 4.0 * (2 * kRows * kHidden + 2 * kHidden + 2 * kRows), seconds);  // x in, y out
 }
 BENCHMARK(BM_LayerNormForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -112,18 +76,17 @@ void BM_LayerNormBackward(benchmark::State& state) {
   be->layernorm_forward(y, mean, rstd, x, g, b, 1e-5);
   Tensor dy = ramp(*be, {kRows, kHidden}), dx = filled(*be, {kRows, kHidden}, 0.0);
   Tensor dg = filled(*be, {kHidden}, 0.0), db = filled(*be, {kHidden}, 0.0);
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { be->layernorm_backward(dx, dg, db, dy, x, g, mean, rstd); });
-  set_bandwidth(state, 4.0 * (4 * kRows * kHidden), timer);  // dy, x in; dx read and written
+  const double seconds =
+      bench::time_iterations(state, [&] { be->layernorm_backward(dx, dg, db, dy, x, g, mean, rstd); });
+  set_bandwidth(state, 4.0 * (4 * kRows * kHidden), seconds);  // dy, x in; dx read and written
 }
 BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_GeluForward(benchmark::State& state) {
   auto be = make_cpu_backend();
   Tensor x = ramp(*be, {kRows, 4 * kHidden}), y = be->empty({kRows, 4 * kHidden}, DType::F32);
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { be->gelu_forward(y, x); });
-  set_bandwidth(state, 4.0 * 2 * x.numel(), timer);
+  const double seconds = bench::time_iterations(state, [&] { be->gelu_forward(y, x); });
+  set_bandwidth(state, 4.0 * 2 * x.numel(), seconds);
 }
 BENCHMARK(BM_GeluForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -131,18 +94,16 @@ void BM_GeluBackward(benchmark::State& state) {
   auto be = make_cpu_backend();
   Tensor x = ramp(*be, {kRows, 4 * kHidden}), dy = ramp(*be, {kRows, 4 * kHidden});
   Tensor dx = be->empty({kRows, 4 * kHidden}, DType::F32);
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { be->gelu_backward(dx, x, dy); });
-  set_bandwidth(state, 4.0 * 3 * x.numel(), timer);
+  const double seconds = bench::time_iterations(state, [&] { be->gelu_backward(dx, x, dy); });
+  set_bandwidth(state, 4.0 * 3 * x.numel(), seconds);
 }
 BENCHMARK(BM_GeluBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_ResidualAdd(benchmark::State& state) {
   auto be = make_cpu_backend();
   Tensor y = ramp(*be, {kRows, kHidden}), x = ramp(*be, {kRows, kHidden});
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { be->add_(y, x); });
-  set_bandwidth(state, 4.0 * 3 * x.numel(), timer);
+  const double seconds = bench::time_iterations(state, [&] { be->add_(y, x); });
+  set_bandwidth(state, 4.0 * 3 * x.numel(), seconds);
 }
 BENCHMARK(BM_ResidualAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -155,12 +116,11 @@ void BM_AttentionForward(benchmark::State& state) {
   const int64_t n = int64_t(kAttnB) * kAttnS;
   Tensor qkv = ramp(*be, {n, 3 * kHeads * kAttnHd}), y = be->empty({n, kHeads * kAttnHd}, DType::F32);
   Tensor probs = be->empty({kAttnB, kHeads, kAttnS, kAttnS}, DType::F32);
-  bench::WorkTimer timer;
-  for (auto _ : state)
-    timer.time([&] { be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd); });
+  const double seconds = bench::time_iterations(
+      state, [&] { be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd); });
   const double flops = 4.0 * kAttnB * kHeads * double(kAttnS) * kAttnS * kAttnHd;
-  bench::set_rate(state, "GFLOP/s", flops / 1e9, timer);
-  set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + y.numel()), timer);
+  bench::set_rate(state, "GFLOP/s", flops / 1e9, seconds);
+  set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + y.numel()), seconds);
 }
 BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -171,12 +131,11 @@ void BM_AttentionBackward(benchmark::State& state) {
   Tensor probs = be->empty({kAttnB, kHeads, kAttnS, kAttnS}, DType::F32);
   be->attention_forward(y, probs, qkv, kAttnB, kAttnS, int(kHeads), kAttnHd);
   Tensor dy = ramp(*be, {n, kHeads * kAttnHd}), dqkv = be->empty({n, 3 * kHeads * kAttnHd}, DType::F32);
-  bench::WorkTimer timer;
-  for (auto _ : state)
-    timer.time([&] { be->attention_backward(dqkv, dy, qkv, probs, kAttnB, kAttnS, int(kHeads), kAttnHd); });
+  const double seconds = bench::time_iterations(
+      state, [&] { be->attention_backward(dqkv, dy, qkv, probs, kAttnB, kAttnS, int(kHeads), kAttnHd); });
   const double flops = 8.0 * kAttnB * kHeads * double(kAttnS) * kAttnS * kAttnHd;
-  bench::set_rate(state, "GFLOP/s", flops / 1e9, timer);
-  set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + dy.numel() + dqkv.numel()), timer);
+  bench::set_rate(state, "GFLOP/s", flops / 1e9, seconds);
+  set_bandwidth(state, 4.0 * (qkv.numel() + probs.numel() + dy.numel() + dqkv.numel()), seconds);
 }
 BENCHMARK(BM_AttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -203,9 +162,8 @@ struct Xent {
 
 void BM_CrossEntropyForward(benchmark::State& state) {
   Xent x;
-  bench::WorkTimer timer;
-  for (auto _ : state) timer.time([&] { x.forward(); });
-  set_bandwidth(state, 4.0 * 2 * x.logits.numel(), timer);
+  const double seconds = bench::time_iterations(state, [&] { x.forward(); });
+  set_bandwidth(state, 4.0 * 2 * x.logits.numel(), seconds);
 }
 BENCHMARK(BM_CrossEntropyForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -213,10 +171,10 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
   Xent x;
   x.forward();
   Tensor dlogits = x.be->empty({kXentRows, kVocab}, DType::F32);
-  bench::WorkTimer timer;
-  for (auto _ : state)
-    timer.time([&] { x.be->xent_backward(dlogits, x.logits, x.max, x.se, x.targets, 0, kVocab, 1.0 / kXentRows); });
-  set_bandwidth(state, 4.0 * 2 * x.logits.numel(), timer);
+  const double seconds = bench::time_iterations(state, [&] {
+    x.be->xent_backward(dlogits, x.logits, x.max, x.se, x.targets, 0, kVocab, 1.0 / kXentRows);
+  });
+  set_bandwidth(state, 4.0 * 2 * x.logits.numel(), seconds);
 }
 BENCHMARK(BM_CrossEntropyBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -229,26 +187,19 @@ void BM_AdamW(benchmark::State& state) {
   AdamWParams ap;
   ap.lr = 1e-4;
   ap.weight_decay = 0.01;
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    timer.time([&] { be->adamw(p, g, m, v, ap); });
+  const double seconds = bench::time_iterations(state, [&] {
+    be->adamw(p, g, m, v, ap);
     ++ap.step;
-  }
-  set_bandwidth(state, 4.0 * 7 * kParams, timer);
+  });
+  set_bandwidth(state, 4.0 * 7 * kParams, seconds);
 }
 BENCHMARK(BM_AdamW)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The reference for pct_of_triad: best of 10 triad passes after one untimed pass.
+// The reference for pct_of_triad: best of 10 triad passes after one untimed (checked) pass, in bytes/s.
 double measure_triad() {
-  Streams s;
-  double best = 0;
-  for (int r = 0; r < 11; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s.triad();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best = std::max(best, 3.0 * kStreamElems * sizeof(float) / t);
-  }
-  return best;
+  harness::Workload w = harness::stream_triad(kStreamElems);
+  w.unit = 1;
+  return harness::measure(w, harness::host_clock(), 0, 10).samples.best();
 }
 
 }  // namespace

@@ -32,15 +32,7 @@ void BM_KernelCuda(benchmark::State& state, Setup setup, DType dt) {
   if (!be) return;
   try {
     Case c = setup(*be, dt);
-    for (int i = 0; i < 3; ++i) c.call();
-    be->synchronize();
-    bench::CudaTiming timing(*be);
-    double seconds = 0;
-    for (auto _ : state) {
-      const double s = timing.seconds(c.call);
-      state.SetIterationTime(s);
-      seconds += s;
-    }
+    const double seconds = bench::time_on_device(state, *be, harness::Workload{.run = c.call});
     const double n = double(state.iterations());
     if (c.bytes > 0) {
       state.counters["GB/s"] = seconds > 0 ? c.bytes * n / seconds / 1e9 : 0.0;

@@ -66,31 +66,25 @@ void BM_LayerForward(benchmark::State& state) {
   const int t = int(state.range(0));
   OneLayer l(t);
   LayerCache cache;
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    timer.time([&] { layer_forward(*l.be, l.d, l.w, l.x, l.y, cache, Recompute::None); });
-    benchmark::DoNotOptimize(l.y.raw());
-  }
-  bench::set_rate(state, "GFLOP/s", l.forward_flops(t) / 1e9, timer);
-  bench::set_rate(state, "tokens/s", double(kB) * kS, timer);
+  const double seconds =
+      bench::time_iterations(state, [&] { layer_forward(*l.be, l.d, l.w, l.x, l.y, cache, Recompute::None); });
+  bench::set_rate(state, "GFLOP/s", l.forward_flops(t) / 1e9, seconds);
+  bench::set_rate(state, "tokens/s", double(kB) * kS, seconds);
 }
 BENCHMARK(BM_LayerForward)->ArgName("t")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Backward only: the forward pass that fills the cache runs with the timer paused.
+// Backward only: the forward pass that fills the cache is each call's reset, outside the time
+// (the benchmark's timer paused).
 void BM_LayerBackward(benchmark::State& state) {
   const int t = int(state.range(0));
   OneLayer l(t);
   LayerCache cache;
-  bench::WorkTimer timer;
-  for (auto _ : state) {
-    state.PauseTiming();
-    layer_forward(*l.be, l.d, l.w, l.x, l.y, cache, Recompute::None);
-    state.ResumeTiming();
-    timer.time([&] { layer_backward(*l.be, l.d, l.w, l.g, cache, l.dy, l.dx, Recompute::None); });
-    benchmark::DoNotOptimize(l.dx.raw());
-  }
-  bench::set_rate(state, "GFLOP/s", 2.0 * l.forward_flops(t) / 1e9, timer);
-  bench::set_rate(state, "tokens/s", double(kB) * kS, timer);
+  harness::Workload w;
+  w.reset = [&] { layer_forward(*l.be, l.d, l.w, l.x, l.y, cache, Recompute::None); };
+  w.run = [&] { layer_backward(*l.be, l.d, l.w, l.g, cache, l.dy, l.dx, Recompute::None); };
+  const double seconds = bench::time_iterations(state, w, harness::host_clock());
+  bench::set_rate(state, "GFLOP/s", 2.0 * l.forward_flops(t) / 1e9, seconds);
+  bench::set_rate(state, "tokens/s", double(kB) * kS, seconds);
 }
 BENCHMARK(BM_LayerBackward)->ArgName("t")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -88,20 +88,20 @@ void BM_LayerCuda(benchmark::State& state, Pass pass, int h, int t, int b, DType
       if (pass == Pass::Backward) backward();
     }
     be->synchronize();
-    bench::CudaTiming timing(*be);
     cuda::DeviceAllocator& alloc = cuda::DeviceAllocator::for_device(cuda_device(*be));
     alloc.reset_peak();
-    double seconds = 0;
-    for (auto _ : state) {
-      cache = LayerCache{};  // the previous pass's activations go back to the allocator
+    // Each call on fresh activations (the previous pass's go back to the allocator); a backward
+    // pass after its forward, outside the time.
+    harness::Workload w;
+    w.reset = [&] {
+      cache = LayerCache{};
       if (pass == Pass::Backward) forward();
-      const double s = timing.seconds([&] {
-        if (pass == Pass::Forward) forward();
-        else backward();
-      });
-      state.SetIterationTime(s);
-      seconds += s;
-    }
+    };
+    w.run = [&] {
+      if (pass == Pass::Forward) forward();
+      else backward();
+    };
+    const double seconds = bench::time_on_device(state, *be, w, 0);
     const double flops = (pass == Pass::Backward ? 2.0 : 1.0) * l.forward_flops(t);
     const double n = double(state.iterations());
     state.counters["TFLOP/s"] = seconds > 0 ? flops * n / seconds / 1e12 : 0.0;

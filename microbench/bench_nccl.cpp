@@ -1,7 +1,8 @@
 // NCCL collectives over every visible GPU of this process, as nccl-tests runs them in one
-// thread (-g N): one communicator per GPU made together (ncclCommInitAll), one stream per GPU
-// (that GPU's CUDA backend's stream; the backend also allocates and fills the buffers), each
-// call a ncclGroupStart/End over the GPUs. f32 messages of 8 B to 1 GiB by x8, out of place:
+// thread (-g N), on the node `ptdp accept` measures with (core/comm/nccl/nccl_node.h): one
+// communicator per GPU made together (ncclCommInitAll), one stream per GPU (that GPU's CUDA
+// backend's stream; the backend also allocates and fills the buffers), each call a
+// ncclGroupStart/End over the GPUs, timed by the harness's engine (core/harness). f32 messages of 8 B to 1 GiB by x8, out of place:
 // all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0) and sendrecv (a ring:
 // GPU i sends to i+1, receives from i-1). Size is the whole buffer, as in nccl-tests and
 // bench_comm (all_gather's output, reduce_scatter's input, there rounded down to a multiple of
@@ -16,43 +17,30 @@
 //   build/bench_nccl --benchmark_filter='BM_Nccl/all_reduce/'
 //   build/bench_nccl --benchmark_out=results/microbench/bench_nccl.json --benchmark_out_format=json
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "core/backend/cuda/device_guard.h"
+#include "core/comm/nccl/nccl_node.h"
 #include "core/common/error.h"
+#include "core/harness/collectives.h"
 #include "microbench/bench_common.h"
-#include "microbench/collectives.h"
 #include "microbench/cuda_bench.h"
-
-#define PTDP_BENCH_NCCL_CHECK(call)                                                                      \
-  do {                                                                                                   \
-    const ncclResult_t ptdp_r_ = (call);                                                                 \
-    if (ptdp_r_ != ncclSuccess)                                                                          \
-      throw ::ptdp::RuntimeError(fmt::format("{} failed: {} ({}) at {}:{}", #call,                       \
-                                             ncclGetErrorString(ptdp_r_), ncclGetLastError(nullptr),     \
-                                             __FILE__, __LINE__));                                       \
-  } while (0)
 
 namespace ptdp {
 namespace {
 
-using bench::bus_factor;
-using bench::Coll;
-using bench::coll_name;
+using harness::bus_factor;
+using harness::Coll;
+using harness::coll_name;
 
 constexpr int kWarmup = 5;               // nccl-tests -w 5
 constexpr int kCallsPerIteration = 20;   // nccl-tests -n 20
-constexpr auto kTimeout = std::chrono::seconds(300);
 
 // One case's buffers on every GPU: `in` is sent, `out` receives (count elements each, or the
 // per-GPU chunk where the collective takes or gives one).
@@ -65,191 +53,81 @@ struct Case {
   int64_t bytes() const { return count * int64_t(sizeof(float)); }
 };
 
-// Every visible GPU: its CUDA backend, an event timer on the backend's stream and its NCCL
-// communicator. Made once for the process; after an NCCL error it is aborted and refuses work.
-class Node {
- public:
-  explicit Node(int gpus) {
-    for (int d = 0; d < gpus; ++d) {
-      backends_.push_back(make_cuda_backend(d));
-      cuda::DeviceGuard g(d);
-      timers_.push_back(std::make_unique<cuda::EventTimer>(cuda_stream(*backends_.back())));
-    }
-    std::vector<int> devices(gpus);
-    std::iota(devices.begin(), devices.end(), 0);
-    comms_.assign(gpus, nullptr);
-    PTDP_BENCH_NCCL_CHECK(ncclCommInitAll(comms_.data(), gpus, devices.data()));
-    live_ = true;
+// Buffers for `coll` with a message of `bytes`, inputs filled (GPU i contributes i + 1;
+// broadcast's root sends 42) and outputs set to -1.
+Case make_case(NcclNode& node, Coll coll, int64_t bytes) {
+  Case c;
+  c.coll = coll;
+  c.n = node.size();
+  c.count = bytes / int64_t(sizeof(float));
+  if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
+    c.chunk = std::max<int64_t>(1, c.count / c.n);
+    c.count = c.chunk * c.n;
   }
-  ~Node() {  // unchecked: runs at exit
-    for (auto& be : backends_) cudaStreamSynchronize(cuda_stream(*be));
-    if (live_)
-      for (ncclComm_t c : comms_) ncclCommDestroy(c);
+  for (int i = 0; i < c.n; ++i) {
+    Backend& be = node.backend(i);
+    const int64_t in = coll == Coll::AllGather ? c.chunk : c.count;
+    const int64_t out = coll == Coll::ReduceScatter ? c.chunk : c.count;
+    c.in.push_back(be.empty({in}, DType::F32));
+    c.out.push_back(be.empty({out}, DType::F32));
+    be.fill(c.in.back(), coll == Coll::Broadcast ? (i == 0 ? 42.0 : 0.0) : double(i + 1));
+    be.fill(c.out.back(), -1.0);
   }
-  Node(const Node&) = delete;
-  Node& operator=(const Node&) = delete;
+  return c;
+}
 
-  int size() const { return int(backends_.size()); }
-  Backend& backend(int i) { return *backends_[i]; }
-  // Empty while usable; else why not.
-  const std::string& broken() const { return broken_; }
-
-  // Buffers for `coll` with a message of `bytes`, inputs filled (GPU i contributes i + 1;
-  // broadcast's root sends 42) and outputs set to -1.
-  Case make_case(Coll coll, int64_t bytes) {
-    Case c;
-    c.coll = coll;
-    c.n = size();
-    c.count = bytes / int64_t(sizeof(float));
-    if (coll == Coll::AllGather || coll == Coll::ReduceScatter) {
-      c.chunk = std::max<int64_t>(1, c.count / c.n);
-      c.count = c.chunk * c.n;
-    }
-    for (int i = 0; i < c.n; ++i) {
-      Backend& be = backend(i);
-      const int64_t in = coll == Coll::AllGather ? c.chunk : c.count;
-      const int64_t out = coll == Coll::ReduceScatter ? c.chunk : c.count;
-      c.in.push_back(be.empty({in}, DType::F32));
-      c.out.push_back(be.empty({out}, DType::F32));
-      be.fill(c.in.back(), coll == Coll::Broadcast ? (i == 0 ? 42.0 : 0.0) : double(i + 1));
-      be.fill(c.out.back(), -1.0);
-    }
-    return c;
-  }
-
-  // Queues `calls` grouped calls on every GPU between its two events and waits for them;
-  // returns the longest GPU's time in seconds. An error aborts the node.
-  double run(const Case& c, int calls) {
-    PTDP_CHECK(broken_.empty(), "NCCL node unusable: {}", broken_);
-    try {
-      for (int i = 0; i < size(); ++i) {
-        cuda::DeviceGuard g(i);
-        timers_[i]->start();
-      }
-      for (int k = 0; k < calls; ++k) {
-        PTDP_BENCH_NCCL_CHECK(ncclGroupStart());
-        for (int i = 0; i < size(); ++i) launch(c, i);
-        PTDP_BENCH_NCCL_CHECK(ncclGroupEnd());
-      }
-      for (int i = 0; i < size(); ++i) {
-        cuda::DeviceGuard g(i);
-        timers_[i]->stop();
-      }
-      wait(coll_name(c.coll));
-      double longest = 0;
-      for (int i = 0; i < size(); ++i) longest = std::max(longest, double(timers_[i]->elapsed_ms()) / 1e3);
-      return longest;
-    } catch (const std::exception& e) {
-      abort_all(e.what());
-      throw;
+// GPU i's call of the case's collective, out of place.
+void launch(NcclNode& node, const Case& c, int i) {
+  const ncclComm_t comm = node.comm(i);
+  const cudaStream_t st = node.stream(i);
+  const void* in = c.in[i].raw();
+  void* out = c.out[i].raw();
+  const size_t count = size_t(c.count), chunk = size_t(c.chunk);
+  switch (c.coll) {
+    case Coll::AllReduce: PTDP_NCCL_OK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, st)); break;
+    case Coll::AllGather: PTDP_NCCL_OK(ncclAllGather(in, out, chunk, ncclFloat32, comm, st)); break;
+    case Coll::ReduceScatter: PTDP_NCCL_OK(ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, comm, st)); break;
+    case Coll::Broadcast: PTDP_NCCL_OK(ncclBroadcast(in, out, count, ncclFloat32, 0, comm, st)); break;
+    case Coll::SendRecv: {
+      const int n = node.size();
+      PTDP_NCCL_OK(ncclSend(in, count, ncclFloat32, (i + 1) % n, comm, st));
+      PTDP_NCCL_OK(ncclRecv(out, count, ncclFloat32, (i + n - 1) % n, comm, st));
+      break;
     }
   }
+}
 
-  // Output elements that differ from the closed-form result, over every GPU (after a run).
-  int64_t count_wrong(const Case& c) {
-    const int n = c.n;
-    int64_t wrong = 0;
-    Tensor host = Tensor::empty({c.out[0].numel()}, DType::F32);
-    for (int i = 0; i < n; ++i) {
-      backend(i).copy(host, c.out[i]);  // device -> host, after the NCCL work on the same stream
-      const float* p = host.data<float>();
-      const int64_t m = host.numel();
-      auto count_ne = [&](auto expected) {
-        for (int64_t e = 0; e < m; ++e) wrong += p[e] != expected(e);
-      };
-      switch (c.coll) {
-        case Coll::AllReduce:
-        case Coll::ReduceScatter: count_ne([&](int64_t) { return float(n * (n + 1) / 2); }); break;
-        case Coll::AllGather: count_ne([&](int64_t e) { return float(e / c.chunk + 1); }); break;
-        case Coll::Broadcast: count_ne([](int64_t) { return 42.0f; }); break;
-        case Coll::SendRecv: count_ne([&](int64_t) { return float((i + n - 1) % n + 1); }); break;
-      }
-    }
-    return wrong;
-  }
-
-  // Waits for every GPU's work and gives the cached device memory back.
-  void release() {
-    if (!broken_.empty()) return;  // aborted: nothing more is queued, nothing is waited for
-    for (int i = 0; i < size(); ++i) bench::release_device_cache(backend(i));
-  }
-
- private:
-  void launch(const Case& c, int i) {
-    const ncclComm_t comm = comms_[i];
-    const cudaStream_t st = cuda_stream(backend(i));
-    const void* in = c.in[i].raw();
-    void* out = c.out[i].raw();
-    const size_t count = size_t(c.count), chunk = size_t(c.chunk);
+// Output elements that differ from the closed-form result, over every GPU (after a run).
+int64_t count_wrong(NcclNode& node, const Case& c) {
+  const int n = c.n;
+  int64_t wrong = 0;
+  Tensor host = Tensor::empty({c.out[0].numel()}, DType::F32);
+  for (int i = 0; i < n; ++i) {
+    node.backend(i).copy(host, c.out[i]);  // device -> host, after the NCCL work on the same stream
+    const float* p = host.data<float>();
+    const int64_t m = host.numel();
+    auto count_ne = [&](auto expected) {
+      for (int64_t e = 0; e < m; ++e) wrong += p[e] != expected(e);
+    };
     switch (c.coll) {
       case Coll::AllReduce:
-        PTDP_BENCH_NCCL_CHECK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, st));
-        break;
-      case Coll::AllGather: PTDP_BENCH_NCCL_CHECK(ncclAllGather(in, out, chunk, ncclFloat32, comm, st)); break;
-      case Coll::ReduceScatter:
-        PTDP_BENCH_NCCL_CHECK(ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, comm, st));
-        break;
-      case Coll::Broadcast: PTDP_BENCH_NCCL_CHECK(ncclBroadcast(in, out, count, ncclFloat32, 0, comm, st)); break;
-      case Coll::SendRecv: {
-        const int n = size();
-        PTDP_BENCH_NCCL_CHECK(ncclSend(in, count, ncclFloat32, (i + 1) % n, comm, st));
-        PTDP_BENCH_NCCL_CHECK(ncclRecv(out, count, ncclFloat32, (i + n - 1) % n, comm, st));
-        break;
-      }
+      case Coll::ReduceScatter: count_ne([&](int64_t) { return float(n * (n + 1) / 2); }); break;
+      case Coll::AllGather: count_ne([&](int64_t e) { return float(e / c.chunk + 1); }); break;
+      case Coll::Broadcast: count_ne([](int64_t) { return 42.0f; }); break;
+      case Coll::SendRecv: count_ne([&](int64_t) { return float((i + n - 1) % n + 1); }); break;
     }
   }
+  return wrong;
+}
 
-  // Polls every stream and every communicator's asynchronous error; after kTimeout throws
-  // (and run() aborts the communicators) instead of hanging.
-  void wait(const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + kTimeout;
-    for (;;) {
-      bool done = true;
-      for (int i = 0; i < size(); ++i) {
-        const cudaError_t e = cudaStreamQuery(cuda_stream(backend(i)));
-        if (e == cudaErrorNotReady) done = false;
-        else if (e != cudaSuccess) cuda::throw_cuda_error("cudaStreamQuery(stream of GPU)", e, __FILE__, __LINE__);
-      }
-      for (int i = 0; i < size(); ++i) {
-        ncclResult_t async = ncclSuccess;
-        PTDP_BENCH_NCCL_CHECK(ncclCommGetAsyncError(comms_[i], &async));
-        if (async != ncclSuccess && async != ncclInProgress)
-          throw RuntimeError(fmt::format("NCCL {} on GPU {}: asynchronous error {} ({})", what, i,
-                                         ncclGetErrorString(async), ncclGetLastError(comms_[i])));
-      }
-      if (done) break;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw RuntimeError(fmt::format("NCCL {} on {} GPUs did not finish within {} s", what, size(),
-                                       kTimeout.count()));
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-    const cudaError_t last = cudaGetLastError();  // a polled "not ready" is no error
-    if (last != cudaSuccess && last != cudaErrorNotReady)
-      cuda::throw_cuda_error("cudaGetLastError after NCCL work", last, __FILE__, __LINE__);
-  }
-
-  void abort_all(const std::string& why) {
-    if (broken_.empty()) broken_ = fmt::format("aborted after an earlier error: {}", why);
-    if (!live_) return;
-    for (ncclComm_t c : comms_) ncclCommAbort(c);
-    live_ = false;
-  }
-
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::vector<std::unique_ptr<cuda::EventTimer>> timers_;
-  std::vector<ncclComm_t> comms_;
-  bool live_ = false;
-  std::string broken_;
-};
-
-std::unique_ptr<Node>& node_slot() {
-  static std::unique_ptr<Node> node;
+std::unique_ptr<NcclNode>& node_slot() {
+  static std::unique_ptr<NcclNode> node;
   return node;
 }
 
 // The process's node over every visible GPU, made on first use; null with `reason` when there
 // is no GPU, NCCL could not start, or an earlier error aborted it.
-Node* nccl_node(std::string* reason) {
+NcclNode* nccl_node(std::string* reason) {
   static std::string why;
   static bool tried = false;
   if (!tried) {
@@ -260,13 +138,15 @@ Node* nccl_node(std::string* reason) {
       why = "no CUDA device: " + r;
     } else {
       try {
-        node_slot() = std::make_unique<Node>(gpus);
+        std::vector<int> devices(gpus);
+        std::iota(devices.begin(), devices.end(), 0);
+        node_slot() = std::make_unique<NcclNode>(devices);
       } catch (const std::exception& e) {
         why = fmt::format("NCCL over {} GPU(s) could not start: {}", gpus, e.what());
       }
     }
   }
-  Node* node = node_slot().get();
+  NcclNode* node = node_slot().get();
   if (node && !node->broken().empty()) {
     *reason = "NCCL " + node->broken();
     return nullptr;
@@ -277,37 +157,40 @@ Node* nccl_node(std::string* reason) {
 
 void BM_Nccl(benchmark::State& state, Coll coll, int64_t nominal_bytes) {
   std::string reason;
-  Node* node = nccl_node(&reason);
+  NcclNode* node = nccl_node(&reason);
   if (!node) {
     state.SkipWithError(reason.c_str());
     return;
   }
   try {
     const int n = node->size();
-    Case c = node->make_case(coll, nominal_bytes);
+    const Case c = make_case(*node, coll, nominal_bytes);
+    harness::Workload w{.work = double(c.bytes()), .bus_factor = bus_factor(coll, n)};
+    w.run = [node, &c] { node->group([&](int i) { launch(*node, c, i); }); };
     // The first run of a case checks its outputs; later runs (Google Benchmark runs a case
     // several times while it picks the iteration count) report that check.
     static std::map<std::pair<Coll, int64_t>, int64_t> checked;
-    auto it = checked.find({coll, nominal_bytes});
-    if (it == checked.end()) {
-      node->run(c, 1);
-      it = checked.emplace(std::pair{coll, nominal_bytes}, node->count_wrong(c)).first;
-    }
-    const int64_t wrong = it->second;
+    const auto key = std::pair{coll, nominal_bytes};
+    const bool first = !checked.count(key);
+    if (first)
+      w.check = [node, &c] {
+        node->wait(coll_name(c.coll));
+        return count_wrong(*node, c);
+      };
+    int64_t wrong = harness::prepare(w, {}, kWarmup);
+    if (first) checked[key] = wrong;
+    else wrong = checked.at(key);
     state.counters["wrong"] = double(wrong);
     if (wrong != 0) {
       state.SkipWithError(fmt::format("{} wrong output values (counter `wrong`)", wrong).c_str());
     } else {
-      for (int i = 0; i < kWarmup; ++i) node->run(c, 1);
-      double seconds = 0;
-      for (auto _ : state) {
-        const double s = node->run(c, kCallsPerIteration) / kCallsPerIteration;
-        state.SetIterationTime(s);
-        seconds += s;
-      }
+      const harness::Clock clock{{}, [node, coll](const std::function<void()>& calls) {
+                                   return node->seconds(coll_name(coll), calls);
+                                 }};
+      const double seconds = bench::time_iterations(state, w, clock, kCallsPerIteration);
       const double algbw = seconds > 0 ? double(c.bytes()) * double(state.iterations()) / seconds / 1e9 : 0.0;
       state.counters["algbw_GB/s"] = algbw;
-      state.counters["busbw_GB/s"] = algbw * bus_factor(coll, n);
+      state.counters["busbw_GB/s"] = algbw * w.bus_factor;
       state.counters["bytes"] = double(c.bytes());
       state.counters["count"] = double(c.count);
       state.counters["gpus"] = n;
@@ -320,7 +203,7 @@ void BM_Nccl(benchmark::State& state, Coll coll, int64_t nominal_bytes) {
     state.SkipWithError(e.what());
   }
   try {
-    node->release();
+    node->release_cached();
   } catch (const std::exception& e) {
     if (!state.error_occurred()) state.SkipWithError(e.what());
   }
@@ -347,12 +230,6 @@ std::string gpu_names(int n) {
   return all;
 }
 
-std::string nccl_version() {
-  int v = 0;
-  PTDP_BENCH_NCCL_CHECK(ncclGetVersion(&v));
-  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
-}
-
 }  // namespace
 }  // namespace ptdp
 
@@ -360,7 +237,7 @@ int main(int argc, char** argv) {
   ptdp::register_colls();
   const int n = ptdp::bench::start_cuda_suite(&argc, argv, "bench_nccl", [](int gpus) { return ptdp::gpu_names(gpus); });
   if (n < 0) return 1;
-  benchmark::AddCustomContext("nccl", ptdp::nccl_version());
+  benchmark::AddCustomContext("nccl", ptdp::nccl_version_string());
   benchmark::AddCustomContext("gpus", std::to_string(n));
   benchmark::AddCustomContext("calls_per_iteration", std::to_string(ptdp::kCallsPerIteration));
   benchmark::RunSpecifiedBenchmarks();

@@ -7,7 +7,6 @@
 // result, summed over ranks), `-w` warm-up calls, then `-n` timed calls; time is the mean per call,
 // the maximum over ranks. Rank 0 prints the table; the exit code is 1 if any result was wrong.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -19,13 +18,14 @@
 #include "core/comm/mpi/mpi_comm.h"
 #include "core/common/error.h"
 #include "core/results/provenance.h"
+#include "core/harness/collectives.h"
 #include "core/results/output_files.h"
-#include "microbench/collectives.h"
 
 namespace ptdp {
 namespace {
 
-using bench::Coll;
+using harness::Coll;
+using harness::coll_name;
 
 // "1K", "32M", "1G", "4096": bytes.
 int64_t parse_size(const std::string& flag, const std::string& s) {
@@ -58,17 +58,69 @@ struct Row {
   int64_t wrong;
 };
 
-double max_over_ranks(Communicator& c, double v) {
-  Tensor t = Tensor::empty({1}, DType::F64);
-  t.data<double>()[0] = v;
-  c.all_reduce(t, ReduceOp::Max);
-  return t.data<double>()[0];
+// The collectives --op names (all by default), in nccl-tests' order; a ring of one has no peer
+// for sendrecv.
+std::vector<Coll> selected_colls(const Options& o, int n) {
+  const std::vector<Coll> all = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                                 Coll::SendRecv};
+  for (const auto& name : o.ops)
+    if (std::none_of(all.begin(), all.end(), [&](Coll c) { return name == coll_name(c); }))
+      usage_error("--op {}: unknown (all_reduce, all_gather, reduce_scatter, broadcast, sendrecv)", name);
+  std::vector<Coll> colls;
+  for (Coll c : all)
+    if ((o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), coll_name(c)) != o.ops.end()) &&
+        !(n < 2 && c == Coll::SendRecv))
+      colls.push_back(c);
+  return colls;
 }
-int64_t sum_over_ranks(Communicator& c, int64_t v) {
-  Tensor t = Tensor::empty({1}, DType::F64);
-  t.data<double>()[0] = double(v);
-  c.all_reduce(t, ReduceOp::Sum);
-  return int64_t(t.data<double>()[0]);
+
+// One size of one collective on every rank: the checked call (wrong elements summed over the
+// ranks, then fresh inputs), `-w` warm-up calls, then `-n` calls timed together after a barrier;
+// the time per call is the slowest rank's.
+Row measure_size(Communicator& world, Coll c, int64_t bytes, const Options& o) {
+  const int n = world.size();
+  const int64_t count = std::max<int64_t>(n, bytes / int64_t(sizeof(float)) / n * n);
+  harness::Collective op{c, &world, count};
+  harness::Workload w = op.workload();
+  if (o.check)
+    w.check = [&] {
+      const int64_t wrong = harness::sum_over_ranks(world, op.wrong());
+      op.fill();
+      return wrong;
+    };
+  else
+    w.check = nullptr;
+  const harness::Clock clock = harness::slowest_rank_clock(world, [&] { world.barrier(); });
+  const int64_t wrong = harness::prepare(w, clock, o.warmup);
+  const double t = harness::time_calls(w, clock, o.iters);
+  return {coll_name(c), int64_t(w.work), count, t * 1e6, harness::alg_rate(w, t), harness::bus_rate(w, t), wrong};
+}
+
+void print_table_head(Coll c, int n) {
+  fmt::print("#\n# {} (busbw factor {:.3f})\n", coll_name(c), harness::bus_factor(c, n));
+  fmt::print("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>10} {:>8} {:>8} {:>7}\n", "size", "count", "type", "redop", "root",
+             "time", "algbw", "busbw", "#wrong");
+  fmt::print("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>10} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "", "", "(us)",
+             "(GB/s)", "(GB/s)", "");
+}
+
+void print_row(Coll c, const Row& r, bool check) {
+  const bool reduces = c == Coll::AllReduce || c == Coll::ReduceScatter;
+  fmt::print("  {:>12} {:>12} {:>6} {:>6} {:>5} {:>10.2f} {:>8.3f} {:>8.3f} {:>7}\n", r.bytes, r.count, "float",
+             reduces ? "sum" : "none", c == Coll::Broadcast ? "0" : "-1", r.time_us, r.algbw, r.busbw,
+             check ? std::to_string(r.wrong) : "N/A");
+  std::fflush(stdout);
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows, int n, int iters) {
+  std::string out = "op,size_bytes,count,type,ranks,time_us,algbw_gbs,busbw_gbs,wrong,iters,git_sha,host,device,"
+                    "timestamp\n";
+  const std::string prov = fmt::format("{},\"{}\",\"{}\",{}", git_sha(), host_name(), cpu_name(), utc_timestamp());
+  for (const Row& r : rows)
+    out += fmt::format("{},{},{},float,{},{:.3f},{:.4f},{:.4f},{},{},{}\n", r.op, r.bytes, r.count, n, r.time_us,
+                       r.algbw, r.busbw, r.wrong, iters, prov);
+  write_file_atomic(path, out);
+  fmt::print("# wrote {}\n", path);
 }
 
 int run(Communicator& world, const Options& o) {
@@ -83,17 +135,7 @@ int run(Communicator& world, const Options& o) {
     if (!dir.empty() && !std::filesystem::is_directory(dir))
       usage_error("--csv {}: the directory {} does not exist", o.csv, dir.string());
   }
-  std::vector<Coll> colls;
-  const std::vector<Coll> all = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
-                                 Coll::SendRecv};
-  for (Coll c : all)
-    if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), bench::coll_name(c)) != o.ops.end()) colls.push_back(c);
-  for (const auto& name : o.ops)
-    if (std::none_of(all.begin(), all.end(), [&](Coll c) { return name == bench::coll_name(c); }))
-      usage_error("--op {}: unknown (all_reduce, all_gather, reduce_scatter, broadcast, sendrecv)", name);
-  if (n < 2 && std::find(colls.begin(), colls.end(), Coll::SendRecv) != colls.end())
-    colls.erase(std::find(colls.begin(), colls.end(), Coll::SendRecv));  // a ring of one has no peer
-
+  const std::vector<Coll> colls = selected_colls(o, n);
   if (rank == 0) {
     fmt::print("# ptdp_comm_bench: MPI communicator, {} ranks, float, {} timed calls after {} warm-up, check {}\n", n,
                o.iters, o.warmup, o.check ? "on" : "off");
@@ -103,61 +145,20 @@ int run(Communicator& world, const Options& o) {
   std::vector<Row> rows;
   int64_t total_wrong = 0;
   double busbw_sum = 0;
-  int busbw_n = 0;
   for (Coll c : colls) {
-    if (rank == 0) {
-      fmt::print("#\n# {} (busbw factor {:.3f})\n", bench::coll_name(c), bench::bus_factor(c, n));
-      fmt::print("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>10} {:>8} {:>8} {:>7}\n", "size", "count", "type", "redop",
-                 "root", "time", "algbw", "busbw", "#wrong");
-      fmt::print("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>10} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "", "",
-                 "(us)", "(GB/s)", "(GB/s)", "");
-    }
+    if (rank == 0) print_table_head(c, n);
     for (int64_t bytes = lo; bytes <= hi; bytes *= o.factor) {
-      const int64_t count = std::max<int64_t>(n, bytes / int64_t(sizeof(float)) / n * n);
-      bench::RankOp op{c, rank, n, count, &world, {}, {}};
-      op.setup();
-      int64_t wrong = 0;
-      if (o.check) {
-        op.fill();
-        op.run();
-        wrong = sum_over_ranks(world, op.wrong());
-      }
-      op.fill();
-      for (int i = 0; i < o.warmup; ++i) op.run();
-      world.barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < o.iters; ++i) op.run();
-      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-      const double t = max_over_ranks(world, mine);
-      const double size = double(count) * sizeof(float);
-      const double algbw = size / t / 1e9;
-      Row r{bench::coll_name(c), int64_t(size), count, t * 1e6, algbw, algbw * bench::bus_factor(c, n), wrong};
-      total_wrong += wrong;
+      const Row r = measure_size(world, c, bytes, o);
+      total_wrong += r.wrong;
       busbw_sum += r.busbw;
-      ++busbw_n;
-      if (rank == 0) {
-        const bool reduces = c == Coll::AllReduce || c == Coll::ReduceScatter;
-        fmt::print("  {:>12} {:>12} {:>6} {:>6} {:>5} {:>10.2f} {:>8.3f} {:>8.3f} {:>7}\n", r.bytes, r.count, "float",
-                   reduces ? "sum" : "none", c == Coll::Broadcast ? "0" : "-1", r.time_us, r.algbw, r.busbw,
-                   o.check ? std::to_string(r.wrong) : "N/A");
-        std::fflush(stdout);
-      }
+      if (rank == 0) print_row(c, r, o.check);
       rows.push_back(r);
     }
   }
   if (rank == 0) {
     fmt::print("# Out of bounds values : {} {}\n", total_wrong, total_wrong == 0 ? "OK" : "WRONG");
-    fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n#\n", busbw_n ? busbw_sum / busbw_n : 0.0);
-    if (!o.csv.empty()) {
-      std::string out = "op,size_bytes,count,type,ranks,time_us,algbw_gbs,busbw_gbs,wrong,iters,git_sha,host,device,"
-                        "timestamp\n";
-      const std::string prov = fmt::format("{},\"{}\",\"{}\",{}", git_sha(), host_name(), cpu_name(), utc_timestamp());
-      for (const Row& r : rows)
-        out += fmt::format("{},{},{},float,{},{:.3f},{:.4f},{:.4f},{},{},{}\n", r.op, r.bytes, r.count, n, r.time_us,
-                           r.algbw, r.busbw, r.wrong, o.iters, prov);
-      write_file_atomic(o.csv, out);
-      fmt::print("# wrote {}\n", o.csv);
-    }
+    fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n#\n", rows.empty() ? 0.0 : busbw_sum / double(rows.size()));
+    if (!o.csv.empty()) write_csv(o.csv, rows, n, o.iters);
   }
   return total_wrong == 0 ? 0 : 1;
 }

@@ -1,5 +1,6 @@
 // Shared by the CUDA suites: one CUDA backend for the process (or the reason there is none),
-// CUDA-event timing of one call after an L2 flush, and random device data.
+// Google Benchmark's loop over a call timed with CUDA events after an L2 flush (the harness's
+// engine with core/backend/cuda/measure.h's timing), and random device data.
 #pragma once
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -15,6 +16,7 @@
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/event_timer.h"
 #include "core/common/rng.h"
+#include "microbench/bench_common.h"
 
 namespace ptdp::bench {
 
@@ -34,7 +36,14 @@ inline Backend* cuda_backend(std::string* reason) {
   return be;
 }
 
-using CudaTiming = cuda::FlushedTiming;
+// `w` after `warmup` untimed calls (and its check, if any, first), then Google Benchmark's loop,
+// each call timed on the backend's stream with CUDA events after an L2 flush; the timed seconds.
+inline double time_on_device(benchmark::State& state, Backend& be, const harness::Workload& w, int warmup = 3) {
+  harness::prepare(w, {}, warmup);
+  be.synchronize();
+  cuda::FlushedTiming timing(be);
+  return time_iterations(state, w, harness::timing_clock(timing));
+}
 
 // The start of a CUDA suite's main: parses the flags and records the context (the device, or
 // why there is none, and the CUDA versions). Returns the number of GPUs, -1 on unknown flags.
