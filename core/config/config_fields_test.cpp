@@ -112,6 +112,8 @@ TEST(ConfigFields, TheResultRowAndTheKeyComeFromTheTables) {
   const auto& cols = result_columns();
   auto has = [&](const std::string& c) { return std::find(cols.begin(), cols.end(), c) != cols.end(); };
   for (const Field* f : all_fields()) {
+    // A field that changes what a run measures is in the key; any other says why not.
+    EXPECT_NE(f->in_key(), !f->not_key_reason().empty()) << f->name();
     if (f->row_use() != RowUse::None) EXPECT_TRUE(has(f->name())) << f->name();
     if (f->in_key()) EXPECT_NE(f->row_use(), RowUse::None) << f->name() << " is in the key without a column";
   }

@@ -115,7 +115,9 @@ const std::vector<Field>& model_fields() {
                     .flags("--make-vocab-size-divisible-by")
                     .help("pad the vocabulary to a multiple of this times --tp")
                     .positive()
-                    .at_most(kMaxVocabDivisibleBy));
+                    .at_most(kMaxVocabDivisibleBy)
+                    .column()
+                    .key("128"));
     v.push_back(Field(PTDP_MEMBER(model.init_std), "init_std", g).not_key(kSameWork));
     v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g).not_key(kSameWork));
     return v;

@@ -31,7 +31,7 @@ const std::vector<Field>& run_fields() {
                     .help(enum_choices<BackendKind>(true))
                     .column()
                     .key());
-    v.push_back(Field(PTDP_MEMBER(comm), "comm", g).flags("--comm").help(enum_choices<CommKind>(true)).column());
+    v.push_back(Field(PTDP_MEMBER(comm), "comm", g).flags("--comm").help(enum_choices<CommKind>(true)).column().key());
     v.push_back(Field(PTDP_MEMBER(ranks), "ranks", g)
                     .flags("--ranks")
                     .help("ranks (default t*p*d)")
@@ -94,13 +94,17 @@ const std::vector<Field>& run_fields() {
     v.push_back(Field(PTDP_MEMBER(overlap_grad_reduce), "overlap_grad_reduce", g)
                     .flags("--overlap-grad-reduce")
                     .help("overlap each data-parallel gradient bucket's all-reduce with the backward pass")
-                    .in_specs());
+                    .in_specs()
+                    .column()
+                    .key("0"));
     v.push_back(Field(PTDP_MEMBER(grad_bucket_elems), "grad_bucket_size", g)
                     .flags("--grad-bucket-size,--ddp-bucket-size")
                     .help("data-parallel all-reduce bucket, in elements")
                     .rule({.lo = double(kMinGradBucketElems),
                            .must = fmt::format("must be at least {} elements (Megatron's default is 40000000)",
-                                               kMinGradBucketElems)}));
+                                               kMinGradBucketElems)})
+                    .column()
+                    .key("40000000"));
     v.push_back(Field(PTDP_MEMBER(comm_timeout_s), "comm_timeout", g)
                     .flags("--comm-timeout")
                     .help("seconds a rank waits for another in a collective or receive before the run stops")

@@ -6,6 +6,8 @@ standard library, and third-party libraries only where they are used (so that ev
 imports without them):
 
   repo              the repository's root folder and git sha (provenance)
+  schema            the result CSV's columns and configuration key, and every configuration
+                    field (results/fields.json, from `ptdp fields --json`)
   atomic            files written whole or not at all (temporary file, fsync, rename)
   cli               argument parsers whose errors are one line and exit code 2
   tables            rows of dicts as CSV text

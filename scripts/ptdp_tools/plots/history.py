@@ -4,10 +4,9 @@
     plots/history.py results/history.csv --last-two PREV.csv CUR.csv
     plots/history.py results/history.csv --changes [--html REPORT.html] [--tolerance 2] [--alpha 0.01]
 
-A series is one configuration (the configuration key of `ptdp compare`: experiment, mode,
-backend, precision, model, arch, shape, gpus, t, p, d, v, b, B, schedule, recompute,
-scatter/gather, sequence parallelism, zero, stack, query groups, MLP width, norm eps, uneven
-stages) on one machine (host, device): runs on other machines are never compared with each other.
+A series is one configuration (the configuration key of `ptdp compare`, results/fields.json: the
+experiment, mode, backend, communicator, precision, the model and its shape, the layout, batch,
+schedule, recomputation and every other setting that changes what a run measures) on one machine (host, device): runs on other machines are never compared with each other.
 A build is a git sha; its repeated runs are samples. The plot shows, per series, the median
 tokens/s and TFLOP/s per GPU of each build with its noise band (min to max of its runs) and every
 run as a dot. --last-two writes every run of the newest build of the newest row's series and every
@@ -25,16 +24,12 @@ import csv
 import os
 import sys
 
-from ptdp_tools import atomic, tables
+from ptdp_tools import atomic, schema, tables
 
-# The configuration key of `ptdp compare` and `ptdp reproduce` (config_key_columns() in
-# core/results/results_csv.h); DEFAULTS: the key columns an older file may lack (or leave empty).
-KEY = ["experiment", "mode", "backend", "precision", "model", "arch", "layers", "hidden", "heads", "seq_length",
-       "vocab_size", "gpus", "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "recompute",
-       "scatter_gather", "sequence_parallel", "zero", "stack", "query_groups", "ffn_hidden_size", "norm_eps",
-       "stage_layers"]
-DEFAULTS = {"arch": "gpt", "sequence_parallel": "0", "zero": "0", "stack": "", "query_groups": "",
-            "ffn_hidden_size": "", "norm_eps": "", "stage_layers": ""}
+# The configuration key of `ptdp compare` and `ptdp reproduce` (results/fields.json); DEFAULTS:
+# the key columns an older file may lack (or leave empty), as the rows it holds had them.
+KEY = schema.KEY
+DEFAULTS = schema.KEY_DEFAULTS
 
 
 def fail(message):
