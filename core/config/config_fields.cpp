@@ -31,4 +31,11 @@ void check_field_rules(const RunConfig& c) {
   for (const Field* f : all_fields()) f->check(c);
 }
 
+std::vector<RecordedSetting> checkpoint_settings(const RunConfig& c) {
+  std::vector<RecordedSetting> out;
+  for (const Field* f : all_fields())
+    if (const auto v = f->checkpoint_text(c)) out.push_back({f->name(), f->checkpoint_label(), *v});
+  return out;
+}
+
 }  // namespace ptdp

@@ -25,4 +25,14 @@ std::vector<std::pair<std::string, std::string>> run_config_fields(const RunConf
 // Checks every field's own rules in table order (UsageError "FLAG VALUE must ...").
 void check_field_rules(const RunConfig& c);
 
+// A setting a checkpoint records: its name (the shard header's key), the words that name it in a
+// refusal (its flag), and its exact value.
+struct RecordedSetting {
+  std::string name, label, value;
+};
+// What a checkpoint of this run records of its configuration: every field its table marks for
+// checkpoints, in table order (a field this run does not record, such as --grad-bucket-size
+// without --zero 1, is left out). A resume must match each.
+std::vector<RecordedSetting> checkpoint_settings(const RunConfig& c);
+
 }  // namespace ptdp

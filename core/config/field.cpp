@@ -115,6 +115,19 @@ Field& Field::in_specs() {
   in_specs_ = true;
   return *this;
 }
+Field& Field::checkpoint(std::function<std::optional<std::string>(const RunConfig&)> text, std::string label) {
+  checkpoint_ = true;
+  checkpoint_text_ = std::move(text);
+  checkpoint_label_ = std::move(label);
+  return *this;
+}
+
+std::optional<std::string> Field::checkpoint_text(const RunConfig& c) const {
+  if (!checkpoint_) return std::nullopt;
+  if (checkpoint_text_) return checkpoint_text_(c);
+  // Numbers in their shortest exact form ("1e-05"), as a refusal prints them.
+  return visit_member(access_, [&](const auto& m) { return fmt::format("{}", m.get(c)); });
+}
 
 std::string Field::flag_names() const {
   std::string s = flag_;

@@ -70,6 +70,10 @@ class Field {
   Field& key(std::string old_default = "");  // in the configuration key; `old_default`: what a row without the column had
   Field& not_key(std::string why);           // why a run differing only here measured the same thing
   Field& in_specs();                         // a key of `ptdp reproduce`'s spec files
+  // Recorded in checkpoints under the field's name and compared when a run resumes: the value
+  // (or what `text` gives: the value as the run uses it; nullopt where this run does not record
+  // it), named in a refusal by the flag or by `label`.
+  Field& checkpoint(std::function<std::optional<std::string>(const RunConfig&)> text = {}, std::string label = "");
 
   // What the table says.
   const std::string& name() const { return name_; }
@@ -94,6 +98,10 @@ class Field {
   const std::string& key_default() const { return key_default_; }
   const std::string& not_key_reason() const { return not_key_; }
   bool spec_key() const { return in_specs_; }
+  bool in_checkpoint() const { return checkpoint_; }
+  // What a checkpoint records of this run (nullopt: nothing), and the words naming it.
+  std::optional<std::string> checkpoint_text(const RunConfig& c) const;
+  const std::string& checkpoint_label() const { return checkpoint_label_.empty() ? flag() : checkpoint_label_; }
   const FieldAccess& access() const { return access_; }
   // "int", "int64", "uint64", "number", "bool", "text" or "choice"; the choices' names.
   std::string type_name() const;
@@ -113,15 +121,16 @@ class Field {
 
  private:
   FieldAccess access_;
-  std::string name_, flag_, help_, negation_, key_default_, not_key_;
+  std::string name_, flag_, help_, negation_, key_default_, not_key_, checkpoint_label_;
   std::vector<std::string> aliases_;
   FieldGroup group_;
-  bool default_in_help_ = true, by_hand_ = false, in_key_ = false, in_specs_ = false;
+  bool default_in_help_ = true, by_hand_ = false, in_key_ = false, in_specs_ = false, checkpoint_ = false;
   std::optional<std::string> unset_;
   std::vector<AliasFlag> alias_flags_;
   std::vector<FieldRule> rules_;
   RowUse row_use_ = RowUse::None;
   std::function<std::string(const RunConfig&)> column_text_;
+  std::function<std::optional<std::string>(const RunConfig&)> checkpoint_text_;
 };
 
 }  // namespace ptdp

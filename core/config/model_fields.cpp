@@ -26,7 +26,8 @@ const std::vector<Field>& model_fields() {
                     .help("gpt | llama (default: the preset's; gpt without --model)")
                     .no_default_in_help()
                     .column()
-                    .key("gpt"));
+                    .key("gpt")
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.layers), "layers", g)
                     .flags("--layers,--num-layers")
                     .help("transformer layers (overrides the preset)")
@@ -35,7 +36,8 @@ const std::vector<Field>& model_fields() {
                     .at_most(kMaxLayers)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.hidden), "hidden", g)
                     .flags("--hidden,--hidden-size")
                     .help("hidden size")
@@ -44,7 +46,8 @@ const std::vector<Field>& model_fields() {
                     .at_most(kMaxHidden)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.heads), "heads", g)
                     .flags("--heads,--num-attention-heads")
                     .help("attention heads")
@@ -53,7 +56,8 @@ const std::vector<Field>& model_fields() {
                     .at_most(kMaxHeads)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.query_groups), "query_groups", g)
                     .flags("--num-query-groups")
                     .bound_by_hand()
@@ -64,7 +68,8 @@ const std::vector<Field>& model_fields() {
                     .column_text([](const RunConfig& c) {  // empty for multi-head attention
                       return c.model.gqa() ? std::to_string(c.model.groups()) : std::string();
                     })
-                    .key());
+                    .key()
+                    .checkpoint([](const RunConfig& c) { return std::to_string(c.model.groups()); }));
     v.push_back(Field(PTDP_MEMBER(model.ffn_hidden_size), "ffn_hidden_size", g)
                     .flags("--ffn-hidden-size")
                     .help("MLP hidden size (llama: of gate and up each); default 4h, llama 8h/3 rounded up to 256, or "
@@ -80,7 +85,8 @@ const std::vector<Field>& model_fields() {
                       return c.model.ffn_hidden() != rule.ffn_hidden() ? std::to_string(c.model.ffn_hidden())
                                                                        : std::string();
                     })
-                    .key());
+                    .key()
+                    .checkpoint([](const RunConfig& c) { return std::to_string(c.model.ffn_hidden()); }, "the MLP hidden size"));
     v.push_back(Field(PTDP_MEMBER(model.layernorm_eps), "norm_eps", g)
                     .flags("--norm-epsilon")
                     .help("LayerNorm / RMSNorm epsilon (default 1e-5, or the preset's)")
@@ -92,7 +98,8 @@ const std::vector<Field>& model_fields() {
                                  ? fmt::format("{:.6g}", c.model.layernorm_eps)
                                  : std::string();
                     })
-                    .key());
+                    .key()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.seq_length), "seq_length", g)
                     .flags("--seq-length")
                     .help("sequence length")
@@ -101,7 +108,8 @@ const std::vector<Field>& model_fields() {
                     .at_most(kMaxSeqLength)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.vocab_size), "vocab_size", g)
                     .flags("--vocab-size")
                     .help("vocabulary size")
@@ -110,16 +118,19 @@ const std::vector<Field>& model_fields() {
                     .at_most(kMaxVocabSize, "must fit in 32-bit token ids")
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.make_vocab_size_divisible_by), "make_vocab_size_divisible_by", g)
                     .flags("--make-vocab-size-divisible-by")
                     .help("pad the vocabulary to a multiple of this times --tp")
                     .positive()
                     .at_most(kMaxVocabDivisibleBy)
                     .column()
-                    .key("128"));
+                    .key("128")
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.init_std), "init_std", g).not_key(kSameWork));
-    v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g).not_key(kSameWork));
+    v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g).not_key(kSameWork)
+                    .checkpoint({}, "the rotary base"));
     return v;
   }();
   return fields;

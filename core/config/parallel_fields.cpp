@@ -20,7 +20,8 @@ const std::vector<Field>& parallel_fields() {
                     .at_most(4096)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(par.pp), "pp", g)
                     .flags("--pp,--pipeline-model-parallel-size")
                     .help("pipeline-parallel size p")
@@ -28,7 +29,8 @@ const std::vector<Field>& parallel_fields() {
                     .at_most(4096)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(par.dp), "dp", g)
                     .flags("--dp")
                     .help("data-parallel size d (default: ranks / (t*p))")
@@ -37,7 +39,10 @@ const std::vector<Field>& parallel_fields() {
                     .at_most(4096)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint([](const RunConfig& c) {  // what lays out the sharded optimizer state
+                      return c.par.zero > 0 ? std::optional(std::to_string(c.par.dp)) : std::nullopt;
+                    }));
     v.push_back(Field(PTDP_MEMBER(par.vpp), "vpp", g)
                     .flags("--vpp,--virtual-pipeline-model-parallel-size,--num-virtual-stages-per-pipeline-rank")
                     .help("model chunks per stage v (interleaved schedule)")
@@ -45,7 +50,8 @@ const std::vector<Field>& parallel_fields() {
                     .at_most(4096)
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(par.first_stage_layers), "first_stage_layers", g)
                     .flags("--decoder-first-pipeline-num-layers")
                     .help("layers of the first pipeline stage (Megatron-core's uneven stages; default: an even share)")
@@ -78,7 +84,10 @@ const std::vector<Field>& parallel_fields() {
                           "e.g. \"Et*3|(t*4|)*6,t*3L\" (sets --vpp)")
                     .no_default_in_help()
                     .not_key(kInStageLayers)
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint([](const RunConfig& c) {  // as placed, in one spelling
+                      return c.par.layout_chunks.empty() ? std::string("none") : canonical_layout(c.par.layout_chunks);
+                    }));
     v.push_back(Field(PTDP_MEMBER(par.micro_batch), "micro_batch", g)
                     .flags("--micro-batch,--micro-batch-size")
                     .help("micro-batch size b")
@@ -94,7 +103,8 @@ const std::vector<Field>& parallel_fields() {
                     .rule({.lo = 0.0, .must = "must be positive"})
                     .column()
                     .key()
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(par.schedule), "schedule", g)
                     .flags("--schedule")
                     .help(enum_choices<ScheduleKind>(true))
@@ -132,7 +142,8 @@ const std::vector<Field>& parallel_fields() {
                     .one_of({0, 1, 3}, "must be 0, 1 or 3")
                     .column()
                     .key("0")
-                    .in_specs());
+                    .in_specs()
+                    .checkpoint());
     return v;
   }();
   return fields;

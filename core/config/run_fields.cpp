@@ -60,7 +60,8 @@ const std::vector<Field>& run_fields() {
                     .in_specs()
                     .not_key(kHowLong));
     v.push_back(Field(PTDP_MEMBER(seed), "seed", g).flags("--seed").help("seed of initialisation and data order")
-                    .not_key("runs that differ only in it are repeated measurements of one configuration"));
+                    .not_key("runs that differ only in it are repeated measurements of one configuration")
+                    .checkpoint());
     v.push_back(Field(PTDP_MEMBER(data), "data", g)
                     .flags("--data,--data-path")
                     .help("synthetic | PREFIX of a Megatron .bin/.idx dataset | with --data-order megatron, Megatron's "
@@ -104,7 +105,10 @@ const std::vector<Field>& run_fields() {
                            .must = fmt::format("must be at least {} elements (Megatron's default is 40000000)",
                                                kMinGradBucketElems)})
                     .column()
-                    .key("40000000"));
+                    .key("40000000")
+                    .checkpoint([](const RunConfig& c) {  // --zero 1's pieces are chunks of the buckets
+                      return c.par.zero == 1 ? std::optional(std::to_string(c.grad_bucket_elems)) : std::nullopt;
+                    }));
     v.push_back(Field(PTDP_MEMBER(comm_timeout_s), "comm_timeout", g)
                     .flags("--comm-timeout")
                     .help("seconds a rank waits for another in a collective or receive before the run stops")

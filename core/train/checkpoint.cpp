@@ -1,6 +1,11 @@
 #include "core/train/checkpoint.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <optional>
+#include <string_view>
+#include <type_traits>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -20,57 +25,19 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // 2: loss scaler trackers, f32 master weights; 3: sharded optimizer state; 4: the architecture
-// (0 gpt, 1 llama) and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id;
-// 6: the query groups (key/value heads) of grouped-query attention; 7: the norm epsilon and the
-// rotary base (what an export to another framework needs beside the weights); 8: the layers of the
-// first and last pipeline stage (uneven stages).
-constexpr uint32_t kVersion = 8;
+// and the MLP hidden size; 5: the gradient bucket size of --zero 1 and the save id; 6: the query
+// groups; 7: the norm epsilon and the rotary base; 8: the layers of the first and last pipeline
+// stage; 9: the header as named settings ("name=value" lines), so that a setting recorded anew
+// needs no new version (docs/PYTORCH.md, "Checkpoint shard format").
+constexpr uint32_t kVersion = 9;
 const char* kLatest = "latest_checkpointed_iteration.txt";
 const char* kShardFile = "model_optim_rng.bin";
 const char* kManifest = "save_id.txt";
+constexpr uint32_t kMaxHeaderBytes = 1 << 20;
 
-// Fixed-size header; the tensors follow, then an FNV-1a checksum of everything before it.
-struct Header {
-  char magic[8];
-  uint32_t version;
-  int32_t tp, pp, vpp, tp_rank, pp_rank;
-  int32_t layers, hidden, heads, seq_length;
-  int64_t vocab_size;
-  uint64_t seed;
-  int64_t global_batch;
-  int64_t iteration;
-  double loss_scale;
-  int32_t chunks;
-  int32_t scale_growth, scale_hysteresis;
-  int32_t zero, dp, dp_rank;
-  int32_t arch, ffn_hidden;  // version 4
-  int64_t bucket_elems;      // version 5: --zero 1's --grad-bucket-size (0 otherwise)
-  uint64_t save_id;          // version 5: the save this shard belongs to (also in the latest marker)
-  int32_t query_groups;      // version 6: key/value heads (heads without grouped-query attention)
-  uint32_t layout_hash;      // version 6: 0; a hash of --pipeline-model-parallel-layout (0: none)
-  double norm_eps;           // version 7: LayerNorm / RMSNorm epsilon (--norm-epsilon)
-  double rope_theta;         // version 7: the rotary base (llama; recorded for gpt too)
-  int32_t first_stage_layers, last_stage_layers;  // version 8: layers of pipeline stage 0 and p-1
-};
-static_assert(sizeof(Header) == 168, "docs/PYTORCH.md documents the header, scripts/ptdp_checkpoint.py reads it");
+using Settings = std::vector<std::pair<std::string, std::string>>;
 
-int groups_of(const CheckpointLayout& l) { return l.query_groups > 0 ? l.query_groups : l.heads; }
-
-// The layers of stage 0 and stage pp-1 (an even split's when the layout leaves them 0).
-std::pair<int, int> end_stages(const CheckpointLayout& l) {
-  const LayerSplit even{l.layers, l.pp, l.vpp};
-  return {l.first_stage_layers > 0 ? l.first_stage_layers : stage_layer_count(even, 0),
-          l.last_stage_layers > 0 ? l.last_stage_layers : stage_layer_count(even, l.pp - 1)};
-}
-
-// The layers each pipeline stage holds, as `simulate` prints them: "3 | 5", "2 | 3 x 4 | 2".
-std::string stage_text(const CheckpointLayout& l) {
-  if (l.pp == 1) return fmt::format("{}", l.layers);
-  const auto [first, last] = end_stages(l);
-  return describe_stages({l.layers, l.pp, l.vpp, first, last});
-}
-
-uint64_t fnv(const std::string& bytes) {
+uint64_t fnv(std::string_view bytes) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (unsigned char c : bytes) {
     h ^= c;
@@ -82,19 +49,109 @@ uint64_t fnv(const std::string& bytes) {
 void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof v); }
 
-std::string layout_text(const CheckpointLayout& l) {
-  return l.layout_hash ? fmt::format("a layout of hash {:08x}", l.layout_hash) : "none";
+// The names of the shard's own state in its header, before the layout's settings.
+const std::vector<std::string>& state_names() {
+  static const std::vector<std::string> n = {"iteration", "chunks", "loss_scale", "scale_growth", "scale_hysteresis",
+                                             "save_id"};
+  return n;
 }
 
-std::string describe(const CheckpointLayout& l) {
-  return fmt::format("--tp {} --pp {} --vpp {}{}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, seed {}, "
-                     "global batch {}",
-                     l.tp, l.pp, l.vpp, l.pp > 1 ? fmt::format(" (layers per stage {})", stage_text(l)) : std::string(),
-                     l.zero ? fmt::format(" --zero {} on d={}{}", l.zero, l.dp,
-                                          l.zero == 1 ? fmt::format(" --grad-bucket-size {}", l.bucket_elems) : "")
-                            : std::string(" --zero 0"),
-                     enum_name(l.arch), l.layers, l.hidden, l.heads, groups_of(l), l.ffn_hidden, l.seq_length, l.vocab_size, l.norm_eps,
-                     l.rope_theta, l.seed, l.global_batch);
+// The shard's header: its state, then the layout's settings, one "name=value" line each.
+std::string header_text(const CheckpointLayout& l, const CheckpointState& st, size_t chunks) {
+  std::string t = fmt::format("iteration={}\nchunks={}\nloss_scale={}\nscale_growth={}\nscale_hysteresis={}\n"
+                              "save_id={:016x}\n",
+                              st.iteration, chunks, st.loss_scale, st.scale_growth, st.scale_hysteresis, st.save_id);
+  for (const RecordedSetting& s : l.settings) {
+    PTDP_CHECK(s.value.find('\n') == std::string::npos, "checkpoint setting {} holds a line break", s.name);
+    t += s.name + "=" + s.value + "\n";
+  }
+  return t;
+}
+
+// The settings of a header's text, in order; UsageError naming the file for a malformed one.
+Settings parse_header(const std::string& text, const std::string& where) {
+  Settings out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const size_t eq = text.find('=', at);
+    if (end == std::string::npos || eq == std::string::npos || eq > end || eq == at)
+      usage_error("{}: a malformed header line at byte {}", where, at);
+    out.emplace_back(text.substr(at, eq - at), text.substr(eq + 1, end - eq - 1));
+    at = end + 1;
+  }
+  return out;
+}
+
+const std::string* find(const Settings& kv, std::string_view name) {
+  for (const auto& [k, v] : kv)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+// "--tp 1 --pp 2 --vpp 1 (layers per stage 3 | 5) --zero 0, --arch gpt l=8 h=64 ..., seed S, global
+// batch B": the layout a refusal shows whole ('?' for a setting the shard does not record).
+std::string describe(const Settings& kv) {
+  auto v = [&](std::string_view name) {
+    const std::string* x = find(kv, name);
+    return x ? *x : std::string("?");
+  };
+  const std::string zero = v("zero");
+  return fmt::format("--tp {} --pp {} --vpp {}{}{}, --arch {} l={} h={} a={} g={} ffn={} s={} V={} eps={} theta={}, "
+                     "seed {}, global batch {}",
+                     v("tp"), v("pp"), v("vpp"), v("pp") != "1" ? " (layers per stage " + v("stage_layers") + ")" : "",
+                     zero == "0" ? std::string(" --zero 0")
+                                 : fmt::format(" --zero {} on d={}{}", zero, v("dp"),
+                                               zero == "1" ? " --grad-bucket-size " + v("grad_bucket_size") : ""),
+                     v("arch"), v("layers"), v("hidden"), v("heads"), v("query_groups"), v("ffn_hidden_size"),
+                     v("seq_length"), v("vocab_size"), v("norm_eps"), v("rope_theta"), v("seed"), v("global_batch"));
+}
+
+Settings as_pairs(const CheckpointLayout& l) {
+  Settings kv;
+  for (const RecordedSetting& s : l.settings) kv.emplace_back(s.name, s.value);
+  return kv;
+}
+
+// The first setting in which the shard's `saved` and the run's `l` differ: "LABEL SAVED, this run
+// has LABEL RUN"; empty when they agree. A setting the shard does not record (it was saved before
+// that setting was recorded) stands for the field's default, the only value it could have had; a
+// setting this run does not record is named.
+std::string first_difference(const Settings& saved, const CheckpointLayout& l) {
+  static const RunConfig defaults;
+  for (const RecordedSetting& s : l.settings) {
+    const std::string* was = find(saved, s.name);
+    std::optional<std::string> old = was ? std::optional(*was) : std::nullopt;
+    if (!old)
+      if (const Field* f = find_field(s.name)) old = f->checkpoint_text(defaults);
+    if (!old) return fmt::format("no {}, this run has {} {}", s.label, s.label, s.value);
+    if (*old != s.value) return fmt::format("{} {}, this run has {} {}", s.label, *old, s.label, s.value);
+  }
+  for (const auto& [name, value] : saved) {
+    bool known = std::find(state_names().begin(), state_names().end(), name) != state_names().end();
+    for (const RecordedSetting& s : l.settings) known = known || s.name == name;
+    if (!known) {
+      const Field* f = find_field(name);
+      return fmt::format("{} {}, which this run does not record{}", f ? f->checkpoint_label() : name, value,
+                         f ? std::string() : " (a setting of a newer ptdp)");
+    }
+  }
+  return "";
+}
+
+// A number of the header's state, or a UsageError naming the file.
+template <class T>
+T header_number(const Settings& kv, std::string_view name, const std::string& where) {
+  const std::string* v = find(kv, name);
+  T x{};
+  std::from_chars_result r{};
+  if (v) {
+    const char *b = v->data(), *e = v->data() + v->size();
+    if constexpr (std::is_integral_v<T>) r = std::from_chars(b, e, x, name == "save_id" ? 16 : 10);
+    else r = std::from_chars(b, e, x);
+  }
+  if (!v || v->empty() || r.ec != std::errc() || r.ptr != v->data() + v->size())
+    usage_error("{}: the header's {} is {}", where, name, v ? "'" + *v + "', not a number" : "missing");
+  return x;
 }
 
 // The file of this rank: one per (tensor, pipeline) rank, or per data-parallel rank too.
@@ -104,62 +161,26 @@ std::string shard_file(const std::string& dir, int64_t iteration, const Checkpoi
       .string();
 }
 
-CheckpointLayout layout_of(const Header& h) {
-  CheckpointLayout l;
-  l.tp = h.tp, l.pp = h.pp, l.vpp = h.vpp, l.tp_rank = h.tp_rank, l.pp_rank = h.pp_rank;
-  l.layers = h.layers, l.hidden = h.hidden, l.heads = h.heads, l.seq_length = h.seq_length;
-  l.vocab_size = h.vocab_size, l.seed = h.seed, l.global_batch = h.global_batch;
-  l.zero = h.zero, l.dp = h.dp, l.dp_rank = h.dp_rank;
-  l.arch = h.arch == 1 ? Arch::Llama : Arch::Gpt, l.ffn_hidden = h.ffn_hidden;
-  l.bucket_elems = h.bucket_elems;
-  l.query_groups = h.query_groups;
-  l.norm_eps = h.norm_eps, l.rope_theta = h.rope_theta;
-  l.first_stage_layers = h.first_stage_layers, l.last_stage_layers = h.last_stage_layers;
-  l.layout_hash = h.layout_hash;
-  return l;
-}
-
-// The first field in which the saved layout `a` and the run's `b` differ: "NAME SAVED, this run
-// has NAME RUN"; empty when they agree.
-std::string first_difference(const CheckpointLayout& a, const CheckpointLayout& b) {
-  const std::vector<std::tuple<const char*, std::string, std::string>> fields = {
-      {"--tp", fmt::format("{}", a.tp), fmt::format("{}", b.tp)},
-      {"--pp", fmt::format("{}", a.pp), fmt::format("{}", b.pp)},
-      {"--vpp", fmt::format("{}", a.vpp), fmt::format("{}", b.vpp)},
-      {"--layers", fmt::format("{}", a.layers), fmt::format("{}", b.layers)},
-      {"layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)", stage_text(a), stage_text(b)},
-      {"--pipeline-model-parallel-layout", layout_text(a), layout_text(b)},
-      {"tensor-parallel rank", fmt::format("{}", a.tp_rank), fmt::format("{}", b.tp_rank)},
-      {"pipeline rank", fmt::format("{}", a.pp_rank), fmt::format("{}", b.pp_rank)},
-      {"--arch", std::string(enum_name(a.arch)), std::string(enum_name(b.arch))},
-      {"--hidden", fmt::format("{}", a.hidden), fmt::format("{}", b.hidden)},
-      {"--heads", fmt::format("{}", a.heads), fmt::format("{}", b.heads)},
-      {"--num-query-groups", fmt::format("{}", groups_of(a)), fmt::format("{}", groups_of(b))},
-      {"the MLP hidden size", fmt::format("{}", a.ffn_hidden), fmt::format("{}", b.ffn_hidden)},
-      {"--seq-length", fmt::format("{}", a.seq_length), fmt::format("{}", b.seq_length)},
-      {"--vocab-size", fmt::format("{}", a.vocab_size), fmt::format("{}", b.vocab_size)},
-      {"--norm-epsilon", fmt::format("{}", a.norm_eps), fmt::format("{}", b.norm_eps)},
-      {"the rotary base", fmt::format("{}", a.rope_theta), fmt::format("{}", b.rope_theta)},
-      {"--seed", fmt::format("{}", a.seed), fmt::format("{}", b.seed)},
-      {"--global-batch", fmt::format("{}", a.global_batch), fmt::format("{}", b.global_batch)},
-      {"--zero", fmt::format("{}", a.zero), fmt::format("{}", b.zero)}};
-  for (const auto& [name, saved, run] : fields)
-    if (saved != run) return fmt::format("{} {}, this run has {} {}", name, saved, name, run);
-  if (a.zero == 0) return "";
-  if (a.dp != b.dp) return fmt::format("--zero {} on d={}, this run has d={}", a.zero, a.dp, b.dp);
-  if (a.dp_rank != b.dp_rank) return fmt::format("data-parallel rank {}, this run has {}", a.dp_rank, b.dp_rank);
-  if (a.zero == 1 && a.bucket_elems != b.bucket_elems)  // each rank's pieces are chunks of the buckets
-    return fmt::format("--grad-bucket-size {}, this run has --grad-bucket-size {} (it lays out the sharded optimizer "
-                       "state)",
-                       a.bucket_elems, b.bucket_elems);
-  return "";
-}
-
 }  // namespace
 
-uint32_t pipeline_layout_hash(const std::string& canonical) {
-  const uint64_t h = fnv(canonical);
-  return uint32_t(h ^ (h >> 32)) | 1u;
+CheckpointLayout checkpoint_layout(const RunConfig& c, int tp_rank, int pp_rank, int dp_rank) {
+  CheckpointLayout l;
+  l.settings = checkpoint_settings(c);
+  // The layers each stage holds as placed ("3 | 5", "2 | 3 x 4 | 2"): an even split spelt so too.
+  const LayerSplit split = c.par.layer_split(c.model.layers);
+  std::string stages = describe_stages(split);
+  if (stages.empty())
+    stages = describe_stages({split.layers, split.p, split.v, stage_layer_count(split, 0),
+                              stage_layer_count(split, split.p - 1)});
+  l.settings.push_back({"stage_layers",
+                        "layers per stage (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)",
+                        c.par.pp == 1 ? std::to_string(c.model.layers) : stages});
+  l.settings.push_back({"tp_rank", "tensor-parallel rank", std::to_string(tp_rank)});
+  l.settings.push_back({"pp_rank", "pipeline rank", std::to_string(pp_rank)});
+  if (c.par.zero > 0) l.settings.push_back({"dp_rank", "data-parallel rank", std::to_string(dp_rank)});
+  l.tp_rank = tp_rank, l.pp_rank = pp_rank, l.pp = c.par.pp;
+  l.zero = c.par.zero, l.dp = c.par.dp, l.dp_rank = c.par.zero > 0 ? dp_rank : 0;
+  return l;
 }
 
 std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank, int pp) {
@@ -170,28 +191,11 @@ std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, in
 void save_shard(const std::string& dir, const CheckpointLayout& l, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
   PTDP_CHECK(chunks.size() == opts.size(), "one optimizer per chunk");
-  PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kVersion;
-  h.tp = l.tp, h.pp = l.pp, h.vpp = l.vpp, h.tp_rank = l.tp_rank, h.pp_rank = l.pp_rank;
-  h.layers = l.layers, h.hidden = l.hidden, h.heads = l.heads, h.seq_length = l.seq_length;
-  h.vocab_size = l.vocab_size, h.seed = l.seed, h.global_batch = l.global_batch;
-  h.iteration = state.iteration;
-  h.loss_scale = state.loss_scale;
-  h.chunks = static_cast<int32_t>(chunks.size());
-  h.scale_growth = state.scale_growth;
-  h.scale_hysteresis = state.scale_hysteresis;
-  h.zero = l.zero, h.dp = l.zero ? l.dp : 1, h.dp_rank = l.zero ? l.dp_rank : 0;
-  h.arch = l.arch == Arch::Llama ? 1 : 0, h.ffn_hidden = l.ffn_hidden;
-  h.bucket_elems = l.zero == 1 ? l.bucket_elems : 0;
-  h.save_id = state.save_id;
-  h.query_groups = groups_of(l);
-  h.norm_eps = l.norm_eps, h.rope_theta = l.rope_theta;
-  std::tie(h.first_stage_layers, h.last_stage_layers) = end_stages(l);
-  h.layout_hash = l.layout_hash;
-  std::string out;
-  put(out, h);
+  const std::string text = header_text(l, state, chunks.size());
+  std::string out(kMagic, sizeof kMagic);
+  put(out, kVersion);
+  put(out, static_cast<uint32_t>(text.size()));
+  out += text;
   for (size_t j = 0; j < chunks.size(); ++j) {
     const int64_t n = opts[j]->state_numel();
     const int64_t step = opts[j]->steps_taken();
@@ -273,7 +277,6 @@ int64_t read_latest(const std::string& dir, uint64_t* save_id) {
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,
                            const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts, uint64_t save_id) {
-  PTDP_CHECK(l.ffn_hidden > 0, "CheckpointLayout::ffn_hidden is not set");
   const std::string path = shard_file(dir, iteration, l);
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) require_regular_file(path, fmt::format("--load {}:", dir));
@@ -292,28 +295,38 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string bytes = ss.str();
-  Header h{};
-  if (bytes.size() < sizeof h + sizeof(uint64_t)) usage_error("--load {}: {} is truncated", dir, path);
-  std::memcpy(&h, bytes.data(), sizeof h);
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) usage_error("--load {}: {} is not a ptdp checkpoint", dir, path);
-  if (h.version != kVersion) usage_error("--load {}: {} has version {}, expected {}", dir, path, h.version, kVersion);
+  const std::string where = fmt::format("--load {}: {}", dir, path);
+  uint32_t version = 0, text_bytes = 0;
+  if (bytes.size() < sizeof kMagic + 8 + sizeof(uint64_t)) usage_error("{} is truncated", where);
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) usage_error("{} is not a ptdp checkpoint", where);
+  std::memcpy(&version, bytes.data() + 8, sizeof version);
+  if (version != kVersion) usage_error("{} has version {}, expected {}", where, version, kVersion);
   uint64_t sum = 0;
   std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
-  if (fnv(bytes.substr(0, bytes.size() - sizeof sum)) != sum)
-    usage_error("--load {}: {} is corrupt or truncated (checksum mismatch)", dir, path);
-  if (h.arch != 0 && h.arch != 1) usage_error("--load {}: {} has an unknown architecture code {}", dir, path, h.arch);
-  if (const std::string d = first_difference(layout_of(h), l); !d.empty())
-    usage_error("--load {}: {} was saved with {}; the checkpoint was saved with {}; this run has {} (resharding is not "
+  if (fnv(std::string_view(bytes).substr(0, bytes.size() - sizeof sum)) != sum)
+    usage_error("{} is corrupt or truncated (checksum mismatch)", where);
+  std::memcpy(&text_bytes, bytes.data() + 12, sizeof text_bytes);
+  size_t pos = 16 + size_t(text_bytes);
+  if (text_bytes > kMaxHeaderBytes || pos > bytes.size() - sizeof sum) usage_error("{} is truncated", where);
+  const Settings saved = parse_header(bytes.substr(16, text_bytes), where);
+  if (const std::string d = first_difference(saved, l); !d.empty())
+    usage_error("{} was saved with {}; the checkpoint was saved with {}; this run has {} (resharding is not "
                 "supported)",
-                dir, path, d, describe(layout_of(h)), describe(l));
-  if (h.save_id != save_id)
-    usage_error("--load {}: {} belongs to save {:016x}, not to save {:016x} that {} names: a shard of another run or "
-                "a stale one left in the directory (a checkpoint is loaded whole or not at all)",
-                dir, path, h.save_id, save_id, manifest_file(dir, iteration));
-  if (h.chunks != static_cast<int32_t>(chunks.size()) || h.iteration != iteration)
-    usage_error("--load {}: {} holds {} chunk(s) of iteration {}, expected {} of iteration {}", dir, path, h.chunks,
-                h.iteration, chunks.size(), iteration);
-  size_t pos = sizeof h;
+                where, d, describe(saved), describe(as_pairs(l)));
+  const auto save = header_number<uint64_t>(saved, "save_id", where);
+  if (save != save_id)
+    usage_error("{} belongs to save {:016x}, not to save {:016x} that {} names: a shard of another run or a stale one "
+                "left in the directory (a checkpoint is loaded whole or not at all)",
+                where, save, save_id, manifest_file(dir, iteration));
+  const CheckpointState state{header_number<int64_t>(saved, "iteration", where),
+                              header_number<double>(saved, "loss_scale", where),
+                              header_number<int32_t>(saved, "scale_growth", where),
+                              header_number<int32_t>(saved, "scale_hysteresis", where), save};
+  const auto nchunks = header_number<int64_t>(saved, "chunks", where);
+  if (nchunks != static_cast<int64_t>(chunks.size()) || state.iteration != iteration)
+    usage_error("{} holds {} chunk(s) of iteration {}, expected {} of iteration {}", where, nchunks, state.iteration,
+                chunks.size(), iteration);
+
   auto take = [&](void* dst, size_t n) {
     if (pos + n > bytes.size() - sizeof sum) usage_error("--load {}: {} is truncated", dir, path);
     std::memcpy(dst, bytes.data() + pos, n);
@@ -337,7 +350,7 @@ CheckpointState load_shard(const std::string& dir, int64_t iteration, const Chec
     opts[j]->set_master_state(to_backend(be, master));
   }
   if (pos != bytes.size() - sizeof sum) usage_error("--load {}: {} has trailing bytes", dir, path);
-  return {h.iteration, h.loss_scale, h.scale_growth, h.scale_hysteresis};
+  return state;
 }
 
 }  // namespace ptdp

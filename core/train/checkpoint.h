@@ -10,48 +10,32 @@
 // checkpoint loads only with the same --zero, data-parallel size and (--zero 1: the pieces are
 // chunks of the gradient buckets) --grad-bucket-size. A checkpoint is one unit: every shard and
 // the save's manifest DIR/iter_NNNNNNN/save_id.txt carry the save's random id, and a shard of
-// another save (another run's, or a stale one left in the directory) is refused on load.
+// another save (another run's, or a stale one left in the directory) is refused on load. The
+// shard's header names what it records ("name=value" lines: the state, then the run's recorded
+// settings), so a setting recorded anew needs no new format (docs/PYTORCH.md).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/config/config_fields.h"
 #include "core/model/config.h"
 #include "core/model/gpt.h"
 #include "core/optim/adamw.h"
 
 namespace ptdp {
 
-// What a shard must agree on with the run that loads it.
+// What a shard records of its run, and a resume must match: the configuration's recorded
+// settings (config_fields.h: checkpoint_settings), the layers each stage holds as placed, and this
+// rank's place; the file it goes to.
 struct CheckpointLayout {
-  int tp = 1, pp = 1, vpp = 1;
-  int tp_rank = 0, pp_rank = 0;
-  int layers = 0, hidden = 0, heads = 0, seq_length = 0;
-  int64_t vocab_size = 0;
-  uint64_t seed = 0;
-  int64_t global_batch = 0;
-  int zero = 0, dp = 1, dp_rank = 0;  // dp and dp_rank matter when zero > 0
-  // The architecture (--arch) and the MLP hidden size (ModelConfig::ffn_hidden(): per gate and
-  // up for llama); ffn_hidden must be set (positive) to save or load.
-  Arch arch = Arch::Gpt;
-  int ffn_hidden = 0;
-  // --zero 1: the gradient bucket size (--grad-bucket-size), which lays out each rank's pieces.
-  int64_t bucket_elems = 0;
-  // Key/value heads (ModelConfig::groups(): --num-query-groups, or heads); 0 means heads.
-  int query_groups = 0;
-  // ModelConfig::layernorm_eps (--norm-epsilon) and ::rope_theta: a load with others is refused.
-  double norm_eps = 1e-5, rope_theta = 10000;
-  // Layers of the first and the last pipeline stage as placed (stage_layer_count, even split or
-  // --decoder-first/last-pipeline-num-layers; the middle stages share the rest evenly); 0 means an
-  // even split of `layers` over `pp`.
-  int first_stage_layers = 0, last_stage_layers = 0;
-  // A hash of --pipeline-model-parallel-layout (pipeline_layout_hash), 0 without one: a load under
-  // another layout is refused.
-  uint32_t layout_hash = 0;
+  std::vector<RecordedSetting> settings;  // compared in this order on load
+  int tp_rank = 0, pp_rank = 0, pp = 1;
+  int zero = 0, dp = 1, dp_rank = 0;  // with --zero every data-parallel rank writes its own file
 };
 
-// The hash a checkpoint keeps of a layout as canonical_layout spells it ("E1|2|2|1L"); never 0.
-uint32_t pipeline_layout_hash(const std::string& canonical);
+// The layout of a shard of run `c` saved by the rank at (tp_rank, pp_rank, dp_rank).
+CheckpointLayout checkpoint_layout(const RunConfig& c, int tp_rank, int pp_rank, int dp_rank);
 
 struct CheckpointState {
   int64_t iteration = 0;

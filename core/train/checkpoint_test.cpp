@@ -34,13 +34,16 @@ ModelConfig checkpoint_model8() {
   return c;
 }
 
-// The checkpoint layout's model fields that the positional initialisers below leave out.
-CheckpointLayout with_model(CheckpointLayout l, const ModelConfig& c) {
-  l.arch = c.arch;
-  l.ffn_hidden = c.ffn_hidden();
-  l.query_groups = c.groups();
-  l.norm_eps = c.layernorm_eps, l.rope_theta = c.rope_theta;
-  return l;
+// The run the tests' shards come from: model `c` on t x p ranks with v chunks a stage, the seed
+// and the global batch; its checkpoint layout on a rank comes from checkpoint_layout.
+RunConfig run_of(const ModelConfig& c, int t, int p, int v, uint64_t seed, int global_batch) {
+  RunConfig r;
+  r.model = c;
+  r.par.tp = t, r.par.pp = p, r.par.vpp = v, r.par.dp = 1;
+  if (v > 1) r.par.schedule = ScheduleKind::Interleaved;
+  r.seed = seed;
+  r.par.global_batch = global_batch;
+  return r;
 }
 
 // Trains iterations (from, to] on t*p*d local ranks, loading from `load` first when from > 0 and
@@ -65,8 +68,7 @@ std::vector<double> train(const Grid& r, int from, int to, const std::string& lo
     tc.optimizer.lr.decay_iters = 6;
     Trainer trainer(m.pointers(), data, tc,
                     TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world});
-    CheckpointLayout layout = with_model(
-        {r.t, r.p, r.v, g.me.tp, g.me.pp, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
+    const CheckpointLayout layout = checkpoint_layout(run_of(c, r.t, r.p, r.v, 7, 8), g.me.tp, g.me.pp, g.me.dp);
     if (from > 0) {
       ASSERT_EQ(read_latest(load), from);
       load_shard(load, from, layout, m.pointers(), trainer.optimizers(), kId);
@@ -118,17 +120,18 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   TrainConfig tc;
   tc.global_batch = 8;
   Trainer trainer(m.pointers(), data, tc);
-  CheckpointLayout layout =
-      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
+  const RunConfig run = run_of(c, 1, 1, 1, 7, 8);
+  const CheckpointLayout layout = checkpoint_layout(run, 0, 0, 0);
   EXPECT_EQ(usage_message_of([&] { load_shard(ck, 1, layout, m.pointers(), trainer.optimizers(), kId); }), "");
-  CheckpointLayout other = layout;
-  other.global_batch = 16;
+  RunConfig batch = run;
+  batch.par.global_batch = 16;
+  CheckpointLayout other = checkpoint_layout(batch, 0, 0, 0);
   EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); })
                 .find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1"),
             std::string::npos);
-  other = layout;
-  other.tp = 2;
-  other.tp_rank = 1;  // its shard directory does not exist
+  RunConfig wide = run;
+  wide.par.tp = 2;
+  other = checkpoint_layout(wide, 1, 0, 0);  // its shard directory does not exist
   EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); }).find("is missing"),
             std::string::npos);
   const std::string shard = shard_dir(ck, 1, 0, 0, 1) + "/model_optim_rng.bin";
@@ -162,16 +165,20 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
   TrainConfig tc;
   tc.global_batch = 8;
   Trainer trainer(m.pointers(), data, tc);
-  const CheckpointLayout layout =
-      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 7, 8}, c);
+  const RunConfig run = run_of(c, 1, 1, 1, 7, 8);
+  const CheckpointLayout layout = checkpoint_layout(run, 0, 0, 0);
   save_shard(ck, layout, CheckpointState{0, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
   write_latest(ck, 0, kId);
   EXPECT_EQ(usage_message_of([&] { load_shard(ck, 0, layout, m.pointers(), trainer.optimizers(), kId); }), "");
 
-  ModelConfig gpt = c;
-  gpt.arch = Arch::Gpt;
-  const std::string as_gpt =
-      usage_message_of([&] { load_shard(ck, 0, with_model(layout, gpt), m.pointers(), trainer.optimizers(), kId); });
+  // The layout of the same run with one setting changed.
+  auto changed = [&](const std::function<void(RunConfig&)>& change) {
+    RunConfig r = run;
+    change(r);
+    return checkpoint_layout(r, 0, 0, 0);
+  };
+  const CheckpointLayout gpt = changed([](RunConfig& r) { r.model.arch = Arch::Gpt; });
+  const std::string as_gpt = usage_message_of([&] { load_shard(ck, 0, gpt, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_gpt.find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 "
                         "g=4 ffn=256 s=32 V=256"),
             std::string::npos)
@@ -180,8 +187,7 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
             std::string::npos)
       << as_gpt;
 
-  CheckpointLayout wider = layout;
-  wider.ffn_hidden = 512;
+  const CheckpointLayout wider = changed([](RunConfig& r) { r.model.ffn_hidden_size = 512; });
   const std::string as_wider = usage_message_of([&] { load_shard(ck, 0, wider, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_wider.find("--arch llama l=4 h=64 a=4 g=4 ffn=256"), std::string::npos) << as_wider;
   EXPECT_NE(as_wider.find("this run has --tp 1 --pp 1 --vpp 1 --zero 0, --arch llama l=4 h=64 a=4 g=4 ffn=512"),
@@ -189,8 +195,7 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
       << as_wider;
 
   // The same sizes with grouped-query attention: another model (the QKV has fewer rows).
-  CheckpointLayout grouped = layout;
-  grouped.query_groups = 2;
+  const CheckpointLayout grouped = changed([](RunConfig& r) { r.model.query_groups = 2; });
   const std::string as_grouped =
       usage_message_of([&] { load_shard(ck, 0, grouped, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_grouped.find("was saved with --num-query-groups 4, this run has --num-query-groups 2"), std::string::npos)
@@ -200,13 +205,11 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
       << as_grouped;
 
   // Another epsilon or rotary base computes another function of the same weights.
-  CheckpointLayout eps = layout;
-  eps.norm_eps = 1e-6;
+  const CheckpointLayout eps = changed([](RunConfig& r) { r.model.layernorm_eps = 1e-6; });
   const std::string as_eps = usage_message_of([&] { load_shard(ck, 0, eps, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_eps.find("was saved with --norm-epsilon 1e-05, this run has --norm-epsilon 1e-06"), std::string::npos)
       << as_eps;
-  CheckpointLayout theta = layout;
-  theta.rope_theta = 500000;
+  const CheckpointLayout theta = changed([](RunConfig& r) { r.model.rope_theta = 500000; });
   const std::string as_theta =
       usage_message_of([&] { load_shard(ck, 0, theta, m.pointers(), trainer.optimizers(), kId); });
   EXPECT_NE(as_theta.find("was saved with the rotary base 10000, this run has the rotary base 500000"),
@@ -223,8 +226,7 @@ TEST(Checkpoint, SigkillWhileSavingLeavesThePreviousCheckpointLoadable) {
   SyntheticSamples data(c.vocab_size, c.seq_length, 3);
   TrainConfig tc;
   Trainer trainer(m.pointers(), data, tc);
-  CheckpointLayout layout =
-      with_model({1, 1, 1, 0, 0, c.layers, c.hidden, c.heads, c.seq_length, c.vocab_size, 3, 1}, c);
+  const CheckpointLayout layout = checkpoint_layout(run_of(c, 1, 1, 1, 3, 1), 0, 0, 0);
   save_shard(ck, layout, CheckpointState{1, 1.0, 0, 0, kId}, m.pointers(), trainer.optimizers());
   write_latest(ck, 1, kId);
   for (int attempt = 0; attempt < 3; ++attempt) {

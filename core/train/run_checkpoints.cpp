@@ -29,19 +29,7 @@ void TrainingRun::lock_checkpoint_dirs() {
 }
 
 CheckpointLayout TrainingRun::checkpoint_layout() const {
-  const ModelConfig& m = c_.model;
-  const Coords& me = groups_.me;
-  CheckpointLayout ckpt{c_.par.tp, c_.par.pp, c_.par.vpp, me.tp, me.pp, m.layers, m.hidden, m.heads, m.seq_length,
-                        m.vocab_size, c_.seed, c_.par.global_batch, c_.par.zero, c_.par.dp, me.dp, m.arch,
-                        m.ffn_hidden()};
-  ckpt.bucket_elems = c_.grad_bucket_elems;
-  ckpt.query_groups = m.groups();
-  ckpt.norm_eps = m.layernorm_eps, ckpt.rope_theta = m.rope_theta;
-  const LayerSplit split = c_.par.layer_split(m.layers);
-  ckpt.first_stage_layers = stage_layer_count(split, 0);
-  ckpt.last_stage_layers = stage_layer_count(split, c_.par.pp - 1);
-  if (!split.chunks.empty()) ckpt.layout_hash = pipeline_layout_hash(canonical_layout(split.chunks));
-  return ckpt;
+  return ptdp::checkpoint_layout(c_, groups_.me.tp, groups_.me.pp, groups_.me.dp);
 }
 
 // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's shards

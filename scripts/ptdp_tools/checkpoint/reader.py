@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass, field
 
 MAGIC = b"PTDPCKPT"
-VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 ARCHS = {0: "gpt", 1: "llama"}  # the header's arch code (version 4)
 SHARD_FILE = "model_optim_rng.bin"
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -31,7 +31,12 @@ _HEADERS = {1: struct.Struct("<8sI9iqQqqdi4x"), 2: struct.Struct("<8sI9iqQqqdiii
             3: struct.Struct("<8sI9iqQqqdiiiiii"), 4: struct.Struct("<8sI9iqQqqdiiiiiiii"),
             5: struct.Struct("<8sI9iqQqqdiiiiiiiiqQ"), 6: struct.Struct("<8sI9iqQqqdiiiiiiiiqQii"),
             7: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiidd"), 8: struct.Struct("<8sI9iqQqqdiiiiiiiiqQiiddii")}
-assert tuple(_HEADERS[v].size for v in VERSIONS) == (96, 104, 112, 120, 136, 144, 160, 168)
+assert tuple(_HEADERS[v].size for v in VERSIONS[:8]) == (96, 104, 112, 120, 136, 144, 160, 168)
+# Version 9 on: magic[8] u32 version | u32 n | n bytes of "name=value" lines: the shard's state
+# (iteration, chunks, loss_scale, scale_growth, scale_hysteresis, save_id in hex), then every
+# setting the run records (core/config's tables: results/fields.json's fields, by name; and
+# stage_layers, tp_rank, pp_rank, dp_rank), so that a newly recorded setting needs no new version.
+_NAMED = 9
 
 
 class CheckpointError(Exception):
@@ -82,6 +87,7 @@ class Shard:
     first_stage_layers: int = 0
     last_stage_layers: int = 0
     chunks: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # version 9 on: every recorded setting, by name, as text
 
 
 def fnv1a64(data: bytes) -> int:
@@ -118,8 +124,10 @@ def read_shard(path: str, verify: bool = True) -> Shard:
     if len(data) < 12 or bytes(data[:8]) != MAGIC:
         raise CheckpointError(f"{path} is not a ptdp checkpoint (magic {bytes(data[:8])!r})")
     (version,) = struct.unpack_from("<I", data, 8)
-    if version not in _HEADERS:
+    if version not in VERSIONS:
         raise CheckpointError(f"{path} has version {version}, this reader knows {', '.join(map(str, VERSIONS))}")
+    if version >= _NAMED:
+        return _read_named(path, data, version, verify)
     header = _HEADERS[version]
     if len(data) < header.size + 8:
         raise CheckpointError(f"{path} is truncated ({len(data)} bytes)")
@@ -147,8 +155,14 @@ def read_shard(path: str, verify: bool = True) -> Shard:
                   global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
                   query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta,
                   first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+    _read_chunks(path, data, header.size, nchunks, version, shard)
+    return shard
+
+
+def _read_chunks(path: str, data: bytearray, pos: int, nchunks: int, version: int, shard: Shard) -> None:
+    """The chunks from byte `pos` up to the checksum, into shard.chunks."""
+    body_end = len(data) - 8
     view = memoryview(data)
-    pos = header.size
     for j in range(nchunks):
         if pos + 16 > body_end:
             raise CheckpointError(f"{path} is truncated in chunk {j}")
@@ -171,6 +185,61 @@ def read_shard(path: str, verify: bool = True) -> Shard:
         shard.chunks.append(Chunk(numel, step, p, m, v, pbytes))
     if pos != body_end:
         raise CheckpointError(f"{path} has {body_end - pos} trailing bytes")
+
+
+def _end_stage(text: str, first: bool) -> int:
+    """The layers of the first (last) stage from stage_layers ("3 | 5", "2 | 3 x 4 | 2"); 0 if it
+    does not say."""
+    parts = [p.strip() for p in text.split("|")]
+    part = parts[0] if first else parts[-1]
+    return int(part) if part.isdigit() else 0
+
+
+def _read_named(path: str, data: bytearray, version: int, verify: bool) -> Shard:
+    """A shard of version 9 on: its named header, then the chunks."""
+    if len(data) < 16 + 8:
+        raise CheckpointError(f"{path} is truncated ({len(data)} bytes)")
+    (size,) = struct.unpack_from("<I", data, 12)
+    body_end = len(data) - 8
+    if 16 + size > body_end:
+        raise CheckpointError(f"{path} is truncated ({len(data)} bytes)")
+    if verify:
+        (stored,) = struct.unpack_from("<Q", data, body_end)
+        if fnv1a64(bytes(data[:body_end])) != stored:
+            raise CheckpointError(f"{path} is corrupt or truncated (checksum mismatch)")
+    settings = {}
+    for line in bytes(data[16:16 + size]).decode("utf-8").splitlines():
+        name, eq, value = line.partition("=")
+        if not eq or not name:
+            raise CheckpointError(f"{path} has a malformed header line {line!r}")
+        settings[name] = value
+
+    def number(name: str, kind=int, default=None):
+        if name not in settings:
+            if default is None:
+                raise CheckpointError(f"{path}: its header has no {name}")
+            return default
+        try:
+            return kind(settings[name])
+        except ValueError:
+            raise CheckpointError(f"{path}: its header's {name} is {settings[name]!r}, not a number") from None
+
+    heads, pp, layers = number("heads"), number("pp"), number("layers")
+    query_groups = number("query_groups")
+    if query_groups <= 0 or heads % query_groups:
+        raise CheckpointError(f"{path} has {query_groups} query groups for {heads} heads")
+    if settings.get("arch") not in ARCHS.values():
+        raise CheckpointError(f"{path} has an unknown architecture {settings.get('arch')!r}")
+    stages = settings.get("stage_layers", str(layers))
+    shard = Shard(path, number("tp"), pp, number("vpp"), number("tp_rank"), number("pp_rank"), layers,
+                  number("hidden"), heads, number("seq_length"), number("vocab_size"), number("seed"),
+                  number("global_batch"), number("iteration"), number("loss_scale", float), version,
+                  number("scale_growth"), number("scale_hysteresis"), number("zero"), number("dp", int, 1),
+                  number("dp_rank", int, 0), arch=settings["arch"], ffn_hidden=number("ffn_hidden_size"),
+                  query_groups=query_groups, norm_eps=number("norm_eps", float),
+                  rope_theta=number("rope_theta", float), first_stage_layers=_end_stage(stages, True),
+                  last_stage_layers=_end_stage(stages, False), settings=settings)
+    _read_chunks(path, data, 16 + size, number("chunks"), version, shard)
     return shard
 
 
