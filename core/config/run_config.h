@@ -1,5 +1,6 @@
 // RunConfig: everything one run is made of (model, parallel layout, run settings), shared by
-// `ptdp train` and `ptdp simulate`; validate() checks it and fills derived defaults.
+// `ptdp train` and `ptdp simulate`; each member is a field of its struct's table (config_fields.h),
+// and validate_run() checks it and fills derived defaults.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -82,8 +83,8 @@ struct RunConfig {
   std::string save_init_dir;                 // --save-init: the initial weights, as iteration 0
   bool gemm_rate = false;                    // --gemm-rate: the step against sgemm at the model's shapes
   // The software a simulated run models (--stack, core/sim/stack.h): megatron-2021 (the paper's
-  // code), megatron-2022, mcore or megatron-deepspeed. `ptdp train` runs ptdp's own code and
-  // leaves it as it is.
+  // code), megatron-2022, mcore, megatron-deepspeed, or ptdp (its own CUDA backend's kernels).
+  // `ptdp train` runs ptdp's own code and leaves it as it is.
   std::string stack = "megatron-2021";
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
