@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/common/source_tree.h"
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
 #include "core/sim/hardware.h"
@@ -17,12 +18,6 @@ namespace ptdp {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The source tree this file was compiled from (<root>/experiments/accept_profile.cpp -> <root>).
-fs::path source_root() {
-  const fs::path here(__FILE__);
-  return here.is_absolute() ? here.parent_path().parent_path() : fs::path();
-}
 
 constexpr int64_t kMaxDim = 1 << 16, kMaxMib = 1 << 16;  // 64 GiB per buffer at most
 
@@ -95,7 +90,8 @@ std::string find_profile(const std::string& name_or_path) {
 
 std::string resolve_data_path(const std::string& p) {
   if (fs::path(p).is_absolute() || fs::exists(p)) return p;
-  const fs::path in_tree = source_root() / p;
+  if (source_tree().empty()) return p;
+  const fs::path in_tree = source_tree() / p;
   return fs::exists(in_tree) ? in_tree.string() : p;
 }
 

@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/common/source_tree.h"
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
 #include "core/results/provenance.h"
@@ -102,8 +103,7 @@ constexpr double kDaysTokens = 300e9;
 
 std::vector<std::string> paper_dirs() {
   std::vector<std::string> d = {"results/paper"};
-  const fs::path here(__FILE__);  // <root>/experiments/cmd_reproduce.cpp -> <root>/results/paper
-  if (here.is_absolute()) d.push_back((here.parent_path().parent_path() / "results" / "paper").string());
+  if (const fs::path root = source_tree(); !root.empty()) d.push_back((root / "results" / "paper").string());
   return d;
 }
 

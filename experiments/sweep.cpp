@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include "core/common/source_tree.h"
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
 #include "core/common/one_line.h"
@@ -39,9 +40,7 @@ std::vector<std::string> spec_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("PTDP_SPEC_DIR"); env && *env) dirs.push_back(env);
   dirs.push_back("experiments/specs");
-  // The source tree this file was compiled from: <root>/experiments/sweep.cpp -> <root>/experiments/specs.
-  const fs::path here(__FILE__);
-  if (here.is_absolute()) dirs.push_back((here.parent_path() / "specs").string());
+  if (const fs::path root = source_tree(); !root.empty()) dirs.push_back((root / "experiments" / "specs").string());
   return dirs;
 }
 

@@ -12,6 +12,7 @@
 #include "core/common/error.h"
 #include "core/common/regular_file.h"
 #include "core/common/one_line.h"
+#include "core/common/source_tree.h"
 
 namespace ptdp::sim {
 
@@ -171,9 +172,7 @@ std::vector<std::string> hardware_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("PTDP_HARDWARE_DIR"); env && *env) dirs.push_back(env);
   dirs.push_back("hardware");
-  // The source tree this file was compiled from: <root>/core/sim/hardware.cpp -> <root>/hardware.
-  const fs::path here(__FILE__);
-  if (here.is_absolute()) dirs.push_back((here.parent_path().parent_path().parent_path() / "hardware").string());
+  if (const fs::path root = source_tree(); !root.empty()) dirs.push_back((root / "hardware").string());
   return dirs;
 }
 
