@@ -30,9 +30,10 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app);
 // experiments/cmd_accept.cpp, experiments/cmd_compare.cpp
 std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
-// experiments/cmd_reproduce.cpp, experiments/cmd_fields.cpp
+// experiments/cmd_reproduce.cpp, experiments/cmd_fields.cpp, experiments/cmd_preprocess.cpp
 std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_fields_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> add_preprocess_command(CLI::App& app);
 }  // namespace ptdp
 
 namespace {
@@ -69,39 +70,7 @@ int ptdp::cli_main(int argc, char** argv) {
   add_parallel_flags(*train, train_flags);
   add_run_flags(*train, train_flags);
 
-  std::string pre_input, pre_prefix;
-  PreprocessOptions pre_opts;
-  CLI::App* pre = app.add_subcommand(
-      "preprocess", "text file -> Megatron .bin/.idx dataset (byte-level, GPT-2 BPE or SentencePiece tokens)");
-  pre->add_option("--input", pre_input, "text file")->required();
-  pre->add_option("--output-prefix", pre_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
-  const auto names_a = [](const char* what) {
-    return CLI::Validator([what](std::string& v) { return v.empty() ? std::string("must name ") + what : ""; },
-                          "FILE");
-  };
-  pre->add_option("--tokenizer-type", pre_opts.tokenizer.type,
-                  "GPT2BPETokenizer (GPT-2's byte-level BPE, with --vocab-file and --merge-file), or "
-                  "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer (with --tokenizer-model); "
-                  "default: SentencePiece with --tokenizer-model, else byte-level tokens")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            return v.empty() ? "must name a tokenizer type (" + known_tokenizer_types() + ")" : std::string();
-          },
-          "TYPE"));
-  pre->add_option("--tokenizer-model", pre_opts.tokenizer.model,
-                  "SentencePiece .model file (e.g. LLaMA's tokenizer.model)")
-      ->check(names_a("a .model file"));
-  pre->add_option("--vocab-file", pre_opts.tokenizer.vocab_file, "GPT-2's vocab.json (token -> id), for GPT2BPETokenizer")
-      ->check(names_a("a vocab.json file"));
-  pre->add_option("--merge-file", pre_opts.tokenizer.merge_file, "GPT-2's merges.txt, for GPT2BPETokenizer")
-      ->check(names_a("a merges.txt file"));
-  pre->add_flag("--append-eod", pre_opts.append_eod,
-                "end the document with the tokenizer's end-of-document id (<|endoftext|>, or the SentencePiece "
-                "model's eos; not for byte-level tokens)");
-  pre->add_flag("--allow-invalid-utf8", pre_opts.allow_invalid_utf8,
-                "encode text that is not UTF-8 instead of refusing the file (SentencePiece turns such bytes into "
-                "<unk>, GPT-2 BPE each ill-formed sequence into U+FFFD); the count is reported");
-
+  auto [pre, run_preprocess] = add_preprocess_command(app);
   auto [simulate, run_simulate] = add_simulate_command(app);
   auto [plan, run_plan] = add_plan_command(app);
   auto [accept, run_accept] = add_accept_command(app);
@@ -195,7 +164,7 @@ int ptdp::cli_main(int argc, char** argv) {
       return cmd_train(cfg, mpi_world.get());
     }
     if (*train) return cmd_train(resolve_run_config(*train, train_flags), mpi_world.get());
-    if (*pre) return cmd_preprocess(pre_input, pre_prefix, pre_opts);
+    if (*pre) return run_preprocess();
     if (*simulate) return run_simulate();
     if (*plan) return run_plan();
     if (*accept) return run_accept(mpi_world && mpi_world->size() > 1 ? mpi_world.get() : nullptr);
