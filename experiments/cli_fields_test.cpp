@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "experiments/testing/cli_runner.h"
 
@@ -13,6 +14,7 @@ namespace ptdp {
 namespace {
 
 using testing::CliResult;
+using testing::IsUsageError;
 using testing::run_ptdp;
 using testing::TempDir;
 
@@ -32,6 +34,24 @@ TEST(CliFields, TheTableNamesEveryFlagAndItsPlaceInTheKey) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--tp", "--num-query-groups", "--precision", "--overlap-grad-reduce", "(init_std)"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << " in\n" << r.out;
+}
+
+// A model that differs from its preset in any field is the preset's custom variant; one given
+// its preset's own values is the preset.
+TEST(CliFields, AModelDifferingFromItsPresetInAnyFieldIsNamedCustom) {
+  TempDir dir;
+  auto model_of = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"simulate", "--hardware", "a100-selene", "--model", "tiny", "--csv", dir.file("r.csv")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_ptdp(dir, a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::last_result_row(dir.file("r.csv")).at("model");
+  };
+  EXPECT_EQ(model_of({}), "tiny");
+  EXPECT_EQ(model_of({"--make-vocab-size-divisible-by", "64"}), "tiny-custom");
+  EXPECT_EQ(model_of({"--ffn-hidden-size", "256"}), "tiny");  // tiny's own 4h
+  EXPECT_EQ(model_of({"--ffn-hidden-size", "128"}), "tiny-custom");
+  EXPECT_EQ(model_of({"--arch", "llama"}), "tiny-custom");
 }
 
 }  // namespace

@@ -126,9 +126,16 @@ ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char
     if (groups <= 0) usage_error("--num-query-groups {} must be positive", groups);
     r.model.query_groups = groups;
   }
-  bool custom = r.model.arch != preset.arch || r.model.query_groups != preset.query_groups ||
-                r.model.ffn_hidden() != preset.ffn_hidden() || r.model.layernorm_eps != preset.layernorm_eps;
+  // A model that differs from its preset in any setting (as the run uses it: the MLP width and
+  // the query groups as they come out) is the preset's custom variant.
+  RunConfig as_preset;
+  as_preset.model = preset;
+  bool custom = false;
   for (const char* flag : sizes) custom = custom || given(flag);
+  for (const Field& field : model_fields()) {
+    auto used = [&](const RunConfig& x) { return field.in_checkpoint() ? field.checkpoint_text(x).value_or("") : field.text(x); };
+    if (field.name() != "model") custom = custom || used(r) != used(as_preset);
+  }
   if (custom) r.model.name = given("--model") ? f.model + "-custom" : (r.model.arch == Arch::Llama ? "llama-custom" : "custom");
   return r.model;
 }
