@@ -22,14 +22,16 @@ const std::vector<std::string>& contract_columns() {
   return cols;
 }
 
-// The columns added since, in the order they came (a file of an older ptdp has a prefix of them).
-// A field's column not listed here comes after them, in table order.
+// The columns added since, in the order they came: the header's history (a file of an older ptdp
+// has a prefix of them). A field's new column comes after them by itself, in table order; once
+// rows with it are kept (results/), it joins this list, so that a column added later, from any
+// table, comes after it (ResultsDir.EveryResultFileHasTodaysHeaderOrAnOlderOne fails otherwise).
 const std::vector<std::string>& later_columns() {
   static const std::vector<std::string> cols = {
       "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
       "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
       "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size",
-      "norm_eps", "stage_layers"};
+      "norm_eps", "stage_layers", "make_vocab_size_divisible_by", "overlap_grad_reduce", "grad_bucket_size"};
   return cols;
 }
 

@@ -218,5 +218,24 @@ TEST(ResultsCsv, AMissingFinalNewlineIsRepairedBeforeTheRow) {
   expect_rows(path, 1, 2);
 }
 
+// The result files kept in results/ have today's header or an older one (a prefix of it): a
+// column that has shipped never moves, so no file of a user's becomes foreign (results_csv.cpp:
+// later_columns).
+TEST(ResultsDir, EveryResultFileHasTodaysHeaderOrAnOlderOne) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(PTDP_SOURCE_DIR) + "/results")) {
+    if (e.path().extension() != ".csv") continue;
+    std::ifstream in(e.path());
+    std::string first;
+    std::getline(in, first);
+    if (first.rfind("experiment,mode,", 0) != 0) continue;  // another kind of file (loss logs, ...)
+    ++files;
+    const std::string h = result_header_line();
+    const bool older = first.size() < h.size() && h.compare(0, first.size(), first) == 0 && h[first.size()] == ',';
+    EXPECT_TRUE(first == h || older) << e.path() << ": " << foreign_header_reason(first);
+  }
+  EXPECT_GT(files, 10);
+}
+
 }  // namespace
 }  // namespace ptdp
