@@ -129,8 +129,20 @@ const std::vector<Field>& model_fields() {
                     .key("128")
                     .checkpoint());
     v.push_back(Field(PTDP_MEMBER(model.init_std), "init_std", g).not_key(kSameWork));
-    v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g).not_key(kSameWork)
-                    .checkpoint({}, "the rotary base"));
+    v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g)
+                    .flags("--rotary-base")
+                    .help("llama: the base of the rotary embedding's frequencies (default 10000, or the preset's: "
+                          "500000 for llama3)")
+                    .no_default_in_help()
+                    .finite()
+                    .positive()
+                    .column()
+                    .column_text([](const RunConfig& c) {  // empty where it is the default
+                      return c.model.rope_theta != ModelConfig{}.rope_theta ? fmt::format("{:.6g}", c.model.rope_theta)
+                                                                            : std::string();
+                    })
+                    .key("")
+                    .checkpoint());
     return v;
   }();
   return fields;

@@ -212,7 +212,7 @@ TEST(Checkpoint, LlamaCheckpointIsRefusedUnderGpt) {
   const CheckpointLayout theta = changed([](RunConfig& r) { r.model.rope_theta = 500000; });
   const std::string as_theta =
       usage_message_of([&] { load_shard(ck, 0, theta, m.pointers(), trainer.optimizers(), kId); });
-  EXPECT_NE(as_theta.find("was saved with the rotary base 10000, this run has the rotary base 500000"),
+  EXPECT_NE(as_theta.find("was saved with --rotary-base 10000, this run has --rotary-base 500000"),
             std::string::npos)
       << as_theta;
 }
