@@ -31,7 +31,8 @@ const std::vector<std::string>& later_columns() {
       "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms", "optimizer_ms", "p2p_bytes",
       "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
       "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size",
-      "norm_eps", "stage_layers", "make_vocab_size_divisible_by", "overlap_grad_reduce", "grad_bucket_size"};
+      "norm_eps", "stage_layers", "make_vocab_size_divisible_by", "overlap_grad_reduce", "grad_bucket_size",
+      "rope_theta"};
   return cols;
 }
 
