@@ -15,26 +15,6 @@ namespace ptdp {
 
 namespace {
 
-const char* group_name(FieldGroup g) {
-  switch (g) {
-    case FieldGroup::Model: return "model";
-    case FieldGroup::Parallel: return "parallel";
-    case FieldGroup::Optimizer: return "optimizer";
-    case FieldGroup::Run: return "run";
-  }
-  return "?";
-}
-
-const char* row_name(RowUse u) {
-  switch (u) {
-    case RowUse::None: return "none";
-    case RowUse::Every: return "every";
-    case RowUse::Simulated: return "simulated";
-    case RowUse::Measured: return "measured";
-  }
-  return "?";
-}
-
 nlohmann::ordered_json schema() {
   const RunConfig defaults;
   nlohmann::ordered_json fields = nlohmann::ordered_json::array();
@@ -43,12 +23,12 @@ nlohmann::ordered_json schema() {
     j["name"] = f->name();
     j["flag"] = f->has_flag() ? f->flag() : "";
     j["aliases"] = f->aliases();
-    j["group"] = group_name(f->group());
+    j["group"] = enum_name(f->group());
     j["type"] = f->type_name();
     if (!f->choices().empty()) j["choices"] = f->choices();
     j["default"] = f->text(defaults);
     j["help"] = f->help_text();
-    j["column"] = row_name(f->row_use());
+    j["column"] = enum_name(f->row_use());
     j["key"] = f->in_key();
     if (f->in_key()) j["key_default"] = f->key_default();
     if (!f->not_key_reason().empty()) j["not_key"] = f->not_key_reason();
@@ -76,7 +56,7 @@ int run_fields(bool json) {
     if (!f->not_key_reason().empty()) key += ": " + f->not_key_reason();
     std::string def = f->text(defaults);
     if (def.size() > 20) def = def.substr(0, 17) + "...";
-    fmt::print("{:<44} {:<8} {:<20} {:<10} {}\n", flag, f->type_name(), def, row_name(f->row_use()), key);
+    fmt::print("{:<44} {:<8} {:<20} {:<10} {}\n", flag, f->type_name(), def, f->row_use(), key);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/config/results_csv.h"
+#include "core/data/testing/data_test_util.h"
 
 namespace ptdp {
 namespace {
@@ -87,23 +88,13 @@ TEST(ConfigFields, RulesNameTheFlagAndTheValue) {
   check_field_rules(tiny);
   RunConfig c = tiny;
   c.par.tp = 0;
-  try {
-    check_field_rules(c);
-    FAIL() << "no UsageError";
-  } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--tp 0 must be positive");
-  }
+  EXPECT_EQ(testing::usage_message([&] { check_field_rules(c); }), "--tp 0 must be positive");
   c = tiny;
   c.par.zero = 2;
   EXPECT_THROW(check_field_rules(c), UsageError);
   c = tiny;
   c.opt.beta2 = 1;
-  try {
-    check_field_rules(c);
-    FAIL() << "no UsageError";
-  } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--adam-beta2 1 must be in [0, 1)");
-  }
+  EXPECT_EQ(testing::usage_message([&] { check_field_rules(c); }), "--adam-beta2 1 must be in [0, 1)");
 }
 
 // Every field column is a result column; every key column is a result column of a field in the

@@ -30,8 +30,22 @@ using FieldAccess =
 
 // The struct a field belongs to: its table, and its group of flags in --help.
 enum class FieldGroup { Model, Parallel, Run, Optimizer };
+template <>
+struct EnumNames<FieldGroup> {
+  static constexpr std::array values{std::pair{FieldGroup::Model, std::string_view("model")},
+                                     std::pair{FieldGroup::Parallel, std::string_view("parallel")},
+                                     std::pair{FieldGroup::Run, std::string_view("run")},
+                                     std::pair{FieldGroup::Optimizer, std::string_view("optimizer")}};
+};
 // Which result rows carry a field's column.
 enum class RowUse { None, Every, Simulated, Measured };
+template <>
+struct EnumNames<RowUse> {
+  static constexpr std::array values{std::pair{RowUse::None, std::string_view("none")},
+                                     std::pair{RowUse::Every, std::string_view("every")},
+                                     std::pair{RowUse::Simulated, std::string_view("simulated")},
+                                     std::pair{RowUse::Measured, std::string_view("measured")}};
+};
 
 // A rule on one field's value: "FLAG VALUE must ..." when broken.
 struct FieldRule {

@@ -31,13 +31,6 @@ namespace {
 
 using testing::TempDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ResultRow row_named(const std::string& experiment) {
   ResultRow r;
   r.set("experiment", experiment);
@@ -47,7 +40,7 @@ ResultRow row_named(const std::string& experiment) {
 
 // Every expected experiment name exactly once, one header, nothing else.
 void expect_rows(const std::string& path, int writers, int rows_each) {
-  std::istringstream in(slurp(path));
+  std::istringstream in(testing::read_text(path));
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_EQ(line, result_header_line());
@@ -116,7 +109,7 @@ TEST(ResultsCsv, ASymlinkIsWrittenThroughAndTheTargetKeepsItsModeAndLinks) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(st.st_nlink, 2u);
   expect_rows(target, 1, 2);
-  EXPECT_EQ(slurp(hard), slurp(target));
+  EXPECT_EQ(testing::read_text(hard), testing::read_text(target));
 }
 
 // Runs `write` in a child process whose files may not grow beyond `limit` bytes (a full disk, as
@@ -150,21 +143,21 @@ TEST(ResultsCsv, AFailedWriteOnAFullDiskKeepsThePreviousContent) {
   ASSERT_EQ(::chmod(target.c_str(), 0640), 0);
   std::filesystem::create_symlink(target, link);
   EXPECT_TRUE(throws_under_a_size_limit(4096, [&] { write_user_file(link, std::string(20000, '2')); }));
-  EXPECT_EQ(slurp(target), before);
+  EXPECT_EQ(testing::read_text(target), before);
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   struct stat st {};
   ASSERT_EQ(::stat(target.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
   write_user_file(link, "shorter\n");  // and a write that fits replaces it whole
-  EXPECT_EQ(slurp(target), "shorter\n");
+  EXPECT_EQ(testing::read_text(target), "shorter\n");
 
   const std::string rows = dir.file("rows.csv");
   append_result_rows(rows, {row_named("w0-r0")});
-  const std::string one_row = slurp(rows);
+  const std::string one_row = testing::read_text(rows);
   ResultRow wide = row_named("w0-r1");
   wide.set("model", std::string(8000, 'm'));
   EXPECT_TRUE(throws_under_a_size_limit(off_t(one_row.size()) + 100, [&] { append_result_rows(rows, {wide}); }));
-  EXPECT_EQ(slurp(rows), one_row);
+  EXPECT_EQ(testing::read_text(rows), one_row);
 }
 
 TEST(ResultsCsv, AFifoOrDeviceIsRefusedWithoutBlocking) {
@@ -182,7 +175,7 @@ TEST(ResultsCsv, AFileWithAnotherHeaderIsLeftAlone) {
   const std::string path = dir.file("other.csv");
   std::ofstream(path) << "a,b\n1,2\n";
   EXPECT_THROW(append_result_rows(path, {row_named("x")}), UsageError);
-  EXPECT_EQ(slurp(path), "a,b\n1,2\n");
+  EXPECT_EQ(testing::read_text(path), "a,b\n1,2\n");
 }
 
 // A file an older ptdp wrote (today's header up to a column it did not have) is named as such,
@@ -202,7 +195,7 @@ TEST(ResultsCsv, AFileFromAnOlderPtdpIsNamedAndLeftAlone) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(slurp(path), older + "\n");
+  EXPECT_EQ(testing::read_text(path), older + "\n");
   EXPECT_EQ(foreign_header_reason("a,b"), "exists but its header is not the result CSV header");
   EXPECT_EQ(foreign_header_reason(h.substr(0, 5)), "exists but its header is not the result CSV header");  // not at a comma
 }
@@ -211,7 +204,7 @@ TEST(ResultsCsv, AMissingFinalNewlineIsRepairedBeforeTheRow) {
   TempDir dir;
   const std::string path = dir.file("rows.csv");
   append_result_rows(path, {row_named("w0-r0")});
-  std::string text = slurp(path);
+  std::string text = testing::read_text(path);
   text.pop_back();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   append_result_rows(path, {row_named("w0-r1")});

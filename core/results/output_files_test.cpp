@@ -24,13 +24,6 @@ namespace {
 
 using testing::TempDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A save killed before its rename leaves ".NAME.tmpXXXXXX" behind; the next write of NAME
 // removes it, and nothing else.
 TEST(AtomicWrite, AWriteRemovesTheTemporariesEarlierWritesOfItsTargetLeft) {
@@ -39,7 +32,7 @@ TEST(AtomicWrite, AWriteRemovesTheTemporariesEarlierWritesOfItsTargetLeft) {
   for (const char* n : {".shard.bin.tmpAb12Cd", ".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
     std::ofstream(dir.file(n)) << "x";
   write_file_atomic(target, "new");
-  EXPECT_EQ(slurp(target), "new");
+  EXPECT_EQ(testing::read_text(target), "new");
   EXPECT_FALSE(std::filesystem::exists(dir.file(".shard.bin.tmpAb12Cd")));
   for (const char* n : {".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
     EXPECT_TRUE(std::filesystem::exists(dir.file(n))) << n;
@@ -57,13 +50,13 @@ TEST(AtomicWrite, RemovesDeadTemporariesAndLeavesThoseBeingWritten) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // another writer, still writing
   write_file_atomic(target, "new");
-  EXPECT_EQ(slurp(target), "new");
+  EXPECT_EQ(testing::read_text(target), "new");
   EXPECT_TRUE(std::filesystem::exists(live));
   EXPECT_FALSE(std::filesystem::exists(dead));
   ::close(fd);  // that writer died
   write_file_atomic(target, "newer");
   EXPECT_FALSE(std::filesystem::exists(live));
-  EXPECT_EQ(slurp(target), "newer");
+  EXPECT_EQ(testing::read_text(target), "newer");
 }
 
 // Writers of one file at once (threads): every write lands whole, none fails on a temporary that
@@ -83,7 +76,7 @@ TEST(AtomicWrite, ConcurrentWritersOfOneFileNeverLoseTheirTemporary) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(slurp(target).size(), 1000u);
+  EXPECT_EQ(testing::read_text(target).size(), 1000u);
 }
 
 // A second holder of a directory's lock is refused, naming the flag, the directory and the pid.

@@ -78,6 +78,12 @@ inline std::vector<uint8_t> read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The file's bytes as a string ("" for a file that cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // The message of the UsageError that f throws; a test failure (and "") if it throws none.
 template <class F>
 std::string usage_message(F&& f) {
