@@ -78,6 +78,8 @@ void add_fields(CLI::App& app, const std::vector<Field>& table, RunFlags& f) {
 
 }  // namespace
 
+void add_field_flag(CLI::App& app, const std::string& flag, RunFlags& f) { add_field(app, *find_field(flag), f); }
+
 void add_model_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--model", f.model, find_field("--model")->help_text());
   app.add_flag("--group-query-attention", f.group_query_attention,

@@ -29,6 +29,8 @@ void check_choices(const RunFlags& f);
 // --seed: a whole number in uint64 range; CLI::ValidationError "--seed TEXT must be ..." otherwise.
 uint64_t parse_seed(const std::string& text);
 
+// One field's flag, for a command that adds it alone (simulate's and plan's --stack).
+void add_field_flag(CLI::App& app, const std::string& flag, RunFlags& f);
 // The flags of the model, parallel and run (with optimizer) tables.
 void add_model_flags(CLI::App& app, RunFlags& f);
 void add_parallel_flags(CLI::App& app, RunFlags& f);

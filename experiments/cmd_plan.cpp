@@ -69,7 +69,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   req.max_vpp = f.max_vpp;
   req.zero_modes = f.zero_modes;
   req.top = f.top;
-  req.stack = f.stack;
+  req.stack = parse_enum<StackKind>(f.stack, "--stack");
   // A long search (a large --top over many devices) says how far it is, every 2 s, on stderr.
   const auto start = std::chrono::steady_clock::now();
   auto last = start;

@@ -176,7 +176,7 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
                   "--precision defaults to the profile's")
       ->required();
   sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
-  sub->add_option("--stack", f->run.run.stack, find_field("--stack")->help_text())->capture_default_str();
+  add_field_flag(*sub, "--stack", f->run);
   sub->add_flag("--explain", f->explain,
                 "also print every kernel and collective of one micro-batch with its time (the cost model's list)");
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};

@@ -122,7 +122,7 @@ TEST(PublishedRuns, DeepSpeedsEngineIsSlowerThanMegatronsOnBloomsLayout) {
   const sim::HardwareProfile hw = sim::load_profile(spec.hardware);
   for (const SweepPoint& p : expand_sweep(spec, SweepScale::Paper)) {
     RunConfig megatron = p.cfg;
-    megatron.stack = "megatron-2021";
+    megatron.stack = StackKind::Megatron2021;
     const double ratio = sim::simulate(p.cfg, hw).iter_time_s / sim::simulate(megatron, hw).iter_time_s;
     EXPECT_GT(ratio, 1.03) << p.x;
     EXPECT_LT(ratio, 1.25) << p.x;
@@ -138,7 +138,7 @@ TEST(PublishedRuns, TheSameRunsWithThe2021CodeAreSlower) {
   for (const SweepPoint& p : expand_sweep(spec, SweepScale::Paper)) {
     if (p.series != "Full recompute") continue;
     RunConfig old = p.cfg;
-    old.stack = "megatron-2021";
+    old.stack = StackKind::Megatron2021;
     const double ratio = sim::simulate(old, hw).iter_time_s / sim::simulate(p.cfg, hw).iter_time_s;
     EXPECT_GT(ratio, 1.04) << p.x;
     EXPECT_LT(ratio, 1.15) << p.x;

@@ -39,7 +39,7 @@ LlamaSpec parse_llama_spec(const std::string& text, const std::string& path) {
   }
   const auto stack = spec_value<std::string>(root, "stack", path);
   try {
-    s.stack = sim::software_stack(stack).name;
+    s.stack = parse_enum<StackKind>(stack, "--stack");
   } catch (const UsageError& e) {
     usage_error("{}: key 'stack': {}", path, one_line(e.what()));
   }

@@ -18,7 +18,7 @@ struct LlamaSpec {
   std::string path, title;
   int gpus = 0, global_batch = 0;
   Precision precision = Precision::Bf16;
-  std::string stack;  // the software the runs are modelled with (core/sim/stack.h)
+  StackKind stack = StackKind::Megatron2021;  // the software the runs are modelled with (core/sim/stack.h)
   std::vector<int> zero_modes;
   std::vector<LlamaModelSpec> models;
   std::string paper_model;          // the model the paper gives a throughput for

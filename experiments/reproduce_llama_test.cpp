@@ -101,7 +101,7 @@ tokens = 1.0e12
   };
   refused("gpus = 2048", "gpus = \"many\"", "'gpus'");
   refused("zero_modes = [0, 1]", "zero_modes = [3]", "zero_modes");
-  refused("stack = \"mcore\"", "stack = \"megatron-2020\"", "key 'stack': --stack 'megatron-2020' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed");
+  refused("stack = \"mcore\"", "stack = \"megatron-2020\"", "key 'stack': --stack 'megatron-2020' must be megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp");
   refused("stack = \"mcore\"\n", "", "'stack'");
   refused("model = \"llama-7b\"", "model = \"gpt-1.7b\"", "not a llama preset");
   refused("model = \"llama-7b\"", "model = \"llama-1b\"", "not a llama preset");

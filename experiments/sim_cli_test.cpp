@@ -88,7 +88,7 @@ TEST(SimCli, StackIsPrintedRecordedAndChecked) {
   EXPECT_LT(ms["megatron-2022"], ms["megatron-2021"]);
   Args bad = kOneT;
   bad.insert(bad.end(), {"--stack", "megatron-2019"});
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, bad), {"--stack 'megatron-2019' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, bad), {"--stack 'megatron-2019' must be megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp"}));
 }
 
 TEST(SimCli, UnknownProfileIsAUsageError) {

@@ -213,12 +213,6 @@ void apply(Assembly& a, const SpecSettings& s) {
       a.name_given = true;
     } else if (key == "gpus") {
       a.gpus = as_count(v, w, key);
-    } else if (key == "stack") {
-      try {
-        c.stack = sim::software_stack(as_text(v, w, key)).name;
-      } catch (const UsageError& e) {
-        usage_error("{}: {}", w, one_line(e.what()));
-      }
     } else {
       set_field(*find_field(key), v, w, c);
       a.pp_given = a.pp_given || key == "pp";

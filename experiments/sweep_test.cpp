@@ -427,7 +427,7 @@ TEST(SweepSpecs, BadSpecsAreRefusedNamingTheFileAndTheRule) {
       {std::string(kGoodSpec).replace(0, 13, "name = \"/tmp/x\""), {"bad.toml", "name '/tmp/x' must be a plain"}},
       {std::string(kGoodSpec).replace(0, 13, "name = \"a/b\""), {"bad.toml", "name 'a/b' must be a plain"}},
       {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "stack = \"mcore-2030\""),
-       {"bad.toml", "--stack 'mcore-2030' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed"}},
+       {"bad.toml", "--stack 'mcore-2030' must be megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp"}},
       {std::string(kGoodSpec).replace(good.find("tp = 2"), 6, "sequence_parallel = 1"),
        {"bad.toml", "'sequence_parallel' must be"}},
       {good + "[[series]]\nname = \"m\"\nmetric = \"speed\"\n", {"bad.toml", "[[series]] #2", "metric 'speed'"}},

@@ -85,7 +85,7 @@ struct RunConfig {
   // The software a simulated run models (--stack, core/sim/stack.h): megatron-2021 (the paper's
   // code), megatron-2022, mcore, megatron-deepspeed, or ptdp (its own CUDA backend's kernels).
   // `ptdp train` runs ptdp's own code and leaves it as it is.
-  std::string stack = "megatron-2021";
+  StackKind stack = StackKind::Megatron2021;
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
   // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.

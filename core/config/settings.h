@@ -1,5 +1,5 @@
-// The enumerated settings of a run (--precision, --backend, --comm, --data-order, --log-format)
-// and their names.
+// The enumerated settings of a run (--precision, --backend, --comm, --data-order, --log-format,
+// --stack) and their names.
 #pragma once
 #include <array>
 #include <string_view>
@@ -15,7 +15,11 @@ enum class CommKind { Local, Mpi, Nccl };
 // The sample order of a dataset: ptdp (windows over the token stream, seeded Fisher-Yates) or
 // megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
 enum class DataOrder { Ptdp, Megatron };
-enum class LogFormat { Ptdp, Megatron };  // the progress line: ptdp's, or Megatron-LM's training_log line
+enum class LogFormat { Ptdp, Megatron };
+// The software a simulated run models (--stack, core/sim/stack.h): Megatron-LM of the paper
+// (megatron-2021), of Korthikanti et al. (megatron-2022), Megatron-Core (mcore), Megatron-DeepSpeed,
+// or ptdp's own CUDA backend.
+enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };  // the progress line: ptdp's, or Megatron-LM's training_log line
 
 template <>
 struct EnumNames<Precision> {
@@ -43,6 +47,15 @@ template <>
 struct EnumNames<LogFormat> {
   static constexpr std::array values{std::pair{LogFormat::Ptdp, std::string_view("ptdp")},
                                      std::pair{LogFormat::Megatron, std::string_view("megatron")}};
+};
+
+template <>
+struct EnumNames<StackKind> {
+  static constexpr std::array values{std::pair{StackKind::Megatron2021, std::string_view("megatron-2021")},
+                                     std::pair{StackKind::Megatron2022, std::string_view("megatron-2022")},
+                                     std::pair{StackKind::Mcore, std::string_view("mcore")},
+                                     std::pair{StackKind::MegatronDeepspeed, std::string_view("megatron-deepspeed")},
+                                     std::pair{StackKind::Ptdp, std::string_view("ptdp")}};
 };
 
 }  // namespace ptdp

@@ -101,7 +101,7 @@ TEST(DeepSpeedSchedule, ARendezvousOccupiesBothSidesFromTheLaterOne) {
 RunConfig deepspeed_run(Precision precision) {
   // BLOOM's layout on A100s: t 4, p 12, d 8, b 2, B 2048, full recomputation.
   RunConfig c = paper_run(72, 14336, 112, 4, 12, 8, 2, 2048);
-  c.stack = "megatron-deepspeed";
+  c.stack = StackKind::MegatronDeepspeed;
   c.precision = precision;
   c.par.zero = 1;
   return c;
@@ -148,7 +148,7 @@ TEST(DeepSpeedStack, RefusesWhatDeepSpeedsPipelineEngineDoesNotHave) {
 TEST(DeepSpeedStack, CostsMoreThanMegatronOnTheSameLayout) {
   RunConfig ds = deepspeed_run(Precision::Bf16);
   RunConfig mg = ds;
-  mg.stack = "megatron-2021";
+  mg.stack = StackKind::Megatron2021;
   const HardwareProfile& hw = selene();
   const CostModel dcm(ds, hw), mcm(mg, hw);
   EXPECT_GT(dcm.host_sync, 0.0);
@@ -179,7 +179,7 @@ TEST(DeepSpeedStack, ThePlannerProposesOnlyWhatTheEngineRuns) {
   req.global_batch = 256;
   req.micro_batches = {1, 2};
   req.zero_modes = {0, 1};
-  req.stack = "megatron-deepspeed";
+  req.stack = StackKind::MegatronDeepspeed;
   req.precision = Precision::Bf16;
   req.top = 50;
   req.exhaustive = true;

@@ -17,7 +17,7 @@ namespace {
 using testing::selene;
 
 // GPT-3 175B on 8 x 12 x 8 A100s, under `stack`, with sequence parallelism where it has it.
-RunConfig gpt3_under(const std::string& stack, Recompute mode) {
+RunConfig gpt3_under(StackKind stack, Recompute mode) {
   RunConfig c = paper_run(96, 12288, 96, 8, 12, 8, 1, 1536);
   c.stack = stack;
   c.par.recompute = mode;
@@ -45,11 +45,11 @@ bool lists_kernel(const CostModel& cm, const char* name) {
 }
 
 TEST(SimKernels, TheListsTimesAreThePassesTheSimulatorReplays) {
-  for (const std::string& stack : stack_names())
+  for (const auto& [stack, name] : EnumNames<StackKind>::values)
     for (Recompute mode : {Recompute::Full, Recompute::Selective}) {
       if (mode == Recompute::Selective && !software_stack(stack).selective_recompute) continue;
       const CostModel cm(gpt3_under(stack, mode), selene());
-      const std::string what = stack + " " + std::string(enum_name(mode));
+      const std::string what = std::string(name) + " " + std::string(enum_name(mode));
       for (Where where : {Where::Layer, Where::Embedding, Where::Head})
         for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward})
           expect_same_pass(list_pass(cm, where, phase), cm.pass_cost(where, phase), what);
@@ -62,9 +62,9 @@ TEST(SimKernels, TheListsTimesAreThePassesTheSimulatorReplays) {
 }
 
 TEST(SimKernels, AStacksFeaturesChangeItsList) {
-  const CostModel paper(gpt3_under("megatron-2021", Recompute::Full), selene());
-  const CostModel mcore(gpt3_under("mcore", Recompute::Full), selene());
-  const CostModel own(gpt3_under("ptdp", Recompute::Full), selene());
+  const CostModel paper(gpt3_under(StackKind::Megatron2021, Recompute::Full), selene());
+  const CostModel mcore(gpt3_under(StackKind::Mcore, Recompute::Full), selene());
+  const CostModel own(gpt3_under(StackKind::Ptdp, Recompute::Full), selene());
   // Megatron's unfused core attention and its dropout; flash attention keeps the scores on chip.
   EXPECT_TRUE(lists_kernel(paper, "scale-mask-softmax") && lists_kernel(paper, "attention dropout"));
   EXPECT_FALSE(lists_kernel(mcore, "scale-mask-softmax") || lists_kernel(mcore, "attention dropout"));
@@ -81,7 +81,7 @@ TEST(SimKernels, AStacksFeaturesChangeItsList) {
 TEST(SimKernels, ZeroThreeIsRefusedUnderThePtdpStack) {
   RunConfig c = paper_run(24, 2048, 16, 1, 1, 64, 1, 512);
   c.par.zero = 3;
-  c.stack = "ptdp";
+  c.stack = StackKind::Ptdp;
   EXPECT_NE(stack_refusal(c).find("--zero 3: --stack ptdp has no ZeRO-3 model"), std::string::npos) << stack_refusal(c);
 }
 

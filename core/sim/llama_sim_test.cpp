@@ -101,7 +101,7 @@ TEST(SimGqa, KeptKeysAndValuesFollowTheAttentionKernel) {
   const double g = 8, a = 64;
   EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective),
                    sbh * (4 * E + ((3 + 1) * E + 3 * E * f / h) / t));
-  c.stack = "mcore";
+  c.stack = StackKind::Mcore;
   EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective),
                    sbh * (4 * E + ((1 + 2 * g / a + 1) * E + 3 * E * f / h) / t));
   RunConfig mha = c;

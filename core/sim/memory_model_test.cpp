@@ -51,7 +51,7 @@ TEST(SimMemory, WorkingSetIsTheLayersBackwardPeakByLiveness) {
   EXPECT_DOUBLE_EQ(v.stages[0].working, attention_peak * selene().allocator_overhead);
   EXPECT_FALSE(v.fits);  // 62.3 GB x 1.2 beside 20.5 GB of state: see docs/SIMULATOR.md, Fig. 7
   // With flash attention (mcore) no score is kept: the MLP's backward is the peak.
-  c.stack = "mcore";
+  c.stack = StackKind::Mcore;
   const double mlp_peak = layer_activation_bytes(c, Recompute::None) + 2 * (sbh + 8 * sbh);
   EXPECT_DOUBLE_EQ(memory_verdict(c, selene()).stages[0].working, mlp_peak * selene().allocator_overhead);
 }

@@ -36,7 +36,7 @@ RunConfig gpt_under_nccl28(int tp, int dp) {
   c.model = preset_config("gpt-1.7b");
   c.par.tp = tp, c.par.pp = 1, c.par.dp = dp, c.par.micro_batch = 1, c.par.global_batch = 64;
   c.precision = Precision::F16;
-  c.stack = "megatron-2021";
+  c.stack = StackKind::Megatron2021;
   return c;
 }
 
@@ -62,7 +62,7 @@ TEST(NetworkNccl28, GroupsSharingAPcieSwitchShareItsFirstNic) {
 TEST(NetworkNccl28, TheDataParallelAllReduceOfThe2021StackIsTwiceAsLongAtTEqual8) {
   RunConfig c = gpt_under_nccl28(8, 8);
   const CostModel old_code(c, selene());
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   const CostModel new_code(c, selene());
   const double params = 2e8;
   EXPECT_EQ(old_code.grad_bytes, 2);
@@ -96,7 +96,7 @@ TEST(NetworkNccl28, ATensorParallelGroupAcrossNodesIsAFlatRingOverTheNodesNics) 
   ASSERT_TRUE(old_code.shared_nics());
   const double ring = old_code.net.allreduce_nccl28(old_code.act_bytes, 32, groups_for(1), 0);
   EXPECT_NEAR(old_code.layer.forward.tp_comm, 2 * ring, 1e-12);  // attention's and the MLP's all-reduce
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   const CostModel new_code(c, selene());
   EXPECT_NEAR(new_code.layer.forward.tp_comm, 2 * new_code.net.allreduce(new_code.act_bytes, 32, 8), 1e-12);
   EXPECT_GT(old_code.layer.forward.tp_comm, new_code.layer.forward.tp_comm);

@@ -34,7 +34,7 @@ struct PlanRequest {
   // The software (stack.h). Under megatron-2022 and mcore every layout with t > 1 runs sequence
   // parallelism, as those codes' runs do; under megatron-deepspeed only what its engine runs
   // (stack_refusal) is tried.
-  std::string stack = "megatron-2021";
+  StackKind stack = StackKind::Megatron2021;
   // Called after each simulated layout with the count so far and the most it can reach (the
   // layouts that fit); for progress output. May be empty.
   std::function<void(int64_t simulated, int64_t at_most)> progress;

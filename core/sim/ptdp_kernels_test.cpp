@@ -159,10 +159,10 @@ TEST(CudaPtdpStack, TheKernelListOfALayerIsTheOpsTheCudaBackendRuns) {
       cfg.par.micro_batch = b;
       cfg.par.recompute = mode;
       cfg.precision = Precision::F32;
-      cfg.stack = "ptdp";
+      cfg.stack = StackKind::Ptdp;
       sim::KernelList list;
       sim::layer_kernels(list, sim::layer_shape(cfg, model_tensors(c, c.padded_vocab(1)), 4),
-                         sim::software_stack("ptdp"), cfg);
+                         sim::software_stack(StackKind::Ptdp), cfg);
       const std::string what = std::string(enum_name(c.arch)) + (c.gqa() ? " gqa " : " ") + std::string(enum_name(mode));
       expect_same_ops(ops_of_list(list, {sim::Phase::Forward}), ops_the_backend_ran(c, b, mode, false), what + " forward");
       expect_same_ops(ops_of_list(list, {sim::Phase::Recompute, sim::Phase::Backward}), ops_the_backend_ran(c, b, mode, true),

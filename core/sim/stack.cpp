@@ -6,21 +6,15 @@
 
 namespace ptdp::sim {
 
-const std::vector<std::string>& stack_names() {
-  static const std::vector<std::string> names = {"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed",
-                                                  "ptdp"};
-  return names;
-}
-
-SoftwareStack software_stack(const std::string& name) {
+SoftwareStack software_stack(StackKind kind) {
   SoftwareStack s;
-  s.name = name;
-  if (name == "megatron-2021") {
+  s.name = enum_name(kind);
+  if (kind == StackKind::Megatron2021) {
     s.nccl_first_nic_per_switch = true;
     s.fused_causal_softmax_max_seq = 2048;  // v2.5 fused_softmax.py: key_seq_len <= 2048
     return s;
   }
-  if (name == "megatron-2022" || name == "mcore") {
+  if (kind == StackKind::Megatron2022 || kind == StackKind::Mcore) {
     s.tp_backward_overlap = true;
     s.fused_grad_accumulation = true;
     s.free_pipeline_outputs = true;
@@ -31,7 +25,7 @@ SoftwareStack software_stack(const std::string& name) {
     // (megatron/arguments.py, May 2022: "supported only with fp32 gradient accumulation"), so
     // the data-parallel all-reduce moves fp32 gradients under both stacks.
     s.grad_bytes = 4;
-    if (name == "megatron-2022") {
+    if (kind == StackKind::Megatron2022) {
       s.fused_causal_softmax_max_seq = 4096;  // fused_softmax.py of May 2022: 16 < sk <= 4096
       return s;
     }
@@ -41,7 +35,7 @@ SoftwareStack software_stack(const std::string& name) {
     s.param_gather_overlap = true;
     return s;
   }
-  if (name == "megatron-deepspeed") {
+  if (kind == StackKind::MegatronDeepspeed) {
     // Megatron-DeepSpeed's model code is Megatron-LM v2.4-2.5's (fused softmax, bias-GeLU and
     // bias-dropout-add; nothing of 2022): none of the flags above. PyTorch 1.11 (BLOOM's) ships
     // NCCL 2.10, which gives each GPU its own NIC: not nccl_first_nic_per_switch.
@@ -49,21 +43,17 @@ SoftwareStack software_stack(const std::string& name) {
     s.fused_causal_softmax_max_seq = 4096;  // its fused_softmax.py (2022): 16 < sk <= 4096
     return s;
   }
-  if (name == "ptdp") {
-    // ptdp's executor: weight gradients accumulate into f32 buffers inside the weight-gradient GEMM
-    // (reduced over the data-parallel group in f32), a sent activation is dropped once sent, and
-    // sequence parallelism and selective recomputation exist; its collectives block, beside no GEMM.
-    s.ptdp_kernels = true;
-    s.fused_grad_accumulation = true;
-    s.grad_bytes = 4;
-    s.free_pipeline_outputs = true;
-    s.sequence_parallel = true;
-    s.selective_recompute = true;
-    return s;
-  }
-  usage_error("--stack '{}' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed (a published run's "
-              "code), or ptdp (ptdp's own CUDA backend)",
-              name);
+  // StackKind::Ptdp, ptdp's executor: weight gradients accumulate into f32 buffers inside the
+  // weight-gradient GEMM (reduced over the data-parallel group in f32), a sent activation is dropped
+  // once sent, and sequence parallelism and selective recomputation exist; its collectives block,
+  // beside no GEMM.
+  s.ptdp_kernels = true;
+  s.fused_grad_accumulation = true;
+  s.grad_bytes = 4;
+  s.free_pipeline_outputs = true;
+  s.sequence_parallel = true;
+  s.selective_recompute = true;
+  return s;
 }
 
 bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
@@ -76,7 +66,7 @@ bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
 }
 
 std::string stack_refusal(const RunConfig& cfg) {
-  const std::string& name = cfg.stack;
+  const StackKind name = cfg.stack;
   const SoftwareStack s = software_stack(name);
   const ParallelConfig& p = cfg.par;
   if (p.sequence_parallel && !s.sequence_parallel)

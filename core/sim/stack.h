@@ -93,9 +93,8 @@ bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg);
 // asynchronous TP communication in backward, fused gradient accumulation), mcore (Megatron-Core
 // r0.8, 2024: all of them, fp32 gradients), megatron-deepspeed (Megatron-DeepSpeed on DeepSpeed's
 // pipeline engine, 2022: the 2021 kernels, DeepSpeed's schedule and gradient handling), ptdp
-// (ptdp's own executor on its CUDA backend). UsageError naming --stack otherwise.
-SoftwareStack software_stack(const std::string& name);
-const std::vector<std::string>& stack_names();
+// (ptdp's own executor on its CUDA backend).
+SoftwareStack software_stack(StackKind kind);
 
 // The run's stack (as software_stack(cfg.stack)) after checking that it has what the run asks
 // for: UsageError naming both flags for --sequence-parallel or --recompute selective under a

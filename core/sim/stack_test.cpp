@@ -18,31 +18,28 @@ namespace {
 using testing::selene;
 
 TEST(SimStack, NamesAndWhatEachHas) {
-  EXPECT_EQ(stack_names(),
-            (std::vector<std::string>{"megatron-2021", "megatron-2022", "mcore", "megatron-deepspeed", "ptdp"}));
-  const SoftwareStack old = software_stack("megatron-2021");
+  EXPECT_EQ(enum_choices<StackKind>(), "megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp");
+  const SoftwareStack old = software_stack(StackKind::Megatron2021);
   EXPECT_FALSE(old.tp_backward_overlap || old.fused_grad_accumulation || old.flash_attention || old.tp_comm_overlap ||
                old.dp_overlap || old.param_gather_overlap || old.free_pipeline_outputs);
-  const SoftwareStack k22 = software_stack("megatron-2022");
+  const SoftwareStack k22 = software_stack(StackKind::Megatron2022);
   EXPECT_TRUE(k22.tp_backward_overlap && k22.fused_grad_accumulation && k22.free_pipeline_outputs);
   EXPECT_FALSE(k22.flash_attention || k22.tp_comm_overlap || k22.dp_overlap);
   EXPECT_EQ(k22.grad_bytes, 4);  // fused accumulation runs only on fp32 main gradients
   EXPECT_EQ(old.grad_bytes, 0);  // the simulator's default: fp16, as Megatron v2.5
-  const SoftwareStack mc = software_stack("mcore");
+  const SoftwareStack mc = software_stack(StackKind::Mcore);
   EXPECT_TRUE(mc.flash_attention && mc.tp_comm_overlap && mc.dp_overlap && mc.param_gather_overlap);
   EXPECT_EQ(mc.grad_bytes, 4);
-  const SoftwareStack own = software_stack("ptdp");  // ptdp's executor: its kernels, f32 gradients, no overlap
+  const SoftwareStack own = software_stack(StackKind::Ptdp);  // ptdp's executor: its kernels, f32 gradients, no overlap
   EXPECT_TRUE(own.ptdp_kernels && own.fused_grad_accumulation && own.free_pipeline_outputs && own.sequence_parallel);
   EXPECT_FALSE(own.tp_backward_overlap || own.flash_attention || own.tp_comm_overlap || own.dp_overlap ||
                own.deepspeed_engine || own.fused_causal_softmax_max_seq > 0);
   EXPECT_EQ(own.grad_bytes, 4);
   try {
-    software_stack("megatron-2023");
+    parse_enum<StackKind>("megatron-2023", "--stack");
     FAIL() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(),
-                 "--stack 'megatron-2023' must be megatron-2021, megatron-2022, mcore or megatron-deepspeed (a published "
-                 "run's code), or ptdp (ptdp's own CUDA backend)");
+    EXPECT_STREQ(e.what(), "--stack 'megatron-2023' must be megatron-2021, megatron-2022, mcore, megatron-deepspeed or ptdp");
   }
 }
 
@@ -56,7 +53,7 @@ TEST(SimStack, SequenceParallelActivationsAreKorthikantisFormula) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Selective), sbh * 34 / t);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::Full), 2 * sbh / t);
   // Flash attention (mcore) keeps 4 bytes of softmax statistics per (row, head) instead of the scores.
-  c.stack = "mcore";
+  c.stack = StackKind::Mcore;
   EXPECT_DOUBLE_EQ(layer_activation_bytes(c, Recompute::None), sbh * 34 / t + 4 * a * s / t);
 }
 
@@ -81,7 +78,7 @@ TEST(SimStack, SequenceParallelismSplitsTheReplicatedWorkAndThePipelineSends) {
 TEST(SimStack, The2022CodeOverlapsTheBackwardAllReduce) {
   RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
   const CostModel old(c, selene());
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   const CostModel now(c, selene());
   EXPECT_DOUBLE_EQ(now.layer.forward.total(), old.layer.forward.total());
   EXPECT_LT(now.layer.backward.tp_comm, 0.5 * old.layer.backward.tp_comm);
@@ -94,7 +91,7 @@ TEST(SimStack, The2022CodeOverlapsTheBackwardAllReduce) {
 // t = 8 each all-reduce (25 MB) is shorter than its GEMM, so each exposes c * 24 / 108.
 TEST(SimStack, The2022CodesOverlapCostsTheSmsNcclHolds) {
   RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   HardwareProfile free_overlap = selene();
   ASSERT_EQ(free_overlap.nccl_channels, 24);
   ASSERT_EQ(free_overlap.sms, 108);
@@ -104,7 +101,7 @@ TEST(SimStack, The2022CodesOverlapCostsTheSmsNcclHolds) {
   EXPECT_NEAR(charged.layer.backward.tp_comm - free.layer.backward.tp_comm, 2 * c_ar * 24 / 108, 1e-12);
   EXPECT_DOUBLE_EQ(charged.layer.forward.total(), free.layer.forward.total());
   // The 2021 code's all-reduces are synchronous: nothing runs beside them, nothing to charge.
-  c.stack = "megatron-2021";
+  c.stack = StackKind::Megatron2021;
   EXPECT_DOUBLE_EQ(CostModel(c, selene()).layer.backward.tp_comm, CostModel(c, free_overlap).layer.backward.tp_comm);
 }
 
@@ -113,24 +110,24 @@ TEST(SimStack, The2022CodesOverlapCostsTheSmsNcclHolds) {
 // s <= 2048, the 2022 code s <= 4096; beyond, PyTorch's softmax reads and writes every score.
 TEST(SimStack, TheFusedCausalSoftmaxReadsTheLowerTriangle) {
   RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
-  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2021"), c));
-  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2022"), c));
-  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-deepspeed"), c));
-  EXPECT_FALSE(fused_causal_softmax(software_stack("mcore"), c));  // flash attention
+  EXPECT_TRUE(fused_causal_softmax(software_stack(StackKind::Megatron2021), c));
+  EXPECT_TRUE(fused_causal_softmax(software_stack(StackKind::Megatron2022), c));
+  EXPECT_TRUE(fused_causal_softmax(software_stack(StackKind::MegatronDeepspeed), c));
+  EXPECT_FALSE(fused_causal_softmax(software_stack(StackKind::Mcore), c));  // flash attention
   RunConfig odd = c;
   odd.model.heads = 48;  // b * a/t = 6 attention batches: not a multiple of 4
-  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), odd));
+  EXPECT_FALSE(fused_causal_softmax(software_stack(StackKind::Megatron2021), odd));
   RunConfig f32 = c;
   f32.precision = Precision::F32;
-  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2021"), f32));
+  EXPECT_FALSE(fused_causal_softmax(software_stack(StackKind::Megatron2021), f32));
   RunConfig tiny = c;
   tiny.model.seq_length = 128;  // the 2022 kernel's 8 batches a block; 12 is not a multiple
-  EXPECT_TRUE(fused_causal_softmax(software_stack("megatron-2021"), tiny));
-  EXPECT_FALSE(fused_causal_softmax(software_stack("megatron-2022"), tiny));
+  EXPECT_TRUE(fused_causal_softmax(software_stack(StackKind::Megatron2021), tiny));
+  EXPECT_FALSE(fused_causal_softmax(software_stack(StackKind::Megatron2022), tiny));
 
   c.model.seq_length = 4096;
   const CostModel pytorch(c, selene());  // 2021: s > 2048
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   const CostModel fused(c, selene());
   const HardwareProfile hw = selene();
   const double scores = 1.0 * (96 / 8) * 4096 * 4096, rate = hw.memory_bw * hw.membound_efficiency;
@@ -141,15 +138,15 @@ TEST(SimStack, TheFusedCausalSoftmaxReadsTheLowerTriangle) {
 // Flash attention: no s x s memory traffic, half the attention products under the causal mask.
 TEST(SimStack, FlashAttentionHasNoScoreTraffic) {
   RunConfig c = paper_run(96, 12288, 96, 8, 8, 1, 1, 64);
-  c.stack = "megatron-2022";
+  c.stack = StackKind::Megatron2022;
   const CostModel unfused(c, selene());
-  c.stack = "mcore";
+  c.stack = StackKind::Mcore;
   const CostModel flash(c, selene());
   EXPECT_LT(flash.layer.forward.attention, unfused.layer.forward.attention);
   EXPECT_LT(flash.layer.forward.membound, unfused.layer.forward.membound);
   EXPECT_LT(memory_verdict(c, selene()).peak, [&] {
     RunConfig u = c;
-    u.stack = "megatron-2022";
+    u.stack = StackKind::Megatron2022;
     return memory_verdict(u, selene()).peak;
   }());
 }
