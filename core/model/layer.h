@@ -92,7 +92,7 @@ struct LayerWeights {
 // scratch. ptdp has no dropout, so there is no softmax-dropout to recompute.
 //
 // Bytes kept per layer (GPT, one dtype of e bytes for activations and 4-byte statistics; b
-// sequences of s tokens, hidden h, a heads, t tensor-parallel ranks; docs/ARCHITECTURE.md):
+// sequences of s tokens, hidden h, a heads, t tensor-parallel ranks; docs/TRAINING.md):
 //   none:      e*sbh*(8 + 24/t) + e*a*s*s*b/t + 16*sb     (sp: e*sbh*32/t + e*a*s*s*b/t + 16*sb/t)
 //   selective: e*sbh*(8 + 24/t) + 16*sb                   (sp: e*sbh*32/t + 16*sb/t)
 //   full:      e*sbh                                       (sp: e*sbh/t)

@@ -1,7 +1,7 @@
 // Sequence parallelism (--sequence-parallel) on tensor-parallel CPU ranks (threads): the
 // gradients of one micro-batch equal those of one rank, the LayerNorm gradients only once they
 // are summed over the tensor-parallel group; and the activation bytes a layer keeps equal the
-// closed forms of docs/ARCHITECTURE.md ("Activation memory per layer"), with and without it.
+// closed forms of docs/TRAINING.md ("Activation memory per layer"), with and without it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,7 +151,7 @@ struct Sizes {
   int64_t s, b, h, a, t;
 };
 
-// docs/ARCHITECTURE.md's closed forms (GPT, f32 activations and statistics), in bytes: the
+// docs/TRAINING.md's closed forms (GPT, f32 activations and statistics), in bytes: the
 // paper's Table 2 without dropout masks, in 4-byte elements, plus the LayerNorm statistics.
 int64_t gpt_layer_bytes_f32(const Sizes& z, Recompute mode, bool sp) {
   const int64_t sbh = z.s * z.b * z.h, sb = z.s * z.b, probs = 4 * z.a * z.s * z.s * z.b / z.t;
@@ -205,7 +205,7 @@ TEST(SequenceParallelMemory, GptLayerKeepsTheClosedFormBytes) {
         EXPECT_EQ(without, t * with);
       }
     }
-  // The numbers of docs/ARCHITECTURE.md: tiny, b = 2, t = 2, no recomputation.
+  // The numbers of docs/TRAINING.md: tiny, b = 2, t = 2, no recomputation.
   const Sizes z{32, 2, 64, 4, 2};
   EXPECT_EQ(gpt_layer_bytes_f32(z, Recompute::None, false), 181'248);
   EXPECT_EQ(gpt_layer_bytes_f32(z, Recompute::None, true), 147'968);

@@ -1,6 +1,6 @@
 // The strict-semantics check of the equivalence tests (gtest): every iteration's loss and the
 // evaluation loss after training within 1e-5 (relative) of the reference, the final weights
-// within 1e-5 over the whole model and 1e-3 per tensor (docs/ARCHITECTURE.md says why per tensor
+// within 1e-5 over the whole model and 1e-3 per tensor (docs/TRAINING.md says why per tensor
 // is looser).
 #pragma once
 #include <gtest/gtest.h>
