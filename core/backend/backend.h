@@ -33,11 +33,11 @@ class Backend {
   // The compute dtypes dt this backend's ops accept (the CPU: f32, f64, bf16, f16).
   virtual std::span<const DType> compute_dtypes() const = 0;
 
-  // The ops below are not virtual: each checks its arguments against its contract (op_contracts.cpp:
-  // every tensor defined and on this backend's device, the compute dtype one of compute_dtypes(),
-  // shapes, dtypes and sizes as described here) and then runs the backend's do_ implementation,
-  // so that a backend states no check and an op's contract is stated once. A broken contract is a
-  // RuntimeError naming the op or the operand and the rule.
+  // The ops below that take tensors are not virtual: each checks its arguments against its contract
+  // (op_contracts.cpp: every tensor defined and on this backend's device, the compute dtype one of
+  // compute_dtypes(), shapes, dtypes and sizes as described here) and then runs the backend's
+  // protected do_ implementation, so that a backend states no check and an op's contract is stated
+  // once. A broken contract is a RuntimeError naming the op or the operand and the rule.
 
   virtual Tensor empty(Shape shape, DType dtype) = 0;
   void fill(Tensor& x, double value);
