@@ -17,19 +17,19 @@ namespace {
 }
 }  // namespace
 
-void Backend::rmsnorm_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
+void Backend::do_rmsnorm_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
   no_llama_op(*this, "rmsnorm_forward");
 }
-void Backend::rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+void Backend::do_rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_llama_op(*this, "rmsnorm_backward");
 }
-void Backend::rope(Tensor&, const Tensor&, int, int, int, double, bool) { no_llama_op(*this, "rope"); }
-void Backend::swiglu_forward(Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_forward"); }
-void Backend::swiglu_backward(Tensor&, const Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_backward"); }
-void Backend::gqa_expand(Tensor&, const Tensor&, int, int, int) {
+void Backend::do_rope(Tensor&, const Tensor&, int, int, int, double, bool) { no_llama_op(*this, "rope"); }
+void Backend::do_swiglu_forward(Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_forward"); }
+void Backend::do_swiglu_backward(Tensor&, const Tensor&, const Tensor&) { no_llama_op(*this, "swiglu_backward"); }
+void Backend::do_gqa_expand(Tensor&, const Tensor&, int, int, int) {
   throw RuntimeError("the " + name() + " backend has no gqa_expand (needed by --num-query-groups)");
 }
-void Backend::gqa_reduce(Tensor&, const Tensor&, int, int, int) {
+void Backend::do_gqa_reduce(Tensor&, const Tensor&, int, int, int) {
   throw RuntimeError("the " + name() + " backend has no gqa_reduce (needed by --num-query-groups)");
 }
 

@@ -10,6 +10,7 @@
 // probs are in dt. Arithmetic accumulates in f32 (f64 for f64) whatever the storage.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/tensor/tensor.h"
@@ -29,12 +30,20 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
+  // The compute dtypes dt this backend's ops accept (the CPU: f32, f64, bf16, f16).
+  virtual std::span<const DType> compute_dtypes() const = 0;
+
+  // The ops below that take tensors are not virtual: each checks its arguments against its contract
+  // (op_contracts.cpp: every tensor defined and on this backend's device, the compute dtype one of
+  // compute_dtypes(), shapes, dtypes and sizes as described here) and then runs the backend's
+  // protected do_ implementation, so that a backend states no check and an op's contract is stated
+  // once. A broken contract is a RuntimeError naming the op or the operand and the rule.
 
   virtual Tensor empty(Shape shape, DType dtype) = 0;
-  virtual void fill(Tensor& x, double value) = 0;
+  void fill(Tensor& x, double value);
   // Same numel; converts between float dtypes; either side may be host memory (the CUDA
   // backend copies host <-> device, synchronously).
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  void copy(Tensor& dst, const Tensor& src);
   // Waits until the work queued on this backend is done (the CPU backend: a no-op).
   virtual void synchronize() {}
   // Timing of queued work without waiting for it: mark() records a point of this backend's
@@ -46,93 +55,132 @@ class Backend {
   virtual void release_marks() {}
 
   // y[n,o] = x[n,i] w[o,i]^T + b[o] (b may be null)
-  virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) = 0;
+  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b);
   // dx = dy w (dx may be null; accumulate_dx adds instead of overwriting), dw += dy^T x,
   // db += column sums of dy (db may be null)
-  virtual void linear_backward(Tensor* dx, bool accumulate_dx, Tensor& dw, Tensor* db,
-                               const Tensor& dy, const Tensor& x, const Tensor& w) = 0;
+  void linear_backward(Tensor* dx, bool accumulate_dx, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                       const Tensor& w);
 
-  // y = (x - mean) * rstd * g + b per row; mean and rstd [n] are kept for backward
-  virtual void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
-                                 const Tensor& g, const Tensor& b, double eps) = 0;
+  // y = (x - mean) * rstd * g + b per row; mean and rstd [n] are kept for backward. Outputs may
+  // not overlap inputs (the CUDA kernels take __restrict__ pointers), here and in rmsnorm and gqa.
+  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
+                         double eps);
   // dx += d/dx; dg, db accumulate
-  virtual void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy,
-                                  const Tensor& x, const Tensor& g, const Tensor& mean,
-                                  const Tensor& rstd) = 0;
+  void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
+                          const Tensor& mean, const Tensor& rstd);
 
   // LLaMA's operations. Backends without them say so (RuntimeError naming the backend).
   // RMSNorm: y = x · rstd · g per row, rstd = 1/sqrt(mean(x²) + eps) [n] kept for backward;
   // backward: dx += d/dx, dg accumulates.
-  virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
-  virtual void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                                const Tensor& rstd);
+  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
+  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                        const Tensor& rstd);
   // Rotary embedding of q and k in qkv [b*s, a*3*hd] (attention_forward's layout), position = row
   // mod s, non-interleaved halves (element i pairs with i + hd/2, angle pos·theta^(-2i/hd)); v is
   // copied. inverse: the transpose (the backward pass). y may be x.
-  virtual void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);
+  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);
   // SwiGLU: x [n, 2f] = gate | up, y [n, f] = silu(gate) · up; dx [n, 2f] is overwritten.
-  virtual void swiglu_forward(Tensor& y, const Tensor& x);
-  virtual void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
+  void swiglu_forward(Tensor& y, const Tensor& x);
+  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
 
   // GeLU, tanh approximation (GPT-2 / Megatron)
-  virtual void gelu_forward(Tensor& y, const Tensor& x) = 0;
-  virtual void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) = 0;
+  void gelu_forward(Tensor& y, const Tensor& x);
+  void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
 
   // Causal self-attention core. qkv [b*s, a*3*hd], per head q | k | v (Megatron's fused
   // layout, so that heads split contiguously over tensor-parallel ranks); probs [b, a, s, s]
   // (softmax of q k^T / sqrt(hd), zero above the diagonal); y [b*s, a*hd].
-  virtual void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s,
-                                 int a, int hd) = 0;
-  virtual void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv,
-                                  const Tensor& probs, int b, int s, int a, int hd) = 0;
+  void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd);
+  void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
+                          int hd);
 
   // Grouped-query attention (--num-query-groups g < a): x [n, g*(a/g + 2)*hd] is the QKV
   // projection in Megatron-core's layout (per group: its a/g query heads, then its key, then its
   // value); y [n, a*3*hd] the per-head q | k | v layout that attention_forward and rope read, query
   // head j with the key and value of its group j / (a/g).
-  virtual void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd);
+  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd);
   // The transpose (backward): dx [n, g*(a/g + 2)*hd] gets the query gradients and, per group, the
   // sum of its a/g heads' key and value gradients; overwritten.
-  virtual void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd);
+  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd);
 
   // x[r] = wte[tok[r] - vocab_start] (zero when the token is outside this shard's rows)
-  //        + wpe[r mod s] (when wpe is given)
-  virtual void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte,
-                                 int64_t vocab_start, const Tensor* wpe, int s) = 0;
+  //        + wpe[r mod s] (when wpe is given); tokens i32 of any shape, n = tokens.numel()
+  void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
+                         int s);
   // dwte += scatter of dx by token (tokens in this shard only); dwpe += dx summed by position
-  virtual void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx,
-                                  const Tensor& tokens, int64_t vocab_start, int s) = 0;
+  void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
+                          int s);
 
   // Cross-entropy over (a shard of) the vocabulary, in the pieces that vocab-parallel
-  // reduction needs. logits [n, v_shard]; only columns [0, v_valid) are real tokens.
-  virtual void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) = 0;
-  virtual void xent_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& max,
-                            int64_t v_valid) = 0;
+  // reduction needs. logits [n, v_shard]; only columns [0, v_valid) are real tokens; targets
+  // i32 [n]; the statistics [n].
+  void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid);
+  void xent_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& max, int64_t v_valid);
   // target logit, 0 where the target is not in [vocab_start, vocab_start + v_valid)
-  virtual void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets,
-                                 int64_t vocab_start, int64_t v_valid) = 0;
-  // loss[r] = log(sum_exp[r]) + max[r] - tgt[r]
-  virtual void xent_loss(Tensor& loss, const Tensor& max, const Tensor& sum_exp,
-                         const Tensor& tgt) = 0;
+  void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                         int64_t v_valid);
+  // loss[r] = log(sum_exp[r]) + max[r] - tgt[r], all four f32 or f64
+  void xent_loss(Tensor& loss, const Tensor& max, const Tensor& sum_exp, const Tensor& tgt);
   // dlogits = scale * (softmax - onehot(target)); zero in padded columns
-  virtual void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max,
-                             const Tensor& sum_exp, const Tensor& targets, int64_t vocab_start,
-                             int64_t v_valid, double scale) = 0;
+  void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& sum_exp,
+                     const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale);
 
-  virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y = a + b, one dtype
-  virtual void add_(Tensor& y, const Tensor& x) = 0;                   // y += x, one dtype
-  virtual void scale_(Tensor& y, double alpha) = 0;                    // y *= alpha
-  // Sums in f64 of any float dtype; inf or NaN when an element is (the non-finite check).
-  virtual double sum(const Tensor& x) = 0;
-  virtual double sum_squares(const Tensor& x) = 0;
+  void add(Tensor& y, const Tensor& a, const Tensor& b);  // y = a + b, one dtype and shape
+  void add_(Tensor& y, const Tensor& x);                   // y += x, one dtype and numel
+  void scale_(Tensor& y, double alpha);                    // y *= alpha
+  // Sums in f64 of any compute dtype; inf or NaN when an element is (the non-finite check).
+  double sum(const Tensor& x);
+  double sum_squares(const Tensor& x);
 
-  // One AdamW step (decoupled weight decay) on f32 master weights.
-  virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                     const AdamWParams& p) = 0;
+  // One AdamW step (decoupled weight decay) on f32 master weights: param, grad, m, v f32 [n].
+  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
 
   // Forgets what a per-op profile has summed so far (the CUDA backend's PTDP_OP_PROFILE), so that
   // it covers what follows only: `ptdp train` calls it when its untimed warm-up ends.
   virtual void profile_restart() {}
+
+ protected:
+  // The implementations of the ops above, called with arguments that meet the op's contract.
+  virtual void do_fill(Tensor& x, double value) = 0;
+  virtual void do_copy(Tensor& dst, const Tensor& src) = 0;
+  virtual void do_linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) = 0;
+  virtual void do_linear_backward(Tensor* dx, bool accumulate_dx, Tensor& dw, Tensor* db, const Tensor& dy,
+                                  const Tensor& x, const Tensor& w) = 0;
+  virtual void do_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g,
+                                    const Tensor& b, double eps) = 0;
+  virtual void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x,
+                                     const Tensor& g, const Tensor& mean, const Tensor& rstd) = 0;
+  // The LLaMA ops and gqa: by default, the RuntimeError that the backend has none.
+  virtual void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
+  virtual void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                                   const Tensor& rstd);
+  virtual void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);
+  virtual void do_swiglu_forward(Tensor& y, const Tensor& x);
+  virtual void do_swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
+  virtual void do_gelu_forward(Tensor& y, const Tensor& x) = 0;
+  virtual void do_gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) = 0;
+  virtual void do_attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) = 0;
+  virtual void do_attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b,
+                                     int s, int a, int hd) = 0;
+  virtual void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd);
+  virtual void do_gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd);
+  virtual void do_embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start,
+                                    const Tensor* wpe, int s) = 0;
+  virtual void do_embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens,
+                                     int64_t vocab_start, int s) = 0;
+  virtual void do_xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) = 0;
+  virtual void do_xent_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& max, int64_t v_valid) = 0;
+  virtual void do_xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                    int64_t v_valid) = 0;
+  virtual void do_xent_loss(Tensor& loss, const Tensor& max, const Tensor& sum_exp, const Tensor& tgt) = 0;
+  virtual void do_xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& sum_exp,
+                                const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) = 0;
+  virtual void do_add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  virtual void do_add_(Tensor& y, const Tensor& x) = 0;
+  virtual void do_scale_(Tensor& y, double alpha) = 0;
+  virtual double do_sum(const Tensor& x) = 0;
+  virtual double do_sum_squares(const Tensor& x) = 0;
+  virtual void do_adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -6,18 +6,15 @@ namespace ptdp::testing {
 
 namespace {
 
-// A host view of a labelled device tensor (checked to be one).
-Tensor hv(const Tensor& t, const char* what = "operand") {
-  PTDP_CHECK(t.defined() && t.device() == Device::CUDA, "{} is not a device tensor", what);
-  return Tensor::wrap(t.raw(), t.shape(), t.dtype(), Device::CPU);
-}
-// A host view of a tensor on either side (for copies).
-Tensor any(const Tensor& t) { return Tensor::wrap(t.raw(), t.shape(), t.dtype(), Device::CPU); }
+// A host view of a labelled device tensor (Backend has checked every operand's device) or of a
+// host tensor (either side of a copy).
+Tensor hv(const Tensor& t) { return Tensor::wrap(t.raw(), t.shape(), t.dtype(), Device::CPU); }
 
 class HostDeviceBackend final : public Backend {
  public:
   Device device() const override { return Device::CUDA; }
   std::string name() const override { return "host-device"; }
+  std::span<const DType> compute_dtypes() const override { return cpu_->compute_dtypes(); }
 
   Tensor empty(Shape shape, DType dtype) override {
     auto st = std::make_shared<Storage>();
@@ -27,127 +24,127 @@ class HostDeviceBackend final : public Backend {
     st->device = Device::CUDA;
     return Tensor::from_storage(std::move(st), std::move(shape), dtype);
   }
-  void fill(Tensor& x, double v) override {
+  void do_fill(Tensor& x, double v) override {
     Tensor h = hv(x);
     cpu_->fill(h, v);
   }
-  void copy(Tensor& dst, const Tensor& src) override {
-    Tensor d = any(dst);
-    d.copy_from(any(src));
+  void do_copy(Tensor& dst, const Tensor& src) override {
+    Tensor d = hv(dst);
+    d.copy_from(hv(src));
   }
 
-  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
+  void do_linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
     Tensor yh = hv(y), bh = b ? hv(*b) : Tensor();
     cpu_->linear_forward(yh, hv(x), hv(w), b ? &bh : nullptr);
   }
-  void linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                       const Tensor& w) override {
+  void do_linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                          const Tensor& w) override {
     Tensor dxh = dx ? hv(*dx) : Tensor(), dwh = hv(dw), dbh = db ? hv(*db) : Tensor();
     cpu_->linear_backward(dx ? &dxh : nullptr, acc, dwh, db ? &dbh : nullptr, hv(dy), hv(x), hv(w));
   }
-  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
-                         double eps) override {
+  void do_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
+                            double eps) override {
     Tensor yh = hv(y), mh = hv(mean), rh = hv(rstd);
     cpu_->layernorm_forward(yh, mh, rh, hv(x), hv(g), hv(b), eps);
   }
-  void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
-                          const Tensor& mean, const Tensor& rstd) override {
+  void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
+                             const Tensor& mean, const Tensor& rstd) override {
     Tensor dxh = hv(dx), dgh = hv(dg), dbh = hv(db);
     cpu_->layernorm_backward(dxh, dgh, dbh, hv(dy), hv(x), hv(g), hv(mean), hv(rstd));
   }
-  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
+  void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
     Tensor yh = hv(y), rh = hv(rstd);
     cpu_->rmsnorm_forward(yh, rh, hv(x), hv(g), eps);
   }
-  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                        const Tensor& rstd) override {
+  void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                           const Tensor& rstd) override {
     Tensor dxh = hv(dx), dgh = hv(dg);
     cpu_->rmsnorm_backward(dxh, dgh, hv(dy), hv(x), hv(g), hv(rstd));
   }
-  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
+  void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
     Tensor yh = hv(y);
     cpu_->rope(yh, hv(x), s, a, hd, theta, inverse);
   }
-  void swiglu_forward(Tensor& y, const Tensor& x) override {
+  void do_swiglu_forward(Tensor& y, const Tensor& x) override {
     Tensor yh = hv(y);
     cpu_->swiglu_forward(yh, hv(x));
   }
-  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+  void do_swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     Tensor dxh = hv(dx);
     cpu_->swiglu_backward(dxh, hv(x), hv(dy));
   }
-  void gelu_forward(Tensor& y, const Tensor& x) override {
+  void do_gelu_forward(Tensor& y, const Tensor& x) override {
     Tensor yh = hv(y);
     cpu_->gelu_forward(yh, hv(x));
   }
-  void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+  void do_gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     Tensor dxh = hv(dx);
     cpu_->gelu_backward(dxh, hv(x), hv(dy));
   }
-  void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
+  void do_attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
     Tensor yh = hv(y), ph = hv(probs);
     cpu_->attention_forward(yh, ph, hv(qkv), b, s, a, hd);
   }
-  void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s,
-                          int a, int hd) override {
+  void do_attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s,
+                             int a, int hd) override {
     Tensor dh = hv(dqkv);
     cpu_->attention_backward(dh, hv(dy), hv(qkv), hv(probs), b, s, a, hd);
   }
-  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
+  void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
     Tensor yh = hv(y);
     cpu_->gqa_expand(yh, hv(x), a, g, hd);
   }
-  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
+  void do_gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
     Tensor dxh = hv(dx);
     cpu_->gqa_reduce(dxh, hv(dy), a, g, hd);
   }
-  void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
-                         int s) override {
+  void do_embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
+                            int s) override {
     Tensor xh = hv(x), ph = wpe ? hv(*wpe) : Tensor();
-    cpu_->embedding_forward(xh, hv(tokens, "tokens"), hv(wte), vocab_start, wpe ? &ph : nullptr, s);
+    cpu_->embedding_forward(xh, hv(tokens), hv(wte), vocab_start, wpe ? &ph : nullptr, s);
   }
-  void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
-                          int s) override {
+  void do_embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
+                             int s) override {
     Tensor wh = hv(dwte), ph = dwpe ? hv(*dwpe) : Tensor();
-    cpu_->embedding_backward(wh, dwpe ? &ph : nullptr, hv(dx), hv(tokens, "tokens"), vocab_start, s);
+    cpu_->embedding_backward(wh, dwpe ? &ph : nullptr, hv(dx), hv(tokens), vocab_start, s);
   }
-  void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
+  void do_xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
     Tensor mh = hv(max);
     cpu_->xent_row_max(mh, hv(logits), v_valid);
   }
-  void xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
+  void do_xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
     Tensor sh = hv(se);
     cpu_->xent_sum_exp(sh, hv(logits), hv(max), v_valid);
   }
-  void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
-                         int64_t v_valid) override {
+  void do_xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                            int64_t v_valid) override {
     Tensor th = hv(tgt);
-    cpu_->xent_target_logit(th, hv(logits), hv(targets, "targets"), vocab_start, v_valid);
+    cpu_->xent_target_logit(th, hv(logits), hv(targets), vocab_start, v_valid);
   }
-  void xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
+  void do_xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
     Tensor lh = hv(loss);
     cpu_->xent_loss(lh, hv(max), hv(se), hv(tgt));
   }
-  void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
-                     const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
+  void do_xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
+                        const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
     Tensor dh = hv(dlogits);
-    cpu_->xent_backward(dh, hv(logits), hv(max), hv(se), hv(targets, "targets"), vocab_start, v_valid, scale);
+    cpu_->xent_backward(dh, hv(logits), hv(max), hv(se), hv(targets), vocab_start, v_valid, scale);
   }
-  void add(Tensor& y, const Tensor& a, const Tensor& b) override {
+  void do_add(Tensor& y, const Tensor& a, const Tensor& b) override {
     Tensor yh = hv(y);
     cpu_->add(yh, hv(a), hv(b));
   }
-  void add_(Tensor& y, const Tensor& x) override {
+  void do_add_(Tensor& y, const Tensor& x) override {
     Tensor yh = hv(y);
     cpu_->add_(yh, hv(x));
   }
-  void scale_(Tensor& y, double alpha) override {
+  void do_scale_(Tensor& y, double alpha) override {
     Tensor yh = hv(y);
     cpu_->scale_(yh, alpha);
   }
-  double sum(const Tensor& x) override { return cpu_->sum(hv(x)); }
-  double sum_squares(const Tensor& x) override { return cpu_->sum_squares(hv(x)); }
-  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
+  double do_sum(const Tensor& x) override { return cpu_->sum(hv(x)); }
+  double do_sum_squares(const Tensor& x) override { return cpu_->sum_squares(hv(x)); }
+  void do_adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
     Tensor ph = hv(param), mh = hv(m), vh = hv(v);
     cpu_->adamw(ph, hv(grad), mh, vh, p);
   }

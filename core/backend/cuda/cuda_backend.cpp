@@ -1,5 +1,5 @@
-// The CUDA backend: checks devices, shapes and dtypes (backend.h's rules), then queues the
-// cuBLASLt products (gemm.h) and kernels (kernels.h) on its stream.
+// The CUDA backend: each op (its arguments checked by Backend, op_contracts.cpp) queues the
+// cuBLASLt products (gemm.h) and kernels (kernels.h) on the backend's stream.
 #include "core/backend/cuda/cuda_backend.h"
 
 #include <cmath>
@@ -17,59 +17,7 @@ namespace {
 
 using cuda::GemmShape;
 
-void expect(const Tensor& t, const char* what, const Shape& shape, DType dt) {
-  PTDP_CHECK(t.defined(), "{} is undefined", what);
-  PTDP_CHECK(t.device() == Device::CUDA, "{} is a host tensor: the CUDA backend works on device tensors "
-             "(upload with Backend::copy)", what);
-  PTDP_CHECK(t.dtype() == dt, "{} is {}, expected {}", what, dtype_name(t.dtype()), dtype_name(dt));
-  PTDP_CHECK(t.shape() == shape, "{} has shape {}, expected {}", what, shape_str(t.shape()), shape_str(shape));
-}
-
-// The compute dtype of an op, from its main input.
-DType compute_dtype(const Tensor& t, const char* op) {
-  PTDP_CHECK(t.defined(), "{}: undefined input", op);
-  const DType dt = t.dtype();
-  PTDP_CHECK(dt == DType::F32 || dt == DType::BF16 || dt == DType::F16,
-             "{}: the CUDA backend computes in f32, bf16 or f16, not {}", op, dtype_name(dt));
-  return dt;
-}
-
-void expect_2d(const Tensor& t, const char* what) {
-  PTDP_CHECK(t.defined() && t.ndim() == 2, "{} must be 2-d, got {}", what, shape_str(t.shape()));
-}
-
-// The compute dtype and sizes of a linear layer, x [n, in] and w [out, in] checked.
-struct LinearDims {
-  DType dt;
-  int64_t n, in, out;
-};
-LinearDims linear_dims(const Tensor& x, const Tensor& w, const char* op) {
-  const DType dt = compute_dtype(x, op);
-  expect_2d(x, "linear input");
-  expect_2d(w, "linear weight");
-  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-  expect(x, "linear input", {n, in}, dt);
-  expect(w, "linear weight", {out, in}, dt);
-  return {dt, n, in, out};
-}
-
 char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
-
-// The compact grouped-query QKV [n, g*(a/g + 2)*hd].
-void check_gqa(const Tensor& qkv, int a, int g, int hd) {
-  PTDP_CHECK(a > 0 && g > 0 && hd > 0 && a % g == 0, "gqa: {} query groups must divide {} heads (head size {})",
-             g, a, hd);
-  PTDP_CHECK(qkv.ndim() == 2 && qkv.dim(1) == int64_t(a + 2 * g) * hd, "gqa: qkv must be [n, (a + 2g)*hd] = [n, {}], got {}",
-             int64_t(a + 2 * g) * hd, shape_str(qkv.shape()));
-}
-
-// The kernels take their pointers as __restrict__ (no two overlap), which lets the compiler keep
-// loads in flight across stores: an output that overlaps an input is refused.
-void expect_apart(const Tensor& out, const Tensor& in, const char* op, const char* out_name, const char* in_name) {
-  const char *o = bytes(out), *i = bytes(in);
-  const bool overlap = out.nbytes() && in.nbytes() && o < i + in.nbytes() && i < o + out.nbytes();
-  PTDP_CHECK(!overlap, "{}: {} overlaps {} (the CUDA kernels need them apart)", op, out_name, in_name);
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -104,6 +52,10 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::CUDA; }
   std::string name() const override { return "cuda"; }
+  std::span<const DType> compute_dtypes() const override {
+    static constexpr DType kDtypes[] = {DType::F32, DType::BF16, DType::F16};
+    return kDtypes;
+  }
 
   Tensor empty(Shape shape, DType dtype) override {
     on_device();
@@ -115,16 +67,14 @@ class CudaBackend final : public Backend {
     return Tensor::from_storage(std::move(st), std::move(shape), dtype);
   }
 
-  void fill(Tensor& x, double value) override {
+  void do_fill(Tensor& x, double value) override {
     on_device();
     cuda::OpScope r(prof_.get(), "fill", stream_);
-    expect(x, "fill target", x.shape(), x.dtype());
     r.count(0, double(x.nbytes()));
     cuda::fill(x.raw(), x.dtype(), x.numel(), value, stream_);
   }
 
-  void copy(Tensor& dst, const Tensor& src) override {
-    PTDP_CHECK(dst.numel() == src.numel(), "copy: {} elements into {}", src.numel(), dst.numel());
+  void do_copy(Tensor& dst, const Tensor& src) override {
     const bool dd = dst.device() == Device::CUDA, sd = src.device() == Device::CUDA;
     if (!dd && !sd) return dst.copy_from(src);
     if (dst.numel() == 0) return;
@@ -194,12 +144,11 @@ class CudaBackend final : public Backend {
     PTDP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
+  void do_linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b) override {
     on_device();
     cuda::OpScope r(prof_.get(), "linear_forward", stream_);
-    const auto [dt, n, in, out] = linear_dims(x, w, "linear_forward");
-    expect(y, "linear output", {n, out}, dt);
-    if (b) expect(*b, "linear bias", {out}, dt);
+    const DType dt = x.dtype();
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
     const double e = double(dtype_size(dt));
     r.count(2.0 * n * in * out, e * (double(n) * in + double(out) * in + double(n) * out + (b ? out : 0)));
     const GemmShape g{.trans_a = true, .trans_b = false, .m = out, .n = n, .k = in, .lda = in, .ldb = in,
@@ -207,15 +156,12 @@ class CudaBackend final : public Backend {
     gemm_->run(g, 1.0f, w.raw(), x.raw(), 0.0f, y.raw(), b ? b->raw() : nullptr);
   }
 
-  void linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
-                       const Tensor& w) override {
+  void do_linear_backward(Tensor* dx, bool acc, Tensor& dw, Tensor* db, const Tensor& dy, const Tensor& x,
+                          const Tensor& w) override {
     on_device();
     cuda::OpScope r(prof_.get(), "linear_backward", stream_);
-    const auto [dt, n, in, out] = linear_dims(x, w, "linear_backward");
-    expect(dy, "linear output grad", {n, out}, dt);
-    expect(dw, "linear weight grad", {out, in}, acc_dtype(dt));
-    if (dx) expect(*dx, "linear input grad", {n, in}, dt);
-    if (db) expect(*db, "linear bias grad", {out}, acc_dtype(dt));
+    const DType dt = x.dtype();
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
     {
       const double e = double(dtype_size(dt)), nin = double(n) * in, nout = double(n) * out, w_el = double(out) * in;
       // dx = dy w (reads w, dy; writes dx, reads it too when accumulating); dw += dy^T x in f32; db.
@@ -238,97 +184,60 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
-                         double eps) override {
+  void do_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
+                            double eps) override {
     on_device();
     cuda::OpScope r(prof_.get(), "layernorm_forward", stream_);
-    const DType dt = compute_dtype(x, "layernorm_forward");
-    expect_2d(x, "layernorm input");
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), c = x.dim(1);
-    expect(y, "layernorm output", {n, c}, dt);
-    expect(mean, "layernorm mean", {n}, acc_dtype(dt));
-    expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
-    expect(g, "layernorm weight", {c}, dt);
-    expect(b, "layernorm bias", {c}, dt);
-    expect_apart(y, x, "layernorm_forward", "the output", "the input");
     r.count(8.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + 2.0 * c) + 8.0 * n);
     cuda::layernorm_forward(y.raw(), mean.data<float>(), rstd.data<float>(), x.raw(), g.raw(), b.raw(), dt, n, c,
                             static_cast<float>(eps), stream_);
   }
 
-  void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
-                          const Tensor& mean, const Tensor& rstd) override {
+  void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
+                             const Tensor& mean, const Tensor& rstd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "layernorm_backward", stream_);
-    const DType dt = compute_dtype(x, "layernorm_backward");
-    expect_2d(x, "layernorm input");
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), c = x.dim(1);
-    expect(dx, "layernorm input grad", {n, c}, dt);
-    expect(dy, "layernorm output grad", {n, c}, dt);
-    expect(g, "layernorm weight", {c}, dt);
-    expect(dg, "layernorm weight grad", {c}, acc_dtype(dt));
-    expect(db, "layernorm bias grad", {c}, acc_dtype(dt));
-    expect(mean, "layernorm mean", {n}, acc_dtype(dt));
-    expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
-    expect_apart(dx, dy, "layernorm_backward", "the input grad", "the output grad");
-    expect_apart(dx, x, "layernorm_backward", "the input grad", "the input");
     Tensor partials = empty({2 * cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(12.0 * n * c, double(dtype_size(dt)) * (3.0 * n * c + c) + 8.0 * n + 4.0 * partials.numel() * 2 + 16.0 * c);
     cuda::layernorm_backward(dx.raw(), dg.data<float>(), db.data<float>(), dy.raw(), x.raw(), g.raw(),
                              mean.data<float>(), rstd.data<float>(), dt, n, c, partials.data<float>(), stream_);
   }
 
-  void gelu_forward(Tensor& y, const Tensor& x) override {
+  void do_gelu_forward(Tensor& y, const Tensor& x) override {
     on_device();
     cuda::OpScope r(prof_.get(), "gelu_forward", stream_);
-    const DType dt = compute_dtype(x, "gelu_forward");
-    expect(x, "gelu input", x.shape(), dt);
-    expect(y, "gelu output", x.shape(), dt);
+    const DType dt = x.dtype();
     r.count(12.0 * x.numel(), 2.0 * dtype_size(dt) * x.numel());
     cuda::gelu_forward(y.raw(), x.raw(), dt, x.numel(), stream_);
   }
 
-  void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+  void do_gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     on_device();
     cuda::OpScope r(prof_.get(), "gelu_backward", stream_);
-    const DType dt = compute_dtype(x, "gelu_backward");
-    expect(x, "gelu input", x.shape(), dt);
-    expect(dx, "gelu input grad", x.shape(), dt);
-    expect(dy, "gelu output grad", x.shape(), dt);
+    const DType dt = x.dtype();
     r.count(20.0 * x.numel(), 3.0 * dtype_size(dt) * x.numel());
     cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
   }
 
-  void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
+  void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
     on_device();
     cuda::OpScope r(prof_.get(), "rmsnorm_forward", stream_);
-    const DType dt = compute_dtype(x, "rmsnorm_forward");
-    expect_2d(x, "rmsnorm input");
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), c = x.dim(1);
-    expect(x, "rmsnorm input", {n, c}, dt);
-    expect(y, "rmsnorm output", {n, c}, dt);
-    expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
-    expect(g, "rmsnorm weight", {c}, dt);
-    expect_apart(y, x, "rmsnorm_forward", "the output", "the input");
     r.count(4.0 * n * c, double(dtype_size(dt)) * (2.0 * n * c + c) + 4.0 * n);
     cuda::rmsnorm_forward(y.raw(), rstd.data<float>(), x.raw(), g.raw(), dt, n, c, static_cast<float>(eps), stream_);
   }
 
-  void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                        const Tensor& rstd) override {
+  void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
+                           const Tensor& rstd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "rmsnorm_backward", stream_);
-    const DType dt = compute_dtype(x, "rmsnorm_backward");
-    expect_2d(x, "rmsnorm input");
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), c = x.dim(1);
-    expect(x, "rmsnorm input", {n, c}, dt);
-    expect(dx, "rmsnorm input grad", {n, c}, dt);
-    expect(dy, "rmsnorm output grad", {n, c}, dt);
-    expect(g, "rmsnorm weight", {c}, dt);
-    expect(dg, "rmsnorm weight grad", {c}, acc_dtype(dt));
-    expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
-    expect_apart(dx, dy, "rmsnorm_backward", "the input grad", "the output grad");
-    expect_apart(dx, x, "rmsnorm_backward", "the input grad", "the input");
     Tensor partials = empty({cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(8.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + c) + 4.0 * n + 8.0 * partials.numel() + 8.0 * c);
     cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(), dt, n, c,
@@ -337,17 +246,10 @@ class CudaBackend final : public Backend {
 
   // cos and sin come from a table [2, s, hd/2] computed once per (s, hd, theta) on the device in
   // f64 and kept (the last one) by the backend.
-  void rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
+  void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
     on_device();
     cuda::OpScope r(prof_.get(), "rope", stream_);
-    const DType dt = compute_dtype(x, "rope");
-    PTDP_CHECK(s > 0 && a > 0 && hd > 0 && hd % 2 == 0 && theta > 0,
-               "rope: bad sizes s={} a={} hd={} theta={} (hd must be even)", s, a, hd, theta);
-    PTDP_CHECK(x.ndim() == 2 && x.dim(1) == int64_t(3) * a * hd && x.dim(0) % s == 0,
-               "rope: qkv must be [b*s, 3*a*hd] with an even head size, got {} for s={} a={} hd={}",
-               shape_str(x.shape()), s, a, hd);
-    expect(x, "rope input", x.shape(), dt);
-    expect(y, "rope output", x.shape(), dt);
+    const DType dt = x.dtype();
     if (x.numel() == 0) return;
     if (!rope_table_.defined() || rope_s_ != s || rope_hd_ != hd || rope_theta_ != theta) {
       rope_table_ = empty({2, s, hd / 2}, DType::F32);
@@ -360,68 +262,49 @@ class CudaBackend final : public Backend {
     cuda::rope(y.raw(), x.raw(), rope_table_.data<float>(), dt, x.dim(0), s, a, hd, inverse, stream_);
   }
 
-  void swiglu_forward(Tensor& y, const Tensor& x) override {
+  void do_swiglu_forward(Tensor& y, const Tensor& x) override {
     on_device();
     cuda::OpScope r(prof_.get(), "swiglu_forward", stream_);
-    const DType dt = compute_dtype(x, "swiglu_forward");
-    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), f = x.dim(1) / 2;
-    expect(x, "swiglu input", x.shape(), dt);
-    expect(y, "swiglu output", {n, f}, dt);
     r.count(8.0 * n * f, 3.0 * dtype_size(dt) * n * f);
     cuda::swiglu_forward(y.raw(), x.raw(), dt, n, f, stream_);
   }
 
-  void swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
+  void do_swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) override {
     on_device();
     cuda::OpScope r(prof_.get(), "swiglu_backward", stream_);
-    const DType dt = compute_dtype(x, "swiglu_backward");
-    PTDP_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, "swiglu: input must be [n, 2f], got {}", shape_str(x.shape()));
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0), f = x.dim(1) / 2;
-    expect(x, "swiglu input", x.shape(), dt);
-    expect(dx, "swiglu input grad", x.shape(), dt);
-    expect(dy, "swiglu output grad", {n, f}, dt);
     r.count(16.0 * n * f, 5.0 * dtype_size(dt) * n * f);
     cuda::swiglu_backward(dx.raw(), x.raw(), dy.raw(), dt, n, f, stream_);
   }
 
-  void gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
+  void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "gqa_expand", stream_);
-    const DType dt = compute_dtype(x, "gqa_expand");
-    check_gqa(x, a, g, hd);
+    const DType dt = x.dtype();
     const int64_t n = x.dim(0);
-    expect(x, "gqa_expand input", x.shape(), dt);
-    expect(y, "gqa_expand output", {n, int64_t(3) * a * hd}, dt);
-    expect_apart(y, x, "gqa_expand", "output", "input");
     r.count(0, dtype_size(dt) * double(n) * (3.0 * a + a + 2.0 * g) * hd);
     cuda::gqa_expand(y.raw(), x.raw(), dt, n, a, g, hd, stream_);
   }
 
-  void gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
+  void do_gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "gqa_reduce", stream_);
-    const DType dt = compute_dtype(dx, "gqa_reduce");
-    check_gqa(dx, a, g, hd);
+    const DType dt = dx.dtype();
     const int64_t n = dx.dim(0);
-    expect(dx, "gqa_reduce output", dx.shape(), dt);
-    expect(dy, "gqa_reduce input", {n, int64_t(3) * a * hd}, dt);
-    expect_apart(dx, dy, "gqa_reduce", "output", "input");
     r.count(2.0 * n * a * hd, dtype_size(dt) * double(n) * (3.0 * a + a + 2.0 * g) * hd);
     cuda::gqa_reduce(dx.raw(), dy.raw(), dt, n, a, g, hd, stream_);
   }
 
   // The heads of the whole micro-batch at once: q, k, v permuted to one [s, 3 hd] block per
   // (sequence, head), so that each product is a single strided batch of b * a GEMMs.
-  void attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
+  void do_attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "attention_forward", stream_);
-    const DType dt = compute_dtype(qkv, "attention_forward");
-    PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
-    const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
-    expect(qkv, "attention qkv", {n, ld}, dt);
-    expect(y, "attention output", {n, hl}, dt);
-    expect(probs, "attention probs", {b, a, s, s}, dt);
+    const DType dt = qkv.dtype();
+    const int64_t n = int64_t(b) * s, hl = int64_t(a) * hd, ss = int64_t(s) * s;
     if (b == 0) return;
     const size_t e = dtype_size(dt);
     const int64_t heads = int64_t(b) * a, w = 3 * int64_t(hd);
@@ -445,17 +328,12 @@ class CudaBackend final : public Backend {
     cuda::permute_heads(y.raw(), yh.raw(), dt, b, s, a, hd, false, stream_);
   }
 
-  void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
-                          int hd) override {
+  void do_attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s,
+                             int a, int hd) override {
     on_device();
     cuda::OpScope r(prof_.get(), "attention_backward", stream_);
-    const DType dt = compute_dtype(qkv, "attention_backward");
-    PTDP_CHECK(b >= 0 && s > 0 && a > 0 && hd > 0, "attention: bad sizes b={} s={} a={} hd={}", b, s, a, hd);
-    const int64_t n = int64_t(b) * s, ld = int64_t(3) * a * hd, hl = int64_t(a) * hd, ss = int64_t(s) * s;
-    expect(qkv, "attention qkv", {n, ld}, dt);
-    expect(dqkv, "attention qkv grad", {n, ld}, dt);
-    expect(dy, "attention output grad", {n, hl}, dt);
-    expect(probs, "attention probs", {b, a, s, s}, dt);
+    const DType dt = qkv.dtype();
+    const int64_t n = int64_t(b) * s, hl = int64_t(a) * hd, ss = int64_t(s) * s;
     if (b == 0) return;
     const size_t e = dtype_size(dt);
     const int64_t heads = int64_t(b) * a, w = 3 * int64_t(hd);
@@ -490,153 +368,104 @@ class CudaBackend final : public Backend {
     cuda::permute_heads(dqkv.raw(), dqh.raw(), dt, b, s, a, w, false, stream_);
   }
 
-  void embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
-                         int s) override {
+  void do_embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
+                            int s) override {
     on_device();
     cuda::OpScope r(prof_.get(), "embedding_forward", stream_);
-    const DType dt = compute_dtype(wte, "embedding_forward");
-    expect_2d(wte, "word embedding");
+    const DType dt = wte.dtype();
     const int64_t n = tokens.numel(), h = wte.dim(1);
-    expect(tokens, "tokens", tokens.shape(), DType::I32);
-    expect(x, "embedding output", {n, h}, dt);
-    PTDP_CHECK(s > 0, "embedding: sequence length {} must be positive", s);
-    if (wpe) {
-      expect_2d(*wpe, "position embedding");
-      PTDP_CHECK(wpe->dim(0) >= s && wpe->dim(1) == h, "position embedding {} too small for s={} h={}",
-                 shape_str(wpe->shape()), s, h);
-      expect(*wpe, "position embedding", wpe->shape(), dt);
-    }
     r.count(double(n) * h, double(dtype_size(dt)) * n * h * (wpe ? 3 : 2) + 4.0 * n);
     cuda::embedding_forward(x.raw(), tokens.data<int32_t>(), wte.raw(), wte.dim(0), vocab_start,
                             wpe ? wpe->raw() : nullptr, dt, n, h, s, stream_);
   }
 
-  void embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
-                          int s) override {
+  void do_embedding_backward(Tensor& dwte, Tensor* dwpe, const Tensor& dx, const Tensor& tokens, int64_t vocab_start,
+                             int s) override {
     on_device();
     cuda::OpScope r(prof_.get(), "embedding_backward", stream_);
-    const DType dt = compute_dtype(dx, "embedding_backward");
-    expect_2d(dwte, "word embedding grad");
+    const DType dt = dx.dtype();
     const int64_t n = tokens.numel(), h = dwte.dim(1);
-    expect(tokens, "tokens", tokens.shape(), DType::I32);
-    expect(dx, "embedding output grad", {n, h}, dt);
-    expect(dwte, "word embedding grad", dwte.shape(), acc_dtype(dt));
-    PTDP_CHECK(s > 0, "embedding: sequence length {} must be positive", s);
-    if (dwpe) {
-      expect_2d(*dwpe, "position embedding grad");
-      PTDP_CHECK(dwpe->dim(0) >= s && dwpe->dim(1) == h, "position embedding grad {} too small for s={} h={}",
-                 shape_str(dwpe->shape()), s, h);
-      expect(*dwpe, "position embedding grad", dwpe->shape(), acc_dtype(dt));
-    }
     r.count(double(n) * h * (dwpe ? 2 : 1), double(n) * h * (dtype_size(dt) + 8.0 * (dwpe ? 2 : 1)) + 4.0 * n);
     cuda::embedding_backward(dwte.data<float>(), dwpe ? dwpe->data<float>() : nullptr, dx.raw(), dt,
                              tokens.data<int32_t>(), dwte.dim(0), vocab_start, n, h, s, stream_);
   }
 
-  void xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
+  void do_xent_row_max(Tensor& max, const Tensor& logits, int64_t v_valid) override {
     on_device();
     cuda::OpScope r(prof_.get(), "xent_row_max", stream_);
-    const DType dt = check_logits(logits, v_valid, "xent_row_max");
-    expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
+    const DType dt = logits.dtype();
     r.count(double(logits.numel()), double(dtype_size(dt)) * logits.numel() + 4.0 * logits.dim(0));
     cuda::xent_row_max(max.data<float>(), logits.raw(), dt, logits.dim(0), logits.dim(1), v_valid, stream_);
   }
 
-  void xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
+  void do_xent_sum_exp(Tensor& se, const Tensor& logits, const Tensor& max, int64_t v_valid) override {
     on_device();
     cuda::OpScope r(prof_.get(), "xent_sum_exp", stream_);
-    const DType dt = check_logits(logits, v_valid, "xent_sum_exp");
-    expect(max, "cross-entropy max", {logits.dim(0)}, acc_dtype(dt));
-    expect(se, "cross-entropy sum_exp", {logits.dim(0)}, acc_dtype(dt));
+    const DType dt = logits.dtype();
     r.count(3.0 * logits.numel(), double(dtype_size(dt)) * logits.numel() + 8.0 * logits.dim(0));
     cuda::xent_sum_exp(se.data<float>(), logits.raw(), max.data<float>(), dt, logits.dim(0), logits.dim(1), v_valid,
                        stream_);
   }
 
-  void xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
-                         int64_t v_valid) override {
+  void do_xent_target_logit(Tensor& tgt, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                            int64_t v_valid) override {
     on_device();
     cuda::OpScope r(prof_.get(), "xent_target_logit", stream_);
-    const DType dt = check_logits(logits, v_valid, "xent_target_logit");
-    expect(targets, "targets", targets.shape(), DType::I32);
-    PTDP_CHECK(targets.numel() == logits.dim(0), "{} targets for {} rows of logits", targets.numel(), logits.dim(0));
-    expect(tgt, "cross-entropy target logit", {logits.dim(0)}, acc_dtype(dt));
+    const DType dt = logits.dtype();
     cuda::xent_target_logit(tgt.data<float>(), logits.raw(), dt, targets.data<int32_t>(), logits.dim(0),
                             logits.dim(1), vocab_start, v_valid, stream_);
   }
 
-  void xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
+  void do_xent_loss(Tensor& loss, const Tensor& max, const Tensor& se, const Tensor& tgt) override {
     on_device();
     cuda::OpScope r(prof_.get(), "xent_loss", stream_);
     const int64_t n = loss.numel();
-    expect(loss, "cross-entropy loss", {n}, DType::F32);
-    expect(max, "cross-entropy max", {n}, DType::F32);
-    expect(se, "cross-entropy sum_exp", {n}, DType::F32);
-    expect(tgt, "cross-entropy target logit", {n}, DType::F32);
     cuda::xent_loss(loss.data<float>(), max.data<float>(), se.data<float>(), tgt.data<float>(), n, stream_);
   }
 
-  void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
-                     const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
+  void do_xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& se,
+                        const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale) override {
     on_device();
     cuda::OpScope r(prof_.get(), "xent_backward", stream_);
-    const DType dt = check_logits(logits, v_valid, "xent_backward");
+    const DType dt = logits.dtype();
     const int64_t n = logits.dim(0);
-    expect(dlogits, "logits grad", logits.shape(), dt);
-    expect(max, "cross-entropy max", {n}, acc_dtype(dt));
-    expect(se, "cross-entropy sum_exp", {n}, acc_dtype(dt));
-    expect(targets, "targets", targets.shape(), DType::I32);
-    PTDP_CHECK(targets.numel() == n, "{} targets for {} rows of logits", targets.numel(), n);
     r.count(4.0 * logits.numel(), 2.0 * dtype_size(dt) * logits.numel() + 12.0 * n);
     cuda::xent_backward(dlogits.raw(), logits.raw(), max.data<float>(), se.data<float>(), dt,
                         targets.data<int32_t>(), n, logits.dim(1), vocab_start, v_valid, static_cast<float>(scale),
                         stream_);
   }
 
-  void add(Tensor& y, const Tensor& a, const Tensor& b) override {
+  void do_add(Tensor& y, const Tensor& a, const Tensor& b) override {
     on_device();
     cuda::OpScope r(prof_.get(), "add", stream_);
-    const DType dt = compute_dtype(y, "add");
-    expect(y, "add output", y.shape(), dt);
-    expect(a, "add lhs", y.shape(), dt);
-    expect(b, "add rhs", y.shape(), dt);
+    const DType dt = y.dtype();
     r.count(double(y.numel()), 3.0 * dtype_size(dt) * y.numel());
     cuda::add(y.raw(), a.raw(), b.raw(), dt, y.numel(), stream_);
   }
 
-  void add_(Tensor& y, const Tensor& x) override {
+  void do_add_(Tensor& y, const Tensor& x) override {
     on_device();
     cuda::OpScope r(prof_.get(), "add_", stream_);
-    const DType dt = compute_dtype(y, "add_");
-    expect(y, "add_ target", y.shape(), dt);
-    expect(x, "add_ operand", x.shape(), dt);
-    PTDP_CHECK(x.numel() == y.numel(), "add_: {} elements into {}", x.numel(), y.numel());
+    const DType dt = y.dtype();
     r.count(double(y.numel()), 3.0 * dtype_size(dt) * y.numel());
     cuda::add_inplace(y.raw(), x.raw(), dt, y.numel(), stream_);
   }
 
-  void scale_(Tensor& y, double alpha) override {
+  void do_scale_(Tensor& y, double alpha) override {
     on_device();
     cuda::OpScope r(prof_.get(), "scale_", stream_);
-    const DType dt = compute_dtype(y, "scale_");
-    expect(y, "scale_ target", y.shape(), dt);
+    const DType dt = y.dtype();
     r.count(double(y.numel()), 2.0 * dtype_size(dt) * y.numel());
     cuda::scale_inplace(y.raw(), dt, alpha, y.numel(), stream_);
   }
 
-  double sum(const Tensor& x) override { return reduce(x, false, "sum"); }
-  double sum_squares(const Tensor& x) override { return reduce(x, true, "sum_squares"); }
+  double do_sum(const Tensor& x) override { return reduce(x, false, "sum"); }
+  double do_sum_squares(const Tensor& x) override { return reduce(x, true, "sum_squares"); }
 
-  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
+  void do_adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
     on_device();
     cuda::OpScope r(prof_.get(), "adamw", stream_);
     const int64_t n = param.numel();
-    expect(param, "adamw param", param.shape(), DType::F32);
-    for (auto [t, what] : {std::pair{&grad, "adamw grad"}, std::pair{(const Tensor*)&m, "adamw m"},
-                           std::pair{(const Tensor*)&v, "adamw v"}}) {
-      expect(*t, what, t->shape(), DType::F32);
-      PTDP_CHECK(t->numel() == n, "{} has {} elements, the parameter {}", what, t->numel(), n);
-    }
     r.count(12.0 * n, 28.0 * n);  // reads param, grad, m, v; writes param, m, v (f32)
     const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, double(p.step))));
     const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, double(p.step))));
@@ -652,20 +481,10 @@ class CudaBackend final : public Backend {
     if (current != device_) PTDP_CUDA_CHECK(cudaSetDevice(device_));
   }
 
-  DType check_logits(const Tensor& logits, int64_t v_valid, const char* op) {
-    const DType dt = compute_dtype(logits, op);
-    expect_2d(logits, "logits");
-    expect(logits, "logits", logits.shape(), dt);
-    PTDP_CHECK(v_valid >= 0 && v_valid <= logits.dim(1), "{}: v_valid {} outside [0, {}]", op, v_valid,
-               logits.dim(1));
-    return dt;
-  }
-
   double reduce(const Tensor& x, bool squares, const char* op) {
     on_device();
     cuda::OpScope r(prof_.get(), op, stream_);
-    const DType dt = compute_dtype(x, op);
-    expect(x, op, x.shape(), dt);
+    const DType dt = x.dtype();
     if (x.numel() == 0) return 0.0;
     r.count(2.0 * x.numel(), double(dtype_size(dt)) * x.numel());
     if (!sum_scratch_.defined()) sum_scratch_ = empty({cuda::kSumPartials + 1}, DType::F64);
