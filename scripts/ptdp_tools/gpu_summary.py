@@ -332,6 +332,23 @@ def ncu_rows(work: str) -> list:
             for name, t in sorted(totals.items(), key=lambda kv: -kv[1][1])[:12]]
 
 
+
+def fits(value, width: int) -> str:
+    """A value in at most `width` characters: a number shortened to fewer significant digits (its
+    exponent kept: 8.72e-09 never reads as 8.72), anything else cut."""
+    text = str(value)
+    if len(text) <= width:
+        return text
+    try:
+        number = float(text)
+    except ValueError:
+        return text[:width]
+    for digits in range(width, 0, -1):
+        short = f"{number:.{digits}g}"
+        if len(short) <= width:
+            return short
+    return text[:width]
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="gpu_summary.py", description=__doc__.split("\n\n")[0])
     p.add_argument("work")
@@ -371,6 +388,6 @@ def main(argv=None) -> int:
             atomic.write(os.path.join(a.out, name), tables.csv_text(rows))
     print(f"{'section':<10} {'item':<48} {'value':>12} {'unit':<16} status")
     for r in summary:
-        print(f"{r['section']:<10} {str(r['item'])[:48]:<48} {str(r['value'])[:12]:>12} {r['unit'][:16]:<16} "
+        print(f"{r['section']:<10} {str(r['item'])[:48]:<48} {fits(r['value'], 12):>12} {r['unit'][:16]:<16} "
               f"{r['status']}  {str(r['note'])[:70] if r['section'] != 'stage' else ''}")
     return 0
