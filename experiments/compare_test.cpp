@@ -527,6 +527,28 @@ TEST(CliCompare, RowsThatDifferInSequenceParallelStackZeroShapeOrArchAreNotPaire
   }
 }
 
+// Every key column (config_key_columns: --overlap-grad-reduce, --grad-bucket-size, the placement
+// of the stages, the attention's query groups, ...) separates configurations: rows that differ in
+// any one of them alone are never paired.
+TEST(CliCompare, RowsThatDifferInAnyOneKeyColumnAreNotPaired) {
+  TempDir dir;
+  for (const std::string& column : config_key_columns()) {
+    ResultRow b = make_row(Measured{}), c = make_row(Measured{});
+    b.set(column, std::string("7"));
+    c.set(column, std::string("8"));
+    c.set("tflops_per_gpu", 0.136 * 1.71);  // +71%: would be "ok" if paired
+    const std::string bp = dir.file("b.csv"), cp = dir.file("c.csv");
+    std::remove(bp.c_str());
+    std::remove(cp.c_str());
+    append_result_rows(bp, {b});
+    append_result_rows(cp, {c});
+    const CliResult r = compare(dir, bp, cp);
+    EXPECT_EQ(r.exit_code, 1) << column << "\n" << r.out;
+    EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
+        << column << "\n" << r.out;
+  }
+}
+
 // A file written before the zero and arch columns existed pairs with today's rows of zero 0, gpt.
 TEST(CliCompare, AFileWithoutTheZeroAndArchColumnsPairsWithZeroZeroGpt) {
   TempDir dir;

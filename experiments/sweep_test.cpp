@@ -505,8 +505,9 @@ namespace ptdp {
 namespace {
 
 // Points that differ only in a setting that changes what is measured (ZeRO, sequence parallelism,
-// the simulated stack, the model's shape or architecture) are distinct configurations: each gets
-// its row, with the setting in it, and a second run finds every one of them already there.
+// the simulated stack, the model's shape or architecture, the overlap of the data-parallel
+// reduction) are distinct configurations: each gets its row, with the setting in it, and a second
+// run finds every one of them already there.
 TEST(SweepSpecs, PointsThatDifferOnlyInZeroOrStackOrShapeEachKeepTheirRow) {
   TempDir dir;
   const std::string spec = write(dir, "kinds.toml", R"(name = "kinds"
@@ -550,12 +551,15 @@ pp = 2
 dp = 1
 account_for_embedding_in_pipeline_split = true
 account_for_loss_in_pipeline_split = true
+[[points]]
+x = "overlap"
+overlap_grad_reduce = true
 )");
   const std::string out = dir.file("out");
   const CliResult r = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto lines = lines_of(testing::text_of(out + "/kinds.csv"));
-  ASSERT_EQ(lines.size(), 8u) << testing::text_of(out + "/kinds.csv");
+  ASSERT_EQ(lines.size(), 9u) << testing::text_of(out + "/kinds.csv");
   const auto header = split_csv_line(lines[0]);
   std::vector<Config> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -582,9 +586,12 @@ account_for_loss_in_pipeline_split = true
   EXPECT_NE(printed("z0"), printed("z1")) << r.out;
   EXPECT_NE(printed("z0"), printed("z3")) << r.out;
   EXPECT_NE(rows[0]["tflops_per_gpu"], rows[3]["tflops_per_gpu"]);  // the stack
+  EXPECT_EQ(rows[0]["overlap_grad_reduce"], "0");
+  EXPECT_EQ(rows[7]["overlap_grad_reduce"], "1");
+  EXPECT_NE(printed("z0"), printed("overlap")) << r.out;  // the overlapped reduction is faster
   const CliResult again = run_ptdp(dir, {"reproduce", spec, "--mode", "simulate", "--out", out}, 120);
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(lines_of(testing::text_of(out + "/kinds.csv")).size(), 8u);
+  EXPECT_EQ(lines_of(testing::text_of(out + "/kinds.csv")).size(), 9u);
 }
 
 // A result file written before the zero and arch columns existed is still read (its rows are

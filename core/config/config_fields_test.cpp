@@ -99,6 +99,26 @@ TEST(ConfigFields, RulesNameTheFlagAndTheValue) {
 
 // Every field column is a result column; every key column is a result column of a field in the
 // key or one derived from several (mode, gpus, stage_layers).
+// Every column of the result row identifies the configuration (the key) or says why a run
+// differing only there measured the same configuration: a field's reason (its table), a result,
+// provenance, or a value the key's columns determine. A column added without one fails here.
+TEST(ConfigFields, EveryResultColumnIsInTheKeyOrSaysWhyNot) {
+  const auto& key = config_key_columns();
+  auto in_key = [&](const std::string& c) { return std::find(key.begin(), key.end(), c) != key.end(); };
+  for (const std::string& c : result_columns()) EXPECT_NE(in_key(c), !not_key_reason(c).empty()) << c;
+  // What changes the work of a step or its time is in the key: the layout, the data-parallel
+  // reduction (a sweep over --overlap-grad-reduce once kept one row for both points, and compare
+  // paired runs with and without it), the placement of the stages, the communication backend.
+  for (const char* c : {"overlap_grad_reduce", "grad_bucket_size", "stage_layers", "comm", "gpus", "query_groups",
+                        "ffn_hidden_size", "norm_eps", "rope_theta", "make_vocab_size_divisible_by"})
+    EXPECT_TRUE(in_key(c)) << c;
+  EXPECT_EQ(not_key_reason("overlap_grad_reduce"), "");
+  EXPECT_NE(not_key_reason("iters"), "");        // a field's reason, from its table
+  EXPECT_NE(not_key_reason("tokens_per_s"), "");  // a result
+  EXPECT_NE(not_key_reason("host"), "");          // provenance
+  EXPECT_EQ(not_key_reason("no_such_column"), "");
+}
+
 TEST(ConfigFields, TheResultRowAndTheKeyComeFromTheTables) {
   const auto& cols = result_columns();
   auto has = [&](const std::string& c) { return std::find(cols.begin(), cols.end(), c) != cols.end(); };

@@ -42,6 +42,28 @@ const std::vector<std::string>& derived_key_columns() {
   return cols;
 }
 
+// The result columns that are no field and not in the key, with why a run differing there
+// measured the same configuration.
+const std::map<std::string, std::string>& other_column_reasons() {
+  static const std::map<std::string, std::string> m = [] {
+    const std::string measured = "a result of the run (measured, or the simulator's estimate), not a setting";
+    const std::string provenance =
+        "provenance: which build, machine or time measured it (compare --per-machine also pairs by host and device)";
+    std::map<std::string, std::string> r = {
+        {"params", "the model's size, which its shape (model, arch, layers, hidden, ... in the key) determines"},
+        {"num_microbatches", "global_batch / (micro_batch x dp), all in the key"},
+        {"data_sources", "which tokens each data source gave: the step's work is the same for any data of the same shape"},
+        {"git_sha", provenance}, {"host", provenance}, {"device", provenance}, {"timestamp", provenance}};
+    for (const char* c : {"iter_time_ms", "tflops_per_gpu", "pct_peak", "tokens_per_s", "seq_per_s", "bubble_fraction",
+                          "peak_mem_gb", "loss", "model_tflops_per_gpu", "fwd_ms", "bwd_ms", "p2p_wait_ms", "dp_ms",
+                          "optimizer_ms", "p2p_bytes", "activation_gb", "layer_fwd_ms", "layer_bwd_ms", "valid_loss",
+                          "valid_ppl"})
+      r[c] = measured;
+    return r;
+  }();
+  return m;
+}
+
 bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 size_t column_index(const std::string& c) {
@@ -130,6 +152,13 @@ std::string config_key(const std::function<std::string(const std::string&)>& fie
   std::string k;
   for (const auto& c : config_key_columns()) k += config_key_value(c, field(c)) + '\x1f';
   return k;
+}
+
+std::string not_key_reason(const std::string& column) {
+  if (contains(config_key_columns(), column)) return "";
+  if (const Field* f = find_field(column); f && f->name() == column) return f->not_key_reason();
+  const auto it = other_column_reasons().find(column);
+  return it == other_column_reasons().end() ? "" : it->second;
 }
 
 void ResultRow::set(const std::string& column, const std::string& value) { values_[column_index(column)] = value; }

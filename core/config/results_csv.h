@@ -30,6 +30,10 @@ const std::map<std::string, std::string>& config_key_defaults();
 std::string config_key_value(const std::string& column, const std::string& text);
 // The key of a row whose fields `field(column)` gives (values through config_key_value).
 std::string config_key(const std::function<std::string(const std::string&)>& field);
+// Why a result column is not in the key: a field's reason from its table, or for a column that is
+// no field, what it holds (a measurement, provenance, or a value the key's columns determine).
+// Empty for a key column, and for a column nobody has given a reason (ConfigFields test).
+std::string not_key_reason(const std::string& column);
 
 // A row: one value per column, by name; unset columns are written empty.
 class ResultRow {
