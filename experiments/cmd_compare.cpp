@@ -120,6 +120,18 @@ ResultSet load(const std::string& path, bool per_machine) {
   return rs;
 }
 
+// A baseline without rows, or without any metric value, leaves nothing to compare: refused, since
+// a comparison of nothing cannot pass.
+void check_something_to_compare(const ResultSet& base) {
+  if (base.order.empty()) usage_error("{}: no result rows (only a header): nothing to compare against", base.path);
+  for (const auto& [key, e] : base.by_key)
+    for (const auto& s : e.samples)
+      if (!s.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& m : metrics()) names.push_back(m.column);
+  usage_error("{}: no row has a value of {}: nothing to compare against", base.path, fmt::join(names, ", "));
+}
+
 std::string lines_text(const std::vector<int>& lines) {
   return lines.size() == 1 ? fmt::format("line {}", lines[0])
                            : fmt::format("lines {}", fmt::join(lines, ","));
@@ -214,6 +226,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
                        bool per_machine, bool print) {
   const ResultSet base = load(base_path, per_machine);
   const ResultSet cur = load(cur_path, per_machine);
+  check_something_to_compare(base);
   auto say = [&](const std::string& text) {
     if (print) fmt::print("{}", text);
   };
@@ -231,7 +244,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
     say("note: configurations with one run on a side are judged by the tolerance alone; repeated runs (rows) of a "
         "configuration on both sides get a significance test\n");
 
-  int regressions = 0, inconclusive = 0, missing = 0, ok = 0;
+  int regressions = 0, inconclusive = 0, missing = 0, ok = 0, not_compared = 0;
   for (const auto& key : base.order) {
     const Entry& b = base.by_key.at(key);
     ConfigOutcome co;
@@ -255,7 +268,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
                             fmt::join(b.machines, ", "), fmt::join(c.machines, ", "));
       say("  note: " + co.note + "\n");
     }
-    bool bad = false, unsure = false;
+    bool bad = false, unsure = false, judged = false;
     for (size_t m = 0; m < metrics().size(); ++m) {
       const Metric& mt = metrics()[m];
       MetricOutcome v = judge(mt, b.samples[m], c.samples[m], tol, alpha);
@@ -269,12 +282,13 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
                                          why, co.base_lines, co.cur_lines));
       }
       unsure = unsure || v.verdict == "INCONCLUSIVE";
+      judged = judged || v.verdict != "not compared";
       say(fmt::format("  {:<15} {:>12} -> {:>12}  {}  {}\n", mt.column, bv, cv, v.verdict == "EMPTY" ? "-" : v.detail,
                       status));
       co.metrics.push_back(std::move(v));
     }
-    co.verdict = bad ? "REGRESSION" : unsure ? "INCONCLUSIVE" : "ok";
-    bad ? ++regressions : unsure ? ++inconclusive : ++ok;
+    co.verdict = bad ? "REGRESSION" : unsure ? "INCONCLUSIVE" : judged ? "ok" : "not compared";
+    bad ? ++regressions : unsure ? ++inconclusive : judged ? ++ok : ++not_compared;
     o.configs.push_back(std::move(co));
   }
   int added = 0;
@@ -289,8 +303,9 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
       ++added;
     }
   say(fmt::format("\n{} configuration(s) compared: {} ok, {} regressed, {} inconclusive, {} missing from the current "
-                  "file, {} new\n",
-                  base.order.size(), ok, regressions, inconclusive, missing, added));
+                  "file, {} new{}\n",
+                  base.order.size(), ok, regressions, inconclusive, missing, added,
+                  not_compared ? fmt::format(", {} not compared (no baseline value)", not_compared) : ""));
   for (const auto& f : o.failures) say("FAIL " + f + "\n");
   say(o.verdict() + "\n");
   return o;

@@ -83,7 +83,8 @@ std::string render_json(const CompareOutcome& o) {
                       {"regressed", count(o, "REGRESSION")},
                       {"inconclusive", count(o, "INCONCLUSIVE")},
                       {"missing", count(o, "MISSING")},
-                      {"new", count(o, "NEW")}}},
+                      {"new", count(o, "NEW")},
+                      {"not_compared", count(o, "not compared")}}},
                     {"failures", o.failures},
                     {"configurations", configs}};
   return doc.dump(2) + "\n";

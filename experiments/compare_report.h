@@ -25,7 +25,7 @@ struct MetricOutcome {
 // One configuration: compared, missing from the current file, or new in it.
 struct ConfigOutcome {
   std::string label;
-  std::string verdict;  // "ok", "REGRESSION", "INCONCLUSIVE", "MISSING", "NEW"
+  std::string verdict;  // "ok", "REGRESSION", "INCONCLUSIVE", "MISSING", "NEW", "not compared" (no baseline value)
   std::string base_lines, cur_lines;
   std::string note;     // machines differ, ...
   std::vector<MetricOutcome> metrics;

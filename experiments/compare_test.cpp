@@ -438,6 +438,42 @@ TEST(CliCompare, JsonMarkdownAndJunitReportTheSameVerdicts) {
                            {"--format 'yaml' must be text, json, markdown or junit"}));
 }
 
+// A baseline with nothing to compare (a header only, or rows without any metric value) is not a
+// pass in any format (it was: PASS, exit 0, JUnit tests="0"): one error line naming the file,
+// exit 2, nothing on stdout. A configuration of the baseline without values is "not compared".
+TEST(CliCompare, ABaselineWithNothingToCompareIsRefusedInEveryFormat) {
+  TempDir dir;
+  const auto cur = write_rows(dir, "cur.csv", baseline_rows());
+  const auto header_only = write_text(dir, "header.csv", result_header_line() + "\n");
+  std::vector<ResultRow> blank;
+  for (const auto& m : baseline_rows()) {
+    blank.push_back(make_row(m));
+    for (const char* c : {"tflops_per_gpu", "tokens_per_s", "peak_mem_gb"}) blank.back().set(c, std::string());
+  }
+  const std::string no_values = dir.file("blank.csv");
+  append_result_rows(no_values, blank);
+  for (const char* format : {"text", "json", "markdown", "junit"}) {
+    const CliResult h = compare(dir, header_only, cur, {"--format", format});
+    EXPECT_TRUE(IsUsageError(h, {header_only + ": no result rows (only a header): nothing to compare against"}))
+        << format;
+    EXPECT_EQ(h.out, "") << format;
+    const CliResult e = compare(dir, no_values, cur, {"--format", format});
+    EXPECT_TRUE(IsUsageError(e, {no_values + ": no row has a value of tflops_per_gpu, tokens_per_s, peak_mem_gb: "
+                                             "nothing to compare against"}))
+        << format;
+  }
+  // One configuration without values beside one with: that one is compared, the other named.
+  std::vector<ResultRow> half = {make_row(baseline_rows()[0]), blank[1]};
+  const std::string half_path = dir.file("half.csv");
+  append_result_rows(half_path, half);
+  const CliResult r = compare(dir, half_path, cur);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 configuration(s) compared: 1 ok, 0 regressed, 0 inconclusive, 0 missing from the current "
+                       "file, 0 new, 1 not compared (no baseline value)"),
+            std::string::npos)
+      << r.out;
+}
+
 // ---- malformed input: one line naming the file (and line), exit code 2 ----
 
 TEST(CliCompare, MissingFileIsAUsageError) {
