@@ -1,7 +1,11 @@
 #include "experiments/compare_report.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/common/utf8.h"
 
 namespace ptdp {
 
@@ -17,19 +21,52 @@ std::string number(const std::optional<double>& v, const char* fmt_spec = "{:.4g
   return v ? fmt::format(fmt::runtime(fmt_spec), *v) : "-";
 }
 
-// XML text and attribute values: the five predefined entities; control characters other than
-// tab and line breaks are not allowed in XML 1.0 and become spaces.
-std::string xml(const std::string& s) {
+// XML text and attribute values, well-formed whatever the bytes: the five predefined entities;
+// tab and line breaks as character references (an attribute keeps them so, where a raw one would
+// be read as a space); the other control characters, not allowed in XML 1.0, as spaces; U+FFFE,
+// U+FFFF and bytes that are not UTF-8 as U+FFFD.
+std::string xml(std::string_view s) {
   std::string out;
-  for (const char ch : s) {
-    switch (ch) {
+  for (size_t i = 0; i < s.size();) {
+    const std::string_view rest = s.substr(i);
+    const size_t n = utf8_sequence_length(rest);
+    if (n == 0) {
+      out += kUtf8Replacement;
+      i += utf8_maximal_subpart(rest);
+      continue;
+    }
+    const char32_t c = utf8_first_code_point(rest);
+    switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
+      case '\t': out += "&#9;"; break;
+      case '\n': out += "&#10;"; break;
+      case '\r': out += "&#13;"; break;
       default:
-        out += (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') ? ' ' : ch;
+        if (c < 0x20) out += ' ';
+        else if (c == 0xFFFE || c == 0xFFFF) out += kUtf8Replacement;
+        else out.append(rest.substr(0, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+// A Markdown table cell: valid UTF-8, no line breaks, pipes escaped, and <, > and & as entities,
+// so that a label is shown as written, never read as HTML.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (const char ch : replace_invalid_utf8(text)) {
+    switch (ch) {
+      case '|': out += "\\|"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '\n': case '\r': out += ' '; break;
+      default: out += ch;
     }
   }
   return out;
@@ -87,18 +124,15 @@ std::string render_json(const CompareOutcome& o) {
                       {"not_compared", count(o, "not compared")}}},
                     {"failures", o.failures},
                     {"configurations", configs}};
-  return doc.dump(2) + "\n";
+  // Text from the files (labels, paths) that is not UTF-8 is written with U+FFFD, never refused.
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::string render_markdown(const CompareOutcome& o) {
-  auto cell = [](std::string s) {  // a table cell: no pipes, no line breaks
-    for (char& ch : s)
-      if (ch == '|' || ch == '\n' || ch == '\r') ch = ' ';
-    return s;
-  };
   std::string out = fmt::format("### ptdp compare: **{}**\n\nbaseline `{}`, current `{}`, tolerance {}%, significance "
                                 "level {}{}\n\n",
-                                o.verdict(), o.baseline, o.current, o.tolerance, o.alpha,
+                                o.verdict(), replace_invalid_utf8(o.baseline), replace_invalid_utf8(o.current),
+                                o.tolerance, o.alpha,
                                 o.per_machine ? ", each machine on its own" : "");
   out += "| configuration | metric | baseline | current | change | verdict |\n|---|---|---:|---:|---|---|\n";
   for (const auto& c : o.configs) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/data/testing/data_test_util.h"
 #include "core/config/results_csv.h"
 #include "experiments/testing/cli_runner.h"
@@ -472,6 +474,43 @@ TEST(CliCompare, ABaselineWithNothingToCompareIsRefusedInEveryFormat) {
                        "file, 0 new, 1 not compared (no baseline value)"),
             std::string::npos)
       << r.out;
+}
+
+// xmllint's verdict on an XML file (libxml2-utils, scripts/setup_packages.sh): 0 when it is
+// well-formed and, with a schema, valid; its messages are appended to `log`.
+int xmllint(const TempDir& dir, const std::string& xml_text, std::string& log, const std::string& schema = "") {
+  const std::string path = write_text(dir, "report.xml", xml_text), out = dir.file("xmllint.log");
+  const std::string cmd = "xmllint --noout " + (schema.empty() ? "" : "--schema '" + schema + "' ") + "'" + path +
+                          "' > '" + out + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  log += testing::text_of(out);
+  return rc;
+}
+
+// Labels are written as they are in every format: a byte that is not UTF-8 (Latin-1 text) as
+// U+FFFD (JSON exited 1, the regression code, and the JUnit XML did not parse), a tab kept in an
+// XML attribute as &#9; (raw, it reads as a space), and <b> shown as text in Markdown, not HTML.
+TEST(CliCompare, LabelsWithAnyBytesAreWrittenAsTheyAreInEveryFormat) {
+  TempDir dir;
+  ResultRow row = make_row(Measured{});
+  row.set("experiment", std::string("caf\xe9 <b>\tbold</b> & more"));
+  const std::string path = dir.file("odd.csv");
+  append_result_rows(path, {row});
+  const CliResult json = compare(dir, path, path, {"--format", "json"});
+  EXPECT_EQ(json.exit_code, 0) << json.out << json.err;
+  nlohmann::json doc;
+  EXPECT_NO_THROW(doc = nlohmann::json::parse(json.out)) << json.out;
+  EXPECT_NE(json.out.find("caf\xEF\xBF\xBD <b>\\tbold</b> & more"), std::string::npos) << json.out;
+  const CliResult junit = compare(dir, path, path, {"--format", "junit"});
+  EXPECT_EQ(junit.exit_code, 0) << junit.out << junit.err;
+  std::string log;
+  EXPECT_EQ(xmllint(dir, junit.out, log), 0) << log << junit.out;
+  EXPECT_NE(junit.out.find("caf\xEF\xBF\xBD &lt;b&gt;&#9;bold&lt;/b&gt; &amp; more"), std::string::npos) << junit.out;
+  EXPECT_EQ(junit.out.find('\t'), std::string::npos) << junit.out;
+  const CliResult md = compare(dir, path, path, {"--format", "markdown"});
+  EXPECT_EQ(md.exit_code, 0) << md.out << md.err;
+  EXPECT_NE(md.out.find("| caf\xEF\xBF\xBD &lt;b&gt;\tbold&lt;/b&gt; &amp; more/run/cpu"), std::string::npos) << md.out;
+  EXPECT_EQ(md.out.find("<b>"), std::string::npos) << md.out;
 }
 
 // ---- malformed input: one line naming the file (and line), exit code 2 ----
