@@ -48,6 +48,22 @@ const std::vector<Metric>& metrics() {
   return m;
 }
 
+// The timings of a row: not compared, but read to refuse a row whose timing is not a finite
+// number (inf from a division by a zero time), as its metrics are refused.
+const std::vector<std::string>& timing_columns() {
+  static const std::vector<std::string> t = {"iter_time_ms", "fwd_ms",       "bwd_ms",       "p2p_wait_ms",
+                                             "dp_ms",        "optimizer_ms", "layer_fwd_ms", "layer_bwd_ms"};
+  return t;
+}
+
+void check_timings(const std::string& path) {
+  std::map<std::string, std::string> absent;  // a file written before a timing column existed
+  for (const auto& c : timing_columns()) absent[c] = "";
+  const CsvTable t = CsvTable::read(path, timing_columns(), /*lock=*/true, absent);
+  for (size_t i = 0; i < t.size(); ++i)
+    for (const auto& c : timing_columns()) t.number_or_empty(i, c);  // "FILE:LINE: column 'C': 'inf' is not a finite number"
+}
+
 // The machine a row was measured on: its host and device columns.
 const std::vector<std::string>& machine_columns() {
   static const std::vector<std::string> m = {"host", "device"};
@@ -98,6 +114,7 @@ ResultSet load(const std::string& path, bool per_machine) {
   for (const auto& m : metrics()) cols.push_back(m.column);
   for (const auto& m : machine_columns()) cols.push_back(m);
   const CsvTable t = CsvTable::read(path, cols, /*lock=*/true, config_key_defaults());
+  check_timings(path);
   ResultSet rs;
   rs.path = path;
   for (size_t i = 0; i < t.size(); ++i) {

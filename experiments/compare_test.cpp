@@ -537,6 +537,27 @@ TEST(CliCompare, BadNumberNamesFileLineAndColumn) {
   EXPECT_TRUE(IsUsageError(compare(dir, base, cur), {cur + ":3: column 'tflops_per_gpu': 'fast' is not a number"}));
 }
 
+// A metric or a timing that is not finite (inf, -nan: a run that divided by a zero time) is
+// refused in either file with the file, the line and the column; the timings were not read.
+TEST(CliCompare, NonFiniteMetricsAndTimingsAreRefusedNamingFileLineAndColumn) {
+  TempDir dir;
+  const auto good = write_rows(dir, "good.csv", baseline_rows());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tokens_per_s", "inf"}, {"tflops_per_gpu", "-nan"}, {"peak_mem_gb", "nan"}, {"iter_time_ms", "inf"},
+      {"fwd_ms", "-inf"},      {"layer_bwd_ms", "nan"}};
+  int n = 0;
+  for (const auto& [column, value] : cases) {
+    std::vector<ResultRow> rows;
+    for (const auto& m : baseline_rows()) rows.push_back(make_row(m));
+    rows[1].set(column, value);
+    const std::string bad = dir.file("bad" + std::to_string(n++) + ".csv");
+    append_result_rows(bad, rows);
+    const std::string want = bad + ":3: column '" + column + "': '" + value + "' is not a finite number";
+    EXPECT_TRUE(IsUsageError(compare(dir, good, bad), {want})) << column;
+    EXPECT_TRUE(IsUsageError(compare(dir, bad, good, {"--format", "junit"}), {want})) << column;
+  }
+}
+
 TEST(CliCompare, WrongFieldCountNamesFileAndLine) {
   TempDir dir;
   const auto base = write_rows(dir, "base.csv", baseline_rows());

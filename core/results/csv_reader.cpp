@@ -198,10 +198,28 @@ std::optional<double> parse_number(const std::string& text) {
   return v;
 }
 
+namespace {
+
+// Whether `text` spells infinity or NaN ("inf", "-nan", "+Infinity"): a number, but not a finite one.
+bool spells_non_finite(const std::string& text) {
+  const size_t b = text.find_first_not_of(" \t");
+  if (b == std::string::npos) return false;
+  const char* first = text.data() + b;
+  const char* last = text.data() + text.find_last_not_of(" \t") + 1;
+  if (*first == '+') ++first;
+  double v = 0;
+  const auto r = std::from_chars(first, last, v);
+  return r.ec == std::errc() && r.ptr == last && !std::isfinite(v);
+}
+
+}  // namespace
+
 std::optional<double> CsvTable::number_or_empty(size_t row, const std::string& column) const {
   const std::string& s = text(row, column);
   if (s.empty()) return std::nullopt;
   const std::optional<double> v = parse_number(s);
+  if (!v && spells_non_finite(s))
+    usage_error("{}:{}: column '{}': '{}' is not a finite number", path_, line(row), column, one_line(s));
   if (!v) usage_error("{}:{}: column '{}': '{}' is not a number", path_, line(row), column, one_line(s));
   return v;
 }

@@ -33,7 +33,8 @@ class CsvTable {
   // The file's line number of row i (the header is line 1).
   int line(size_t row) const { return rows_.at(row).line; }
   const std::string& text(size_t row, const std::string& column) const;
-  // The field as a finite number; UsageError "FILE:LINE: column 'NAME': 'TEXT' is not a number".
+  // The field as a finite number; UsageError "FILE:LINE: column 'NAME': 'TEXT' is not a number"
+  // ("... is not a finite number" for inf and nan in any spelling).
   double number(size_t row, const std::string& column) const;
   // The same, or nullopt for an empty field.
   std::optional<double> number_or_empty(size_t row, const std::string& column) const;

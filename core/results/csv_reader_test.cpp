@@ -115,6 +115,17 @@ TEST(CsvReader, BadNumberNamesLineColumnAndText) {
   EXPECT_EQ(usage_message([&] { t.integer(1, "b"); }), path + ":3: column 'b': '1.2.3' is not an integer");
 }
 
+// inf and nan (a run that divided by a zero time) are numbers, but not finite ones: refused so,
+// naming the file, the line and the column.
+TEST(CsvReader, NonFiniteNumbersAreRefusedAsNotFinite) {
+  TempDir dir;
+  const auto path = write_text(dir, "n.csv", "a,b,c,d\n1,inf,-nan, +Infinity \n");
+  const CsvTable t = CsvTable::read(path, {"a", "b", "c", "d"});
+  EXPECT_EQ(usage_message([&] { t.number(0, "b"); }), path + ":2: column 'b': 'inf' is not a finite number");
+  EXPECT_EQ(usage_message([&] { t.number_or_empty(0, "c"); }), path + ":2: column 'c': '-nan' is not a finite number");
+  EXPECT_EQ(usage_message([&] { t.number(0, "d"); }), path + ":2: column 'd': '+Infinity' is not a finite number");
+}
+
 TEST(CsvReader, NumbersAreStrict) {
   EXPECT_EQ(parse_number("12.5"), 12.5);
   EXPECT_EQ(parse_number(" +3e2 "), 300.0);
