@@ -28,6 +28,7 @@
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
 #include "core/config/results_csv.h"
+#include "experiments/compare_labels.h"
 #include "experiments/compare_report.h"
 #include "experiments/stats.h"
 
@@ -68,26 +69,6 @@ void check_timings(const std::string& path) {
 const std::vector<std::string>& machine_columns() {
   static const std::vector<std::string> m = {"host", "device"};
   return m;
-}
-
-// "fig11/simulate/cuda f16 gpt-1.7b t=1 p=1 d=8 v=1 b=4 B=512 1f1b recompute=full sg=1", then what
-// is not the default (arch, sequence parallelism, ZeRO, stack) and the shape when the file has it,
-// with " on HOST/DEVICE" when the key holds the machine (--per-machine).
-std::string label(const std::vector<std::string>& k) {
-  std::map<std::string, std::string> v;
-  for (size_t i = 0; i < key_columns().size(); ++i) v[key_columns()[i]] = k[i];
-  std::string s = fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", v["experiment"],
-                              v["mode"], v["backend"], v["precision"], v["model"], v["tp"], v["pp"], v["dp"], v["vpp"],
-                              v["micro_batch"], v["global_batch"], v["schedule"], v["recompute"], v["scatter_gather"]);
-  if (v["arch"] != "gpt") s += " arch=" + v["arch"];
-  if (v["sequence_parallel"] != "0") s += " sp=" + v["sequence_parallel"];
-  if (v["zero"] != "0") s += " zero=" + v["zero"];
-  if (!v["stack"].empty()) s += " stack=" + v["stack"];
-  if (!v["layers"].empty())
-    s += fmt::format(" (l={} h={} a={} s={} V={})", v["layers"], v["hidden"], v["heads"], v["seq_length"],
-                     v["vocab_size"]);
-  if (k.size() > key_columns().size()) s += fmt::format(" on {}/{}", k[k.size() - 2], k[k.size() - 1]);
-  return s;
 }
 
 // Relative change of cur against base, in percent (+inf/-inf when the baseline is 0).
@@ -244,6 +225,9 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
   const ResultSet base = load(base_path, per_machine);
   const ResultSet cur = load(cur_path, per_machine);
   check_something_to_compare(base);
+  std::vector<std::vector<std::string>> all_keys = base.order;
+  all_keys.insert(all_keys.end(), cur.order.begin(), cur.order.end());
+  const ConfigLabels label(all_keys);
   auto say = [&](const std::string& text) {
     if (print) fmt::print("{}", text);
   };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -643,6 +644,45 @@ TEST(CliCompare, RowsThatDifferInAnyOneKeyColumnAreNotPaired) {
     EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
         << column << "\n" << r.out;
   }
+}
+
+// The classname attributes of a JUnit report, each once.
+std::set<std::string> junit_classnames(const std::string& xml) {
+  std::set<std::string> names;
+  const std::string attr = "classname=\"";
+  for (size_t at = xml.find(attr); at != std::string::npos; at = xml.find(attr, at + 1)) {
+    const size_t from = at + attr.size();
+    names.insert(xml.substr(from, xml.find('"', from) - from));
+  }
+  return names;
+}
+
+// Labels are built from every key column: two configurations that differ only in one of them
+// (query_groups, ffn_hidden_size, norm_eps, stage_layers, ... were left out) are two JUnit
+// classnames, not one; a column at its default in every row is not named, one off it always is.
+TEST(CliCompare, ConfigurationsThatDifferInAnyOneKeyColumnHaveTheirOwnLabels) {
+  TempDir dir;
+  for (const std::string& column : config_key_columns()) {
+    ResultRow a = make_row(Measured{}), b = make_row(Measured{});
+    a.set(column, std::string("7"));
+    b.set(column, std::string("8"));
+    const std::string path = dir.file("two.csv");
+    std::remove(path.c_str());
+    append_result_rows(path, {a, b});
+    const CliResult r = compare(dir, path, path, {"--format", "junit"});
+    EXPECT_EQ(r.exit_code, 0) << column << "\n" << r.out << r.err;
+    EXPECT_EQ(junit_classnames(r.out).size(), 2u) << column << "\n" << r.out;
+  }
+  ResultRow row = make_row(Measured{});
+  row.set("overlap_grad_reduce", 1);
+  row.set("zero", 0);
+  const std::string path = dir.file("one.csv");
+  append_result_rows(path, {row});
+  const CliResult r = compare(dir, path, path);
+  EXPECT_NE(r.out.find("\ntrain-small/run/cpu f32 small t=1 p=1 d=1 v=1 b=4 B=8 1f1b recompute=none sg=1 "
+                       "overlap_grad_reduce=1\n"),
+            std::string::npos)
+      << r.out;
 }
 
 // A file written before the zero and arch columns existed pairs with today's rows of zero 0, gpt.
