@@ -71,6 +71,13 @@ const std::vector<std::string>& machine_columns() {
   return m;
 }
 
+// A key's columns by name: the configuration's, and the machine's when the key holds them.
+void name_key(const std::vector<std::string>& key, ConfigOutcome& co) {
+  const auto& cols = key_columns();
+  for (size_t i = 0; i < cols.size(); ++i) co.key.emplace_back(cols[i], key[i]);
+  for (size_t i = cols.size(); i < key.size(); ++i) co.machine.emplace_back(machine_columns()[i - cols.size()], key[i]);
+}
+
 // Relative change of cur against base, in percent (+inf/-inf when the baseline is 0).
 double delta_pct(double base, double cur) {
   if (base == 0) return cur == 0 ? 0 : std::copysign(std::numeric_limits<double>::infinity(), cur);
@@ -250,6 +257,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
     const Entry& b = base.by_key.at(key);
     ConfigOutcome co;
     co.label = label(key);
+    name_key(key, co);
     co.base_lines = lines_text(b.lines);
     say(co.label + "\n");
     auto it = cur.by_key.find(key);
@@ -297,6 +305,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
     if (!base.by_key.count(key)) {
       ConfigOutcome co;
       co.label = label(key);
+      name_key(key, co);
       co.verdict = "NEW";
       co.cur_lines = lines_text(cur.by_key.at(key).lines);
       say(fmt::format("{}\n  NEW in {} ({}): not in the baseline, not compared\n", co.label, cur_path, co.cur_lines));

@@ -101,7 +101,12 @@ std::string render_json(const CompareOutcome& o) {
                          {"runs", {{"baseline", m.n_base}, {"current", m.n_cur}}},
                          {"runs_to_decide", opt(m.runs_to_decide)},
                          {"detail", m.detail}});
-    configs.push_back({{"configuration", c.label},
+    json key = json::object(), machine = json::object();
+    for (const auto& [column, value] : c.key) key[column] = value;
+    for (const auto& [column, value] : c.machine) machine[column] = value;
+    configs.push_back({{"configuration", key},
+                       {"machine", c.machine.empty() ? json(nullptr) : machine},
+                       {"label", c.label},
                        {"verdict", c.verdict},
                        {"baseline_lines", c.base_lines},
                        {"current_lines", c.cur_lines},

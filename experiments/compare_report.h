@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ptdp {
@@ -24,6 +25,9 @@ struct MetricOutcome {
 
 // One configuration: compared, missing from the current file, or new in it.
 struct ConfigOutcome {
+  // The configuration: each key column's value (config_key_columns()), then the machine's columns
+  // (host, device) when the key holds them (--per-machine).
+  std::vector<std::pair<std::string, std::string>> key, machine;
   std::string label;
   std::string verdict;  // "ok", "REGRESSION", "INCONCLUSIVE", "MISSING", "NEW", "not compared" (no baseline value)
   std::string base_lines, cur_lines;

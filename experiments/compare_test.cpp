@@ -514,6 +514,34 @@ TEST(CliCompare, LabelsWithAnyBytesAreWrittenAsTheyAreInEveryFormat) {
   EXPECT_EQ(md.out.find("<b>"), std::string::npos) << md.out;
 }
 
+// JSON keys each configuration by its fields, an object of every key column (the machine's
+// columns beside it with --per-machine), not by a display string; the label comes with it.
+TEST(CliCompare, JsonKeysConfigurationsByTheirKeyColumns) {
+  TempDir dir;
+  const auto base = write_rows(dir, "base.csv", {on("vm", "AMD EPYC", 4564), on("vm", "AMD EPYC", 4600)});
+  auto rows = baseline_rows();
+  const auto two = write_rows(dir, "two.csv", rows);
+  const CliResult r = compare(dir, two, two, {"--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& configs = doc.at("configurations");
+  ASSERT_EQ(configs.size(), 2u) << r.out;
+  for (const auto& c : configs) {
+    ASSERT_TRUE(c.at("configuration").is_object()) << c;
+    EXPECT_EQ(c.at("configuration").size(), config_key_columns().size()) << c;
+    for (const auto& k : config_key_columns()) EXPECT_TRUE(c.at("configuration").contains(k)) << k;
+    EXPECT_TRUE(c.at("machine").is_null()) << c;
+    EXPECT_EQ(c.at("label").get<std::string>().rfind("train-small/run/cpu f32 small t=", 0), 0u) << c;
+  }
+  EXPECT_EQ(configs[1].at("configuration").at("tp"), "2");
+  EXPECT_EQ(configs[1].at("configuration").at("comm"), "local");
+  EXPECT_EQ(configs[1].at("configuration").at("zero"), "0");  // empty in the file: the key's default
+  const CliResult m = compare(dir, base, base, {"--format", "json", "--per-machine"});
+  ASSERT_EQ(m.exit_code, 0) << m.out << m.err;
+  const nlohmann::json machine = nlohmann::json::parse(m.out).at("configurations").at(0).at("machine");
+  EXPECT_EQ(machine, nlohmann::json({{"host", "vm"}, {"device", "AMD EPYC"}})) << m.out;
+}
+
 // ---- malformed input: one line naming the file (and line), exit code 2 ----
 
 TEST(CliCompare, MissingFileIsAUsageError) {
