@@ -215,6 +215,28 @@ MetricOutcome judge(const Metric& mt, const std::vector<double>& b, const std::v
   return v;
 }
 
+// Per metric, the geometric mean of the current/baseline ratios of the configurations compared
+// (Google Benchmark's OVERALL_GEOMEAN): those with both medians positive.
+std::vector<OverallGeomean> overall_geomean(const std::vector<ConfigOutcome>& configs) {
+  std::vector<OverallGeomean> out;
+  for (size_t m = 0; m < metrics().size(); ++m) {
+    OverallGeomean g;
+    g.metric = metrics()[m].column;
+    double log_sum = 0;
+    for (const auto& c : configs) {
+      if (c.metrics.size() <= m) continue;  // missing from the current file
+      const MetricOutcome& v = c.metrics[m];
+      if (v.base && v.cur && *v.base > 0 && *v.cur > 0) {
+        log_sum += std::log(*v.cur / *v.base);
+        ++g.configurations;
+      }
+    }
+    if (g.configurations > 0) g.ratio = std::exp(log_sum / g.configurations);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 // The console's status text of a judged metric.
 std::string status_text(const MetricOutcome& v, double tol, double alpha) {
   if (v.verdict == "not compared") return v.detail == "-" ? "not compared (empty)" : "not compared (no baseline value)";
@@ -312,6 +334,9 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
       o.configs.push_back(std::move(co));
       ++added;
     }
+  o.overall_geomean = overall_geomean(o.configs);
+  say("\nOVERALL_GEOMEAN (geometric mean of the current/baseline medians over the configurations compared)\n");
+  for (const auto& g : o.overall_geomean) say(fmt::format("  {:<15} {}\n", g.metric, g.text()));
   say(fmt::format("\n{} configuration(s) compared: {} ok, {} regressed, {} inconclusive, {} missing from the current "
                   "file, {} new{}\n",
                   base.order.size(), ok, regressions, inconclusive, missing, added,

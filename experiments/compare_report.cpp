@@ -74,6 +74,12 @@ std::string cell(const std::string& text) {
 
 }  // namespace
 
+std::string OverallGeomean::text() const {
+  if (!ratio) return "not compared";
+  return fmt::format("{:+.2f}% over {} configuration{}", 100 * (*ratio - 1), configurations,
+                     configurations == 1 ? "" : "s");
+}
+
 int CompareOutcome::exit_code() const {
   if (!failures.empty()) return kCompareFail;
   return count(*this, "INCONCLUSIVE") > 0 ? kCompareInconclusive : kComparePass;
@@ -113,6 +119,11 @@ std::string render_json(const CompareOutcome& o) {
                        {"note", c.note},
                        {"metrics", metrics}});
   }
+  json geomeans = json::object();
+  for (const auto& g : o.overall_geomean)
+    geomeans[g.metric] = {{"ratio", opt(g.ratio)},
+                          {"change_pct", g.ratio ? json(100 * (*g.ratio - 1)) : json(nullptr)},
+                          {"configurations", g.configurations}};
   const json doc = {{"baseline", o.baseline},
                     {"current", o.current},
                     {"tolerance_pct", o.tolerance},
@@ -127,6 +138,7 @@ std::string render_json(const CompareOutcome& o) {
                       {"missing", count(o, "MISSING")},
                       {"new", count(o, "NEW")},
                       {"not_compared", count(o, "not compared")}}},
+                    {"overall_geomean", geomeans},
                     {"failures", o.failures},
                     {"configurations", configs}};
   // Text from the files (labels, paths) that is not UTF-8 is written with U+FFFD, never refused.
@@ -150,6 +162,8 @@ std::string render_markdown(const CompareOutcome& o) {
                          cell(m.detail), m.verdict,
                          m.runs_to_decide ? fmt::format(" (about {} runs a side would decide)", *m.runs_to_decide) : "");
   }
+  for (const auto& g : o.overall_geomean)
+    out += fmt::format("| OVERALL_GEOMEAN | {} | | | {} | |\n", g.metric, g.text());
   if (!o.failures.empty()) {
     out += "\n";
     for (const auto& f : o.failures) out += "- FAIL " + cell(f) + "\n";
@@ -183,9 +197,13 @@ std::string render_junit(const CompareOutcome& o) {
       cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\">\n{}    </testcase>\n", xml(c.label), m.name, body);
     }
   }
+  std::string properties;
+  for (const auto& g : o.overall_geomean)
+    properties += fmt::format("      <property name=\"overall_geomean.{}\" value=\"{}\"/>\n", g.metric, xml(g.text()));
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"ptdp compare {} {}\" "
-                     "tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n{}  </testsuite>\n</testsuites>\n",
-                     xml(o.baseline), xml(o.current), tests, failures, skipped, cases);
+                     "tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n    <properties>\n{}    </properties>\n{}"
+                     "  </testsuite>\n</testsuites>\n",
+                     xml(o.baseline), xml(o.current), tests, failures, skipped, properties, cases);
 }
 
 }  // namespace ptdp

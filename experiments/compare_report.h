@@ -35,11 +35,22 @@ struct ConfigOutcome {
   std::vector<MetricOutcome> metrics;
 };
 
+// One metric's change over every configuration compared: the geometric mean of the ratios of the
+// current to the baseline medians (Google Benchmark's OVERALL_GEOMEAN), over the configurations
+// with both medians positive.
+struct OverallGeomean {
+  std::string metric;
+  std::optional<double> ratio;  // empty when no configuration had both
+  int configurations = 0;
+  std::string text() const;  // "-1.23% over 2 configurations", or "not compared"
+};
+
 struct CompareOutcome {
   std::string baseline, current;
   double tolerance = 0, alpha = 0;
   bool per_machine = false;
   std::vector<ConfigOutcome> configs;
+  std::vector<OverallGeomean> overall_geomean;  // per metric
   std::vector<std::string> failures;  // one line each: what failed and why
   int exit_code() const;
   std::string verdict() const;        // PASS, FAIL, INCONCLUSIVE

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -540,6 +541,39 @@ TEST(CliCompare, JsonKeysConfigurationsByTheirKeyColumns) {
   ASSERT_EQ(m.exit_code, 0) << m.out << m.err;
   const nlohmann::json machine = nlohmann::json::parse(m.out).at("configurations").at(0).at("machine");
   EXPECT_EQ(machine, nlohmann::json({{"host", "vm"}, {"device", "AMD EPYC"}})) << m.out;
+}
+
+// Every format carries the overall geometric mean of the current/baseline medians over the
+// configurations compared (Google Benchmark's OVERALL_GEOMEAN): tflops at 0.5x on one and 1x on
+// the other give sqrt(0.5), -29.29%; tokens at 0.8x and 1x give sqrt(0.8), -10.56%.
+TEST(CliCompare, EveryFormatHasTheOverallGeomean) {
+  TempDir dir;
+  const auto base = write_rows(dir, "base.csv", baseline_rows());
+  auto rows = baseline_rows();
+  rows[0].tflops *= 0.5;
+  rows[0].tokens *= 0.8;
+  const auto cur = write_rows(dir, "cur.csv", rows);
+  const CliResult text = compare(dir, base, cur);
+  EXPECT_EQ(text.exit_code, 1) << text.out;
+  EXPECT_NE(text.out.find("\nOVERALL_GEOMEAN (geometric mean of the current/baseline medians over the configurations "
+                          "compared)\n  tflops_per_gpu  -29.29% over 2 configurations\n"
+                          "  tokens_per_s    -10.56% over 2 configurations\n"
+                          "  peak_mem_gb     +0.00% over 2 configurations\n"),
+            std::string::npos)
+      << text.out;
+  const CliResult json = compare(dir, base, cur, {"--format", "json"});
+  const nlohmann::json g = nlohmann::json::parse(json.out).at("overall_geomean");
+  EXPECT_NEAR(g.at("tflops_per_gpu").at("ratio").get<double>(), std::sqrt(0.5), 1e-5) << json.out;
+  EXPECT_NEAR(g.at("tokens_per_s").at("change_pct").get<double>(), 100 * (std::sqrt(0.8) - 1), 1e-3) << json.out;
+  EXPECT_EQ(g.at("peak_mem_gb").at("configurations"), 2) << json.out;
+  const CliResult md = compare(dir, base, cur, {"--format", "markdown"});
+  EXPECT_NE(md.out.find("| OVERALL_GEOMEAN | tflops_per_gpu | | | -29.29% over 2 configurations | |"),
+            std::string::npos)
+      << md.out;
+  const CliResult junit = compare(dir, base, cur, {"--format", "junit"});
+  EXPECT_NE(junit.out.find("<property name=\"overall_geomean.tokens_per_s\" value=\"-10.56% over 2 configurations\"/>"),
+            std::string::npos)
+      << junit.out;
 }
 
 // ---- malformed input: one line naming the file (and line), exit code 2 ----
