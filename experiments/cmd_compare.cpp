@@ -13,6 +13,7 @@
 // stays inside the tolerance; 2 on bad input. --format json|markdown|junit prints the same
 // outcome for machines (compare_report.h).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -27,6 +28,7 @@
 
 #include "core/common/error.h"
 #include "core/results/csv_reader.h"
+#include "core/results/provenance.h"
 #include "core/config/results_csv.h"
 #include "experiments/compare_labels.h"
 #include "experiments/compare_report.h"
@@ -251,6 +253,7 @@ std::string status_text(const MetricOutcome& v, double tol, double alpha) {
 
 CompareOutcome compare(const std::string& base_path, const std::string& cur_path, double tol, double alpha,
                        bool per_machine, bool print) {
+  const auto start = std::chrono::steady_clock::now();
   const ResultSet base = load(base_path, per_machine);
   const ResultSet cur = load(cur_path, per_machine);
   check_something_to_compare(base);
@@ -260,7 +263,11 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
   auto say = [&](const std::string& text) {
     if (print) fmt::print("{}", text);
   };
-  CompareOutcome o{base_path, cur_path, tol, alpha, per_machine, {}, {}};
+  CompareOutcome o;
+  o.baseline = base_path, o.current = cur_path, o.tolerance = tol, o.alpha = alpha, o.per_machine = per_machine;
+  o.timestamp = utc_timestamp();  // JUnit's timestamp has no zone: 2026-12-06T23:40:00
+  if (!o.timestamp.empty() && o.timestamp.back() == 'Z') o.timestamp.pop_back();
+  o.hostname = host_name();
   say(fmt::format("ptdp compare: baseline {} ({} configurations), current {} ({} configurations), tolerance {}%, "
                   "significance level {}{}\n",
                   base_path, base.order.size(), cur_path, cur.order.size(), tol, alpha,
@@ -342,6 +349,7 @@ CompareOutcome compare(const std::string& base_path, const std::string& cur_path
                   base.order.size(), ok, regressions, inconclusive, missing, added,
                   not_compared ? fmt::format(", {} not compared (no baseline value)", not_compared) : ""));
   for (const auto& f : o.failures) say("FAIL " + f + "\n");
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   say(o.verdict() + "\n");
   return o;
 }

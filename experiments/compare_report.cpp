@@ -171,15 +171,23 @@ std::string render_markdown(const CompareOutcome& o) {
   return out;
 }
 
+// JUnit XML as the Apache Ant junit task writes it, valid under its strict schema (JUnit.xsd;
+// experiments/testdata/junit_ant.xsd): a testsuite with name, package, id, timestamp, hostname,
+// tests, failures, errors, skipped and time, then properties, the test cases, system-out and
+// system-err; each test case with classname, name and time, a failure with its type.
 std::string render_junit(const CompareOutcome& o) {
   int tests = 0, failures = 0, skipped = 0;
   std::string cases;
+  auto testcase = [&](const std::string& classname, const std::string& name, const std::string& body) {
+    cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n{}    </testcase>\n", xml(classname),
+                         xml(name), body);
+  };
   for (const auto& c : o.configs) {
     if (c.verdict == "MISSING") {
       ++tests, ++failures;
-      cases += fmt::format("    <testcase classname=\"{}\" name=\"configuration\">\n      <failure message=\"missing from "
-                           "the current file (baseline {})\"/>\n    </testcase>\n",
-                           xml(c.label), xml(c.base_lines));
+      testcase(c.label, "configuration",
+               fmt::format("      <failure type=\"MISSING\" message=\"missing from the current file (baseline {})\"/>\n",
+                           xml(c.base_lines)));
       continue;
     }
     for (const auto& m : c.metrics) {
@@ -187,23 +195,31 @@ std::string render_junit(const CompareOutcome& o) {
       std::string body;
       if (m.verdict == "REGRESSION" || m.verdict == "EMPTY") {
         ++failures;
-        body = fmt::format("      <failure message=\"{}: {} -&gt; {}: {}\"/>\n", xml(m.verdict), number(m.base),
-                           number(m.cur), xml(m.detail));
+        body = fmt::format("      <failure type=\"{}\" message=\"{}: {} -&gt; {}: {}\"/>\n", xml(m.verdict), xml(m.verdict),
+                           number(m.base), number(m.cur), xml(m.detail));
       } else if (m.verdict == "INCONCLUSIVE" || m.verdict == "not compared") {
         ++skipped;
         body = fmt::format("      <skipped message=\"{}: {}{}\"/>\n", xml(m.verdict), xml(m.detail),
                            m.runs_to_decide ? fmt::format("; about {} runs a side would decide", *m.runs_to_decide) : "");
       }
-      cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\">\n{}    </testcase>\n", xml(c.label), m.name, body);
+      testcase(c.label, m.name, body);
     }
   }
-  std::string properties;
+  std::string properties = fmt::format(
+      "      <property name=\"tolerance_pct\" value=\"{}\"/>\n      <property name=\"alpha\" value=\"{}\"/>\n"
+      "      <property name=\"per_machine\" value=\"{}\"/>\n      <property name=\"verdict\" value=\"{}\"/>\n",
+      o.tolerance, o.alpha, o.per_machine, o.verdict());
   for (const auto& g : o.overall_geomean)
     properties += fmt::format("      <property name=\"overall_geomean.{}\" value=\"{}\"/>\n", g.metric, xml(g.text()));
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"ptdp compare {} {}\" "
-                     "tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n    <properties>\n{}    </properties>\n{}"
-                     "  </testsuite>\n</testsuites>\n",
-                     xml(o.baseline), xml(o.current), tests, failures, skipped, properties, cases);
+  std::string out;
+  for (const auto& f : o.failures) out += "FAIL " + xml(f) + "\n";
+  return fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"ptdp compare {} {}\" "
+      "package=\"ptdp.compare\" id=\"0\" timestamp=\"{}\" hostname=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
+      "skipped=\"{}\" time=\"{:.3f}\">\n    <properties>\n{}    </properties>\n{}    <system-out>{}{}</system-out>\n"
+      "    <system-err></system-err>\n  </testsuite>\n</testsuites>\n",
+      xml(o.baseline), xml(o.current), xml(o.timestamp), xml(o.hostname.empty() ? "localhost" : o.hostname), tests,
+      failures, skipped, o.seconds, properties, cases, o.verdict() + "\n", out);
 }
 
 }  // namespace ptdp

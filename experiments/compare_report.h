@@ -49,6 +49,9 @@ struct CompareOutcome {
   std::string baseline, current;
   double tolerance = 0, alpha = 0;
   bool per_machine = false;
+  std::string timestamp;  // when the comparison ran, UTC: 2026-12-06T23:40:00
+  std::string hostname;   // where it ran
+  double seconds = 0;     // how long it took
   std::vector<ConfigOutcome> configs;
   std::vector<OverallGeomean> overall_geomean;  // per metric
   std::vector<std::string> failures;  // one line each: what failed and why

@@ -433,7 +433,8 @@ TEST(CliCompare, JsonMarkdownAndJunitReportTheSameVerdicts) {
   EXPECT_EQ(junit.exit_code, 1);
   EXPECT_NE(junit.out.find("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"), std::string::npos) << junit.out;
   EXPECT_NE(junit.out.find("tests=\"6\" failures=\"1\""), std::string::npos) << junit.out;
-  EXPECT_NE(junit.out.find("<failure message=\"REGRESSION: 4564 -&gt; 3651: -20.00%\"/>"), std::string::npos)
+  EXPECT_NE(junit.out.find("<failure type=\"REGRESSION\" message=\"REGRESSION: 4564 -&gt; 3651: -20.00%\"/>"),
+            std::string::npos)
       << junit.out;
   const CliResult same = compare(dir, base, base, {"--format", "json"});
   EXPECT_EQ(same.exit_code, 0);
@@ -574,6 +575,49 @@ TEST(CliCompare, EveryFormatHasTheOverallGeomean) {
   EXPECT_NE(junit.out.find("<property name=\"overall_geomean.tokens_per_s\" value=\"-10.56% over 2 configurations\"/>"),
             std::string::npos)
       << junit.out;
+}
+
+// The JUnit report is valid under the strict Ant JUnit schema (experiments/testdata/junit_ant.xsd,
+// checked by xmllint) for every outcome: a pass, a regression with a missing configuration, an
+// empty metric, inconclusive (skipped) metrics, labels with odd bytes. It lacked time, timestamp
+// and hostname (and package, id, properties, system-out, system-err, a failure's type), which
+// that schema requires; the schema is strict: the report without its hostname is rejected.
+TEST(CliCompare, JunitIsValidUnderTheStrictAntSchema) {
+  TempDir dir;
+  const std::string schema = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/junit_ant.xsd";
+  const auto base = write_rows(dir, "base.csv", baseline_rows());
+  auto rows = baseline_rows();
+  rows[0].tokens *= 0.8;
+  const auto slower_one_missing = write_rows(dir, "slower.csv", {rows[0]});
+  std::string text = testing::text_of(base);
+  const auto blanked = write_text(dir, "blanked.csv", text.replace(text.find(",0.168,"), 7, ",,"));
+  ResultRow odd = make_row(Measured{});
+  odd.set("experiment", std::string("caf\xe9 <b>\tbold</b>"));
+  const std::string odd_path = dir.file("odd.csv");
+  append_result_rows(odd_path, {odd});
+  const std::string noisy_a = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_a.csv";
+  const std::string noisy_b = std::string(PTDP_SOURCE_DIR) + "/experiments/testdata/track_noise_b.csv";
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {base, base}, {base, slower_one_missing}, {base, blanked}, {noisy_a, noisy_b}, {odd_path, odd_path}};
+  for (const auto& [b, c] : pairs) {
+    const CliResult r = compare(dir, b, c, {"--format", "junit"});
+    std::string log;
+    EXPECT_EQ(xmllint(dir, r.out, log, schema), 0) << b << " " << c << "\n" << log << r.out;
+    EXPECT_NE(r.out.find("<property name=\"verdict\""), std::string::npos) << r.out;
+  }
+  const CliResult r = compare(dir, base, slower_one_missing, {"--format", "junit"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("<failure type=\"MISSING\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<failure type=\"REGRESSION\" message=\"REGRESSION: 4564 -&gt; 3651: -20.00%\"/>"),
+            std::string::npos)
+      << r.out;
+  const size_t host = r.out.find(" hostname=\"");
+  ASSERT_NE(host, std::string::npos) << r.out;
+  std::string without_host = r.out;
+  without_host.erase(host, r.out.find('"', host + 11) + 1 - host);
+  std::string log;
+  EXPECT_NE(xmllint(dir, without_host, log, schema), 0) << without_host;
+  EXPECT_NE(log.find("'hostname' is required"), std::string::npos) << log;
 }
 
 // ---- malformed input: one line naming the file (and line), exit code 2 ----

@@ -7,6 +7,7 @@ packages=(cmake ninja-build g++ pkg-config git
           libopenmpi-dev openmpi-bin libopenblas-openmp-dev
           libgtest-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libfccp-dev libfmt-dev
           nlohmann-json3-dev  # compare --format json
+          libxml2-utils  # xmllint: compare --format junit checked against the Ant JUnit schema (its tests)
           libssl-dev  # MD5 of Megatron's index cache names (core/data/megatron_description)
           libboost-context-dev  # fibers of the virtual GPU's kernel executor (vgpu/, scripts/test_vgpu.sh)
           libsentencepiece-dev sentencepiece  # preprocess --tokenizer-model; spm_train/spm_encode for its tests
