@@ -12,9 +12,9 @@ namespace {
 
 // The columns every label names, in the label's own short form (core_label).
 const std::vector<std::string>& core_columns() {
-  static const std::vector<std::string> c = {"experiment",   "mode",         "backend",  "precision", "model",
-                                             "tp",           "pp",           "dp",       "vpp",       "micro_batch",
-                                             "global_batch", "schedule",     "recompute", "scatter_gather"};
+  static const std::vector<std::string> c = {"experiment",   "mode",     "backend",   "precision",     "model",
+                                             "tp",           "pp",       "dp",        "vpp",           "micro_batch",
+                                             "global_batch", "schedule", "recompute", "scatter_gather"};
   return c;
 }
 
@@ -39,9 +39,7 @@ ConfigLabels::ConfigLabels(const std::vector<std::vector<std::string>>& keys) {
 
 std::string ConfigLabels::operator()(const std::vector<std::string>& k) const {
   const auto& cols = config_key_columns();
-  auto v = [&](const char* column) {
-    return k[std::find(cols.begin(), cols.end(), column) - cols.begin()];
-  };
+  auto v = [&](const char* column) { return k[std::find(cols.begin(), cols.end(), column) - cols.begin()]; };
   std::string s = fmt::format("{}/{}/{} {} {} t={} p={} d={} v={} b={} B={} {} recompute={} sg={}", v("experiment"),
                               v("mode"), v("backend"), v("precision"), v("model"), v("tp"), v("pp"), v("dp"), v("vpp"),
                               v("micro_batch"), v("global_batch"), v("schedule"), v("recompute"), v("scatter_gather"));
