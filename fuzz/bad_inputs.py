@@ -154,8 +154,10 @@ for label, text in [
   ("tflops 'fast'", lines[0] + "\n" + re.sub(r"^((?:[^,]*,){25})[^,]*", r"\1fast", lines[1]) + "\n"),
   ("duplicated column", "experiment,experiment\n1,2\n"),
   ("tflops '+-1'", lines[0] + "\n" + re.sub(r"^((?:[^,]*,){25})[^,]*", r"\1+-1", lines[1]) + "\n"),
+  ("tflops 'inf'", lines[0] + "\n" + re.sub(r"^((?:[^,]*,){25})[^,]*", r"\1inf", lines[1]) + "\n"),
 ]:
     case("compare: current " + label, ["compare", good, w("c_" + re.sub(r"\W", "_", label) + ".csv", text)])
+case("compare: baseline with a header only", ["compare", w("b_header_only.csv", lines[0] + "\n"), good])
 case("compare: missing file", ["compare", good, f"{T}/nope.csv"])
 case("compare: a directory", ["compare", good, T])
 case("compare --tolerance -1", ["compare", good, good, "--tolerance", "-1"])
