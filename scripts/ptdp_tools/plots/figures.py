@@ -25,7 +25,8 @@ llama (`ptdp reproduce llama`): the planner's tokens/s per GPU and days for LLaM
 2,048 A100-80GB against the LLaMA paper's one published figure (65B: ~380 tokens/s/GPU).
 Then OUT/summary.png: the error against the published value of every point, and the same errors as a
 table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
-"plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
+"plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn; so does a
+Python without matplotlib ("plots: error: drawing needs matplotlib ...").
 """
 import argparse
 import csv
@@ -686,6 +687,12 @@ def main(argv=None):
         return 2
     if not os.path.isdir(a.out):
         print(f"plots: error: {a.out}: no such directory", file=sys.stderr)
+        return 2
+    try:  # the drawing functions import it where they draw
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        print(f"plots: error: drawing needs matplotlib ({e}): apt-get install python3-matplotlib "
+              "(scripts/setup_packages.sh) or pip install matplotlib", file=sys.stderr)
         return 2
     all_errors = {}
     print("| artefact | points | mean abs. error | largest error (point) |")
