@@ -78,14 +78,19 @@ int ptdp::cli_main(int argc, char** argv) {
   auto [reproduce, run_reproduce] = add_reproduce_command(app);
   auto [fields, run_fields] = add_fields_command(app);
 
+  std::string names;  // the commands, for the errors below
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  // Bare `ptdp`: the help, then the usage error (CLI11 would say only "A subcommand is required").
+  if (argc == 1) {
+    std::fprintf(stderr, "%s\nptdp: error: no command given: name one of %s (`ptdp COMMAND --help` lists its flags)\n",
+                 app.help().c_str(), names.c_str());
+    return 2;
+  }
   // CLI11 says only "A subcommand is required" for a word that is none.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::string names;
+  if (argv[1][0] != '-') {
     bool known = false;
-    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-      known = known || sub->check_name(argv[1]);
-    }
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
     if (!known) {
       std::fprintf(stderr, "ptdp: error: unknown command '%s' (commands: %s)\n", one_line(argv[1]).c_str(),
                    names.c_str());

@@ -331,7 +331,19 @@ TEST(CliParse, UnknownCommandIsNamedWithTheKnownOnes) {
                            {"ptdp: error: unknown command 'frobnicate' (commands: train, preprocess, simulate, plan, "
                             "accept, compare, reproduce, fields)"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"tra\nin"}), {"unknown command 'tra\\nin'"}));
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {}), {"A subcommand is required"}));
+}
+
+// Bare `ptdp` prints the help (on stderr: it is still a usage error, exit 2), then one error line.
+TEST(CliParse, NoCommandPrintsTheHelpAndExitsTwo) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  for (const char* n : {"Usage:", "Subcommands:", "train", "reproduce", "--version"})
+    EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
+  const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_EQ(last, "ptdp: error: no command given: name one of train, preprocess, simulate, plan, accept, compare, "
+                  "reproduce, fields (`ptdp COMMAND --help` lists its flags)\n");
 }
 
 TEST(CliParse, HelpExitsZero) {
