@@ -24,6 +24,10 @@ namespace ptdp {
 
 namespace {
 
+// The fields of the run and optimizer tables that simulate takes (the others are train's alone).
+constexpr const char* kSimulatedRunFlags[] = {"--experiment", "--ranks", "--precision", "--overlap-grad-reduce",
+                                              "--csv"};
+
 struct SimulateFlags {
   RunFlags run;
   std::string hardware;
@@ -170,7 +174,11 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
       "simulate", "predict one iteration on a hardware profile and append one result row (mode=simulate)");
   add_model_flags(*sub, f->run);
   add_parallel_flags(*sub, f->run);
-  add_run_flags(*sub, f->run);
+  // Of the run's own settings, those the simulated iteration or its row depends on; the training
+  // run's (iterations, data, checkpoints, loss scaling, logging, --backend and --comm, the
+  // optimizer and --recipe) are not simulate's flags: its --help lists none, and one given is
+  // refused, naming the command that takes it (cli_main).
+  for (const char* flag : kSimulatedRunFlags) add_field_flag(*sub, flag, f->run);
   sub->add_option("--hardware", f->hardware,
                   "hardware profile: a name in hardware/ (a100-selene, h100-dgx, h200, cpu) or a .toml file; "
                   "--precision defaults to the profile's")
