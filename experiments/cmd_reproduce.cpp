@@ -694,8 +694,8 @@ std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) 
   CLI::App* sub = app.add_subcommand(
       "reproduce", "run the sweep of a paper figure or table (experiments/specs/NAME.toml), one row per configuration "
                    "in OUT/NAME.csv; configurations already there are skipped");
-  sub->add_option("name", f->name, "table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5, mcore-h100, llama, all, or a "
-                  "spec FILE.toml")->required();
+  sub->add_option("name", f->name, fmt::format("{}, all, or a spec FILE.toml", fmt::join(artefact_names(), ", ")))
+      ->required();
   sub->add_option("--mode", f->mode, "simulate (performance model) | run (the real training core)")
       ->capture_default_str();
   sub->add_option("--scale", f->scale,

@@ -286,6 +286,24 @@ TEST(ReproduceCli, RunAtSmallScaleTrainsForRealAndRecordsLossAndTime) {
   EXPECT_EQ(loss_of_b.size(), 5u);
 }
 
+// Every spec in experiments/specs is named by `reproduce --help` and by the unknown-name error.
+TEST(ReproduceCli, TheHelpAndTheUnknownNameErrorListEveryArtefact) {
+  TempDir dir;
+  const CliResult help = run_ptdp(dir, {"reproduce", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  const CliResult unknown = run_ptdp(dir, {"reproduce", "fig99", "--out", dir.file("out")});
+  ASSERT_TRUE(IsUsageError(unknown, {"'fig99' is not an artefact"}));
+  size_t specs = 0;
+  for (const auto& e : fs::directory_iterator(testing::source_file("experiments/specs"))) {
+    if (e.path().extension() != ".toml") continue;
+    ++specs;
+    const std::string name = e.path().stem().string();
+    EXPECT_NE(help.out.find(" " + name + ","), std::string::npos) << name << " in " << help.out;
+    EXPECT_NE(unknown.err.find(" " + name + ","), std::string::npos) << name << " in " << unknown.err;
+  }
+  EXPECT_GE(specs, 20u);
+}
+
 TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
   TempDir dir;
   const std::string out = dir.file("out");
