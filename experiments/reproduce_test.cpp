@@ -93,6 +93,40 @@ TEST(ReproduceCli, PlanJobsPrintsOneLaunchPerWorldSize) {
                            {"--plan-jobs plans the launches of --mode run"}));
 }
 
+// --plan-jobs books only what a launch runs: Fig. 6 (a formula) nothing, Fig. 8 (one rank's
+// measurements) one rank; at --scale small the ranks are CPU processes, so no nodes or GPUs.
+TEST(ReproduceCli, PlanJobsBooksOnlyWhatALaunchRuns) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const CliResult fig6 = run_ptdp(dir, {"reproduce", "fig6", "--mode", "run", "--plan-jobs", "--out", out});
+  ASSERT_EQ(fig6.exit_code, 0) << fig6.err;
+  EXPECT_NE(fig6.out.find("fig6: the paper's formula (p-1)/m, nothing to run or launch"), std::string::npos) << fig6.out;
+  EXPECT_EQ(fig6.out.find("node(s)"), std::string::npos) << fig6.out;
+  EXPECT_EQ(fig6.out.find("sbatch"), std::string::npos) << fig6.out;
+  const CliResult fig8 = run_ptdp(dir, {"reproduce", "fig8", "--mode", "run", "--plan-jobs", "--out", out});
+  ASSERT_EQ(fig8.exit_code, 0) << fig8.err;
+  EXPECT_NE(fig8.out.find("1 launch(es)"), std::string::npos) << fig8.out;
+  EXPECT_NE(fig8.out.find("     1 ranks on 1 node(s): fig8 (10 estimate(s) from one rank's measurements)"),
+            std::string::npos)
+      << fig8.out;
+  EXPECT_NE(fig8.out.find("sbatch --nodes=1 --ntasks=1 --ntasks-per-node=1 scripts/launch/ptdp.sbatch reproduce fig8"),
+            std::string::npos)
+      << fig8.out;
+  const CliResult small =
+      run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--scale", "small", "--plan-jobs", "--out", out});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.out.find("node"), std::string::npos) << small.out;
+  EXPECT_EQ(small.out.find("GPUs per node"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("no GPUs"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("mpirun -np 64 --oversubscribe build/ptdp reproduce fig13 --mode run --scale small --out " + out),
+            std::string::npos)
+      << small.out;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--scale", "small", "--plan-jobs",
+                                          "--gpus-per-node", "4", "--out", out}),
+                           {"--gpus-per-node 4: --scale small runs CPU ranks"}));
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(ReproduceCli, SimulateWritesOneRowPerPaperPointAndResumes) {
   TempDir dir;
   const std::string out = dir.file("results");
@@ -343,6 +377,18 @@ TEST(ReproduceCli, Fig7RunWithoutAGpuIsRefusedBeforeWriting) {
   const CliResult r = run_ptdp(dir, {"reproduce", "fig7", "--mode", "run", "--out", out});
   EXPECT_TRUE(IsUsageError(r, {"fig7.toml", "--backend cuda: "}));
   EXPECT_FALSE(fs::exists(out)) << "nothing may be written on bad input";
+}
+
+// Fig. 8 at paper scale is one rank's measurement on one GPU: refused here for want of one (it
+// asked for a launcher, under which it then refused to run).
+TEST(ReproduceCli, Fig8RunAtPaperScaleNeedsOneGpuNotALauncher) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const testing::ScopedEnv no_cuda("CUDA_VISIBLE_DEVICES", ""), no_vgpu("VGPU_DEVICES", "0");
+  const CliResult r = run_ptdp(dir, {"reproduce", "fig8", "--mode", "run", "--out", out});
+  EXPECT_TRUE(IsUsageError(r, {"fig8.toml", "--backend cuda: "}));
+  EXPECT_EQ(r.err.find("mpirun"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // A sweep of six tiny configurations, each training for a fraction of a second.
