@@ -96,6 +96,12 @@ const char* metric_unit(const std::string& metric) {
   return "sequences/s (normalised per series at b = 1)";
 }
 
+// A series' name in the printed lines: none for a spec of one series (its placeholder name,
+// "(single series)", only pairs the rows with the paper's points).
+std::string series_label(const SweepSpec& spec, const std::string& series) {
+  return spec.series.size() == 1 ? std::string() : series;
+}
+
 
 // ---- the paper's values --------------------------------------------------------------------------
 
@@ -186,6 +192,15 @@ struct Context {
   Clock::time_point start = Clock::now();
   std::vector<std::string> no_fit;         // specs this launch's size fits nothing of (run_job)
 };
+
+// A metric's unit in this sweep's lines: "per GPU" is "per CPU rank" where the ranks are CPU ones
+// (--mode run --scale small, or the cpu hardware profile).
+std::string metric_unit(const std::string& metric, const Context& ctx) {
+  std::string u = metric_unit(metric);
+  const bool cpu = ctx.mode == "run" ? ctx.scale == SweepScale::Small : ctx.hw && ctx.hw->kind == "cpu";
+  if (const size_t at = u.find("per GPU"); cpu && at != std::string::npos) u.replace(at, 7, "per CPU rank");
+  return u;
+}
 
 // The configuration as the selected mode runs it.
 RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
@@ -370,13 +385,16 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   double sum = 0, worst = 0;
   int n = 0;
   std::string worst_at;
-  fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric), ctx.mode,
+  fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric, ctx), ctx.mode,
              ctx.scale == SweepScale::Small ? ", small scale" : "");
-  size_t series_w = 28, x_w = 9;  // the columns line up also for a long series name or x
-  for (const SweepPoint& pt : job.points) series_w = std::max(series_w, pt.series.size()), x_w = std::max(x_w, pt.x.size());
+  const bool one_series = job.spec.series.size() == 1;
+  size_t series_w = one_series ? 0 : 28, x_w = 9;  // the columns line up also for a long series name or x
+  for (const SweepPoint& pt : job.points)
+    series_w = std::max(series_w, series_label(job.spec, pt.series).size()), x_w = std::max(x_w, pt.x.size());
   for (size_t i = 0; i < job.points.size(); ++i) {
     const SweepPoint& pt = job.points[i];
-    std::string line = fmt::format("  {:<{}} {:>{}}  ours {:>9}", pt.series, series_w, pt.x, x_w,
+    std::string line = fmt::format("  {:<{}}{}{:>{}}  ours {:>9}", series_label(job.spec, pt.series), series_w,
+                                   one_series ? "" : " ", pt.x, x_w,
                                    ours[i] ? fmt::format("{:.4g}", *ours[i]) : std::string("-"));
     const auto pv = paper.find({pt.series, pt.x});
     if (pv != paper.end()) {
@@ -390,7 +408,7 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
         ++n;
         if (std::abs(err) >= worst) {
           worst = std::abs(err);
-          worst_at = pt.series + ", " + pt.x;
+          worst_at = one_series ? pt.x : pt.series + ", " + pt.x;
         }
       }
     }
@@ -470,7 +488,9 @@ int run_job(const Job& job, Context& ctx) {
   for (size_t i = 0; i < total; ++i) {
     const SweepPoint& pt = job.points[i];
     const RunConfig& c = configs[i];
-    const std::string head = fmt::format("[{} {}/{}] {}, x {}: {}", spec.name, i + 1, total, pt.series, pt.x, layout(c));
+    const std::string series = series_label(spec, pt.series);
+    const std::string head = fmt::format("[{} {}/{}] {}x {}: {}", spec.name, i + 1, total,
+                                         series.empty() ? "" : series + ", ", pt.x, layout(c));
     if (!ctx.force && done.count(keys[i])) {
       if (ctx.report) fmt::print("{}: already in {}, skipped\n", head, job.csv);
       continue;
@@ -501,7 +521,7 @@ int run_job(const Job& job, Context& ctx) {
       const std::string col = metric_column(spec.metric);
       const std::string v = o.row->get(col);
       result = v.empty() ? std::string("-") : fmt::format("{:.4g} {}", std::stod(v) * metric_scale(spec.metric),
-                                                          metric_unit(spec.metric));
+                                                          metric_unit(spec.metric, ctx));
       if (ctx.mode == "run")
         result += fmt::format(", {:.4g} ms/iteration, loss {:.4f}", std::stod(o.row->get("iter_time_ms")),
                               std::stod(o.row->get("loss")));
@@ -608,6 +628,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   int lo = 1 << 30, hi = 0;  // ranks the selected training configurations need (Eq. (1): one rank)
   for (const auto& j : jobs)
     for (const auto& pt : j.points) {
+      if (j.spec.kind != SweepKind::Train) continue;
       lo = std::min(lo, pt.cfg.ranks);
       hi = std::max(hi, pt.cfg.ranks);
     }
@@ -628,7 +649,6 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
           require_supported(c);
           require_backend_here(c, true);  // ranks run as threads here
         }
-      if (j.spec.kind != SweepKind::Train) continue;
         if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) {  // one rank: a GPU here at paper scale
           require_supported(eq1_measurement(c));
           require_backend_here(eq1_measurement(c), true);
@@ -641,6 +661,9 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
 #ifdef PTDP_HAVE_MPI
     mpi = std::make_unique<MpiSession>(nullptr, nullptr);
     world = mpi->world();
+    // A one-process launch at --scale small runs every configuration here, ranks as threads (as
+    // without a launcher); at paper scale (a GPU a rank) it is the launch for one-rank layouts.
+    if (world->size() > 1 || ctx.scale == SweepScale::Paper) ctx.launch_ranks = world->size();
     if (world->size() > 1) {
       ctx.world = world.get();
       ctx.report = world->rank() == 0;
@@ -661,9 +684,6 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   for (const auto& j : jobs) {
     ctx.hw = j.hw;
     ran = run_job(j, ctx) != kNoFit || ran;
-    // A one-process launch at --scale small runs every configuration here, ranks as threads (as
-    // without a launcher); at paper scale (a GPU a rank) it is the launch for one-rank layouts.
-    if (world->size() > 1 || ctx.scale == SweepScale::Paper) ctx.launch_ranks = world->size();
   }
   if (!ran) {
     if (ctx.report)

@@ -391,6 +391,24 @@ TEST(ReproduceCli, Fig8RunAtPaperScaleNeedsOneGpuNotALauncher) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// The summary of a run on CPU ranks says "per CPU rank", and a spec of one series prints no
+// series name (its placeholder "(single series)" only pairs rows with the paper's points).
+TEST(ReproduceCli, ASmallScaleSummaryNamesCpuRanksAndNoPlaceholderSeries) {
+  passive_openmp();
+  TempDir dir;
+  const std::string path = dir.file("one.toml");
+  std::ofstream(path) << "name = \"one\"\ntitle = \"t\"\nmetric = \"tflops_per_gpu\"\npaper = \"none\"\n[base]\n"
+                         "model = \"tiny\"\nprecision = \"f32\"\nmicro_batch = 1\niters = 2\nwarmup = 1\n"
+                         "[[series]]\nname = \"(single series)\"\n[[points]]\nx = \"1\"\nglobal_batch = 1\n"
+                         "[[points]]\nx = \"2\"\nglobal_batch = 2\n";
+  const CliResult r = run_ptdp(dir, {"reproduce", path, "--mode", "run", "--scale", "small", "--out", dir.file("")});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("one: TFLOP/s per CPU rank (run, small scale)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[one 1/2] x 1: t=1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("per GPU"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(single series)"), std::string::npos) << r.out;
+}
+
 // A sweep of six tiny configurations, each training for a fraction of a second.
 // A sweep of six tiny training runs on two data-parallel ranks, each a fraction of a second.
 const char* kSlowSweep = R"(name = "slow"

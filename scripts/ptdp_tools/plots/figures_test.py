@@ -1,7 +1,8 @@
 """ctest Scripts.ThePlotsWithoutMatplotlibSayWhatToInstall: plots/figures.py and plots/loss_curves.py
 run by a Python without matplotlib end with one line saying what to install, exit code 2 (figures)
 or 1 (loss_curves, sys.exit with a message), never a traceback. matplotlib is hidden by a stand-in
-module on PYTHONPATH whose import fails as a missing package's does.
+module on PYTHONPATH whose import fails as a missing package's does. Also: the legend of an
+artefact of one series (fig7's "(single series)") names only the source.
 
     python3 -m unittest ptdp_tools.plots.figures_test     (in scripts/)
 """
@@ -47,6 +48,14 @@ class WithoutMatplotlib(unittest.TestCase):
                             f"a={loss}")
         self.assertNotEqual(p.returncode, 0)
         self.assert_one_line(p, "loss_curves: error: drawing needs matplotlib")
+
+
+class Legends(unittest.TestCase):
+    def test_a_single_series_is_not_named(self):
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        from ptdp_tools.plots.figures import SINGLE_SERIES, legend_label
+        self.assertEqual(legend_label(SINGLE_SERIES, "paper"), "paper")
+        self.assertEqual(legend_label("Batch size = 8", "paper"), "Batch size = 8 (paper)")
 
 
 if __name__ == "__main__":
