@@ -92,7 +92,7 @@ const char* metric_unit(const std::string& metric) {
   if (metric == "layer_fwd_ms") return "ms, forward of one layer";
   if (metric == "layer_bwd_ms") return "ms, backward of one layer (with its recomputation)";
   if (metric == "seq_per_s") return "sequences/s";
-  if (metric == "bubble_fraction") return "bubble fraction";
+  if (metric == "bubble_fraction") return "bubble t_pb/t_id, (p-1)/m";
   return "sequences/s (normalised per series at b = 1)";
 }
 

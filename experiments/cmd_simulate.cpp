@@ -143,9 +143,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
     fmt::print("  ZeRO-3 traffic per GPU: {:.0f} all-gathers, {:.4g} GB gathered, {:.4g} GB reduce-scattered\n",
                z.gathers, z.gather_bytes / 1e9, z.reduce_bytes / 1e9);
   } else {
-    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
-               "{} {:.3g} s{}, optimizer {:.3g} s)\n",
-               r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s,
+    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble t_pb/t_id {:.3f}, {:.0f}% of it idle), then {:.3g} s "
+               "(data-parallel {} {:.3g} s{}, optimizer {:.3g} s)\n",
+               r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, 100.0 * r.bubble_fraction / (1.0 + r.bubble_fraction),
+               r.post_time_s,
                p.zero != 1 ? "all-reduce" : ds ? "all-reduce and all-gather" : "reduce-scatter and all-gather",
                r.dp_allreduce_s,
                c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
