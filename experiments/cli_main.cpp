@@ -78,14 +78,19 @@ int ptdp::cli_main(int argc, char** argv) {
   auto [reproduce, run_reproduce] = add_reproduce_command(app);
   auto [fields, run_fields] = add_fields_command(app);
 
+  std::string names;  // the commands, for the errors below
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  // Bare `ptdp`: the help, then the usage error (CLI11 would say only "A subcommand is required").
+  if (argc == 1) {
+    std::fprintf(stderr, "%s\nptdp: error: no command given: name one of %s (`ptdp COMMAND --help` lists its flags)\n",
+                 app.help().c_str(), names.c_str());
+    return 2;
+  }
   // CLI11 says only "A subcommand is required" for a word that is none.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::string names;
+  if (argv[1][0] != '-') {
     bool known = false;
-    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-      known = known || sub->check_name(argv[1]);
-    }
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
     if (!known) {
       std::fprintf(stderr, "ptdp: error: unknown command '%s' (commands: %s)\n", one_line(argv[1]).c_str(),
                    names.c_str());
@@ -103,8 +108,19 @@ int ptdp::cli_main(int argc, char** argv) {
       const CLI::App& cmd = used.empty() ? app : *used.front();
       for (int i = 2; i < argc && hint.empty(); ++i) {
         const std::string a = argv[i];
-        if (a.rfind("--", 0) == 0 && cmd.get_option_no_throw(a.substr(0, a.find('='))) == nullptr)
-          hint = did_you_mean(cmd, a);
+        const std::string flag = a.substr(0, a.find('='));
+        if (a.rfind("--", 0) != 0 || cmd.get_option_no_throw(flag) != nullptr) continue;
+        // Another command's flag (simulate is given train's --lr): say whose it is.
+        std::string takers;
+        for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+          if (sub != &cmd && sub->get_option_no_throw(flag) != nullptr)
+            takers += (takers.empty() ? "ptdp " : ", ptdp ") + sub->get_name();
+        if (!used.empty() && !takers.empty()) {
+          std::fprintf(stderr, "ptdp: error: %s is not a flag of ptdp %s (%s takes it); `ptdp %s --help` lists its flags\n",
+                       one_line(flag).c_str(), cmd.get_name().c_str(), takers.c_str(), cmd.get_name().c_str());
+          return 2;
+        }
+        hint = did_you_mean(cmd, a);
       }
     }
     std::fprintf(stderr, "ptdp: error: %s%s\n", one_line(e.what()).c_str(), one_line(hint).c_str());

@@ -331,7 +331,43 @@ TEST(CliParse, UnknownCommandIsNamedWithTheKnownOnes) {
                            {"ptdp: error: unknown command 'frobnicate' (commands: train, preprocess, simulate, plan, "
                             "accept, compare, reproduce, fields)"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"tra\nin"}), {"unknown command 'tra\\nin'"}));
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {}), {"A subcommand is required"}));
+}
+
+// The bubble a run prints is the paper's t_pb/t_id (idle over compute: (p-1)/m ideally, above 1
+// where m < p - 1), named so, with the share of the schedule idle beside it, which is a fraction.
+TEST(CliTrain, TheBubbleIsNamedTpbOverTidWithItsIdleShareOfTheSchedule) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--pp", "2", "--micro-batch", "1", "--global-batch",
+                                     "2", "--iters", "2", "--warmup", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("done: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string key = "bubble t_pb/t_id ";
+  const size_t b = r.out.find(key, at);
+  ASSERT_NE(b, std::string::npos) << r.out;
+  size_t used = 0;
+  const double ratio = std::stod(r.out.substr(b + key.size()), &used);
+  const std::string rest = r.out.substr(b + key.size() + used);
+  ASSERT_EQ(rest.rfind(" (", 0), 0u) << rest;
+  const double idle = std::stod(rest.substr(2));
+  EXPECT_NE(rest.find("% of the schedule idle)"), std::string::npos) << rest;
+  EXPECT_GE(ratio, 0);
+  EXPECT_GE(idle, 0);
+  EXPECT_LE(idle, 100);
+  EXPECT_NEAR(idle, 100 * ratio / (1 + ratio), 0.6);
+}
+
+// Bare `ptdp` prints the help (on stderr: it is still a usage error, exit 2), then one error line.
+TEST(CliParse, NoCommandPrintsTheHelpAndExitsTwo) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  for (const char* n : {"Usage:", "Subcommands:", "train", "reproduce", "--version"})
+    EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
+  const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_EQ(last, "ptdp: error: no command given: name one of train, preprocess, simulate, plan, accept, compare, "
+                  "reproduce, fields (`ptdp COMMAND --help` lists its flags)\n");
 }
 
 TEST(CliParse, HelpExitsZero) {

@@ -36,6 +36,7 @@
 #include "experiments/rank_device.h"
 #include "experiments/reproduce_llama.h"
 #include "experiments/reproduce_llama_data.h"
+#include "experiments/reproduce_plan.h"
 #include "experiments/result_row.h"
 #include "experiments/sweep.h"
 #ifdef PTDP_HAVE_MPI
@@ -91,8 +92,14 @@ const char* metric_unit(const std::string& metric) {
   if (metric == "layer_fwd_ms") return "ms, forward of one layer";
   if (metric == "layer_bwd_ms") return "ms, backward of one layer (with its recomputation)";
   if (metric == "seq_per_s") return "sequences/s";
-  if (metric == "bubble_fraction") return "bubble fraction";
+  if (metric == "bubble_fraction") return "bubble t_pb/t_id, (p-1)/m";
   return "sequences/s (normalised per series at b = 1)";
+}
+
+// A series' name in the printed lines: none for a spec of one series (its placeholder name,
+// "(single series)", only pairs the rows with the paper's points).
+std::string series_label(const SweepSpec& spec, const std::string& series) {
+  return spec.series.size() == 1 ? std::string() : series;
 }
 
 
@@ -179,11 +186,21 @@ struct Context {
   SweepScale scale = SweepScale::Paper;
   bool force = false;
   std::optional<sim::HardwareProfile> hw;  // simulate
-  Communicator* world = nullptr;           // run under mpirun/srun (null: local ranks)
+  Communicator* world = nullptr;           // run under mpirun/srun with several ranks (null: local ranks)
+  int launch_ranks = 0;                    // the launcher's world size (0: not launched, ranks as threads)
   bool report = true;                      // world rank 0
   Clock::time_point start = Clock::now();
   std::vector<std::string> no_fit;         // specs this launch's size fits nothing of (run_job)
 };
+
+// A metric's unit in this sweep's lines: "per GPU" is "per CPU rank" where the ranks are CPU ones
+// (--mode run --scale small, or the cpu hardware profile).
+std::string metric_unit(const std::string& metric, const Context& ctx) {
+  std::string u = metric_unit(metric);
+  const bool cpu = ctx.mode == "run" ? ctx.scale == SweepScale::Small : ctx.hw && ctx.hw->kind == "cpu";
+  if (const size_t at = u.find("per GPU"); cpu && at != std::string::npos) u.replace(at, 7, "per CPU rank");
+  return u;
+}
 
 // The configuration as the selected mode runs it.
 RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
@@ -368,13 +385,16 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
   double sum = 0, worst = 0;
   int n = 0;
   std::string worst_at;
-  fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric), ctx.mode,
+  fmt::print("{}: {} ({}{})\n", job.spec.name, metric_unit(job.spec.metric, ctx), ctx.mode,
              ctx.scale == SweepScale::Small ? ", small scale" : "");
-  size_t series_w = 28, x_w = 9;  // the columns line up also for a long series name or x
-  for (const SweepPoint& pt : job.points) series_w = std::max(series_w, pt.series.size()), x_w = std::max(x_w, pt.x.size());
+  const bool one_series = job.spec.series.size() == 1;
+  size_t series_w = one_series ? 0 : 28, x_w = 9;  // the columns line up also for a long series name or x
+  for (const SweepPoint& pt : job.points)
+    series_w = std::max(series_w, series_label(job.spec, pt.series).size()), x_w = std::max(x_w, pt.x.size());
   for (size_t i = 0; i < job.points.size(); ++i) {
     const SweepPoint& pt = job.points[i];
-    std::string line = fmt::format("  {:<{}} {:>{}}  ours {:>9}", pt.series, series_w, pt.x, x_w,
+    std::string line = fmt::format("  {:<{}}{}{:>{}}  ours {:>9}", series_label(job.spec, pt.series), series_w,
+                                   one_series ? "" : " ", pt.x, x_w,
                                    ours[i] ? fmt::format("{:.4g}", *ours[i]) : std::string("-"));
     const auto pv = paper.find({pt.series, pt.x});
     if (pv != paper.end()) {
@@ -388,7 +408,7 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
         ++n;
         if (std::abs(err) >= worst) {
           worst = std::abs(err);
-          worst_at = pt.series + ", " + pt.x;
+          worst_at = one_series ? pt.x : pt.series + ", " + pt.x;
         }
       }
     }
@@ -406,29 +426,6 @@ void print_summary(const Job& job, const Context& ctx, const std::vector<std::st
                sum / n, worst, worst_at, n);
 }
 
-// --plan-jobs: the launches a cluster needs for --mode run, one per world size the spec's
-// configurations use (a launch runs those of its size and skips the others), with the nodes
-// each needs and its sbatch line.
-void print_job_plan(const std::vector<Job>& jobs, const ReproduceFlags& f) {
-  std::map<int, std::vector<std::string>> by_size;  // ranks -> "spec (n configurations)"
-  for (const auto& j : jobs) {
-    std::map<int, int> count;
-    for (const auto& pt : j.points) ++count[pt.cfg.ranks];
-    for (const auto& [ranks, n] : count) by_size[ranks].push_back(fmt::format("{} ({} configuration(s))", j.spec.name, n));
-  }
-  const int g = f.gpus_per_node;
-  fmt::print("reproduce {} --mode run --scale {}: {} launch(es), one per world size; each runs the configurations of "
-             "its size and skips the others ({} GPUs per node)\n",
-             f.name, f.scale, by_size.size(), g);
-  for (const auto& [ranks, what] : by_size) {
-    const int nodes = (ranks + g - 1) / g;
-    fmt::print("{:>6} ranks on {} node(s): {}\n", ranks, nodes, fmt::join(what, ", "));
-    fmt::print("  sbatch --nodes={} --ntasks={} --ntasks-per-node={} scripts/launch/ptdp.sbatch reproduce {} --mode run "
-               "--scale {} --out {}\n",
-               nodes, ranks, std::min(ranks, g), f.name, f.scale, f.out);
-  }
-}
-
 // run_job's answer when a launch's size fits none of a spec's configurations still to run.
 constexpr int kNoFit = 4;
 
@@ -441,9 +438,15 @@ int run_job(const Job& job, Context& ctx) {
                  "writes its rows\n", spec.name, spec.name);
     return 0;
   }
-  if (ctx.world && spec.kind != SweepKind::Train) {
-    if (ctx.report) fmt::print("{}: an estimate measured on one rank; run it without mpirun\n", spec.name);
-    return 0;
+  // Eq. (1)'s t_f(b), t_b(b) are one rank's: a launch of several ranks runs nothing of it (and
+  // fails when nothing else of it runs either, as a launch of the wrong size does).
+  if (ctx.launch_ranks > 1 && spec.kind == SweepKind::Eq1) {
+    const std::string why = fmt::format("{}: measured on one rank, not by the {} ranks of this launch: run it without "
+                                        "a launcher or as a one-rank job",
+                                        spec.name, ctx.launch_ranks);
+    if (ctx.report) fmt::print("{}, skipped\n", why);
+    ctx.no_fit.push_back(why);
+    return kNoFit;
   }
   std::vector<std::string> keys;
   std::vector<RunConfig> configs;
@@ -462,14 +465,14 @@ int run_job(const Job& job, Context& ctx) {
     if (!ctx.force && done.count(keys[i])) continue;
     ++todo;
     sizes.insert(configs[i].ranks);
-    any_fits = any_fits || (ctx.world && configs[i].ranks == ctx.world->size());
+    any_fits = any_fits || (ctx.launch_ranks && configs[i].ranks == ctx.launch_ranks);
   }
   // A launched job (mpirun, srun) whose size matches none of them runs nothing of this spec; when
   // that holds for every spec of the launch, run_reproduce fails (it must not look done).
-  if (ctx.world && todo > 0 && !any_fits) {
+  if (ctx.launch_ranks && todo > 0 && !any_fits && spec.kind == SweepKind::Train) {
     const std::string why = fmt::format("{}: no configuration still to run fits the {} ranks of this launch; they need "
                                         "{} ranks",
-                                        spec.name, ctx.world->size(), fmt::join(sizes, ", "));
+                                        spec.name, ctx.launch_ranks, fmt::join(sizes, ", "));
     if (ctx.report) fmt::print("{}, skipped\n", why);
     ctx.no_fit.push_back(why);
     return kNoFit;
@@ -485,13 +488,15 @@ int run_job(const Job& job, Context& ctx) {
   for (size_t i = 0; i < total; ++i) {
     const SweepPoint& pt = job.points[i];
     const RunConfig& c = configs[i];
-    const std::string head = fmt::format("[{} {}/{}] {}, x {}: {}", spec.name, i + 1, total, pt.series, pt.x, layout(c));
+    const std::string series = series_label(spec, pt.series);
+    const std::string head = fmt::format("[{} {}/{}] {}x {}: {}", spec.name, i + 1, total,
+                                         series.empty() ? "" : series + ", ", pt.x, layout(c));
     if (!ctx.force && done.count(keys[i])) {
       if (ctx.report) fmt::print("{}: already in {}, skipped\n", head, job.csv);
       continue;
     }
-    if (ctx.world && c.ranks != ctx.world->size()) {
-      if (ctx.report) fmt::print("{}: needs {} ranks, the MPI world has {}, skipped\n", head, c.ranks, ctx.world->size());
+    if (ctx.launch_ranks && spec.kind == SweepKind::Train && c.ranks != ctx.launch_ranks) {
+      if (ctx.report) fmt::print("{}: needs {} ranks, the MPI world has {}, skipped\n", head, c.ranks, ctx.launch_ranks);
       continue;
     }
     if (ctx.report) {
@@ -516,7 +521,7 @@ int run_job(const Job& job, Context& ctx) {
       const std::string col = metric_column(spec.metric);
       const std::string v = o.row->get(col);
       result = v.empty() ? std::string("-") : fmt::format("{:.4g} {}", std::stod(v) * metric_scale(spec.metric),
-                                                          metric_unit(spec.metric));
+                                                          metric_unit(spec.metric, ctx));
       if (ctx.mode == "run")
         result += fmt::format(", {:.4g} ms/iteration, loss {:.4f}", std::stod(o.row->get("iter_time_ms")),
                               std::stod(o.row->get("loss")));
@@ -579,7 +584,11 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     if (f.mode != "run") usage_error("--plan-jobs plans the launches of --mode run (not --mode {})", f.mode);
     if (f.gpus_per_node < 1 || f.gpus_per_node > 1024)
       usage_error("--gpus-per-node {} must be in [1, 1024]", f.gpus_per_node);
-    print_job_plan(jobs, f);
+    if (ctx.scale == SweepScale::Small && app.count("--gpus-per-node"))
+      usage_error("--gpus-per-node {}: --scale small runs CPU ranks, no GPUs (it is for --scale paper)", f.gpus_per_node);
+    std::vector<PlannedSweep> sweeps;
+    for (const auto& j : jobs) sweeps.push_back({&j.spec, &j.points});
+    print_launch_plan(sweeps, {f.name, f.out, ctx.scale, f.gpus_per_node});
     return 0;
   }
   if (f.dry_run) {  // the expanded configurations, as CSV
@@ -616,9 +625,10 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     return false;
 #endif
   }();
-  int lo = 1 << 30, hi = 0;  // ranks the selected configurations need
+  int lo = 1 << 30, hi = 0;  // ranks the selected training configurations need (Eq. (1): one rank)
   for (const auto& j : jobs)
     for (const auto& pt : j.points) {
+      if (j.spec.kind != SweepKind::Train) continue;
       lo = std::min(lo, pt.cfg.ranks);
       hi = std::max(hi, pt.cfg.ranks);
     }
@@ -639,7 +649,10 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
           require_supported(c);
           require_backend_here(c, true);  // ranks run as threads here
         }
-        if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) require_supported(eq1_measurement(c));
+        if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) {  // one rank: a GPU here at paper scale
+          require_supported(eq1_measurement(c));
+          require_backend_here(eq1_measurement(c), true);
+        }
       } catch (const UsageError& e) {
         usage_error("{}: series '{}', x '{}': {}", j.spec.path, pt.series, pt.x, e.what());
       }
@@ -648,6 +661,9 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
 #ifdef PTDP_HAVE_MPI
     mpi = std::make_unique<MpiSession>(nullptr, nullptr);
     world = mpi->world();
+    // A one-process launch at --scale small runs every configuration here, ranks as threads (as
+    // without a launcher); at paper scale (a GPU a rank) it is the launch for one-rank layouts.
+    if (world->size() > 1 || ctx.scale == SweepScale::Paper) ctx.launch_ranks = world->size();
     if (world->size() > 1) {
       ctx.world = world.get();
       ctx.report = world->rank() == 0;
@@ -694,8 +710,8 @@ std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app) 
   CLI::App* sub = app.add_subcommand(
       "reproduce", "run the sweep of a paper figure or table (experiments/specs/NAME.toml), one row per configuration "
                    "in OUT/NAME.csv; configurations already there are skipped");
-  sub->add_option("name", f->name, "table1, table2, fig6, fig7, fig8, fig10 ... fig18, kor22-table4, kor22-table5, mcore-h100, llama, all, or a "
-                  "spec FILE.toml")->required();
+  sub->add_option("name", f->name, fmt::format("{}, all, or a spec FILE.toml", fmt::join(artefact_names(), ", ")))
+      ->required();
   sub->add_option("--mode", f->mode, "simulate (performance model) | run (the real training core)")
       ->capture_default_str();
   sub->add_option("--scale", f->scale,

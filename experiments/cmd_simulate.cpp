@@ -24,6 +24,10 @@ namespace ptdp {
 
 namespace {
 
+// The fields of the run and optimizer tables that simulate takes (the others are train's alone).
+constexpr const char* kSimulatedRunFlags[] = {"--experiment", "--ranks", "--precision", "--overlap-grad-reduce",
+                                              "--csv"};
+
 struct SimulateFlags {
   RunFlags run;
   std::string hardware;
@@ -139,9 +143,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
     fmt::print("  ZeRO-3 traffic per GPU: {:.0f} all-gathers, {:.4g} GB gathered, {:.4g} GB reduce-scattered\n",
                z.gathers, z.gather_bytes / 1e9, z.reduce_bytes / 1e9);
   } else {
-    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble fraction {:.3f}), then {:.3g} s (data-parallel "
-               "{} {:.3g} s{}, optimizer {:.3g} s)\n",
-               r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, r.post_time_s,
+    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble t_pb/t_id {:.3f}, {:.0f}% of it idle), then {:.3g} s "
+               "(data-parallel {} {:.3g} s{}, optimizer {:.3g} s)\n",
+               r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, 100.0 * r.bubble_fraction / (1.0 + r.bubble_fraction),
+               r.post_time_s,
                p.zero != 1 ? "all-reduce" : ds ? "all-reduce and all-gather" : "reduce-scatter and all-gather",
                r.dp_allreduce_s,
                c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
@@ -170,7 +175,11 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
       "simulate", "predict one iteration on a hardware profile and append one result row (mode=simulate)");
   add_model_flags(*sub, f->run);
   add_parallel_flags(*sub, f->run);
-  add_run_flags(*sub, f->run);
+  // Of the run's own settings, those the simulated iteration or its row depends on; the training
+  // run's (iterations, data, checkpoints, loss scaling, logging, --backend and --comm, the
+  // optimizer and --recipe) are not simulate's flags: its --help lists none, and one given is
+  // refused, naming the command that takes it (cli_main).
+  for (const char* flag : kSimulatedRunFlags) add_field_flag(*sub, flag, f->run);
   sub->add_option("--hardware", f->hardware,
                   "hardware profile: a name in hardware/ (a100-selene, h100-dgx, h200, cpu) or a .toml file; "
                   "--precision defaults to the profile's")

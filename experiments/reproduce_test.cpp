@@ -93,6 +93,40 @@ TEST(ReproduceCli, PlanJobsPrintsOneLaunchPerWorldSize) {
                            {"--plan-jobs plans the launches of --mode run"}));
 }
 
+// --plan-jobs books only what a launch runs: Fig. 6 (a formula) nothing, Fig. 8 (one rank's
+// measurements) one rank; at --scale small the ranks are CPU processes, so no nodes or GPUs.
+TEST(ReproduceCli, PlanJobsBooksOnlyWhatALaunchRuns) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const CliResult fig6 = run_ptdp(dir, {"reproduce", "fig6", "--mode", "run", "--plan-jobs", "--out", out});
+  ASSERT_EQ(fig6.exit_code, 0) << fig6.err;
+  EXPECT_NE(fig6.out.find("fig6: the paper's formula (p-1)/m, nothing to run or launch"), std::string::npos) << fig6.out;
+  EXPECT_EQ(fig6.out.find("node(s)"), std::string::npos) << fig6.out;
+  EXPECT_EQ(fig6.out.find("sbatch"), std::string::npos) << fig6.out;
+  const CliResult fig8 = run_ptdp(dir, {"reproduce", "fig8", "--mode", "run", "--plan-jobs", "--out", out});
+  ASSERT_EQ(fig8.exit_code, 0) << fig8.err;
+  EXPECT_NE(fig8.out.find("1 launch(es)"), std::string::npos) << fig8.out;
+  EXPECT_NE(fig8.out.find("     1 ranks on 1 node(s): fig8 (10 estimate(s) from one rank's measurements)"),
+            std::string::npos)
+      << fig8.out;
+  EXPECT_NE(fig8.out.find("sbatch --nodes=1 --ntasks=1 --ntasks-per-node=1 scripts/launch/ptdp.sbatch reproduce fig8"),
+            std::string::npos)
+      << fig8.out;
+  const CliResult small =
+      run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--scale", "small", "--plan-jobs", "--out", out});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.out.find("node"), std::string::npos) << small.out;
+  EXPECT_EQ(small.out.find("GPUs per node"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("no GPUs"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("mpirun -np 64 --oversubscribe build/ptdp reproduce fig13 --mode run --scale small --out " + out),
+            std::string::npos)
+      << small.out;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"reproduce", "fig13", "--mode", "run", "--scale", "small", "--plan-jobs",
+                                          "--gpus-per-node", "4", "--out", out}),
+                           {"--gpus-per-node 4: --scale small runs CPU ranks"}));
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(ReproduceCli, SimulateWritesOneRowPerPaperPointAndResumes) {
   TempDir dir;
   const std::string out = dir.file("results");
@@ -286,6 +320,24 @@ TEST(ReproduceCli, RunAtSmallScaleTrainsForRealAndRecordsLossAndTime) {
   EXPECT_EQ(loss_of_b.size(), 5u);
 }
 
+// Every spec in experiments/specs is named by `reproduce --help` and by the unknown-name error.
+TEST(ReproduceCli, TheHelpAndTheUnknownNameErrorListEveryArtefact) {
+  TempDir dir;
+  const CliResult help = run_ptdp(dir, {"reproduce", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  const CliResult unknown = run_ptdp(dir, {"reproduce", "fig99", "--out", dir.file("out")});
+  ASSERT_TRUE(IsUsageError(unknown, {"'fig99' is not an artefact"}));
+  size_t specs = 0;
+  for (const auto& e : fs::directory_iterator(testing::source_file("experiments/specs"))) {
+    if (e.path().extension() != ".toml") continue;
+    ++specs;
+    const std::string name = e.path().stem().string();
+    EXPECT_NE(help.out.find(" " + name + ","), std::string::npos) << name << " in " << help.out;
+    EXPECT_NE(unknown.err.find(" " + name + ","), std::string::npos) << name << " in " << unknown.err;
+  }
+  EXPECT_GE(specs, 20u);
+}
+
 TEST(ReproduceCli, BadInputIsOneLineAndWritesNothing) {
   TempDir dir;
   const std::string out = dir.file("out");
@@ -325,6 +377,36 @@ TEST(ReproduceCli, Fig7RunWithoutAGpuIsRefusedBeforeWriting) {
   const CliResult r = run_ptdp(dir, {"reproduce", "fig7", "--mode", "run", "--out", out});
   EXPECT_TRUE(IsUsageError(r, {"fig7.toml", "--backend cuda: "}));
   EXPECT_FALSE(fs::exists(out)) << "nothing may be written on bad input";
+}
+
+// Fig. 8 at paper scale is one rank's measurement on one GPU: refused here for want of one (it
+// asked for a launcher, under which it then refused to run).
+TEST(ReproduceCli, Fig8RunAtPaperScaleNeedsOneGpuNotALauncher) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  const testing::ScopedEnv no_cuda("CUDA_VISIBLE_DEVICES", ""), no_vgpu("VGPU_DEVICES", "0");
+  const CliResult r = run_ptdp(dir, {"reproduce", "fig8", "--mode", "run", "--out", out});
+  EXPECT_TRUE(IsUsageError(r, {"fig8.toml", "--backend cuda: "}));
+  EXPECT_EQ(r.err.find("mpirun"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// The summary of a run on CPU ranks says "per CPU rank", and a spec of one series prints no
+// series name (its placeholder "(single series)" only pairs rows with the paper's points).
+TEST(ReproduceCli, ASmallScaleSummaryNamesCpuRanksAndNoPlaceholderSeries) {
+  passive_openmp();
+  TempDir dir;
+  const std::string path = dir.file("one.toml");
+  std::ofstream(path) << "name = \"one\"\ntitle = \"t\"\nmetric = \"tflops_per_gpu\"\npaper = \"none\"\n[base]\n"
+                         "model = \"tiny\"\nprecision = \"f32\"\nmicro_batch = 1\niters = 2\nwarmup = 1\n"
+                         "[[series]]\nname = \"(single series)\"\n[[points]]\nx = \"1\"\nglobal_batch = 1\n"
+                         "[[points]]\nx = \"2\"\nglobal_batch = 2\n";
+  const CliResult r = run_ptdp(dir, {"reproduce", path, "--mode", "run", "--scale", "small", "--out", dir.file("")});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("one: TFLOP/s per CPU rank (run, small scale)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[one 1/2] x 1: t=1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("per GPU"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(single series)"), std::string::npos) << r.out;
 }
 
 // A sweep of six tiny configurations, each training for a fraction of a second.

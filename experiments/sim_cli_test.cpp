@@ -35,6 +35,30 @@ std::string column(const std::vector<std::string>& header, const std::vector<std
   return "";
 }
 
+// simulate lists and takes only the flags its iteration depends on: a training run's flags
+// (iterations, data, checkpoints, the optimizer, logging) are absent from its --help and refused.
+TEST(SimCli, TrainingFlagsAreNotSimulatesAndAreRefused) {
+  TempDir dir;
+  const CliResult help = run_ptdp(dir, {"simulate", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const char* flag : {"--lr ", "--iters", "--seed", "--save ", "--load ", "--data", "--recipe", "--comm ",
+                           "--backend", "--loss-scale", "--log-interval", "--eval-iters", "--adam-beta1",
+                           "--grad-bucket-size", "--loss-log", "--weight-decay"})
+    EXPECT_EQ(help.out.find(flag), std::string::npos) << flag << " in simulate --help";
+  for (const char* flag : {"--tp", "--global-batch", "--precision", "--fp16", "--csv", "--experiment", "--ranks",
+                           "--overlap-grad-reduce", "--stack", "--hardware", "--rotary-base"})
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag << " not in simulate --help";
+  for (const Args& extra : {Args{"--lr", "0.1"}, Args{"--iters", "5"}, Args{"--save", dir.file("ck")},
+                            Args{"--recipe", "llama"}, Args{"--comm=mpi"}}) {
+    Args args = kOneT;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const std::string flag = extra[0].substr(0, extra[0].find('='));
+    EXPECT_TRUE(IsUsageError(run_ptdp(dir, args), {flag + " is not a flag of ptdp simulate (ptdp train takes it)"}))
+        << flag;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ck")));
+}
+
 TEST(SimCli, SimulateAppendsTheContractRowWithModeSimulate) {
   TempDir dir;
   Args args = kOneT;

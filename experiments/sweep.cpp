@@ -52,6 +52,15 @@ const std::vector<std::string>& sweep_names() {
   return names;
 }
 
+const std::vector<std::string>& artefact_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = sweep_names();
+    v.insert(v.end(), {"llama", "llama-data"});
+    return v;
+  }();
+  return names;
+}
+
 namespace {
 
 // The keys a settings table may hold (base, small, a series, a point, their small tables): the
@@ -362,7 +371,7 @@ SweepSpec load_sweep_spec(const std::string& name_or_path) {
   if (is_path && !fs::is_regular_file(path)) usage_error("spec {}: no such file", path);
   if (path.empty())
     usage_error("'{}' is not an artefact (known: {}, all) nor a .toml spec file", one_line(name_or_path),
-                joined(sweep_names()));
+                joined(artefact_names()));
   SweepSpec s = parse_sweep_spec(read_regular_file(path, "spec"), path);
   if (!is_path && s.name != name_or_path)
     usage_error("{}: name '{}' must equal the file's name '{}'", path, one_line(s.name), one_line(name_or_path));

@@ -82,6 +82,10 @@ std::string find_spec_file(const std::string& name_or_path);
 // The artefacts in the paper's order: table1, fig6, fig7, fig8, fig11, ..., fig18, then
 // kor22-table4, kor22-table5 (Korthikanti et al. 2022) and mcore-h100 (Megatron-Core on H100).
 const std::vector<std::string>& sweep_names();
+// Every artefact `ptdp reproduce` takes by name (besides `all`): sweep_names(), then llama and
+// llama-data, which have drivers of their own (experiments/reproduce_llama.h, reproduce_llama_data.h).
+// The help and the unknown-name error list these.
+const std::vector<std::string>& artefact_names();
 // Reads a spec: `name_or_path` is a name looked up in spec_dirs() or a .toml file. UsageError
 // naming the file (and line, or table and key) for a syntax error, an unknown key, a value of
 // the wrong type, or a missing field.

@@ -115,6 +115,17 @@ void TrainLog::started(const TrainingRun& run) {
                c.eval_interval > 0 ? fmt::format("every {} iterations and ", c.eval_interval) : "");
 }
 
+namespace {
+
+// The measured bubble as the paper defines it, t_pb/t_id: the schedule's idle time over its compute
+// time, (p - 1)/m ideally, so more than 1 where m < p - 1 (8 stages, 2 micro-batches: 3.5). It is
+// no fraction; the fraction of the schedule spent idle is t_pb/(t_pb + t_id), printed beside it.
+std::string bubble_text(double b) {
+  return fmt::format("bubble t_pb/t_id {:.3f} ({:.0f}% of the schedule idle)", b, 100.0 * b / (1.0 + b));
+}
+
+}  // namespace
+
 void TrainLog::iteration(const TrainingRun& run, int it, const IterStats& st, double bubble) {
   const LossScaler& scaler = run.trainer().loss_scaler();
   if (st.skipped) {
@@ -162,9 +173,9 @@ void TrainLog::progress_line(const TrainingRun& run, int it, const IterStats& st
                                               : fmt::format("{:7.3f} TFLOP/s", flops_per_gpu / 1e12);
   const double tokens = double(c.par.global_batch) * c.model.seq_length;
   fmt::print(" iteration {:>6}/{} | loss {:.4f} | {:9.2f} ms | {} | {:9.0f} tokens/s | lr {:.3e} | "
-             "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | bubble {:.3f}{}\n",
+             "grad norm {:.3f} | fwd {:.1f} bwd {:.1f} p2p-wait {:.1f} dp {:.1f} opt {:.1f} ms | {}{}\n",
              it, c.iters, st.loss, st.time_ms, rate, tokens / (st.time_ms / 1e3), st.lr, st.grad_norm, st.fwd_ms,
-             st.bwd_ms, st.p2p_wait_ms, st.dp_ms, st.opt_ms, bubble,
+             st.bwd_ms, st.p2p_wait_ms, st.dp_ms, st.opt_ms, bubble_text(bubble),
              scaler.dynamic() ? fmt::format(" | loss scale {:g}", scaler.scale()) : "");
 }
 
@@ -207,9 +218,8 @@ void TrainLog::no_timed_iteration() const {
 void TrainLog::summary(const RunSummary& s, double peak_gb) const {
   const RunConfig& c = c_;
   fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
-             "per rank, activations {:.4f} GB on the fullest stage, bubble {:.3f}, {} bytes sent per iteration by "
-             "rank 0\n",
-             s.iter_ms, s.timed, s.loss, peak_gb, s.activation_gb, s.bubble, s.p2p_bytes);
+             "per rank, activations {:.4f} GB on the fullest stage, {}, {} bytes sent per iteration by rank 0\n",
+             s.iter_ms, s.timed, s.loss, peak_gb, s.activation_gb, bubble_text(s.bubble), s.p2p_bytes);
   if (c.gemm_rate) {
     // Model FLOPs (recomputation not counted) per second of the median step, against sgemm over
     // the same GEMM shapes on this thread's CPU threads, timed now that training is done.

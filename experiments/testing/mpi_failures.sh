@@ -120,6 +120,15 @@ case "$case_" in
       "$out" || fail "no error naming the sizes"
     [ "$(grep -c "ptdp: error" "$out")" -eq 1 ] || fail "not one line"
     ;;
+  reproduce-one-rank-estimate)
+    # Fig. 8's t_f(b), t_b(b) are measured by one rank: a launch of several runs nothing of it and
+    # fails saying so (it did not: "run it without mpirun", exit 0).
+    timed "${run[@]}" -np 2 "$ptdp" reproduce fig8 --mode run --scale small --out "$tmp/sweep"
+    [ "$rc" -eq 2 ] || fail "exit code $rc, not 2"
+    grep -qF "ptdp: error: fig8: measured on one rank, not by the 2 ranks of this launch" "$out" || fail "no error"
+    [ "$(grep -c "ptdp: error" "$out")" -eq 1 ] || fail "not one line"
+    [ ! -e "$tmp/sweep/fig8.csv" ] || fail "rows written"
+    ;;
   concurrent-rows)  # 3 MPI jobs at once, 3 times each, append to one CSV: one row per job, none lost
     one=(train --comm mpi --model tiny --dp 2 --iters 2 --micro-batch 1 --csv "$tmp/rows.csv")
     for round in 1 2 3; do

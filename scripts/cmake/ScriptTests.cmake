@@ -24,7 +24,8 @@ if(NOT Python3_Interpreter_FOUND)
 endif()
 foreach(pair "ThePackageHasNoImportCycleAndThinEntryPoints ptdp_tools.package_test"
              "AtomicWritesLeaveTheOldFileOrTheNew ptdp_tools.atomic_test"
-             "TheCheckpointReaderReadsWhatPtdpSaves ptdp_tools.checkpoint.reader_test")
+             "TheCheckpointReaderReadsWhatPtdpSaves ptdp_tools.checkpoint.reader_test"
+             "ThePlotsWithoutMatplotlibSayWhatToInstall ptdp_tools.plots.figures_test")
   separate_arguments(pair)
   list(GET pair 0 test_name)
   list(GET pair 1 test_module)

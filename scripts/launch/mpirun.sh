@@ -24,14 +24,25 @@ layout=()
 
 usage() { sed -n '2,/^$/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
+# need N "$@": the option in $1 has its N values.
+need() {
+  local n=$1; shift
+  (($# > n)) && return 0
+  case "$1" in
+    --layout) echo "mpirun.sh: error: --layout takes three positive integers T P D (e.g. --layout 8 8 1)" >&2 ;;
+    *) echo "mpirun.sh: error: $1 needs a value (see --help)" >&2 ;;
+  esac
+  exit 2
+}
+
 while (($#)); do
   case "$1" in
-    --hostfile) hostfile=$2; shift 2 ;;
-    --hosts) hosts=$2; shift 2 ;;
-    --gpus-per-node) gpus_per_node=$2; shift 2 ;;
-    --np) np=$2; shift 2 ;;
+    --hostfile) need 1 "$@"; hostfile=$2; shift 2 ;;
+    --hosts) need 1 "$@"; hosts=$2; shift 2 ;;
+    --gpus-per-node) need 1 "$@"; gpus_per_node=$2; shift 2 ;;
+    --np) need 1 "$@"; np=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    --layout) layout=("$2" "$3" "$4"); shift 4 ;;
+    --layout) need 3 "$@"; layout=("$2" "$3" "$4"); shift 4 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "mpirun.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;

@@ -16,7 +16,14 @@ import re
 import subprocess
 
 FIXTURES = "scripts/doc_test_fixtures"
-FENCE = re.compile(r"^(\s*)```(.*)$")
+# Fenced code blocks as CommonMark reads them (spec 0.30, 4.5): an opening fence is three or more
+# backticks (whose info string has no backtick) or tildes; the block ends at a line of the same
+# character, at least as many, indented at most three spaces more than the opening fence (relative
+# to its container: the documents' fences are at column 0 or inside list items), and followed by
+# nothing but blanks. A fence line with text after its backticks closes nothing: it is a line of the
+# block, and so is everything up to the next real closing fence (reported: the text was meant as
+# prose, and the rest of the document rendered as code).
+FENCE = re.compile(r"^(\s*)(`{3,}(?=[^`]*$)|~{3,})(.*)$")
 SPAN = re.compile(r"`([^`]+)`")
 
 
@@ -44,14 +51,21 @@ class Doc:
                 prose.append(lines[i])
                 i += 1
                 continue
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith("```"):
+            indent, fence = len(m.group(1)), m.group(2)
+            j, closing = i + 1, re.compile(rf"^ {{0,{indent + 3}}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+            while j < len(lines) and not closing.match(lines[j]):
                 j += 1
+            for k in range(i + 1, j):  # a would-be closing fence with text after it
+                if re.match(rf"^ {{0,{indent + 3}}}{re.escape(fence[0])}{{{len(fence)},}}", lines[k]):
+                    end = f"line {j + 1}" if j < len(lines) else "the end of the document"
+                    self.errors.append(f"{name}:{k + 1}: '{lines[k].strip()[:40]}' does not close the code block "
+                                       f"opened on line {i + 1} (CommonMark: a closing fence has nothing after its "
+                                       f"{fence[0] * 3}); the block runs on to {end}: put the text on its own line")
+                    break  # the first is the cause; later fence lines are the block's content
             if j == len(lines):
                 self.errors.append(f"{name}:{i + 1}: the code block is not closed")
-            indent = len(m.group(1))
             body = [line[indent:] if line[:indent].isspace() else line.lstrip() for line in lines[i + 1:j]]
-            self.blocks.append(Block(name, i + 1, m.group(2).split(), body, override_before(lines, i)))
+            self.blocks.append(Block(name, i + 1, m.group(3).split(), body, override_before(lines, i)))
             prose.extend([""] * (min(j, len(lines) - 1) - i + 1))
             i = j + 1
         self.prose = "\n".join(prose)

@@ -18,7 +18,7 @@ from ptdp_tools.doc_test.documents import logical_lines, split_comment, split_en
 EXTERNAL_FLAGS = {
     "mpirun": "--oversubscribe --allow-run-as-root --map-by --rank-by",
     "sbatch": "--ntasks-per-node --distribution",
-    "srun (pyxis)": "--container-image --container-mounts --container-workdir --mpi",
+    "srun (pyxis)": "--container-image --container-mounts --container-workdir --container-remap-root --mpi",
     "apt-get": "--no-install-recommends",
     "Megatron-LM (docs/SIMULATOR.md)": "--gradient-accumulation-fusion --tp-comm-overlap "
     "--overlap-param-gather --accumulate-allreduce-grads-in-fp32 --normalization --swiglu "

@@ -25,7 +25,8 @@ llama (`ptdp reproduce llama`): the planner's tokens/s per GPU and days for LLaM
 2,048 A100-80GB against the LLaMA paper's one published figure (65B: ~380 tokens/s/GPU).
 Then OUT/summary.png: the error against the published value of every point, and the same errors as a
 table on stdout. It reads CSV files only. A missing or malformed file ends it with one line
-"plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn.
+"plots: error: FILE[:LINE]: problem" on stderr and exit code 2, before anything is drawn; so does a
+Python without matplotlib ("plots: error: drawing needs matplotlib ...").
 """
 import argparse
 import csv
@@ -41,6 +42,10 @@ ARTEFACTS = ["table1", "table2", "fig6", "fig7", "fig8", "fig10", "fig11", "fig1
 
 # Artefacts of later publications: their published values are in PAPER/NAME.csv (figure,series,x,value,unit).
 OWN_PAPER_FILE = ["kor22-table4", "kor22-table5", "mcore-h100", "bloom-176b"]
+
+# The series name of an artefact of one series (fig7): it pairs the rows with the paper's points, and
+# its legend entries name only the source.
+SINGLE_SERIES = "(single series)"
 
 # The hardware profile whose simulated rows an artefact draws, unless --hardware names one for all.
 DEFAULT_HARDWARE = "a100-selene"
@@ -223,7 +228,7 @@ FIGURES = {
                  xorder=["1", "2", "4", "8", "16", "32", "64"], log2x=True),
     "fig7": dict(title="Figure 7: throughput vs microbatch size, 1B model on one GPU",
                  xlabel="Microbatch size", ylabel="Achieved teraFLOP/s per GPU", metric="tflops_per_gpu",
-                 series=lambda r: "(single series)", x=lambda r: str(r["micro_batch"]),
+                 series=lambda r: SINGLE_SERIES, x=lambda r: str(r["micro_batch"]),
                  xorder=["1", "2", "4", "8", "16"]),
     "fig8": dict(title="Figure 8: throughput estimated by Eq. (1), (p, t) = (8, 8)",
                  xlabel="Microbatch size", ylabel="Normalized throughput", metric="normalized_throughput",
@@ -355,6 +360,10 @@ def is_small(r):
     return r["model"].endswith("-small")
 
 
+def legend_label(series, source):
+    return source if series == SINGLE_SERIES else f"{series} ({source})"
+
+
 def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scale=1.0, published="paper"):
     xorder = spec["xorder"]
     pos = {x: i for i, x in enumerate(xorder)}
@@ -364,12 +373,12 @@ def plot_panel(ax, spec, ours, paper, colours, our_label, paper_label=True, scal
         if s in ours:
             xs = sorted((pos[x] for x in ours[s] if x in pos))
             ys = [ours[s][xorder[k]] * scale for k in xs]
-            ax.plot(xs, ys, "-", color=c, marker=".", markersize=5, linewidth=1.6, label=f"{s} ({our_label})")
+            ax.plot(xs, ys, "-", color=c, marker=".", markersize=5, linewidth=1.6, label=legend_label(s, our_label))
         if paper_label and s in paper:
             xs = sorted((pos[x] for x in paper[s] if x in pos))
             ys = [paper[s][xorder[k]] for k in xs]
             ax.plot(xs, ys, linestyle="none", marker="o", markersize=7, markerfacecolor="none", markeredgewidth=1.5,
-                    color=c, label=f"{s} ({published})")
+                    color=c, label=legend_label(s, published))
     ax.set_xticks(range(len(xorder)))
     ax.set_xticklabels(xorder, rotation=30 if len(xorder[0]) > 3 else 0)
     ax.grid(True, alpha=0.3)
@@ -418,7 +427,7 @@ def draw_bars(ax, spec, ours, paper, colours, our_label, published="paper", valu
             xs = [j for j, x in enumerate(xorder) if x in pts]
             if xs:
                 bars = ax.bar([j - 0.42 + (k + 0.5) * width for j in xs], [pts[xorder[j]] for j in xs], width,
-                              color=c, label=f"{s} ({source})", **style)
+                              color=c, label=legend_label(s, source), **style)
                 if values:
                     ax.bar_label(bars, labels=[bar_text(pts[xorder[j]]) for j in xs], fontsize=6.5, padding=1.5)
             k += 1
@@ -686,6 +695,12 @@ def main(argv=None):
         return 2
     if not os.path.isdir(a.out):
         print(f"plots: error: {a.out}: no such directory", file=sys.stderr)
+        return 2
+    try:  # the drawing functions import it where they draw
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        print(f"plots: error: drawing needs matplotlib ({e}): apt-get install python3-matplotlib "
+              "(scripts/setup_packages.sh) or pip install matplotlib", file=sys.stderr)
         return 2
     all_errors = {}
     print("| artefact | points | mean abs. error | largest error (point) |")

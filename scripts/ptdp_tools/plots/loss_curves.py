@@ -36,7 +36,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or any("=" not in a for a in argv[1:]):
         sys.exit("usage: plots/loss_curves.py OUT.png LABEL=LOSS.csv [LABEL=LOSS.csv ...]")
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        sys.exit(f"loss_curves: error: drawing needs matplotlib ({e}): apt-get install python3-matplotlib "
+                 "(scripts/setup_packages.sh) or pip install matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
