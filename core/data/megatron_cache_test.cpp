@@ -1,0 +1,127 @@
+// The Megatron index cache against datasets rewritten under the same prefix: ptdp's key beside
+// the index files (the sequence lengths' digest), the check of files without it (Megatron's own),
+// and the refusal of a sample shorter than seq_len + 1 tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "core/common/error.h"
+#include "core/data/indexed_dataset_writer.h"
+#include "core/data/megatron_gpt_indices.h"
+#include "core/data/megatron_samples.h"
+#include "core/data/testing/data_test_util.h"
+
+namespace ptdp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+constexpr int kSeqLen = 8;
+
+// A dataset of one sequence per length, token t of the whole stream being t % 1000.
+void write_dataset(const std::string& prefix, const std::vector<int>& lengths) {
+  IndexedDatasetWriter w(prefix, TokenDType::U16);
+  int32_t next = 0;
+  for (int n : lengths) {
+    std::vector<int32_t> doc(static_cast<size_t>(n));
+    for (auto& t : doc) t = next++ % 1000;
+    w.add_document(doc);
+  }
+  w.finalize();
+}
+
+// Ten documents of 200 tokens in all, the same count and total as kUneven: an index of kEven read
+// over kUneven has samples that end early in a shorter document and samples that run past one.
+const std::vector<int> kEven(10, 20);
+const std::vector<int> kUneven = {17, 23, 17, 23, 17, 23, 17, 23, 17, 23};
+
+MegatronDataOptions options(const std::string& prefix, const std::string& cache) {
+  MegatronDataOptions o;
+  o.data = {prefix};
+  o.split = "1,0,0";
+  o.num_samples = 20;
+  o.seq_len = kSeqLen;
+  o.cache_dir = cache;
+  return o;
+}
+
+std::vector<std::vector<int32_t>> all_samples(const MegatronSamples& s) {
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t i = 0; i < s.num_samples(); ++i) {
+    std::vector<int32_t> x(kSeqLen + 1, -1);
+    s.get(i, x.data());
+    out.push_back(x);
+  }
+  return out;
+}
+
+// The samples of `prefix` from an index built now in a fresh cache.
+std::vector<std::vector<int32_t>> fresh_samples(const TempDir& dir, const std::string& prefix) {
+  return all_samples(MegatronSamples(options(prefix, dir.file("fresh-cache"))));
+}
+
+TEST(MegatronCache, ADatasetRewrittenWithTheSameCountsGetsItsIndexRebuilt) {
+  TempDir dir;
+  const std::string prefix = dir.file("ds");
+  write_dataset(prefix, kEven);
+  const MegatronSamples first(options(prefix, dir.file("cache")));
+  EXPECT_FALSE(first.datasets()[0].index_files_found);
+  EXPECT_TRUE(fs::exists(first.datasets()[0].index_files + "-ptdp-dataset.txt"));
+  write_dataset(prefix, kUneven);  // Megatron's description of it is the same text
+  const MegatronSamples second(options(prefix, dir.file("cache")));
+  EXPECT_FALSE(second.datasets()[0].index_files_found);
+  EXPECT_EQ(second.datasets()[0].index_files, first.datasets()[0].index_files);  // rebuilt in place
+  EXPECT_EQ(all_samples(second), fresh_samples(dir, prefix));
+  // And found as it is on the next run.
+  EXPECT_TRUE(MegatronSamples(options(prefix, dir.file("cache"))).datasets()[0].index_files_found);
+}
+
+TEST(MegatronCache, IndexFilesWithoutPtdpsKeyAreCheckedAgainstTheSequenceLengths) {
+  TempDir dir;
+  const std::string prefix = dir.file("ds");
+  write_dataset(prefix, kEven);
+  const std::string base = MegatronSamples(options(prefix, dir.file("cache"))).datasets()[0].index_files;
+  fs::remove(base + "-ptdp-dataset.txt");  // as Megatron-core writes its cache
+  EXPECT_TRUE(MegatronSamples(options(prefix, dir.file("cache"))).datasets()[0].index_files_found);
+  write_dataset(prefix, kUneven);
+  const MegatronSamples again(options(prefix, dir.file("cache")));
+  EXPECT_FALSE(again.datasets()[0].index_files_found);
+  EXPECT_EQ(all_samples(again), fresh_samples(dir, prefix));
+}
+
+TEST(MegatronCache, ASampleShorterThanSeqLenPlusOneIsNeverRead) {
+  TempDir dir;
+  const std::string prefix = dir.file("ds");
+  write_dataset(prefix, kEven);
+  MegatronGptParams p;
+  p.seq_len = kSeqLen;
+  p.num_samples = 20;
+  {
+    const IndexedDataset ds = IndexedDataset::open(prefix);
+    build_megatron_gpt_indices(ds, {0, ds.num_sequences()}, p, dir.file("idx"));
+  }
+  write_dataset(prefix, kUneven);
+  const IndexedDataset ds = IndexedDataset::open(prefix);
+  const MegatronGptIndices indices = MegatronGptIndices::open(dir.file("idx"));
+  const std::string why = indices.misfit(ds, kSeqLen, true, false);
+  EXPECT_NE(why.find("-sample_index.npy: sample "), std::string::npos) << why;
+  int short_ones = 0;
+  std::vector<int32_t> out(kSeqLen + 1);
+  for (int64_t i = 0; i < indices.num_samples(); ++i) {
+    try {
+      indices.read_sample(ds, i, kSeqLen, true, out.data());
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(prefix), std::string::npos) << what;
+      if (what.find("tokens: the index files were built for another version of " + prefix) != std::string::npos)
+        ++short_ones;
+    }
+  }
+  EXPECT_GT(short_ones, 0) << "a short sample was read and padded with zeros";
+}
+
+}  // namespace
+}  // namespace ptdp
