@@ -1,9 +1,19 @@
 // The Megatron index cache against datasets rewritten under the same prefix: ptdp's key beside
 // the index files (the sequence lengths' digest), the check of files without it (Megatron's own),
-// and the refusal of a sample shorter than seq_len + 1 tokens.
+// and the refusal of a sample shorter than seq_len + 1 tokens. Its .npy writes on a full disk
+// (a 64 KiB tmpfs mounted in a child's own mount namespace; skipped where none can be mounted) and
+// under a file size limit (setrlimit in a child): one error naming the file, nothing left behind.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -11,6 +21,7 @@
 #include "core/data/indexed_dataset_writer.h"
 #include "core/data/megatron_gpt_indices.h"
 #include "core/data/megatron_samples.h"
+#include "core/data/npy_file.h"
 #include "core/data/testing/data_test_util.h"
 
 namespace ptdp {
@@ -121,6 +132,63 @@ TEST(MegatronCache, ASampleShorterThanSeqLenPlusOneIsNeverRead) {
     }
   }
   EXPECT_GT(short_ones, 0) << "a short sample was read and padded with zeros";
+}
+
+// Runs fn in a child process: its return value as the exit code (3 for an exception it did not
+// catch), or -N when signal N ended it.
+int in_child(const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 3;
+    try {
+      rc = fn();
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// Writes a 1 MB .npy file in `dir`: 0 when it fails with one RuntimeError naming the file and
+// `cause` and leaves nothing in dir, 10 when it succeeds, 11/12 for another message or a leftover.
+int write_npy_expecting(const std::string& dir, const std::string& cause) {
+  const std::string path = dir + "/x-document_index.npy";
+  try {
+    NpyWriter w(path, NpyType::I64, {131072});
+    std::memset(w.data<int64_t>(), 1, 131072 * 8);
+    w.finish();
+    return 10;
+  } catch (const RuntimeError& e) {
+    if (std::string(e.what()) != path + ": cannot write 1048704 bytes: " + cause) return 11;
+  }
+  return fs::is_empty(dir) ? 0 : 12;
+}
+
+TEST(MegatronCache, AnIndexWriteUnderAFileSizeLimitFailsNamingTheFile) {
+  TempDir dir;
+  const int rc = in_child([&] {
+    std::signal(SIGXFSZ, SIG_IGN);  // as ptdp's main does: the write fails with EFBIG
+    const rlimit limit{65536, 65536};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 77;
+    return write_npy_expecting(dir.file(""), std::strerror(EFBIG));
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(MegatronCache, AnIndexWriteOnAFullDiskFailsNamingTheFileInsteadOfSigbus) {
+  TempDir dir;
+  const int rc = in_child([&] {
+    // A 64 KiB tmpfs over dir, in this child's own mount namespace (as root, or in a user
+    // namespace of its own where the kernel allows one).
+    if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 77;
+    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (::mount("tmpfs", dir.file("").c_str(), "tmpfs", 0, "size=64k") != 0) return 77;
+    return write_npy_expecting(dir.file(""), std::strerror(ENOSPC));
+  });
+  if (rc == 77) GTEST_SKIP() << "no tmpfs can be mounted here (no mount namespace)";
+  EXPECT_EQ(rc, 0) << "-7 is SIGBUS";
 }
 
 }  // namespace

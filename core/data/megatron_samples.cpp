@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/common/error.h"
+#include "core/common/temporary_files.h"
 #include "core/data/dataset_digest.h"
 #include "core/data/megatron_blend.h"
 #include "core/data/megatron_description.h"
@@ -113,10 +114,23 @@ bool matches_plan(const std::string& base, const MegatronGptPlan& plan) {
   }
 }
 
+// Whether a file name is one of the index cache's: HASH-GPTDataset-SPLIT-*.npy, its description
+// and ptdp's key; HASH-BlendedDataset-SPLIT-*.npy and its description.
+bool is_cache_file_name(const std::string& name) {
+  for (const char* suffix : {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy", "-dataset_index.npy",
+                             "-dataset_sample_index.npy", "-description.txt", "-ptdp-dataset.txt"})
+    if (name.ends_with(suffix))
+      return name.find("-GPTDataset-") != std::string::npos || name.find("-BlendedDataset-") != std::string::npos;
+  return false;
+}
+
+// The cache directory, made when missing; the temporaries that builds killed before their rename
+// left there (their process gone) are removed.
 std::string make_cache_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec && !fs::is_directory(dir)) usage_error("--data-cache-path {}: cannot create: {}", dir, ec.message());
+  remove_dead_temporaries(dir, is_cache_file_name);
   return dir;
 }
 

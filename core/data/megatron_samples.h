@@ -9,8 +9,10 @@
 // builds ptdp keeps HASH-GPTDataset-SPLIT-ptdp-dataset.txt, the SHA-256 of the sequence lengths
 // (dataset_digest.h): files built for another version of a dataset rewritten under the same
 // prefix (the same description) are rebuilt. Ranks may build at once on one (shared) cache
-// directory: each writes temporaries and renames them into place, the description last, and all
-// write the same bytes; building on one rank before the others open saves the repeated work.
+// directory: each writes temporaries (temporary_path) and renames them into place, the
+// description last, and all write the same bytes; building on one rank before the others open
+// saves the repeated work. Temporaries that killed builds left are removed when a run opens the
+// directory (remove_dead_temporaries).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -56,6 +58,8 @@ class MegatronSamples final : public SampleSource {
  public:
   // UsageError for bad options (a malformed split or weight list, an empty split, a blend
   // that needs more samples of a dataset than Megatron built, files that do not open).
+  // RuntimeError naming the file when an index file cannot be written (a full disk, a file size
+  // limit).
   explicit MegatronSamples(const MegatronDataOptions& o);
   ~MegatronSamples() override;
   // The seq_len+1 tokens of sample i of the order; i must be below num_samples() (UsageError
