@@ -2,7 +2,7 @@
 // child before it runs ptdp, as `ulimit -f` does) the index cache, a checkpoint and a result CSV
 // each end the run with one line naming the file and the cause, exit 1, and nothing half-written
 // (ptdp ignores SIGXFSZ: the write fails with EFBIG). The temporaries a killed run left (named as
-// a dead process's) are removed by the next run that writes there: the index cache.
+// a dead process's) are removed by the next run that writes there: the index cache and preprocess.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -147,6 +147,18 @@ TEST_F(CliDataWrites, TheIndexTemporariesOfAKilledRunAreRemovedByTheNext) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const auto& f : left) EXPECT_FALSE(fs::exists(f)) << f;
   EXPECT_TRUE(fs::exists(users));
+}
+
+TEST_F(CliDataWrites, PreprocessRemovesTheTemporariesOfAKilledPreprocess) {
+  const std::string dead = dead_pid(), out = dir_.file("again");
+  const std::vector<std::string> left = {out + ".bin.ptdp-tmp." + this_host() + "." + dead + ".0",
+                                         out + ".idx.tmp." + dead + ".4"};  // an earlier version's name
+  for (const auto& f : left) testing::write_text(dir_, f.substr(dir_.file("").size()), "half");
+  const CliResult r =
+      run_ptdp(dir_, {"preprocess", "--input", "/usr/share/common-licenses/GPL-3", "--output-prefix", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& f : left) EXPECT_FALSE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::exists(out + ".bin"));
 }
 
 }  // namespace
