@@ -39,4 +39,15 @@ class Sha256 {
 
 std::string sequence_lengths_digest(const IndexedDataset& ds) { return Sha256().add(ds.sequence_lengths_bytes()).hex(); }
 
+std::string dataset_content_digest(const IndexedDataset& ds) {
+  Sha256 h;
+  h.add(fmt::format("idx {}\n", ds.idx_bytes().size())).add(ds.idx_bytes());
+  const auto bin = ds.bin_bytes();
+  h.add(fmt::format("bin {}\n", bin.size()));
+  if (bin.size() <= kWholeBinBytes) return h.add(bin).hex();
+  const size_t last = bin.size() - kBinBlockBytes;
+  for (size_t k = 0; k < kBinSamples; ++k) h.add(bin.subspan(last * k / (kBinSamples - 1), kBinBlockBytes));
+  return h.hex();
+}
+
 }  // namespace ptdp

@@ -1,4 +1,5 @@
-// The digest of a dataset's sequence lengths (the index cache's key) changes with the lengths only.
+// The digests of a dataset: its content (what the ranks of a job compare) changes with any token,
+// at the same size; the sequence lengths' (the index cache's key) only with the lengths.
 #include "core/data/dataset_digest.h"
 
 #include <gtest/gtest.h>
@@ -17,13 +18,18 @@ void write_dataset(const std::string& prefix, const std::vector<std::vector<int3
   w.finalize();
 }
 
-TEST(DatasetDigest, OnlyLengthsChangeTheLengthsDigest) {
+TEST(DatasetDigest, AnyTokenChangesTheContentDigestOnlyLengthsChangeTheLengthsDigest) {
   testing::TempDir dir;
   write_dataset(dir.file("a"), {{1, 2, 3}, {4, 5}});
+  write_dataset(dir.file("copy"), {{1, 2, 3}, {4, 5}});
   write_dataset(dir.file("token"), {{1, 2, 3}, {4, 6}});   // same size, one token other
   write_dataset(dir.file("lengths"), {{1, 2}, {3, 4, 5}});  // same tokens, other lengths
-  const auto a = IndexedDataset::open(dir.file("a"));
+  const auto a = IndexedDataset::open(dir.file("a")), copy = IndexedDataset::open(dir.file("copy"));
   const auto token = IndexedDataset::open(dir.file("token")), lengths = IndexedDataset::open(dir.file("lengths"));
+  EXPECT_EQ(dataset_content_digest(a).size(), 64u);
+  EXPECT_EQ(dataset_content_digest(a), dataset_content_digest(copy));
+  EXPECT_NE(dataset_content_digest(a), dataset_content_digest(token));
+  EXPECT_NE(dataset_content_digest(a), dataset_content_digest(lengths));
   EXPECT_EQ(sequence_lengths_digest(a), sequence_lengths_digest(token));
   EXPECT_NE(sequence_lengths_digest(a), sequence_lengths_digest(lengths));
 }
