@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <vector>
@@ -132,6 +133,33 @@ TEST(MegatronCache, ASampleShorterThanSeqLenPlusOneIsNeverRead) {
     }
   }
   EXPECT_GT(short_ones, 0) << "a short sample was read and padded with zeros";
+}
+
+// A blend index altered by hand (a negative or too large sample of a dataset): one UsageError
+// naming the file and the item, at open, not an internal check when the sample is read.
+TEST(MegatronCache, AnAlteredBlendIndexIsRefusedNamingTheFileAndItem) {
+  TempDir dir;
+  write_dataset(dir.file("a"), kEven);
+  write_dataset(dir.file("b"), kEven);
+  MegatronDataOptions o = options(dir.file("a"), dir.file("cache"));
+  o.data = {"1", dir.file("a"), "1", dir.file("b")};
+  o.num_samples = 10;
+  const std::string file = MegatronSamples(o).blend_index_files() + "-dataset_sample_index.npy";
+  for (const int64_t bad : {int64_t{-1}, int64_t{1} << 40}) {
+    SCOPED_TRACE(bad);
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(128 + 8 * 3);  // item 3, after numpy's 128-byte header
+      f.write(reinterpret_cast<const char*>(&bad), 8);
+    }
+    try {
+      const MegatronSamples s(o);
+      all_samples(s);
+      ADD_FAILURE() << "accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(file + ": ", 0), 0u) << e.what();
+    }
+  }
 }
 
 // Runs fn in a child process: its return value as the exit code (3 for an exception it did not

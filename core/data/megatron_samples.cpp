@@ -243,13 +243,18 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
       const int64_t d = dataset_index_->at(i);
       if (d < 0 || d >= static_cast<int64_t>(uses_.size()))
         usage_error("{}: item {} names dataset {} of {}", dataset_index_->path(), i, d, uses_.size());
-      drawn[d] = std::max(drawn[d], dataset_sample_index_->at(i) + 1);
+      const int64_t k = dataset_sample_index_->at(i);
+      if (k < 0)
+        usage_error("{}: item {} names sample {} of {}: a sample index is never negative (the file was altered?)",
+                    dataset_sample_index_->path(), i, k, uses_[d].prefix);
+      drawn[d] = std::max(drawn[d], k + 1);
     }
     for (size_t k = 0; k < uses_.size(); ++k) {
       if (drawn[k] > uses_[k].samples_built)
-        usage_error("the {} blend asks {} samples of {}, which has {} (Megatron's mid_level_dataset_surplus is too small "
-                    "for this blend)",
-                    megatron_split_name(o.which), drawn[k], uses_[k].prefix, uses_[k].samples_built);
+        usage_error("{}: the {} blend asks {} samples of {}, which has {} (Megatron's mid_level_dataset_surplus is too "
+                    "small for this blend, or the file was altered)",
+                    dataset_sample_index_->path(), megatron_split_name(o.which), drawn[k], uses_[k].prefix,
+                    uses_[k].samples_built);
       uses_[k].samples_drawn = drawn[k];
       uses_[k].weight = weights[k];
     }

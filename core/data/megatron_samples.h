@@ -57,9 +57,9 @@ struct MegatronDatasetUse {
 class MegatronSamples final : public SampleSource {
  public:
   // UsageError for bad options (a malformed split or weight list, an empty split, a blend
-  // that needs more samples of a dataset than Megatron built, files that do not open).
-  // RuntimeError naming the file when an index file cannot be written (a full disk, a file size
-  // limit).
+  // that needs more samples of a dataset than Megatron built, files that do not open, a blend
+  // index naming a sample that is negative or past what was built). RuntimeError naming the file
+  // when an index file cannot be written (a full disk, a file size limit).
   explicit MegatronSamples(const MegatronDataOptions& o);
   ~MegatronSamples() override;
   // The seq_len+1 tokens of sample i of the order; i must be below num_samples() (UsageError
