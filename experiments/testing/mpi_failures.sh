@@ -85,7 +85,7 @@ case "$case_" in
     head -c 20000 "$ptdp" | base64 >"$tmp/text.txt"
     "$ptdp" preprocess --input "$tmp/text.txt" --output-prefix "$tmp/a/ds" >/dev/null || fail "preprocess"
     cp "$tmp/a/ds.idx" "$tmp/a/ds.bin" "$tmp/b/"
-    printf 'A' | dd of="$tmp/b/ds.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
+    printf '~' | dd of="$tmp/b/ds.bin" bs=1 seek=100 conv=notrunc 2>/dev/null  # not a base64 character
     cmp -s "$tmp/a/ds.bin" "$tmp/b/ds.bin" && fail "the copy did not change"
     timed "${run[@]}" -np 3 -wdir "$tmp/a" "$ptdp" "${args[@]}" --iters 2 --data ds : \
                       -np 1 -wdir "$tmp/b" "$ptdp" "${args[@]}" --iters 2 --data ds
