@@ -106,8 +106,8 @@ class CliDataWrites : public ::testing::Test {
               0);
   }
   std::vector<std::string> train(std::vector<std::string> extra) const {
-    std::vector<std::string> args = {"train", "--model", "tiny", "--micro-batch", "2", "--global-batch", "4",
-                                     "--iters", "2", "--warmup", "1"};
+    std::vector<std::string> args = {"train", "--model", "tiny", "--micro-batch", "2", "--global-batch",
+                                     "4",     "--iters", "2",    "--warmup",      "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -118,8 +118,8 @@ class CliDataWrites : public ::testing::Test {
 TEST_F(CliDataWrites, AFileSizeLimitEndsTheIndexBuildWithOneLineAndTheNextRunBuildsIt) {
   const std::string cache = dir_.file("cache");
   const auto args = train({"--data-order", "megatron", "--data", data_, "--data-cache-path", cache});
-  EXPECT_TRUE(IsOneFailureLine(run_ptdp_limited(args, 100), {cache + "/", "-GPTDataset-train-", ".npy: cannot write",
-                                                             "File too large"}));
+  EXPECT_TRUE(IsOneFailureLine(run_ptdp_limited(args, 100),
+                               {cache + "/", "-GPTDataset-train-", ".npy: cannot write", "File too large"}));
   EXPECT_EQ(temporaries_under(cache), std::vector<std::string>{});
   const CliResult next = run_ptdp(dir_, args);
   EXPECT_EQ(next.exit_code, 0) << next.err;
@@ -140,7 +140,7 @@ TEST_F(CliDataWrites, TheIndexTemporariesOfAKilledRunAreRemovedByTheNext) {
   const std::string dead = dead_pid(), base = cache + "/0123456789abcdef0123456789abcdef-GPTDataset-train";
   const std::vector<std::string> left = {base + "-sample_index.npy.ptdp-tmp." + this_host() + "." + dead + ".0",
                                          base + "-shuffle_index.npy.tmp-" + dead + "-1"};  // an earlier version's name
-  const std::string users = cache + "/notes.txt.tmp-" + dead + "-1";                      // not the cache's
+  const std::string users = cache + "/notes.txt.tmp-" + dead + "-1";                       // not the cache's
   for (const auto& f : left) testing::write_text(dir_, f.substr(dir_.file("").size()), "half");
   testing::write_text(dir_, users.substr(dir_.file("").size()), "mine");
   const CliResult r = run_ptdp(dir_, train({"--data-order", "megatron", "--data", data_, "--data-cache-path", cache}));

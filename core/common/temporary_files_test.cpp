@@ -57,11 +57,11 @@ TEST_F(TemporaryFiles, OnlyTheDeadProcessesTemporariesOfTheNamedFilesAreRemoved)
       "a.npy.tmp." + dead + ".7",
   };
   const std::vector<std::string> kept = {
-      "a.npy.ptdp-tmp." + host + "." + live + ".0",                   // its writer runs
+      "a.npy.ptdp-tmp." + host + "." + live + ".0",                        // its writer runs
       "a.npy.ptdp-tmp." + host + "." + std::to_string(::getpid()) + ".9",  // this process's own
-      "a.npy.ptdp-tmp.other-host.example." + dead + ".0",            // another host's (a shared disk)
-      "b.npy.ptdp-tmp." + host + "." + dead + ".0",                   // not a file asked about
-      ".a.npy.tmpAbC123",                                            // a user's file
+      "a.npy.ptdp-tmp.other-host.example." + dead + ".0",                  // another host's (a shared disk)
+      "b.npy.ptdp-tmp." + host + "." + dead + ".0",                        // not a file asked about
+      ".a.npy.tmpAbC123",                                                  // a user's file
       "a.npy",
       "a.npy.tmp-x-1",
   };

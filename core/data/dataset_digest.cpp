@@ -37,7 +37,9 @@ class Sha256 {
 
 }  // namespace
 
-std::string sequence_lengths_digest(const IndexedDataset& ds) { return Sha256().add(ds.sequence_lengths_bytes()).hex(); }
+std::string sequence_lengths_digest(const IndexedDataset& ds) {
+  return Sha256().add(ds.sequence_lengths_bytes()).hex();
+}
 
 std::string dataset_content_digest(const IndexedDataset& ds) {
   Sha256 h;

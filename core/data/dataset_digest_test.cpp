@@ -22,7 +22,7 @@ TEST(DatasetDigest, AnyTokenChangesTheContentDigestOnlyLengthsChangeTheLengthsDi
   testing::TempDir dir;
   write_dataset(dir.file("a"), {{1, 2, 3}, {4, 5}});
   write_dataset(dir.file("copy"), {{1, 2, 3}, {4, 5}});
-  write_dataset(dir.file("token"), {{1, 2, 3}, {4, 6}});   // same size, one token other
+  write_dataset(dir.file("token"), {{1, 2, 3}, {4, 6}});    // same size, one token other
   write_dataset(dir.file("lengths"), {{1, 2}, {3, 4, 5}});  // same tokens, other lengths
   const auto a = IndexedDataset::open(dir.file("a")), copy = IndexedDataset::open(dir.file("copy"));
   const auto token = IndexedDataset::open(dir.file("token")), lengths = IndexedDataset::open(dir.file("lengths"));

@@ -65,8 +65,9 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, TokenDType dtype)
   // The temporaries of PREFIX.bin/.idx that a writer killed before its rename left (its process gone).
   const std::filesystem::path p(prefix_);
   const std::string name = p.filename().string();
-  remove_dead_temporaries(p.parent_path().string(),
-                          [&](const std::string& target) { return target == name + ".bin" || target == name + ".idx"; });
+  remove_dead_temporaries(p.parent_path().string(), [&](const std::string& target) {
+    return target == name + ".bin" || target == name + ".idx";
+  });
   bin_ = create_temp(prefix_ + ".bin", &bin_tmp_);
 }
 

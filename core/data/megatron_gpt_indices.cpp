@@ -267,10 +267,11 @@ void MegatronGptIndices::read_sample(const IndexedDataset& ds, int64_t i, int se
   if (j < 0 || j + 1 >= sample_.shape()[0]) usage_error("{}: item {} is {}, outside the sample index", shuffle_.path(), i, j);
   int64_t got = 0;
   const std::string why = span_of(ds, j, extra, want, &got, [&](int64_t seq, int64_t offset, int64_t length) {
-    ds.read_tokens(ds.sequence_offset(seq) + offset, length, out + (got));
+    ds.read_tokens(ds.sequence_offset(seq) + offset, length, out + got);
   });
   if (!why.empty()) throw UsageError(why);
-  if (got < want && !(partial_last && j + 2 == sample_.shape()[0])) throw UsageError(short_sample(sample_, j, got, want, ds));
+  if (got < want && !(partial_last && j + 2 == sample_.shape()[0]))
+    throw UsageError(short_sample(sample_, j, got, want, ds));
   std::fill(out + got, out + want, 0);
 }
 
