@@ -114,8 +114,37 @@ TEST_F(CliDataOrder, BadOrderSplitOrListsAreRefused) {
                            {"--data-order 'random' must be ptdp or megatron"}));
   EXPECT_TRUE(IsUsageError(train({"--data", a_, "--split", "9,x,1"}), {"--split"}));
   EXPECT_TRUE(IsUsageError(train({"--data", "0.5 " + a_ + " -1 " + b_}), {"--data"}));
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir_, {"train", "--model", "tiny", "--data", a_ + " " + b_}),
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir_, {"train", "--model", "tiny", "--data-order", "ptdp", "--data", a_ + " " + b_}),
                            {"needs --data-order megatron"}));
+}
+
+// Without --data-order, Megatron's own flags (--split, --data-cache-path, a list in --data) select
+// its order, as a Megatron-LM user expects; with --data-order ptdp, or synthetic data, nothing would
+// read them: refused. Empty values are refused.
+TEST_F(CliDataOrder, MegatronsFlagsSelectItsOrderAndAreRefusedWhereNothingReadsThem) {
+  const std::vector<std::string> base = {"train", "--model", "tiny", "--micro-batch", "2", "--global-batch", "8",
+                                         "--iters", "2", "--warmup", "1"};
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_ptdp(dir_, args);
+  };
+  const std::string cache = dir_.file("cache");
+  for (const auto& extra : std::vector<std::vector<std::string>>{{"--data", a_, "--split", "98,2,0", "--data-cache-path", cache},
+                                                                 {"--data", a_, "--data-cache-path", cache},
+                                                                 {"--data", a_ + " " + b_, "--data-cache-path", cache}}) {
+    const CliResult r = run(extra);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("data: Megatron-core's order, split train of --split "), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(IsUsageError(run({"--data", a_, "--data-order", "ptdp", "--split", "98,2,0"}),
+                           {"--split: applies to --data-order megatron", "--data-order ptdp has none"}));
+  EXPECT_TRUE(IsUsageError(run({"--data", a_, "--data-order", "ptdp", "--data-cache-path", cache}),
+                           {"--data-cache-path: applies to --data-order megatron"}));
+  EXPECT_TRUE(IsUsageError(run({"--split", "98,2,0"}), {"--split: applies to", "not --data synthetic"}));
+  EXPECT_TRUE(IsUsageError(run({"--data", a_, "--data-cache-path", ""}), {"--data-cache-path '': needs a value"}));
+  EXPECT_TRUE(IsUsageError(run({"--pipeline-model-parallel-layout", ""}),
+                           {"--pipeline-model-parallel-layout '': needs a value"}));
 }
 
 }  // namespace

@@ -142,6 +142,25 @@ ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char
   return r.model;
 }
 
+// The sample order a dataset's flags ask for. Without --data-order, Megatron's flags for its own
+// order (--split, --data-cache-path, a list in --data) select it, as a Megatron-LM user expects;
+// with an explicit --data-order ptdp, or with synthetic data, they are refused: nothing would
+// read them.
+void resolve_data_order(RunConfig& r, const std::function<bool(const char*)>& given) {
+  const bool list = r.data.find_first_of(" \t") != std::string::npos;
+  const char* megatron_flag = given("--split") ? "--split" : given("--data-cache-path") ? "--data-cache-path" : nullptr;
+  if (r.data == "synthetic" && megatron_flag)
+    usage_error("{}: applies to a dataset's documents in Megatron's order (--data PREFIX), not --data synthetic",
+                megatron_flag);
+  if (!given("--data-order")) {
+    if (r.data != "synthetic" && (megatron_flag || list)) r.data_order = DataOrder::Megatron;
+    return;
+  }
+  if (r.data_order == DataOrder::Ptdp && megatron_flag)
+    usage_error("{}: applies to --data-order megatron (Megatron's split and index cache); --data-order ptdp has none",
+                megatron_flag);
+}
+
 }  // namespace
 
 RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
@@ -160,6 +179,7 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
       usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
   if (f.trains && app.get_option_no_throw("--recipe"))
     apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given, r);
+  resolve_data_order(r, given);
   validate_run(r);
   return r;
 }

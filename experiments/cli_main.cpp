@@ -1,5 +1,6 @@
 // ptdp's command line: the subcommands, MPI start-up, and errors as one line with exit code 2
 // (usage) or 1 (failure). experiments/main.cpp calls it.
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -60,6 +61,9 @@ std::string version_text() {
 }  // namespace
 
 int ptdp::cli_main(int argc, char** argv) {
+  // Under a file size limit (ulimit -f) a write past it fails with EFBIG, which each writer reports
+  // naming its file, instead of ending the process by SIGXFSZ with no word.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"ptdp: PTD-P (pipeline, tensor and data parallel) GPT training and reproduction suite"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version_text(), "print the version (git commit) and what this build has");

@@ -94,7 +94,8 @@ void add_data_fields(std::vector<Field>& v) {
                   .flags("--data-order")
                   .help("ptdp (fixed windows over the token stream, seeded Fisher-Yates per epoch) | megatron "
                         "(Megatron-core's GPTDataset/BlendedDataset order: the same samples as Megatron-LM for the "
-                        "same files, --seed and --split)")
+                        "same files, --seed and --split); not given, --split, --data-cache-path or a list in --data "
+                        "select megatron")
                   .column(RowUse::Measured)
                   .not_key(kSameShape));
   v.push_back(Field(PTDP_MEMBER(split), "split", g)

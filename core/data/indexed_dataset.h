@@ -2,6 +2,7 @@
 // tools/preprocess_data.py writes (megatron/core/datasets/indexed_dataset.py), memory-mapped.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -46,6 +47,12 @@ class IndexedDataset {
   // First sequence of document i, for i in [0, num_documents()]; the last one is num_sequences().
   int64_t document_index(int64_t i) const;
   int64_t total_tokens() const { return total_tokens_; }
+  // The raw bytes of the i32 sequence_lengths[S] array of .idx, and of the whole files.
+  std::span<const std::byte> sequence_lengths_bytes() const {
+    return idx_.bytes().subspan(lengths_at_, static_cast<size_t>(num_sequences_) * 4);
+  }
+  std::span<const std::byte> idx_bytes() const { return idx_.bytes(); }
+  std::span<const std::byte> bin_bytes() const { return bin_.bytes(); }
 
   // Copies tokens [offset, offset + count) of all sequences concatenated in order. The range
   // must lie inside [0, total_tokens()) (checked). An int64 token outside int32 is a UsageError.

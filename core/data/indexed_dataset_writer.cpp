@@ -3,23 +3,22 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "core/common/error.h"
+#include "core/common/temporary_files.h"
 #include "core/data/indexed_dataset.h"
 
 namespace ptdp {
 namespace {
 
-// Opens a fresh "PATH.tmp.PID.N" for writing (O_EXCL, mode 0666 & ~umask).
+// Opens a fresh temporary_path(PATH) for writing (O_EXCL, mode 0666 & ~umask).
 std::FILE* create_temp(const std::string& path, std::string* tmp_name) {
-  static std::atomic<uint64_t> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
-    *tmp_name = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+    *tmp_name = temporary_path(path);
     int fd = ::open(tmp_name->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) usage_error("{}: cannot create: {}", path, std::strerror(errno));
@@ -63,6 +62,12 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, TokenDType dtype)
     : prefix_(std::move(prefix)), dtype_(dtype) {
   if (!token_dtype_is_integer(dtype_))
     usage_error("{}: token dtype {} is not an integer type", prefix_, token_dtype_name(dtype_));
+  // The temporaries of PREFIX.bin/.idx that a writer killed before its rename left (its process gone).
+  const std::filesystem::path p(prefix_);
+  const std::string name = p.filename().string();
+  remove_dead_temporaries(p.parent_path().string(), [&](const std::string& target) {
+    return target == name + ".bin" || target == name + ".idx";
+  });
   bin_ = create_temp(prefix_ + ".bin", &bin_tmp_);
 }
 

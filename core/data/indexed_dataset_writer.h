@@ -13,8 +13,10 @@ namespace ptdp {
 
 class IndexedDatasetWriter {
  public:
-  // Creates the .bin temporary next to PREFIX.bin. UsageError when dtype is not an integer
-  // type or the temporary cannot be created (e.g. the directory does not exist).
+  // Creates the .bin temporary next to PREFIX.bin (temporary_path), after removing the
+  // temporaries of PREFIX.bin/.idx that writers killed before their rename left there
+  // (remove_dead_temporaries). UsageError when dtype is not an integer type or the temporary
+  // cannot be created (e.g. the directory does not exist).
   IndexedDatasetWriter(std::string prefix, TokenDType dtype);
   // Without finalize(), removes the temporaries: nothing half-written is left behind.
   ~IndexedDatasetWriter();

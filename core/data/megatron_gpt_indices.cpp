@@ -216,28 +216,62 @@ MegatronGptIndices MegatronGptIndices::open(const std::string& path_base) {
   return x;
 }
 
+template <class Piece>
+std::string MegatronGptIndices::span_of(const IndexedDataset& ds, int64_t j, int64_t extra, int64_t want, int64_t* got,
+                                        const Piece& piece) const {
+  const int64_t b = sample_.at(2 * j), b_off = sample_.at(2 * j + 1);
+  const int64_t e = sample_.at(2 * j + 2), e_off = sample_.at(2 * j + 3);
+  if (b < 0 || e < b || e >= document_.size())
+    return fmt::format("{}: rows {} and {} point outside the document index", sample_.path(), j, j + 1);
+  *got = 0;
+  for (int64_t k = b; k <= e; ++k) {
+    const int64_t seq = document_.at(k);
+    if (seq < 0 || seq >= ds.num_sequences())
+      return fmt::format("{}: item {} is sequence {}, outside {}", document_.path(), k, seq, ds.prefix());
+    const int64_t offset = k == b ? b_off : 0;
+    const int64_t length = (k == e ? e_off + extra : ds.sequence_length(seq)) - offset;
+    if (offset < 0 || length < 0 || offset + length > ds.sequence_length(seq) || *got + length > want)
+      return fmt::format("{}: sample {} reads past sequence {} of {}", sample_.path(), j, seq, ds.prefix());
+    piece(seq, offset, length);
+    *got += length;
+  }
+  return {};
+}
+
+namespace {
+std::string short_sample(const NpyArray& sample_index, int64_t j, int64_t got, int64_t want, const IndexedDataset& ds) {
+  return fmt::format("{}: sample {} holds {} of its {} tokens: the index files were built for another version of {} "
+                     "(rewritten since?); remove them to build them again",
+                     sample_index.path(), j, got, want, ds.prefix());
+}
+}  // namespace
+
+std::string MegatronGptIndices::misfit(const IndexedDataset& ds, int seq_len, bool add_extra_token,
+                                       bool partial_last) const {
+  const int64_t extra = add_extra_token ? 1 : 0, want = seq_len + extra, rows = sample_.shape()[0];
+  for (int64_t j = 0; j + 1 < rows; ++j) {
+    int64_t got = 0;
+    std::string why = span_of(ds, j, extra, want, &got, [](int64_t, int64_t, int64_t) {});
+    if (!why.empty()) return why;
+    if (got < want && !(partial_last && j + 2 == rows)) return short_sample(sample_, j, got, want, ds);
+  }
+  return {};
+}
+
 void MegatronGptIndices::read_sample(const IndexedDataset& ds, int64_t i, int seq_len, bool add_extra_token,
-                                     int32_t* out) const {
+                                     int32_t* out, bool partial_last) const {
   PTDP_CHECK(i >= 0 && i < num_samples(), "sample {} of {}", i, num_samples());
   const int64_t extra = add_extra_token ? 1 : 0;
   const int64_t want = seq_len + extra;
   const int64_t j = shuffle_.at(i);
   if (j < 0 || j + 1 >= sample_.shape()[0]) usage_error("{}: item {} is {}, outside the sample index", shuffle_.path(), i, j);
-  const int64_t b = sample_.at(2 * j), b_off = sample_.at(2 * j + 1);
-  const int64_t e = sample_.at(2 * j + 2), e_off = sample_.at(2 * j + 3);
-  if (b < 0 || e < b || e >= document_.size())
-    usage_error("{}: rows {} and {} point outside the document index", sample_.path(), j, j + 1);
   int64_t got = 0;
-  for (int64_t k = b; k <= e; ++k) {
-    const int64_t seq = document_.at(k);
-    if (seq < 0 || seq >= ds.num_sequences()) usage_error("{}: item {} is sequence {}, outside {}", document_.path(), k, seq, ds.prefix());
-    const int64_t offset = k == b ? b_off : 0;
-    const int64_t length = (k == e ? e_off + extra : ds.sequence_length(seq)) - offset;
-    if (offset < 0 || length < 0 || offset + length > ds.sequence_length(seq) || got + length > want)
-      usage_error("{}: sample {} reads past sequence {} of {}", sample_.path(), j, seq, ds.prefix());
+  const std::string why = span_of(ds, j, extra, want, &got, [&](int64_t seq, int64_t offset, int64_t length) {
     ds.read_tokens(ds.sequence_offset(seq) + offset, length, out + got);
-    got += length;
-  }
+  });
+  if (!why.empty()) throw UsageError(why);
+  if (got < want && !(partial_last && j + 2 == sample_.shape()[0]))
+    throw UsageError(short_sample(sample_, j, got, want, ds));
   std::fill(out + got, out + want, 0);
 }
 

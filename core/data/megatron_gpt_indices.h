@@ -63,12 +63,24 @@ class MegatronGptIndices {
   const NpyArray& document_index() const { return document_; }
   const NpyArray& sample_index() const { return sample_; }
   const NpyArray& shuffle_index() const { return shuffle_; }
-  // The seq_len + add_extra tokens of sample i (GPTDataset's "text" before masking), read from ds;
-  // a sample shorter than that (only without drop_last_partial_sequence) is padded with 0, the
-  // token Megatron puts in place of its pad id. Thread-safe.
-  void read_sample(const IndexedDataset& ds, int64_t i, int seq_len, bool add_extra_token, int32_t* out) const;
+  // The seq_len + add_extra tokens of sample i (GPTDataset's "text" before masking), read from ds.
+  // Only the sample index's last sample may be shorter, and only with `partial_last` (built
+  // without drop_last_partial_sequence): it is padded with 0, the token Megatron puts in place of
+  // its pad id. Any other short sample is a UsageError naming the files: they were built for
+  // another version of ds. Thread-safe.
+  void read_sample(const IndexedDataset& ds, int64_t i, int seq_len, bool add_extra_token, int32_t* out,
+                   bool partial_last = false) const;
+  // Why these files do not fit ds as it is now (a dataset rewritten under the same prefix since
+  // they were built): the first sample of the sample index that reads past a sequence or other
+  // than seq_len + extra tokens (fewer only as above). Empty when every sample fits.
+  std::string misfit(const IndexedDataset& ds, int seq_len, bool add_extra_token, bool partial_last) const;
 
  private:
+  // The tokens sample row j spans (checked against ds as read_sample reads it); calls
+  // piece(seq, offset, length) for each piece when given. Empty text or why it does not fit.
+  template <class Piece>
+  std::string span_of(const IndexedDataset& ds, int64_t j, int64_t extra, int64_t want, int64_t* got,
+                      const Piece& piece) const;
   NpyArray document_, sample_, shuffle_;
 };
 

@@ -1,11 +1,15 @@
 #include "core/data/megatron_samples.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <sstream>
 
 #include "core/common/error.h"
+#include "core/common/temporary_files.h"
+#include "core/data/dataset_digest.h"
 #include "core/data/megatron_blend.h"
 #include "core/data/megatron_description.h"
 #include "core/data/npy_file.h"
@@ -17,6 +21,7 @@ namespace fs = std::filesystem;
 struct MegatronSamples::Part {
   IndexedDataset ds;
   MegatronGptIndices indices;
+  bool partial_last = false;  // the valid split's last, shorter sample is kept
 };
 
 namespace {
@@ -58,14 +63,43 @@ std::string find_indices(const std::string& dir, const std::string& cls, Megatro
   return own;
 }
 
-void write_description(const std::string& path_base, const std::string& description) {
-  const std::string tmp = unique_temporary(path_base + "-description.txt");
+// Writes a small file of the cache atomically (a temporary renamed into place).
+void write_cache_text(const std::string& path, const std::string& text) {
+  const std::string tmp = unique_temporary(path);
   {
     std::ofstream out(tmp, std::ios::binary);
-    out << description;
-    if (!out) usage_error("{}: cannot write", tmp);
+    out << text;
+    out.flush();
+    if (!out) {
+      const int err = errno;
+      fs::remove(tmp);
+      throw RuntimeError(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+    }
   }
-  fs::rename(tmp, path_base + "-description.txt");
+  fs::rename(tmp, path);
+}
+
+// ptdp's addition to the key of a GPTDataset's index files, kept beside them as
+// PATH_BASE-ptdp-dataset.txt: the dataset's sequence count and the SHA-256 of its sequence lengths,
+// which the indices depend on but Megatron-core's description does not name (a dataset rewritten
+// under the same prefix with as many documents keeps its description and hash).
+constexpr std::string_view kDatasetKeySuffix = "-ptdp-dataset.txt";
+std::string dataset_key(const IndexedDataset& ds) {
+  return fmt::format("sequences {}\nsequence_lengths_sha256 {}\n", ds.num_sequences(), sequence_lengths_digest(ds));
+}
+
+// Whether the index files at `base` fit the dataset as it is now: by ptdp's key where it was
+// written, else (Megatron's own files, or ptdp's of an older version) by reading every sample's
+// bounds against the sequence lengths.
+bool fits_dataset(const std::string& base, const IndexedDataset& ds, const std::string& key, int seq_len,
+                  bool partial_last) {
+  const fs::path key_file = base + std::string(kDatasetKeySuffix);
+  if (fs::exists(key_file)) return read_all(key_file) == key;
+  try {
+    return MegatronGptIndices::open(base).misfit(ds, seq_len, true, partial_last).empty();
+  } catch (const UsageError&) {
+    return false;
+  }
 }
 
 // Whether index files hold what the plan derives from the dataset as it is now (a dataset
@@ -80,10 +114,23 @@ bool matches_plan(const std::string& base, const MegatronGptPlan& plan) {
   }
 }
 
+// Whether a file name is one of the index cache's: HASH-GPTDataset-SPLIT-*.npy, its description
+// and ptdp's key; HASH-BlendedDataset-SPLIT-*.npy and its description.
+bool is_cache_file_name(const std::string& name) {
+  for (const char* suffix : {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy", "-dataset_index.npy",
+                             "-dataset_sample_index.npy", "-description.txt", "-ptdp-dataset.txt"})
+    if (name.ends_with(suffix))
+      return name.find("-GPTDataset-") != std::string::npos || name.find("-BlendedDataset-") != std::string::npos;
+  return false;
+}
+
+// The cache directory, made when missing; the temporaries that builds killed before their rename
+// left there (their process gone) are removed.
 std::string make_cache_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec && !fs::is_directory(dir)) usage_error("--data-cache-path {}: cannot create: {}", dir, ec.message());
+  remove_dead_temporaries(dir, is_cache_file_name);
   return dir;
 }
 
@@ -131,14 +178,18 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
     // Megatron-core's default place: PREFIX/cache/GPTDataset_indices (gpt_dataset.py).
     const std::string dir = make_cache_dir(o.cache_dir.empty() ? blend.prefixes[k] + "/cache/GPTDataset_indices" : o.cache_dir);
     bool found = false;
-    const std::string base =
-        find_indices(dir, "GPTDataset", o.which, description, {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy"},
-                     [&](const std::string& b) { return matches_plan(b, gpt); }, &found);
+    const std::string key = dataset_key(ds);
+    const bool partial_last = !p.drop_last_partial_sequence;
+    const std::string base = find_indices(
+        dir, "GPTDataset", o.which, description, {"-document_index.npy", "-sample_index.npy", "-shuffle_index.npy"},
+        [&](const std::string& b) { return matches_plan(b, gpt) && fits_dataset(b, ds, key, o.seq_len, partial_last); },
+        &found);
     if (!found) {
       build_megatron_gpt_indices(ds, *range, p, base);
-      write_description(base, description);
+      write_cache_text(base + std::string(kDatasetKeySuffix), key);
+      write_cache_text(base + "-description.txt", description);  // the last: it marks the files complete
     }
-    auto part = std::make_unique<Part>(Part{std::move(ds), MegatronGptIndices::open(base)});
+    auto part = std::make_unique<Part>(Part{std::move(ds), MegatronGptIndices::open(base), partial_last});
     MegatronDatasetUse use;
     use.prefix = blend.prefixes[k];
     use.samples_built = part->indices.num_samples();
@@ -181,7 +232,7 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
                                           {"-dataset_index.npy", "-dataset_sample_index.npy"}, sized, &found);
     if (!found) {
       build_megatron_blending_indices(weights, size, base);
-      write_description(base, description);
+      write_cache_text(base + "-description.txt", description);
     }
     blend_index_files_ = base;
     dataset_index_ = std::make_unique<NpyArray>(NpyArray::open(base + "-dataset_index.npy"));
@@ -192,13 +243,18 @@ MegatronSamples::MegatronSamples(const MegatronDataOptions& o) : SampleSource(o.
       const int64_t d = dataset_index_->at(i);
       if (d < 0 || d >= static_cast<int64_t>(uses_.size()))
         usage_error("{}: item {} names dataset {} of {}", dataset_index_->path(), i, d, uses_.size());
-      drawn[d] = std::max(drawn[d], dataset_sample_index_->at(i) + 1);
+      const int64_t k = dataset_sample_index_->at(i);
+      if (k < 0)
+        usage_error("{}: item {} names sample {} of {}: a sample index is never negative (the file was altered?)",
+                    dataset_sample_index_->path(), i, k, uses_[d].prefix);
+      drawn[d] = std::max(drawn[d], k + 1);
     }
     for (size_t k = 0; k < uses_.size(); ++k) {
       if (drawn[k] > uses_[k].samples_built)
-        usage_error("the {} blend asks {} samples of {}, which has {} (Megatron's mid_level_dataset_surplus is too small "
-                    "for this blend)",
-                    megatron_split_name(o.which), drawn[k], uses_[k].prefix, uses_[k].samples_built);
+        usage_error("{}: the {} blend asks {} samples of {}, which has {} (Megatron's mid_level_dataset_surplus is too "
+                    "small for this blend, or the file was altered)",
+                    dataset_sample_index_->path(), megatron_split_name(o.which), drawn[k], uses_[k].prefix,
+                    uses_[k].samples_built);
       uses_[k].samples_drawn = drawn[k];
       uses_[k].weight = weights[k];
     }
@@ -219,7 +275,7 @@ void MegatronSamples::get(int64_t sample_index, int32_t* out) const {
     d = static_cast<size_t>(dataset_index_->at(sample_index));
     j = dataset_sample_index_->at(sample_index);
   }
-  parts_[d]->indices.read_sample(parts_[d]->ds, j, seq_len(), true, out);
+  parts_[d]->indices.read_sample(parts_[d]->ds, j, seq_len(), true, out, parts_[d]->partial_last);
 }
 
 }  // namespace ptdp

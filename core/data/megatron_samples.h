@@ -4,10 +4,15 @@
 // files are built once into the cache (numpy .npy, Megatron's layout and names:
 // HASH-GPTDataset-SPLIT-*.npy, HASH-BlendedDataset-SPLIT-*.npy, HASH the MD5 of Megatron's
 // description, kept beside them as HASH-...-description.txt) and then memory-mapped. Files that
-// Megatron-core built for the same indices are used as they are, whatever its tokenizer.
-// Ranks may build at once on one (shared) cache directory: each writes temporaries and renames
-// them into place, the description last, and all write the same bytes; building on one rank
-// before the others open saves the repeated work.
+// Megatron-core built for the same indices are used as they are, whatever its tokenizer, once
+// every sample's bounds are checked against the dataset's sequence lengths. Beside the files it
+// builds ptdp keeps HASH-GPTDataset-SPLIT-ptdp-dataset.txt, the SHA-256 of the sequence lengths
+// (dataset_digest.h): files built for another version of a dataset rewritten under the same
+// prefix (the same description) are rebuilt. Ranks may build at once on one (shared) cache
+// directory: each writes temporaries (temporary_path) and renames them into place, the
+// description last, and all write the same bytes; building on one rank before the others open
+// saves the repeated work. Temporaries that killed builds left are removed when a run opens the
+// directory (remove_dead_temporaries).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -52,11 +57,14 @@ struct MegatronDatasetUse {
 class MegatronSamples final : public SampleSource {
  public:
   // UsageError for bad options (a malformed split or weight list, an empty split, a blend
-  // that needs more samples of a dataset than Megatron built, files that do not open).
+  // that needs more samples of a dataset than Megatron built, files that do not open, a blend
+  // index naming a sample that is negative or past what was built). RuntimeError naming the file
+  // when an index file cannot be written (a full disk, a file size limit).
   explicit MegatronSamples(const MegatronDataOptions& o);
   ~MegatronSamples() override;
   // The seq_len+1 tokens of sample i of the order; i must be below num_samples() (UsageError
-  // otherwise: the order was built for fewer samples). Thread-safe.
+  // otherwise: the order was built for fewer samples; also for a sample the index files give
+  // fewer tokens, MegatronGptIndices::read_sample). Thread-safe.
   void get(int64_t sample_index, int32_t* out) const override;
   int64_t num_samples() const { return num_samples_; }
   const std::vector<MegatronDatasetUse>& datasets() const { return uses_; }

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/common/error.h"
+#include "core/common/temporary_files.h"
 
 namespace ptdp {
 namespace {
@@ -37,10 +38,7 @@ int64_t items(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::string unique_temporary(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  return fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter.fetch_add(1));
-}
+std::string unique_temporary(const std::string& path) { return temporary_path(path); }
 
 size_t npy_item_size(NpyType t) {
   switch (t) {
@@ -76,11 +74,12 @@ NpyWriter::NpyWriter(std::string path, NpyType type, std::vector<int64_t> shape)
   total_bytes_ = header_bytes_ + static_cast<size_t>(items(shape_)) * npy_item_size(type_);
   const int fd = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) usage_error("{}: cannot create: {}", tmp_, std::strerror(errno));
-  if (::ftruncate(fd, static_cast<off_t>(total_bytes_)) != 0) {
-    const int err = errno;
+  // The blocks are reserved before the file is written through a memory map: a full disk or a
+  // file size limit is then this error, not SIGBUS at the first page that finds no block.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total_bytes_)); err != 0) {
     ::close(fd);
     ::unlink(tmp_.c_str());
-    usage_error("{}: cannot size to {} bytes: {}", tmp_, total_bytes_, std::strerror(err));
+    throw RuntimeError(fmt::format("{}: cannot write {} bytes: {}", path_, total_bytes_, std::strerror(err)));
   }
   void* p = ::mmap(nullptr, total_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;

@@ -17,12 +17,15 @@ size_t npy_item_size(NpyType t);
 // The header bytes numpy.save writes for an array of this type and shape.
 std::string npy_header(NpyType type, const std::vector<int64_t>& shape);
 
-// PATH.tmp-PID-N, a name no other writer of this process or another uses at the same time.
+// temporary_path(PATH) (core/common/temporary_files.h): PATH.ptdp-tmp.HOST.PID.N, a name no
+// other writer of this process or another uses at the same time.
 std::string unique_temporary(const std::string& path);
 
 // A new .npy file of the given type and shape, zero-filled, mapped read-write. The file is
 // created as unique_temporary(PATH) and renamed to PATH by finish() (atomically: writers racing
-// on one PATH leave one whole file); without finish() it is removed.
+// on one PATH leave one whole file); without finish() it is removed. Its blocks are reserved
+// first (posix_fallocate): a full disk or a file size limit is a RuntimeError naming PATH and
+// the cause, never SIGBUS.
 class NpyWriter {
  public:
   NpyWriter(std::string path, NpyType type, std::vector<int64_t> shape);

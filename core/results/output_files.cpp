@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "core/common/error.h"
 
@@ -43,9 +45,26 @@ void remove_if_dead(const std::filesystem::path& path) {
   ::close(fd);
 }
 
-// ".NAME.tmpXXXXXX": a temporary of write_file_atomic.
+// ".NAME.ptdp-tmp-XXXXXX" (mkstemp's six characters): a temporary of write_file_atomic, a name
+// no user file is given by chance.
+constexpr std::string_view kTmpMark = ".ptdp-tmp-";
 bool is_temporary_name(const std::string& n) {
-  return n.size() > 11 && n[0] == '.' && n.compare(n.size() - 10, 4, ".tmp") == 0;
+  const size_t tail = kTmpMark.size() + 6;
+  return n.size() > tail + 1 && n[0] == '.' && n.compare(n.size() - tail, kTmpMark.size(), kTmpMark) == 0;
+}
+
+// The folders of a checkpoint directory that ptdp writes (core/train/checkpoint.cpp): the
+// directory itself, iter_NNNNNNN and iter_NNNNNNN/mp_rank_* in it; `rel` relative to it.
+bool is_checkpoint_folder(const std::filesystem::path& rel) {
+  const auto digits = [](const std::string& s, size_t from) {
+    return s.size() > from && s.find_first_not_of("0123456789_", from) == std::string::npos;
+  };
+  std::vector<std::string> parts;
+  for (const auto& p : rel)
+    if (!p.empty() && p != ".") parts.push_back(p.string());
+  if (parts.empty()) return true;
+  if (parts.size() > 2 || !parts[0].starts_with("iter_") || !digits(parts[0], 5)) return false;
+  return parts.size() == 1 || (parts[1].starts_with("mp_rank_") && digits(parts[1], 8));
 }
 }  // namespace
 
@@ -54,7 +73,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::string name = ".";
-  name.append(p.filename().string()).append(".tmp");
+  name.append(p.filename().string()).append(kTmpMark);
   // A write killed before its rename (SIGKILL, power loss) leaves its temporary behind. Each
   // writer holds a lock on its temporary until the rename: one whose lock can be taken is dead
   // and is removed; one still locked is another writer's, left alone.
@@ -126,14 +145,23 @@ DirLock::DirLock(const std::string& dir, const std::string& flag) {
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
     // the pid is informative only
   }
-  // The directory is this run's now: the temporaries of writes killed before their rename, in any
-  // subdirectory (a shard of an iteration that is never saved again), are removed; a temporary
-  // still locked by a writer is left alone.
+  // The directory is this run's now: the temporaries of writes killed before their rename, in the
+  // folders ptdp writes (a shard of an iteration that is never saved again), are removed; a
+  // temporary still locked by a writer is left alone, and so is every file of another name or in
+  // another folder (the user's).
   namespace fs = std::filesystem;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && is_temporary_name(it->path().filename().string())) remove_if_dead(it->path());
+       !ec && it != end; it.increment(ec)) {
+    const fs::path rel = fs::relative(it->path().parent_path(), dir, ec);
+    if (ec) break;
+    if (it->is_directory(ec) && !is_checkpoint_folder(fs::relative(it->path(), dir, ec))) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (is_checkpoint_folder(rel) && it->is_regular_file(ec) && is_temporary_name(it->path().filename().string()))
+      remove_if_dead(it->path());
+  }
 }
 
 DirLock::~DirLock() {

@@ -31,15 +31,17 @@ void check_csv_output(const std::string& path, const std::string& header, const 
 
 // Writes `content` to `path` atomically (temporary file, fsync, rename): for files ptdp owns
 // (checkpoint shards, its own generated outputs). A user-named file goes through write_user_file.
-// The temporary is locked (flock) by its writer until renamed; temporaries of `path` left by
-// writers that died (their lock is free) are removed, never one still being written.
+// The temporary, DIR/.NAME.ptdp-tmp-XXXXXX, is locked (flock) by its writer until renamed;
+// temporaries of `path` left by writers that died (their lock is free) are removed, never one
+// still being written, nor a file of another name.
 void write_file_atomic(const std::string& path, const std::string& content);
 
 // One writer per output directory (--save): an exclusive lock (flock) on DIR/.ptdp.lock, held
 // while the object lives (closing releases it, also when the process dies). UsageError naming
 // `flag`, the directory and the holder's pid when another run holds it. flock locks belong to
 // an open file: take one per directory per process (one rank), not one per thread. Once held,
-// the temporaries that writes killed before their rename left anywhere under DIR are removed.
+// the temporaries (.NAME.ptdp-tmp-XXXXXX) that writes killed before their rename left in the
+// folders a checkpoint has (DIR, DIR/iter_N, DIR/iter_N/mp_rank_*) are removed; nothing else.
 class DirLock {
  public:
   DirLock(const std::string& dir, const std::string& flag);

@@ -24,18 +24,40 @@ namespace {
 
 using testing::TempDir;
 
-// A save killed before its rename leaves ".NAME.tmpXXXXXX" behind; the next write of NAME
-// removes it, and nothing else.
+// A save killed before its rename leaves ".NAME.ptdp-tmp-XXXXXX" behind; the next write of NAME
+// removes it, and nothing else (".NAME.tmpXXXXXX" is a name a user may give).
 TEST(AtomicWrite, AWriteRemovesTheTemporariesEarlierWritesOfItsTargetLeft) {
   TempDir dir;
   const std::string target = dir.file("shard.bin");
-  for (const char* n : {".shard.bin.tmpAb12Cd", ".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
+  for (const char* n : {".shard.bin.ptdp-tmp-Ab12Cd", ".other.bin.ptdp-tmp-Ab12Cd", "shard.bin.ptdp-tmp-Ab12Cd",
+                        ".shard.bin.ptdp-tmp-X", ".shard.bin.tmpAb12Cd"})
     std::ofstream(dir.file(n)) << "x";
   write_file_atomic(target, "new");
   EXPECT_EQ(testing::read_text(target), "new");
-  EXPECT_FALSE(std::filesystem::exists(dir.file(".shard.bin.tmpAb12Cd")));
-  for (const char* n : {".other.bin.tmpAb12Cd", "shard.bin.tmpAb12Cd", ".shard.bin.tmpX"})
+  EXPECT_FALSE(std::filesystem::exists(dir.file(".shard.bin.ptdp-tmp-Ab12Cd")));
+  for (const char* n : {".other.bin.ptdp-tmp-Ab12Cd", "shard.bin.ptdp-tmp-Ab12Cd", ".shard.bin.ptdp-tmp-X",
+                        ".shard.bin.tmpAb12Cd"})
     EXPECT_TRUE(std::filesystem::exists(dir.file(n))) << n;
+}
+
+// Taking a --save directory removes the dead temporaries of ptdp's own writes in the folders a
+// checkpoint has, and no file of the user's: not one named like a temporary of another program
+// (".X.tmpXXXXXX"), nor a ptdp-like name in a folder ptdp does not write.
+TEST(DirLock, RemovesOnlyPtdpsOwnDeadTemporariesWherePtdpWrites) {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  const std::string ck = dir.file("ck");
+  for (const char* d : {"iter_0000002/mp_rank_01_000", "notes/drafts", "iter_0000002/mine"}) fs::create_directories(ck + "/" + d);
+  const std::vector<std::string> removed = {".latest_checkpointed_iteration.txt.ptdp-tmp-Ab12Cd",
+                                            "iter_0000002/.manifest.txt.ptdp-tmp-Ab12Cd",
+                                            "iter_0000002/mp_rank_01_000/.model_optim_rng.bin.ptdp-tmp-Zz9yX8"};
+  const std::vector<std::string> kept = {".report.tmpAb12Cd", "notes/.essay.md.tmpQw3rTy", "notes/drafts/.a.ptdp-tmp-Ab12Cd",
+                                         "iter_0000002/mine/.x.ptdp-tmp-Ab12Cd", "iter_0000002/.manifest.txt.tmpAb12Cd"};
+  for (const auto& n : removed) std::ofstream(ck + "/" + n) << "x";
+  for (const auto& n : kept) std::ofstream(ck + "/" + n) << "x";
+  { DirLock lock(ck, "--save"); }
+  for (const auto& n : removed) EXPECT_FALSE(fs::exists(ck + "/" + n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(fs::exists(ck + "/" + n)) << n;
 }
 
 // The clean-up of leftover temporaries removes only those whose writer is gone (their lock free):
@@ -43,7 +65,7 @@ TEST(AtomicWrite, AWriteRemovesTheTemporariesEarlierWritesOfItsTargetLeft) {
 TEST(AtomicWrite, RemovesDeadTemporariesAndLeavesThoseBeingWritten) {
   TempDir dir;
   const std::string target = dir.file("shard.bin");
-  const std::string live = dir.file(".shard.bin.tmpAAAAAA"), dead = dir.file(".shard.bin.tmpBBBBBB");
+  const std::string live = dir.file(".shard.bin.ptdp-tmp-AAAAAA"), dead = dir.file(".shard.bin.ptdp-tmp-BBBBBB");
   std::ofstream(live) << "half";
   std::ofstream(dead) << "half";
   const int fd = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);

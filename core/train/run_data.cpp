@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "core/comm/agreement.h"
 #include "core/common/error.h"
+#include "core/data/dataset_digest.h"
 #include "core/data/megatron_blend.h"
 #include "core/data/megatron_samples.h"
 #include "core/data/megatron_split.h"
@@ -95,20 +97,49 @@ void set_up_ptdp_order(const RunConfig& c, RunData& d) {
   d.train = std::move(samples);
 }
 
+// Each dataset prefix of --data and the SHA-256 of its .idx and .bin (none for synthetic data).
+std::vector<std::pair<std::string, std::string>> data_digests(const RunConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (c.data == "synthetic") return out;
+  std::vector<std::string> items;
+  std::istringstream in(c.data);
+  for (std::string item; in >> item;) items.push_back(item);
+  const std::vector<std::string> prefixes =
+      c.data_order == DataOrder::Megatron ? parse_megatron_blend(items).prefixes : std::vector<std::string>{c.data};
+  for (const auto& prefix : prefixes) out.emplace_back(prefix, dataset_content_digest(IndexedDataset::open(prefix)));
+  return out;
+}
+
 }  // namespace
+
+void require_same_data(Communicator& world, const std::vector<std::pair<std::string, std::string>>& digests) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& [prefix, digest] : digests)
+    fields.emplace_back(fmt::format("the content of --data {} ({}.idx and {}.bin)", prefix, prefix, prefix),
+                        "SHA-256 " + digest.substr(0, 16));
+  require_same_fields(world, fields,
+                      "every rank must read the same dataset: the copy of the ranks that differ is another file (copy "
+                      "it again)");
+}
 
 RunData set_up_run_data(const RunConfig& c, Communicator& launched, bool rank0, RunLog* log) {
   RunData d;
   if (c.data_order != DataOrder::Megatron) {
     rank_phase(launched, [&] { set_up_ptdp_order(c, d); });
-    return d;
+  } else {
+    for (const bool first : {true, false})
+      rank_phase(launched, [&] {
+        MegatronBlend blend;  // parsed inside the phase: a bad list ends every rank with its cause
+        const MegatronDataOptions mo = megatron_data_options(c, &blend);
+        if (rank0 == first) set_up_megatron_splits(c, mo, blend, log, d);
+      });
   }
-  for (const bool first : {true, false})
-    rank_phase(launched, [&] {
-      MegatronBlend blend;  // parsed inside the phase: a bad list ends every rank with its cause
-      const MegatronDataOptions mo = megatron_data_options(c, &blend);
-      if (rank0 == first) set_up_megatron_splits(c, mo, blend, log, d);
-    });
+  // Thread ranks read one file; processes may each read their node's copy.
+  if (launched.backend() == "mpi" && launched.size() > 1) {
+    std::vector<std::pair<std::string, std::string>> digests;
+    rank_phase(launched, [&] { digests = data_digests(c); });
+    require_same_data(launched, digests);
+  }
   return d;
 }
 

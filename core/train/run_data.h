@@ -3,6 +3,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/comm/communicator.h"
 #include "core/config/run_config.h"
@@ -24,6 +26,13 @@ struct RunData {
 // not open or a bad list ends every rank with its cause. With the Megatron order world rank 0
 // (`rank0`) builds the index files first and the others then find them in the cache (or build
 // their own where the cache directory is not shared). `log`: world rank 0's, or null.
+// Processes (MPI) also compare the content of each dataset they read (require_same_data).
 RunData set_up_run_data(const RunConfig& c, Communicator& launched, bool rank0, RunLog* log);
+
+// The ranks of `world` read the same data (a collective): `digests` holds each dataset prefix of
+// --data and its content digest (dataset_content_digest, core/data/dataset_digest.h). A copy that
+// differs on some node (the same size, other content) ends every rank with an AgreedError (usage)
+// naming the dataset, rank 0's digest and the first rank that differs.
+void require_same_data(Communicator& world, const std::vector<std::pair<std::string, std::string>>& digests);
 
 }  // namespace ptdp

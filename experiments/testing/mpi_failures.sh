@@ -81,6 +81,17 @@ case "$case_" in
                       -np 1 -wdir "$tmp/b" "$ptdp" "${args[@]}" --iters 2 --data ds
     expect_fast_failure "ptdp: error: " "ds" "(rank 3 of 4)"
     ;;
+  different-dataset)  # rank 3's copy of the dataset has the same size and one other token
+    head -c 20000 "$ptdp" | base64 >"$tmp/text.txt"
+    "$ptdp" preprocess --input "$tmp/text.txt" --output-prefix "$tmp/a/ds" >/dev/null || fail "preprocess"
+    cp "$tmp/a/ds.idx" "$tmp/a/ds.bin" "$tmp/b/"
+    printf '~' | dd of="$tmp/b/ds.bin" bs=1 seek=100 conv=notrunc 2>/dev/null  # not a base64 character
+    cmp -s "$tmp/a/ds.bin" "$tmp/b/ds.bin" && fail "the copy did not change"
+    timed "${run[@]}" -np 3 -wdir "$tmp/a" "$ptdp" "${args[@]}" --iters 2 --data ds : \
+                      -np 1 -wdir "$tmp/b" "$ptdp" "${args[@]}" --iters 2 --data ds
+    expect_fast_failure "ptdp: error: the ranks of this job disagree on the content of --data ds (ds.idx and ds.bin): rank 0 has 'SHA-256 " \
+                        "rank 3 has 'SHA-256 "
+    ;;
   mpmd-hidden)
     one=(train --comm mpi --model tiny --dp 2 --iters 2)
     timed "${run[@]}" -np 1 "$ptdp" "${one[@]}" --hidden 64 : -np 1 "$ptdp" "${one[@]}" --hidden 128
