@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # plots/history.py's input errors: one line naming the file (and line), exit code 2, never 1 (which
-# scripts/track.sh reports as a throughput regression) and never a Python traceback.
+# scripts/track.sh reports as a throughput regression) and never a Python traceback; a number that
+# ptdp's CSV reader refuses (1_0, inf, nan, 0x10, 1e999) is refused naming the file, line and column.
 #   plots/history_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +12,11 @@ head -3 "$src/results/history.csv" >"$tmp/good.csv"
 { cat "$tmp/good.csv"; echo "a,b,c"; } >"$tmp/short-row.csv"
 { head -1 "$tmp/good.csv"; sed -n 2p "$tmp/good.csv" | sed 's/^\([^,]*\),/\1,,/'; } >"$tmp/long-row.csv"
 printf 'a,b\n1,2\n' >"$tmp/foreign.csv"
+# tokens/s as ptdp's CSV reader refuses it (Python's float() takes '1_0' as 10, 'inf' and 'nan').
+for bad in 1_0 inf nan 0x10 1e999 "1 0"; do
+  { cat "$tmp/good.csv"; sed -n 2p "$tmp/good.csv" | awk -F, -v OFS=, -v v="$bad" '{$28 = v; print}'; } \
+    >"$tmp/bad-number-${bad// /-}.csv"
+done
 check() {  # NEEDLE ARGS...: exit 2, the needle on stderr, no traceback
   local needle=$1; shift
   python3 "$src/plots/history.py" "$@" >"$tmp/out" 2>"$tmp/err"
@@ -23,6 +29,11 @@ check "short-row.csv:3: 3 fields, the header has" "$tmp/short-row.csv" --last-tw
 check "short-row.csv:3: 3 fields, the header has" "$tmp/short-row.csv" "$tmp/h.png"
 check "long-row.csv:2: " "$tmp/long-row.csv" --last-two "$tmp/p.csv" "$tmp/c.csv"
 check "foreign.csv:1: no column" "$tmp/foreign.csv" "$tmp/h.png"
+for bad in 1_0 inf nan 0x10 1e999 "1 0"; do
+  check "bad-number-${bad// /-}.csv:3: column 'tokens_per_s': '$bad' is not a number" \
+    "$tmp/bad-number-${bad// /-}.csv" --last-two "$tmp/p.csv" "$tmp/c.csv"
+done
+check "bad-number-inf.csv:3: column 'tokens_per_s': 'inf' is not a number" "$tmp/bad-number-inf.csv" "$tmp/h.png"
 check "missing.csv: cannot be read" "$tmp/missing.csv" "$tmp/h.png"
 python3 "$src/plots/history.py" "$tmp/good.csv" --last-two "$tmp/p.csv" "$tmp/c.csv" >/dev/null
 [ $? -eq 3 ] || fail "a history of one build: exit 3 (nothing to compare) expected"

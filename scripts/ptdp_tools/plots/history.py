@@ -17,11 +17,14 @@ where its tokens/s stepped or began to drift (changes.py beside this file says h
 each with the `git bisect start BAD GOOD` range to search; exit code 1 when one is a drop of at
 least --tolerance percent, 0 otherwise; --html also writes a report with the plot and the changes
 of each series.
-Reads CSV with the standard library's csv module; plotting needs matplotlib, --changes SciPy.
+Reads CSV with the standard library's csv module, tokens/s and TFLOP/s by the number rules of ptdp's
+CSV reader (a cell it refuses is an input error); plotting needs matplotlib, --changes SciPy.
 """
 import argparse
 import csv
+import math
 import os
+import re
 import sys
 
 from ptdp_tools import atomic, schema, tables
@@ -30,6 +33,11 @@ from ptdp_tools import atomic, schema, tables
 # the key columns an older file may lack (or leave empty), as the rows it holds had them.
 KEY = schema.KEY
 DEFAULTS = schema.KEY_DEFAULTS
+# The columns read as numbers; ptdp's CSV reader (core/results/csv_reader.cpp, parse_number) takes a
+# decimal number (std::from_chars: optional sign, digits with one point, optional exponent) between
+# blanks or tabs, and refuses the rest: Python's float() would also take '1_0' (as 10), 'inf', 'nan'.
+NUMBERS = ("tokens_per_s", "tflops_per_gpu")
+_DECIMAL = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*")
 
 
 def fail(message):
@@ -65,8 +73,20 @@ def read(path):
         r = dict(zip(header, fields))
         if not r["git_sha"].strip():
             fail(f"{path}:{line}: column 'git_sha' is empty")
+        for column in NUMBERS:
+            text = r.get(column, "")
+            if text.strip(" \t") and parse_number(text) is None:
+                fail(f"{path}:{line}: column {column!r}: {text!r} is not a number")
         rows.append(r)
     return rows
+
+
+def parse_number(text):
+    """A finite decimal number by the rules of ptdp's CSV reader, or None."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    v = float(text)
+    return v if math.isfinite(v) else None  # '1e999' overflows: from_chars refuses it too
 
 
 def key(r):
@@ -87,10 +107,9 @@ def label(k):
 
 
 def number(s):
-    try:
-        return float(s)
-    except (TypeError, ValueError):
-        return float("nan")
+    """A column read() checked: its number, NaN when empty."""
+    v = parse_number(s or "")
+    return float("nan") if v is None else v
 
 
 def builds(rows):
