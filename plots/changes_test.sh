@@ -56,6 +56,22 @@ grep -qF -- "--recent -1 must be 0 or more" "$tmp/out" || fail "--recent -1: no 
 run 1 step --html "$tmp/report.html"
 grep -qF "git bisect start 06ababababab 05ababababab" "$tmp/report.html" || fail "the HTML report lacks the change"
 grep -qF "data:image/png;base64," "$tmp/report.html" || fail "the HTML report lacks the plot"
+# The report is a user's file: a missing folder is one line and exit 2 (never 1, a drop, nor a
+# traceback); a symlink is written through; writers at once to one file each leave a whole report.
+run 2 step --html "$tmp/no/such/r.html"
+grep -qF "r.html: cannot be written: no folder $tmp/no/such" "$tmp/out" && ! grep -q Traceback "$tmp/out" ||
+  fail "--html into a missing folder: no one-line error"
+echo old >"$tmp/target.html"
+ln -s "$tmp/target.html" "$tmp/link.html"
+run 1 step --html "$tmp/link.html"
+[ -L "$tmp/link.html" ] && grep -qF "git bisect start 06ababababab" "$tmp/target.html" || fail "the symlink was replaced"
+run 1 step --html /dev/null
+for i in 1 2 3 4 5 6; do
+  "$py" "$src/plots/history.py" "$tmp/step.csv" --changes --html "$tmp/same.html" >"$tmp/out$i" 2>&1 &
+done
+for i in 1 2 3 4 5 6; do wait -n; rc=$?; [ "$rc" -eq 1 ] || fail "writers at once: one exited $rc"; done
+tail -c 20 "$tmp/same.html" | grep -qF "</html>" || fail "writers at once: the report is cut"
+! ls -a "$tmp" | grep -q '^\.tmp-' || fail "writers at once: a temporary file was left"
 run 2 step --html "$tmp/r.html" --alpha 0
 grep -qF -- "--alpha 0 must be in (0, 1)" "$tmp/out" || fail "--alpha 0: no error naming it"
 "$py" "$src/plots/history.py" "$tmp/step.csv" --html "$tmp/r.html" >"$tmp/out" 2>&1

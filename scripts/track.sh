@@ -74,6 +74,8 @@ done
 [ -n "$py" ] || fail "no python3 with matplotlib (apt-get install python3-matplotlib)"
 
 mkdir -p "$(dirname "$history")" "$(dirname "$plot")"
+# The report is written after the runs: a folder that is not there is refused before them.
+[ -z "${REPORT:-}" ] || [ -d "$(dirname "$REPORT")" ] || fail "REPORT=$REPORT: no folder $(dirname "$REPORT")"
 # Scratch files (warm-up rows, the A/B sets, the split history) live outside the checkout.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptdp-track.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -147,7 +149,7 @@ if [ -z "$base_build" ]; then
     --recent "$gate_recent"
   changes=$?
   set -e
-  [ "$changes" -le 1 ] || fail "plots/history.py --changes could not read $history (exit $changes)"
+  [ "$changes" -le 1 ] || fail "plots/history.py --changes could not report on $history (exit $changes): see above"
 fi
 strict_failure=0
 if [ "$regressed" -ne 0 ]; then

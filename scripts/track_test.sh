@@ -38,5 +38,8 @@ grep -qF "drift drop of" "$tmp/out" || fail "older: the drift is not printed"
 ! grep -qF "track: the history shows a drop" "$tmp/out" || fail "older: a drift from 7 builds back gated the run"
 track 2 bad GATE_RECENT=x
 grep -qF "GATE_RECENT=x must be a whole number" "$tmp/out" || fail "GATE_RECENT=x: no error naming it"
+track 2 no-report-folder REPORT="$tmp/missing/report.html"
+grep -qF "track: error: REPORT=$tmp/missing/report.html: no folder" "$tmp/out" || fail "REPORT in a missing folder: no error"
+[ "$(wc -l <"$tmp/no-report-folder.csv")" -eq 37 ] || fail "REPORT in a missing folder: a run was appended"
 [ "$(git -C "$src" status --porcelain 2>/dev/null)" = "$before" ] || fail "track.sh wrote into the checkout"
 echo "PASS: track history gate"

@@ -46,6 +46,28 @@ def fail(message):
     sys.exit(2)
 
 
+def write(out, fill):
+    """Writes the file OUT that a user named: fill(TMP) writes the content to a temporary path beside
+    it that is renamed over OUT (atomic.user_file: a symlink or a device is written through). A
+    missing folder or any other error writing it is an input error naming OUT (exit 2, never the
+    regression code 1)."""
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        fail(f"{out}: cannot be written: no folder {folder}")
+    try:
+        with atomic.user_file(out) as tmp:
+            fill(tmp)
+    except OSError as e:
+        fail(f"{out}: cannot be written: {e.strerror or e}")
+
+
+def write_text(out, text):
+    def fill(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    write(out, fill)
+
+
 def read(path):
     """The rows of a history CSV; a row whose field count differs from the header's, or without a
     git sha, is refused naming the file and the line."""
@@ -136,7 +158,7 @@ def last_two(path, prev_out, cur_out):
     with open(path, newline="", encoding="utf-8") as f:
         header = next(csv.reader(f))
     for out, rs in ((prev_out, prev_rows), (cur_out, cur)):
-        atomic.write(out, tables.csv_text(rs, header))
+        write_text(out, tables.csv_text(rs, header))
     print(f"history: {label(k)}: build {prev_sha[:12]} ({len(prev_rows)} runs) -> {newest[:12]} ({len(cur)} runs)")
     return 0
 
@@ -191,8 +213,7 @@ def plot(path, out):
                             fontsize=7, ha="right")
     axes[1].set_xlabel("build (git sha, date of its first run)")
     fig.tight_layout()
-    with atomic.replacing(out) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")  # whatever OUT's suffix says
+    write(out, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))  # whatever OUT's suffix says
     print(f"history: {out} ({len(rows)} runs, {len(shas)} builds, {len(series)} series)")
     return 0
 
@@ -245,7 +266,7 @@ def write_html(path, out, report, tolerance, alpha):
             "(scripts/ptdp_tools/plots/changes.py).</p>"
             f"<table border='1' cellpadding='4'><tr><th>series</th><th>builds</th><th>changes</th></tr>{rows}</table>"
             f"<p><img alt='tokens/s and TFLOP/s per build' src='data:image/png;base64,{image}'></p></body></html>\n")
-    atomic.write(out, text)
+    write_text(out, text)
     print(f"history: {out}")
 
 
