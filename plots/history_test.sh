@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plots/history.py's input errors: one line naming the file (and line), exit code 2, never 1 (which
 # scripts/track.sh reports as a throughput regression) and never a Python traceback; a number that
-# ptdp's CSV reader refuses (1_0, inf, nan, 0x10, 1e999) is refused naming the file, line and column.
+# ptdp's CSV reader refuses (1_0, inf, nan, 0x10, 1e999) is refused naming the file, line and column;
+# --spread warns about runs of one build that spread widely.
 #   plots/history_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,4 +38,12 @@ check "bad-number-inf.csv:3: column 'tokens_per_s': 'inf' is not a number" "$tmp
 check "missing.csv: cannot be read" "$tmp/missing.csv" "$tmp/h.png"
 python3 "$src/plots/history.py" "$tmp/good.csv" --last-two "$tmp/p.csv" "$tmp/c.csv" >/dev/null
 [ $? -eq 3 ] || fail "a history of one build: exit 3 (nothing to compare) expected"
+# --spread (scripts/track.sh's SPREAD_WARN): the newest build's runs spread 7.5x is a warning, exit 0.
+python3 "$src/plots/history_fixtures.py" "$src/results/history.csv" "$tmp/spread.csv" "1000 if i < 11 or j else 133"
+python3 "$src/plots/history.py" "$tmp/spread.csv" --spread 1.5 >"$tmp/out" 2>&1 || fail "--spread: exit $?"
+grep -qF "history: warning: the 3 runs of build 11ababababab of track small" "$tmp/out" &&
+  grep -qF "spread 7.54x (tokens/s 133 to 1002, more than 1.5x)" "$tmp/out" || fail "--spread: no warning: $(cat "$tmp/out")"
+python3 "$src/plots/history.py" "$tmp/spread.csv" --spread 8 >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ] ||
+  fail "--spread 8: a spread of 7.5x warned: $(cat "$tmp/out")"
+check "--spread 1 must be more than 1" "$tmp/spread.csv" --spread 1
 echo "PASS: history input errors"

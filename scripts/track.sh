@@ -19,7 +19,9 @@
 # one set of flags a line, '#' comments; replaces TRACK_ARGS), RUNS (default 5; 4 or more per
 # build are needed for a significance test at 0.05, 10 catch a 15% slowdown at this machine's
 # noise nine times in ten), WARMUP_RUNS (default 1), HISTORY, PLOT,
-# TOLERANCE (percent, default 5), ALPHA (default 0.05), STRICT=0 (report a regression, exit 0), THREADS
+# SPREAD_WARN (default 1.5: warn when one build's runs of a benchmark spread more than this ratio,
+# most tokens/s over fewest: a busy machine), TOLERANCE (percent, default 5), ALPHA (default 0.05),
+# STRICT=0 (report a regression, exit 0), THREADS
 # (OMP_NUM_THREADS, default: all cores), KEEP_ROWS=DIR (A/B mode: keep each benchmark's rows there as
 # ab-base-N.csv and ab-cur-N.csv), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
 # that node's CPUs and memory through numactl), BUILD (build folder, default build; built by
@@ -36,6 +38,9 @@ alpha=${ALPHA:-0.05}
 gate_recent=${GATE_RECENT:-5}
 [[ "$gate_recent" =~ ^[0-9]+$ ]] || fail "GATE_RECENT=$gate_recent must be a whole number, 0 or more (0: report only)"
 runs=${RUNS:-10}
+spread_warn=${SPREAD_WARN:-1.5}
+[[ "$spread_warn" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v r="$spread_warn" 'BEGIN { exit !(r > 1) }' ||
+  fail "SPREAD_WARN=$spread_warn must be a ratio above 1 (the most tokens/s over the fewest of one build's runs)"
 warmup_runs=${WARMUP_RUNS:-1}
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || fail "RUNS=$runs must be a whole number, 1 or more"
 [[ "$warmup_runs" =~ ^[0-9]+$ ]] || fail "WARMUP_RUNS=$warmup_runs must be a whole number, 0 or more"
@@ -81,6 +86,13 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptdp-track.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 regressed=0
 inconclusive=0
+spread=0
+# check_spread CSV: warn (and count) when the newest build's runs in CSV spread more than SPREAD_WARN.
+check_spread() {
+  local out
+  out=$("$py" plots/history.py "$1" --spread "$spread_warn") || fail "plots/history.py could not read $1: see above"
+  [ -z "$out" ] || { echo "$out"; spread=$((spread + 1)); }
+}
 # bench BUILD_DIR CSV ARGS: one run of the benchmark, its row appended to CSV.
 # ARGS is split at blanks, never glob-expanded: a '*' or '?' in TRACK_ARGS reaches ptdp as written.
 bench() {
@@ -104,6 +116,8 @@ for c in "${!configs[@]}"; do
       bench "$base_build" "$tmp"/track-ab-base.csv "$args"
       bench "$build" "$tmp"/track-ab-cur.csv "$args"
     done
+    check_spread "$tmp"/track-ab-base.csv
+    check_spread "$tmp"/track-ab-cur.csv
     set +e
     if [ -n "${KEEP_ROWS:-}" ]; then  # the A/B rows, for reports (compare --format junit|markdown|json)
       mkdir -p "$KEEP_ROWS"
@@ -123,6 +137,7 @@ for c in "${!configs[@]}"; do
     echo "track: run $i of $runs (OMP_NUM_THREADS=$OMP_NUM_THREADS${PIN:+, CPUs $PIN}${NUMA_NODE:+, NUMA node $NUMA_NODE})"
     bench "$build" "$history" "$args"
   done
+  check_spread "$history"
   # The newest row is this benchmark's last run: --last-two picks its series (configuration, host,
   # device) and writes this build's runs and the previous build's runs of it.
   set +e
@@ -165,6 +180,10 @@ fi
 if [ "$inconclusive" -ne 0 ]; then
   echo "track: inconclusive in $inconclusive of ${#configs[@]} benchmark(s): the runs cannot tell a pass from a" \
        "regression beyond ${tolerance}% (more RUNS, or a quieter machine, would decide)"
+fi
+if [ "$spread" -ne 0 ]; then
+  echo "track: warning: in $spread set(s) of runs the runs spread more than ${spread_warn}x (above): the machine was busy," \
+       "so their verdict is weak; rerun at a quieter moment, with PIN and THREADS"
 fi
 if [ -n "$base_build" ]; then
   echo "track: $base_build against $build: the comparison above"

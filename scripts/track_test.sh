@@ -2,8 +2,9 @@
 # scripts/track.sh end to end on a made-up history (12 builds x 3 runs of one series, a drift of 2%
 # a build from build 5 on) with one tiny run of the build $1 appended: GATE_RECENT=8 fails the run
 # (exit 1) because the drift began within the last 8 builds, STRICT=0 reports it and exits 0, the
-# default GATE_RECENT=5 lets the older drift pass (printed only), a bad GATE_RECENT exits 2; the
-# history file is appended to, nothing is written into the checkout.
+# default GATE_RECENT=5 lets the older drift pass (printed only), a bad GATE_RECENT exits 2; runs
+# that spread widely are warned about; the history file is appended to, nothing is written into the
+# checkout.
 #   scripts/track_test.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "${1:?usage: track_test.sh BUILD_DIR}" && pwd)
@@ -21,7 +22,7 @@ track() {  # EXPECTED-EXIT NAME [VAR=VALUE...]
   local want=$1 name=$2
   shift 2
   cp "$tmp/drift.csv" "$tmp/$name.csv"
-  env "$@" RUNS=1 WARMUP_RUNS=0 BUILD="$build" HISTORY="$tmp/$name.csv" PLOT="$tmp/$name.png" \
+  env RUNS=1 "$@" WARMUP_RUNS=0 BUILD="$build" HISTORY="$tmp/$name.csv" PLOT="$tmp/$name.png" \
     TRACK_ARGS="--model tiny --iters 3 --warmup 1" "$src/scripts/track.sh" >"$tmp/out" 2>&1
   local rc=$?
   [ "$rc" -eq "$want" ] || fail "$name: exit $rc, expected $want"
@@ -38,6 +39,12 @@ grep -qF "drift drop of" "$tmp/out" || fail "older: the drift is not printed"
 ! grep -qF "track: the history shows a drop" "$tmp/out" || fail "older: a drift from 7 builds back gated the run"
 track 2 bad GATE_RECENT=x
 grep -qF "GATE_RECENT=x must be a whole number" "$tmp/out" || fail "GATE_RECENT=x: no error naming it"
+# Two runs of this build that differ at all are a spread above SPREAD_WARN=1.00001: warned, not failed.
+track 0 spread RUNS=2 GATE_RECENT=0 SPREAD_WARN=1.00001
+grep -qF "history: warning: the 2 runs of build" "$tmp/out" &&
+  grep -qF "track: warning: in 1 set(s) of runs the runs spread more than 1.00001x" "$tmp/out" || fail "spread: no warning"
+track 2 bad-spread SPREAD_WARN=1
+grep -qF "SPREAD_WARN=1 must be a ratio above 1" "$tmp/out" || fail "SPREAD_WARN=1: no error naming it"
 track 2 no-report-folder REPORT="$tmp/missing/report.html"
 grep -qF "track: error: REPORT=$tmp/missing/report.html: no folder" "$tmp/out" || fail "REPORT in a missing folder: no error"
 [ "$(wc -l <"$tmp/no-report-folder.csv")" -eq 37 ] || fail "REPORT in a missing folder: a run was appended"

@@ -3,6 +3,7 @@
     plots/history.py results/history.csv plots/history.png
     plots/history.py results/history.csv --last-two PREV.csv CUR.csv
     plots/history.py results/history.csv --changes [--html REPORT.html] [--tolerance 2] [--alpha 0.01]
+    plots/history.py results/history.csv --spread 1.5
 
 A series is one configuration (the configuration key of `ptdp compare`, results/fields.json: the
 experiment, mode, backend, communicator, precision, the model and its shape, the layout, batch,
@@ -16,7 +17,9 @@ series has no earlier build. --changes looks at the whole history of every serie
 where its tokens/s stepped or began to drift (changes.py beside this file says how) and prints
 each with the `git bisect start BAD GOOD` range to search; exit code 1 when one is a drop of at
 least --tolerance percent, 0 otherwise; --html also writes a report with the plot and the changes
-of each series.
+of each series. --spread RATIO prints a warning when the runs of the newest build of the newest row's
+series spread more than RATIO (the most tokens/s over the fewest): a busy machine, whose runs
+compare weakly (exit 0 either way).
 Reads CSV with the standard library's csv module, tokens/s and TFLOP/s by the number rules of ptdp's
 CSV reader (a cell it refuses is an input error); plotting needs matplotlib, --changes SciPy.
 """
@@ -163,6 +166,22 @@ def last_two(path, prev_out, cur_out):
     return 0
 
 
+def spread(path, limit):
+    """A warning line when the newest build's runs of the newest row's series spread more than LIMIT."""
+    rows = read(path)
+    if not rows:
+        fail(f"{path}: no runs")
+    k = series_key(rows[-1])
+    newest = rows[-1]["git_sha"]
+    v = [x for x in (number(r["tokens_per_s"]) for r in rows
+                     if series_key(r) == k and r["git_sha"] == newest) if x == x]
+    if len(v) >= 2 and min(v) > 0 and max(v) / min(v) > limit:
+        print(f"history: warning: the {len(v)} runs of build {newest[:12]} of {label(k)} spread "
+              f"{max(v) / min(v):.3g}x (tokens/s {min(v):.4g} to {max(v):.4g}, more than {limit:g}x): "
+              "something else used the machine; their comparison is weak (PIN, THREADS, a quieter moment)")
+    return 0
+
+
 def plot(path, out):
     rows = read(path)
     if not rows:
@@ -275,6 +294,8 @@ def main(argv=None):
     p.add_argument("history")
     p.add_argument("png", nargs="?", default="plots/history.png")
     p.add_argument("--last-two", nargs=2, metavar=("PREV.csv", "CUR.csv"))
+    p.add_argument("--spread", type=float, metavar="RATIO",
+                   help="warn when the newest build's runs spread more than RATIO (most tokens/s over fewest)")
     p.add_argument("--changes", action="store_true", help="find the builds where a series stepped or drifted")
     p.add_argument("--html", metavar="REPORT.html", help="with --changes: also write an HTML report")
     p.add_argument("--tolerance", type=float, default=2.0, help="smallest change reported, in percent")
@@ -293,6 +314,10 @@ def main(argv=None):
         fail(f"--alpha {a.alpha:g} must be in (0, 1)")
     if a.html and not a.changes:
         fail("--html needs --changes")
+    if a.spread is not None:
+        if not a.spread > 1:
+            fail(f"--spread {a.spread:g} must be more than 1 (the most tokens/s over the fewest)")
+        return spread(a.history, a.spread)
     if a.changes:
         return find_changes(a.history, a.tolerance, a.alpha, a.html, a.recent)
     if a.last_two:
