@@ -9,9 +9,12 @@
 # with STRICT=0). Finally every series is
 # plotted per build with its noise band to plots/history.png, and the whole history is searched for
 # the builds where a series stepped or began to drift (plots/history.py --changes: printed; REPORT=FILE
-# also writes it as HTML). A drop that began within the last GATE_RECENT builds (default 5) is a
-# regression too (exit 1; STRICT=0 reports it): a slow drift that no two adjacent builds' comparison
-# can see; older drops are printed only (accepted, or fixed since). GATE_RECENT=0: print only.
+# also writes it as HTML). The gate: the last GATE_RECENT builds (default 5) of a series at least
+# TOLERANCE below its baseline window (GATE_BASELINE builds, default 10, from the last acknowledged
+# build or the first) is a regression too (exit 1; STRICT=0 reports it): a slow drift that no two
+# adjacent builds' comparison can see, or an older drop. It stays until fixed or acknowledged
+# (plots/history.py HISTORY --acknowledge SHA --by WHO --why TEXT, kept in HISTORY's -acks.csv
+# beside it). GATE_RECENT=0: print only.
 # A/B mode (BASELINE_BUILD=DIR, another build folder, e.g. of the target branch): the runs alternate
 # between DIR's ptdp and this build's, so that the machine's drift hits both alike, and the two sets
 # are compared directly; nothing is appended to the history.
@@ -19,9 +22,9 @@
 # one set of flags a line, '#' comments; replaces TRACK_ARGS), RUNS (default 5; 4 or more per
 # build are needed for a significance test at 0.05, 10 catch a 15% slowdown at this machine's
 # noise nine times in ten), WARMUP_RUNS (default 1), HISTORY, PLOT,
-# SPREAD_WARN (default 1.5: warn when one build's runs of a benchmark spread more than this ratio,
-# most tokens/s over fewest: a busy machine), TOLERANCE (percent, default 5), ALPHA (default 0.05),
-# STRICT=0 (report a regression, exit 0), THREADS
+# GATE_RECENT, GATE_BASELINE (above), SPREAD_WARN (default 1.5: warn when one build's runs of a
+# benchmark spread more than this ratio, most tokens/s over fewest: a busy machine), TOLERANCE
+# (percent, default 5), ALPHA (default 0.05), STRICT=0 (report a regression, exit 0), THREADS
 # (OMP_NUM_THREADS, default: all cores), KEEP_ROWS=DIR (A/B mode: keep each benchmark's rows there as
 # ab-base-N.csv and ab-cur-N.csv), PIN (a CPU list for taskset, e.g. 2-3), NUMA_NODE (run on
 # that node's CPUs and memory through numactl), BUILD (build folder, default build; built by
@@ -37,6 +40,8 @@ tolerance=${TOLERANCE:-5}
 alpha=${ALPHA:-0.05}
 gate_recent=${GATE_RECENT:-5}
 [[ "$gate_recent" =~ ^[0-9]+$ ]] || fail "GATE_RECENT=$gate_recent must be a whole number, 0 or more (0: report only)"
+gate_baseline=${GATE_BASELINE:-10}
+[[ "$gate_baseline" =~ ^[1-9][0-9]*$ ]] || fail "GATE_BASELINE=$gate_baseline must be a whole number, 1 or more"
 runs=${RUNS:-10}
 spread_warn=${SPREAD_WARN:-1.5}
 [[ "$spread_warn" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v r="$spread_warn" 'BEGIN { exit !(r > 1) }' ||
@@ -161,7 +166,7 @@ done
 if [ -z "$base_build" ]; then
   set +e
   "$py" plots/history.py "$history" --changes --tolerance "$tolerance" ${REPORT:+--html "$REPORT"} \
-    --recent "$gate_recent"
+    --recent "$gate_recent" --baseline "$gate_baseline"
   changes=$?
   set -e
   [ "$changes" -le 1 ] || fail "plots/history.py --changes could not report on $history (exit $changes): see above"
@@ -173,8 +178,9 @@ if [ "$regressed" -ne 0 ]; then
   strict_failure=1
 fi
 if [ -z "$base_build" ] && [ "$changes" -eq 1 ] && [ "$gate_recent" -gt 0 ]; then
-  echo "track: the history shows a drop of at least ${tolerance}% that began within the last $gate_recent builds" \
-       "(above, with its git bisect range)"
+  echo "track: the history alerts: the last $gate_recent builds run at least ${tolerance}% below the baseline window" \
+       "(ALERT above, with its git bisect range; it stays until fixed or acknowledged: plots/history.py $history" \
+       "--acknowledge SHA --by WHO --why TEXT)"
   strict_failure=1
 fi
 if [ "$inconclusive" -ne 0 ]; then

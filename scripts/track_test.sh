@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/track.sh end to end on a made-up history (12 builds x 3 runs of one series, a drift of 2%
 # a build from build 5 on) with one tiny run of the build $1 appended: GATE_RECENT=8 fails the run
-# (exit 1) because the drift began within the last 8 builds, STRICT=0 reports it and exits 0, the
-# default GATE_RECENT=5 lets the older drift pass (printed only), a bad GATE_RECENT exits 2; runs
-# that spread widely are warned about; the history file is appended to, nothing is written into the
-# checkout.
+# (exit 1: the last 8 builds run below the baseline), STRICT=0 reports it and exits 0, the default
+# GATE_RECENT=5 fails it too (the drift began 7 builds back: the gate before the baseline window let
+# it pass) until the newest build is acknowledged, a bad GATE_RECENT exits 2; runs that spread widely
+# are warned about; the history file is appended to, nothing is written into the checkout.
 #   scripts/track_test.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "${1:?usage: track_test.sh BUILD_DIR}" && pwd)
@@ -28,15 +28,22 @@ track() {  # EXPECTED-EXIT NAME [VAR=VALUE...]
   [ "$rc" -eq "$want" ] || fail "$name: exit $rc, expected $want"
 }
 track 1 gated GATE_RECENT=8
-grep -qF "track: the history shows a drop of at least 5% that began within the last 8 builds" "$tmp/out" ||
-  fail "gated: no line naming the recent drop"
+grep -qF "track: the history alerts: the last 8 builds run at least 5% below the baseline window" "$tmp/out" ||
+  fail "gated: no line naming the alert"
 grep -qF "git bisect start 05ababababab 04ababababab" "$tmp/out" || fail "gated: no bisect range"
 [ "$(wc -l <"$tmp/gated.csv")" -eq 38 ] || fail "gated: the run's row was not appended (or more were)"
 track 0 reported GATE_RECENT=8 STRICT=0
-grep -qF "track: the history shows a drop" "$tmp/out" || fail "STRICT=0: the drop is not reported"
-track 0 older
-grep -qF "drift drop of" "$tmp/out" || fail "older: the drift is not printed"
-! grep -qF "track: the history shows a drop" "$tmp/out" || fail "older: a drift from 7 builds back gated the run"
+grep -qF "track: the history alerts" "$tmp/out" || fail "STRICT=0: the alert is not reported"
+track 1 older
+grep -qF "drift drop of" "$tmp/out" && grep -qF "track: the history alerts" "$tmp/out" ||
+  fail "older: a drift from 7 builds back did not gate the run"
+# Acknowledged (the newest build of the fixture, the level now accepted): the next run passes.
+"$py" "$src/plots/history.py" "$tmp/drift.csv" --acknowledge 11abab --by ci --why "accepted" >/dev/null || fail "--acknowledge"
+cp "$tmp/drift-acks.csv" "$tmp/acked-acks.csv"
+track 0 acked
+! grep -qF "track: the history alerts" "$tmp/out" || fail "acked: the acknowledged drift still gates the run"
+track 2 bad-baseline GATE_BASELINE=0
+grep -qF "GATE_BASELINE=0 must be a whole number, 1 or more" "$tmp/out" || fail "GATE_BASELINE=0: no error naming it"
 track 2 bad GATE_RECENT=x
 grep -qF "GATE_RECENT=x must be a whole number" "$tmp/out" || fail "GATE_RECENT=x: no error naming it"
 # Two runs of this build that differ at all are a spread above SPREAD_WARN=1.00001: warned, not failed.

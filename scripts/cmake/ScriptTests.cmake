@@ -9,7 +9,12 @@ set_tests_properties(History.InputErrorsExitTwoNotTheRegressionCode PROPERTIES
 add_test(NAME History.ChangesAreNamedAtTheirBuilds COMMAND ${CMAKE_SOURCE_DIR}/plots/changes_test.sh)
 set_tests_properties(History.ChangesAreNamedAtTheirBuilds PROPERTIES
                      PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 120 LABELS scripts)
-# scripts/track.sh: a drop that began within the last GATE_RECENT builds fails the run.
+# plots/history.py --changes --recent K: the gate against a baseline window, alerts until acknowledged,
+# its power from a simulation (scripts/ptdp_tools/plots/gate.py, gate_power.py).
+add_test(NAME History.TheGateKeepsAnAlertUntilAcknowledged COMMAND ${CMAKE_SOURCE_DIR}/plots/gate_test.sh)
+set_tests_properties(History.TheGateKeepsAnAlertUntilAcknowledged PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: history gate" TIMEOUT 180 LABELS scripts)
+# scripts/track.sh: the last GATE_RECENT builds below the baseline window fail the run until acknowledged.
 add_test(NAME Track.ARecentDriftInTheHistoryFailsTheRun
          COMMAND ${CMAKE_SOURCE_DIR}/scripts/track_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(Track.ARecentDriftInTheHistoryFailsTheRun PROPERTIES

@@ -237,14 +237,18 @@ def plot(path, out):
     return 0
 
 
-def find_changes(path, tolerance, alpha, html, recent=0):
+def find_changes(path, tolerance, alpha, html, recent=0, window=10, acks_file=None):
+    """Prints every series' changes; with recent > 0 also judges its last `recent` builds against
+    its baseline window (gate.py: an alert until acknowledged). Exit code 1 on an alert (recent > 0)
+    or on any drop found in the history (recent = 0), else 0."""
     rows = read(path)
     if not rows:
         fail(f"{path}: no runs")
     try:
-        from ptdp_tools.plots import changes
+        from ptdp_tools.plots import changes, gate
     except ImportError as e:
         fail(f"--changes needs SciPy and NumPy ({e}): apt-get install python3-scipy")
+    acks = gate.read_acks(acks_file or gate.acks_path(path), fail) if recent else []
     series = {}
     for r in rows:
         series.setdefault(series_key(r), []).append(r)
@@ -252,18 +256,38 @@ def find_changes(path, tolerance, alpha, html, recent=0):
     for k, rs in series.items():
         bs = [(sha, [x for x in (number(r["tokens_per_s"]) for r in b) if x == x]) for sha, b in builds(rs)]
         bs = [(sha, v) for sha, v in bs if v]
-        shas = [sha for sha, _ in bs]
-        found = changes.find([v for _, v in bs], alpha=alpha, tolerance=tolerance / 100)
+        shas, runs = [sha for sha, _ in bs], [v for _, v in bs]
+        found = changes.find(runs, alpha=alpha, tolerance=tolerance / 100)
         lines = [changes.describe(c, shas) for c in found]
-        # recent > 0: only drops that began within the last `recent` builds count for the exit code.
-        regressions += sum(changes.is_regression(c) and (not recent or c["build"] >= len(bs) - recent) for c in found)
+        if recent:
+            start, ack = gate.anchor(shas, label(k), acks)
+            g = gate.judge(runs, start, recent, window, alpha, tolerance / 100)
+            alert = gate.describe(g, shas, ack, path) if g and g["alert"] else None
+        else:
+            alert = None
+            regressions += sum(changes.is_regression(c) for c in found)
         print(f"history: {label(k)}: {len(bs)} builds, " + ("; ".join(lines) if lines else "no change"))
+        if alert:
+            regressions += 1
+            print(f"history: {label(k)}: {alert}")
+            lines.append(alert)
         report.append((label(k), len(bs), lines))
     if html:
         write_html(path, html, report, tolerance, alpha)
-    within = f" that began within the last {recent} builds" if recent else ""
-    print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}){within} in {len(series)} series")
+    if recent:
+        print(f"history: {regressions} alert(s): the last {recent} builds at least {tolerance:g}% below the baseline "
+              f"(up to {window} builds from the last acknowledged one; significance {alpha:g}) in {len(series)} series")
+    else:
+        print(f"history: {regressions} drop(s) of at least {tolerance:g}% (significance {alpha:g}) in {len(series)} series")
     return 1 if regressions else 0
+
+
+def add_acknowledgement(path, build, by, why, series, acks_file):
+    from ptdp_tools.plots import gate
+    out = acks_file or gate.acks_path(path)
+    sha, labels = gate.acknowledge(read(path), out, build, by, why, series, lambda r: label(series_key(r)), fail)
+    print(f"history: {out}: build {sha[:12]} acknowledged by {by} for {len(labels)} series ({'; '.join(labels)}): {why}")
+    return 0
 
 
 def write_html(path, out, report, tolerance, alpha):
@@ -301,9 +325,20 @@ def main(argv=None):
     p.add_argument("--tolerance", type=float, default=2.0, help="smallest change reported, in percent")
     p.add_argument("--alpha", type=float, default=0.01, help="significance of a change (corrected)")
     p.add_argument("--recent", type=int, default=0, metavar="K",
-                   help="with --changes: exit 1 only for drops that began within the last K builds of their series "
-                        "(0: any drop in the history; every change is printed either way)")
+                   help="with --changes: exit 1 when the last K builds of a series run below its baseline window "
+                        "(an alert, until acknowledged; 0: exit 1 on any drop found in the history)")
+    p.add_argument("--baseline", type=int, default=10, metavar="W",
+                   help="with --recent: the baseline window, up to W builds from the last acknowledged build")
+    p.add_argument("--acks", metavar="FILE", help="the acknowledgements file (default: HISTORY's name with -acks.csv)")
+    p.add_argument("--acknowledge", metavar="SHA", help="acknowledge the level of build SHA (an alert's newest build)")
+    p.add_argument("--by", default="", help="with --acknowledge: who acknowledges")
+    p.add_argument("--why", default="", help="with --acknowledge: why the level is accepted")
+    p.add_argument("--series", default="", help="with --acknowledge: only the series whose name holds this text")
     a = p.parse_args(argv)
+    if a.acknowledge is not None:
+        return add_acknowledgement(a.history, a.acknowledge, a.by, a.why, a.series, a.acks)
+    if a.baseline < 1:
+        fail(f"--baseline {a.baseline} must be 1 or more")
     if a.recent < 0:
         fail(f"--recent {a.recent} must be 0 or more")
     if a.recent and not a.changes:
@@ -319,7 +354,7 @@ def main(argv=None):
             fail(f"--spread {a.spread:g} must be more than 1 (the most tokens/s over the fewest)")
         return spread(a.history, a.spread)
     if a.changes:
-        return find_changes(a.history, a.tolerance, a.alpha, a.html, a.recent)
+        return find_changes(a.history, a.tolerance, a.alpha, a.html, a.recent, a.baseline, a.acks)
     if a.last_two:
         return last_two(a.history, *a.last_two)
     return plot(a.history, a.png)
