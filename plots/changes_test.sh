@@ -4,7 +4,7 @@
 # reports nothing (exit 0), a 5% step down is named at its build with the bisect range (exit 1), a
 # drift of 2% a build is named at the build where it started, a drop and its fix are both found,
 # a rise alone exits 0, --recent K judges the last K builds against the baseline, the HTML report holds
-# both the table and the plot.
+# both the table and the plot (plots/page_test.sh checks it in a browser), the PNG has a fixed size.
 #   plots/changes_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
 # shellcheck source=scripts/python_with.sh
 . "$src/scripts/python_with.sh"
-py=$(python_with scipy matplotlib) || py=python3
+py=$(python_with scipy matplotlib plotly) || py=python3
 make() {  # NAME PYTHON-EXPRESSION-OF-i: the median tokens/s of build i
   "$py" "$src/plots/history_fixtures.py" "$src/results/history.csv" "$tmp/$1.csv" "$2" || fail "history_fixtures.py $2"
 }
@@ -55,7 +55,12 @@ run 2 step --recent -1
 grep -qF -- "--recent -1 must be 0 or more" "$tmp/out" || fail "--recent -1: no error naming it"
 run 1 step --html "$tmp/report.html"
 grep -qF "git bisect start 06ababababab 05ababababab" "$tmp/report.html" || fail "the HTML report lacks the change"
-grep -qF "data:image/png;base64," "$tmp/report.html" || fail "the HTML report lacks the plot"
+grep -qF "Plotly.newPlot" "$tmp/report.html" || fail "the HTML report lacks the plot"
+# The PNG has a fixed width: the last 60 builds (it was 0.6 inch a build: 11,160 pixels at 150 builds).
+"$py" "$src/plots/history_fixtures.py" "$src/results/history.csv" "$tmp/long.csv" "1000" --builds 150 || fail "long.csv"
+for n in step long; do "$py" "$src/plots/history.py" "$tmp/$n.csv" "$tmp/$n.png" >"$tmp/out" 2>&1 || fail "$n.png"; done
+[ "$(od -An -tu1 -j16 -N8 "$tmp/step.png")" = "$(od -An -tu1 -j16 -N8 "$tmp/long.png")" ] ||
+  fail "the PNG's size changes with the builds: $(od -An -tu1 -j16 -N8 "$tmp/step.png") / $(od -An -tu1 -j16 -N8 "$tmp/long.png")"
 # The report is a user's file: a missing folder is one line and exit 2 (never 1, a drop, nor a
 # traceback); a symlink is written through; writers at once to one file each leave a whole report.
 run 2 step --html "$tmp/no/such/r.html"

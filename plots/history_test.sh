@@ -46,4 +46,9 @@ grep -qF "history: warning: the 3 runs of build 11ababababab of track small" "$t
 python3 "$src/plots/history.py" "$tmp/spread.csv" --spread 8 >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ] ||
   fail "--spread 8: a spread of 7.5x warned: $(cat "$tmp/out")"
 check "--spread 1 must be more than 1" "$tmp/spread.csv" --spread 1
+# The exports (plots/page_test.sh tests what they write).
+check "--asv $tmp/nowhere: no such folder" "$tmp/good.csv" --asv "$tmp/nowhere"
+check "--build needs --bmf" "$tmp/good.csv" --build 2ccd
+check "--build 99: 0 builds of the history start so" "$tmp/good.csv" --bmf "$tmp/b.json" --build 99
+[ ! -e "$tmp/b.json" ] || fail "--build 99: a BMF file was written"
 echo "PASS: history input errors"

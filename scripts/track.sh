@@ -7,11 +7,13 @@
 # change with its confidence interval and a Mann-Whitney U test; a regression must be beyond
 # TOLERANCE and significant at ALPHA; exit 1 on a regression, 3 when inconclusive, report only
 # with STRICT=0). Finally every series is
-# plotted per build with its noise band to plots/history.png, and the whole history is searched for
-# the builds where a series stepped or began to drift (plots/history.py --changes: printed; REPORT=FILE
-# also writes it as HTML). The gate: the last GATE_RECENT builds (default 5) of a series at least
-# TOLERANCE below its baseline window (GATE_BASELINE builds, default 10, from the last acknowledged
-# build or the first) is a regression too (exit 1; STRICT=0 reports it): a slow drift that no two
+# plotted per build with its noise band to plots/history.png (PLOT=FILE.html: the interactive page),
+# and the whole history is searched for the builds where a series stepped or began to drift
+# (plots/history.py --changes: printed; REPORT=FILE.html also writes the page with them and the
+# alerts marked, its builds linked to COMMIT_URL, e.g. https://github.com/ORG/ptdp/commit/{sha}).
+# The gate: the last GATE_RECENT builds (default 5) of a series at least TOLERANCE below its
+# baseline window (GATE_BASELINE builds, default 10, from the last acknowledged build or the first)
+# is a regression too (exit 1; STRICT=0 reports it): a slow drift that no two
 # adjacent builds' comparison can see, or an older drop. It stays until fixed or acknowledged
 # (plots/history.py HISTORY --acknowledge SHA --by WHO --why TEXT, kept in HISTORY's -acks.csv
 # beside it). GATE_RECENT=0: print only.
@@ -162,11 +164,12 @@ for c in "${!configs[@]}"; do
     fail "plots/history.py could not read $history (exit $split): see above"
   fi
 done
-[ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot" || fail "plots/history.py could not plot $history"
+[ -n "$base_build" ] || "$py" plots/history.py "$history" "$plot" ${COMMIT_URL:+--commit-url "$COMMIT_URL"} ||
+  fail "plots/history.py could not plot $history"
 if [ -z "$base_build" ]; then
   set +e
   "$py" plots/history.py "$history" --changes --tolerance "$tolerance" ${REPORT:+--html "$REPORT"} \
-    --recent "$gate_recent" --baseline "$gate_baseline"
+    --recent "$gate_recent" --baseline "$gate_baseline" ${COMMIT_URL:+--commit-url "$COMMIT_URL"}
   changes=$?
   set -e
   [ "$changes" -le 1 ] || fail "plots/history.py --changes could not report on $history (exit $changes): see above"
