@@ -8,7 +8,7 @@ set_tests_properties(History.InputErrorsExitTwoNotTheRegressionCode PROPERTIES
 # plots/history.py --changes: steps and drifts named at their builds (scripts/ptdp_tools/plots/changes.py).
 add_test(NAME History.ChangesAreNamedAtTheirBuilds COMMAND ${CMAKE_SOURCE_DIR}/plots/changes_test.sh)
 set_tests_properties(History.ChangesAreNamedAtTheirBuilds PROPERTIES
-                     PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 120 LABELS scripts)
+                     PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 240 LABELS scripts)
 # plots/history.py --changes --recent K: the gate against a baseline window, alerts until acknowledged,
 # its power from a simulation (scripts/ptdp_tools/plots/gate.py, gate_power.py).
 add_test(NAME History.TheGateKeepsAnAlertUntilAcknowledged COMMAND ${CMAKE_SOURCE_DIR}/plots/gate_test.sh)
