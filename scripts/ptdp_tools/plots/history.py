@@ -257,7 +257,7 @@ def find_changes(path, tolerance, alpha, html, recent=0, window=10, acks_file=No
     try:
         from ptdp_tools.plots import changes, gate
     except ImportError as e:
-        fail(f"--changes needs SciPy and NumPy ({e}): apt-get install python3-scipy")
+        fail(f"the changes (--changes, the page) need SciPy and NumPy ({e}): apt-get install python3-scipy")
     acks = gate.read_acks(acks_file or gate.acks_path(path), fail) if recent else []
     series = {}
     for r in rows:
@@ -337,8 +337,9 @@ def series_data(rows):
 def write_page(path, out, report=None, marks=None, commit_url=None):
     """The interactive page (history_page.py); REPORT and MARKS from find_changes, else the changes
     are searched with the defaults (SciPy) and the page has no gate."""
+    from ptdp_tools.plots import history_export, history_page
     try:
-        from ptdp_tools.plots import history_export, history_page
+        import plotly  # noqa: F401
     except ImportError as e:
         fail(f"the page needs plotly ({e}): apt-get install python3-plotly")
     if report is None:
@@ -349,10 +350,6 @@ def write_page(path, out, report=None, marks=None, commit_url=None):
         s["changes"], s["alert"] = marks.get(s["key"], ([], None))
     newest = rows[-1]["git_sha"]
     exports = [(f"bmf-{newest[:12]}.json", history_export.bmf(series, newest))]
-    try:
-        import plotly  # noqa: F401
-    except ImportError as e:
-        fail(f"the page needs plotly ({e}): apt-get install python3-plotly")
     text = history_page.page(os.path.basename(path), series, shas, dates,
                              history_page.commit_url_template(commit_url), report, exports)
     write_text(out, text)
