@@ -14,6 +14,8 @@ packages=(cmake ninja-build g++ pkg-config git
           libpcre2-dev  # GPT-2's pre-tokenizer regex: preprocess --tokenizer-type GPT2BPETokenizer
           python3 python3-matplotlib
           python3-scipy  # plots/history.py --changes (its tests)
+          python3-plotly  # plots/history.py's page (plotly.js inlined: it works offline)
+          chromium  # its test in a real headless browser (plots/page_test.sh)
           python3-torch)  # CPU PyTorch for scripts/compare_pytorch.py's loss check (docs/PYTORCH.md)
 missing=()
 for p in "${packages[@]}"; do

@@ -8,8 +8,18 @@ set_tests_properties(History.InputErrorsExitTwoNotTheRegressionCode PROPERTIES
 # plots/history.py --changes: steps and drifts named at their builds (scripts/ptdp_tools/plots/changes.py).
 add_test(NAME History.ChangesAreNamedAtTheirBuilds COMMAND ${CMAKE_SOURCE_DIR}/plots/changes_test.sh)
 set_tests_properties(History.ChangesAreNamedAtTheirBuilds PROPERTIES
-                     PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 120 LABELS scripts)
-# scripts/track.sh: a drop that began within the last GATE_RECENT builds fails the run.
+                     PASS_REGULAR_EXPRESSION "PASS: history changes" TIMEOUT 240 LABELS scripts)
+# plots/history.py --changes --recent K: the gate against a baseline window, alerts until acknowledged,
+# its power from a simulation (scripts/ptdp_tools/plots/gate.py, gate_power.py).
+add_test(NAME History.TheGateKeepsAnAlertUntilAcknowledged COMMAND ${CMAKE_SOURCE_DIR}/plots/gate_test.sh)
+set_tests_properties(History.TheGateKeepsAnAlertUntilAcknowledged PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: history gate" TIMEOUT 180 LABELS scripts)
+# The history page in a real headless browser (chromium): a fixed width at 150 builds, its marks,
+# links, filter and exports; skipped (77) without chromium or plotly (scripts/setup_packages.sh).
+add_test(NAME History.ThePageHasAFixedWidthInABrowser COMMAND ${CMAKE_SOURCE_DIR}/plots/page_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(History.ThePageHasAFixedWidthInABrowser PROPERTIES
+                     PASS_REGULAR_EXPRESSION "PASS: history page" SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS scripts)
+# scripts/track.sh: the last GATE_RECENT builds below the baseline window fail the run until acknowledged.
 add_test(NAME Track.ARecentDriftInTheHistoryFailsTheRun
          COMMAND ${CMAKE_SOURCE_DIR}/scripts/track_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(Track.ARecentDriftInTheHistoryFailsTheRun PROPERTIES

@@ -1,12 +1,13 @@
 """Files written whole or not at all: the content goes to a temporary file beside the target, is
 flushed to the disk (fsync) and renamed over the target, so that a reader sees the old file or the
 new one, never a part of one. The file gets the permissions a plain open() gives (0666 less the
-umask)."""
+umask). A file a user names goes through user_file: a symlink or a device is written through."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 
 
@@ -46,3 +47,24 @@ def write(path: str, data) -> None:
             with open(tmp, "wb") as f:
                 for part in [data] if isinstance(data, (bytes, bytearray, memoryview)) else data:
                     f.write(part)
+
+
+@contextlib.contextmanager
+def user_file(path: str):
+    """As replacing(PATH), for a file a user names: when PATH is a symlink or exists and is not a
+    regular file (a device, a pipe), it is written through instead of replaced (the link stays, the
+    device gets the bytes): the content goes to a temporary file in the system's temporary folder
+    and is copied into PATH when the block ends without an exception."""
+    if not os.path.islink(path) and (not os.path.exists(path) or os.path.isfile(path)):
+        with replacing(path) as tmp:
+            yield tmp
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path))
+    os.close(fd)
+    try:
+        yield tmp
+        with open(tmp, "rb") as src, open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

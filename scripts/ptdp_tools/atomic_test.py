@@ -60,6 +60,21 @@ class AtomicWrite(unittest.TestCase):
             atomic.write(self.path, "x")
             self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), mode, f"umask {umask:o}")
 
+    def test_a_users_symlink_is_written_through_and_a_plain_file_replaced(self):
+        target = os.path.join(self.dir.name, "target.html")
+        link = os.path.join(self.dir.name, "link.html")
+        atomic.write(target, "old")
+        os.symlink(target, link)
+        with atomic.user_file(link) as tmp:
+            with open(tmp, "w") as f:
+                f.write("new")
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(open(target).read(), "new")
+        with atomic.user_file(self.path) as tmp:
+            self.assertEqual(os.path.dirname(tmp), self.dir.name)
+            open(tmp, "w").close()
+        self.assertEqual(sorted(os.listdir(self.dir.name)), ["link.html", "out.csv", "target.html"])
+
 
 if __name__ == "__main__":
     unittest.main()

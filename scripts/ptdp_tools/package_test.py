@@ -20,7 +20,7 @@ PACKAGE = "ptdp_tools"
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(SCRIPTS)
 # Third-party libraries the package may import, inside the functions that use them.
-THIRD_PARTY = {"numpy", "scipy", "matplotlib", "torch", "transformers", "safetensors", "tokenizers", "megatron"}
+THIRD_PARTY = {"numpy", "scipy", "matplotlib", "plotly", "torch", "transformers", "safetensors", "tokenizers", "megatron"}
 # Modules that import a third-party library when they are imported (the caller catches ImportError).
 IMPORTED_AT_LOAD = {"ptdp_tools.plots.changes": {"numpy", "scipy"}}
 
