@@ -15,6 +15,7 @@
 #include "core/comm/local/local_comm.h"
 #include "core/results/provenance.h"
 #include "core/config/results_csv.h"
+#include "core/results/distinct_outputs.h"
 #include "core/results/output_files.h"
 #include "core/train/rank_phase.h"
 #include "core/train/run.h"
@@ -33,6 +34,7 @@ void preflight(const RunConfig& c, bool thread_ranks) {
   require_backend_here(c, thread_ranks);
   if (!c.csv.empty()) check_result_csv(c.csv);
   if (!c.loss_log.empty()) check_output_file(c.loss_log, "--loss-log");
+  check_distinct_outputs({{"--csv", c.csv}, {"--loss-log", c.loss_log}});
   if (!c.save_init_dir.empty() && !c.load_dir.empty())
     usage_error("--save-init {} writes the initial weights; it cannot be combined with --load {}", c.save_init_dir,
                 c.load_dir);
