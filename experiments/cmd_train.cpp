@@ -17,6 +17,7 @@
 #include "core/config/results_csv.h"
 #include "core/results/distinct_outputs.h"
 #include "core/results/output_files.h"
+#include "core/train/checkpoint_resume.h"
 #include "core/train/rank_phase.h"
 #include "core/train/run.h"
 #include "experiments/commands.h"
@@ -119,7 +120,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& launched, 
 
 }  // namespace
 
-std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
+std::optional<ResultRow> run_training(const RunConfig& given, Communicator* mpi_world, bool verbose) {
+  RunConfig c = given;  // with --load, as it resumes (resume_config)
   // --comm nccl: one process per GPU under mpirun/srun (bootstrapped over MPI), else thread ranks.
   const bool processes = c.comm == CommKind::Mpi || (c.comm == CommKind::Nccl && mpi_world);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
@@ -129,6 +131,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
     // Every process checks (a directory can be missing on one node); every rank ends with the cause.
     agree(*mpi_world, [&] {
       require_supported(c);
+      c = resume_config(given);
       preflight(c, false);
       if (mpi_world->size() != c.ranks)
         usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}",
@@ -142,6 +145,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
     }
   }
   require_supported(c);
+  c = resume_config(given);
   preflight(c, true);
   std::optional<ResultRow> row;
   run_local_ranks(

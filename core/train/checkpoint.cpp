@@ -119,6 +119,7 @@ Settings as_pairs(const CheckpointLayout& l) {
 std::string first_difference(const Settings& saved, const CheckpointLayout& l) {
   static const RunConfig defaults;
   for (const RecordedSetting& s : l.settings) {
+    if (s.check != ResumeCheck::Layout) continue;  // resume_config's (checkpoint_resume.h)
     const std::string* was = find(saved, s.name);
     std::optional<std::string> old = was ? std::optional(*was) : std::nullopt;
     if (!old)
@@ -129,8 +130,9 @@ std::string first_difference(const Settings& saved, const CheckpointLayout& l) {
   for (const auto& [name, value] : saved) {
     bool known = std::find(state_names().begin(), state_names().end(), name) != state_names().end();
     for (const RecordedSetting& s : l.settings) known = known || s.name == name;
+    const Field* f = find_field(name);
+    known = known || (f && f->in_checkpoint() && f->resume_check() != ResumeCheck::Layout);
     if (!known) {
-      const Field* f = find_field(name);
       return fmt::format("{} {}, which this run does not record{}", f ? f->checkpoint_label() : name, value,
                          f ? std::string() : " (a setting of a newer ptdp)");
     }
@@ -273,6 +275,26 @@ int64_t read_latest(const std::string& dir, uint64_t* save_id) {
       usage_error("--load {}: {} does not hold a save id (16 hex digits): '{}'", dir, m, id);
   }
   return it;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> recorded_settings(const std::string& dir,
+                                                                                  int64_t iteration,
+                                                                                  const CheckpointLayout& l) {
+  const std::string path = shard_file(dir, iteration, l);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  // The header alone (a shard can be gigabytes): magic, version, size, text. Whatever is wrong
+  // with the file is load_shard's to name, after its checksum.
+  std::ifstream f(path, std::ios::binary);
+  char head[16] = {};
+  uint32_t version = 0, text_bytes = 0;
+  if (!f.read(head, sizeof head) || std::memcmp(head, kMagic, sizeof kMagic) != 0) return std::nullopt;
+  std::memcpy(&version, head + 8, sizeof version);
+  std::memcpy(&text_bytes, head + 12, sizeof text_bytes);
+  if (version != kVersion || text_bytes > kMaxHeaderBytes) return std::nullopt;
+  std::string text(text_bytes, '\0');
+  if (!f.read(text.data(), text_bytes)) return std::nullopt;
+  return parse_header(text, fmt::format("--load {}: {}", dir, path));
 }
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,
