@@ -52,15 +52,21 @@ template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof 
 // The names of the shard's own state in its header, before the layout's settings.
 const std::vector<std::string>& state_names() {
   static const std::vector<std::string> n = {"iteration", "chunks", "loss_scale", "scale_growth", "scale_hysteresis",
-                                             "save_id"};
+                                             "save_id", "chunk_layers"};
   return n;
 }
 
-// The shard's header: its state, then the layout's settings, one "name=value" line each.
-std::string header_text(const CheckpointLayout& l, const CheckpointState& st, size_t chunks) {
+// The shard's header: its state, then the layout's settings, one "name=value" line each. The
+// state ends with the layers of each chunk ("chunk_layers=0-2,4-6": [begin, end) ranges), so that a
+// reader gathers the shards of a pipeline without placing the layers itself.
+std::string header_text(const CheckpointLayout& l, const CheckpointState& st, const std::vector<Gpt*>& chunks) {
+  std::string layers;
+  for (const Gpt* g : chunks)
+    layers += fmt::format("{}{}-{}", layers.empty() ? "" : ",", g->shard().layer_begin, g->shard().layer_end);
   std::string t = fmt::format("iteration={}\nchunks={}\nloss_scale={}\nscale_growth={}\nscale_hysteresis={}\n"
-                              "save_id={:016x}\n",
-                              st.iteration, chunks, st.loss_scale, st.scale_growth, st.scale_hysteresis, st.save_id);
+                              "save_id={:016x}\nchunk_layers={}\n",
+                              st.iteration, chunks.size(), st.loss_scale, st.scale_growth, st.scale_hysteresis,
+                              st.save_id, layers);
   for (const RecordedSetting& s : l.settings) {
     PTDP_CHECK(s.value.find('\n') == std::string::npos, "checkpoint setting {} holds a line break", s.name);
     t += s.name + "=" + s.value + "\n";
@@ -193,7 +199,7 @@ std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, in
 void save_shard(const std::string& dir, const CheckpointLayout& l, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
   PTDP_CHECK(chunks.size() == opts.size(), "one optimizer per chunk");
-  const std::string text = header_text(l, state, chunks.size());
+  const std::string text = header_text(l, state, chunks);
   std::string out(kMagic, sizeof kMagic);
   put(out, kVersion);
   put(out, static_cast<uint32_t>(text.size()));

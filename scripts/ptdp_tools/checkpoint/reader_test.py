@@ -1,7 +1,8 @@
 """ctest Scripts.TheCheckpointReaderReadsWhatPtdpSaves: the reader reads what `ptdp train --save`
 writes (the ptdp binary named by $PTDP, else build/ptdp): every header field, one chunk of exactly
 the parameter layout's size (GPT, LLaMA, grouped-query attention), and it refuses a damaged shard, a
-checkpoint of t = 2 and a missing one in one message naming the file.
+checkpoint of t = 2 (read_checkpoint reads whole-model saves) and a missing one in one message naming
+the file.
 
     PTDP=build/ptdp python3 -m unittest ptdp_tools.checkpoint.reader_test     (in scripts/)
 """
@@ -84,7 +85,7 @@ class CheckpointReader(unittest.TestCase):
             reader.read_checkpoint(d, verify=False)
 
     def test_refuses_a_tensor_parallel_checkpoint_and_a_missing_one(self):
-        with self.assertRaisesRegex(reader.CheckpointError, "saved with t=2"):
+        with self.assertRaisesRegex(reader.CheckpointError, "sharded as t=2 p=1"):
             reader.read_checkpoint(self.save("tp2", "--tp", "2"))
         with self.assertRaisesRegex(reader.CheckpointError, "no checkpoint there"):
             reader.read_checkpoint(os.path.join(self.work, "nothing"))
