@@ -3,12 +3,13 @@ save of t = 2, p = 2, interleaved stages, --zero 1 and --zero 3 gather into the 
 t = 1, p = 1 save of the same run (the initial weights, which ptdp draws from each element's place in
 the whole tensor: equal bit for bit; and after training, equal to rounding); `export-hf` of such a
 save writes them, under another --make-vocab-size-divisible-by; and it refuses, in one line naming the file, a shard of
-another save and a missing shard (naming the sharding).
+another save, a missing shard (naming the sharding), and says what to install without numpy.
 Needs numpy (the export's own need); $PTDP names the ptdp binary.
 
     PTDP=build/ptdp python3 -m unittest ptdp_tools.checkpoint.gather_test     (in scripts/)
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -122,6 +123,14 @@ class GatherShards(unittest.TestCase):
         r = self.export(d, os.path.join(self.work, "hf-missing"))
         self.assertEqual((r.returncode, r.stderr.count("\n")), (1, 1), r.stderr)
         self.assertIn("is missing: the save is sharded as t=1 p=2 and needs every shard", r.stderr)
+
+    def test_without_numpy_it_says_what_to_install(self):
+        d = self.train("no-numpy", iters=1)
+        code = ("import sys; sys.modules['numpy'] = None; from ptdp_tools.checkpoint.cli import main; "
+                f"sys.exit(main(['export-hf', {d!r}, {os.path.join(self.work, 'hf-no-numpy')!r}]))")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SCRIPTS)
+        self.assertEqual((r.returncode, r.stderr.count("\n")), (1, 1), r.stderr)
+        self.assertIn("needs numpy: install it", r.stderr)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,17 @@ def _first_given(*values):
     return next(v for v in values if v is not None)
 
 
+def numpy_module():
+    """numpy, or a CheckpointError saying how to install it."""
+    try:
+        import numpy
+    except ImportError:
+        raise CheckpointError("export-hf needs numpy: install it (Debian: apt-get install python3-numpy; pip: "
+                              "pip install numpy), or run scripts/setup_hf_venv.sh DIR and use DIR/bin/python") \
+            from None
+    return numpy
+
+
 def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
            rope_theta: float | None = None, divisible_by: int | None = None) -> dict:
     """Writes out_dir/config.json and out_dir/model.safetensors from every shard of one save
@@ -124,8 +135,7 @@ def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | Non
     and divisible_by (--make-vocab-size-divisible-by): required to agree with the checkpoint when
     it records them (version 7, 9), else they are what the model was trained with (default:
     ptdp's defaults)."""
-    import numpy as np
-
+    np = numpy_module()
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     shard = shards[0]
