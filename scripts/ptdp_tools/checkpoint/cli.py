@@ -3,6 +3,7 @@ shards gathered into one model) as a Hugging Face model folder (hf_export.py).""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from ptdp_tools.checkpoint import hf_export
@@ -10,6 +11,30 @@ from ptdp_tools.checkpoint.reader import CheckpointError, describe_sharding, rea
 from ptdp_tools.cli import Parser
 
 PROG = "ptdp_checkpoint.py"
+
+
+def gpt2_special_ids(vocab_file: str) -> dict:
+    """bos and eos of GPT-2's vocab.json: both <|endoftext|> (GPT-2's convention)."""
+    try:
+        with open(vocab_file, encoding="utf-8") as f:
+            vocab = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"--vocab-file {vocab_file}: cannot read GPT-2's vocab.json ({e})") from None
+    if not isinstance(vocab, dict) or not isinstance(vocab.get("<|endoftext|>"), int):
+        raise CheckpointError(f"--vocab-file {vocab_file}: holds no <|endoftext|> id (not GPT-2's vocab.json?)")
+    return {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"]}
+
+
+def special_ids(a, p) -> dict:
+    """bos_token_id and eos_token_id from the flags (None where unknown)."""
+    ids = gpt2_special_ids(a.vocab_file) if a.vocab_file else {}
+    for key in ("bos_token_id", "eos_token_id"):
+        given = getattr(a, key)
+        if given is not None:
+            if given < 0:
+                p.error(f"--{key.replace('_', '-')} {given} is negative")
+            ids[key] = given
+    return ids
 
 
 def parser() -> Parser:
@@ -30,6 +55,12 @@ def parser() -> Parser:
     ex.add_argument("--make-vocab-size-divisible-by", type=int,
                     help="the run's vocabulary padding, as --norm-epsilon; only for checkpoints older than format "
                          "version 9, which do not record it (default: ptdp's 128)")
+    ex.add_argument("--vocab-file", help="GPT-2's vocab.json the dataset was made with: config.json's bos_token_id "
+                    "and eos_token_id are its <|endoftext|>")
+    ex.add_argument("--bos-token-id", type=int, help="config.json's bos_token_id (default: from --vocab-file, "
+                    "else null)")
+    ex.add_argument("--eos-token-id", type=int, help="config.json's eos_token_id (default: from --vocab-file, "
+                    "else null)")
     ex.add_argument("--no-verify", action="store_true", help="skip the shard's checksum (pure Python: ~1 s per 5 MB)")
     return p
 
@@ -42,9 +73,10 @@ def main(argv=None) -> int:
     if a.make_vocab_size_divisible_by is not None and a.make_vocab_size_divisible_by <= 0:
         p.error(f"--make-vocab-size-divisible-by {a.make_vocab_size_divisible_by} must be positive")
     try:
+        ids = special_ids(a, p)
         shards = read_all_shards(a.checkpoint, a.iteration, verify=not a.no_verify)
         config = hf_export.export(shards, a.out, a.dtype, a.norm_epsilon, a.rope_theta,
-                                  a.make_vocab_size_divisible_by)
+                                  a.make_vocab_size_divisible_by, ids)
     except (CheckpointError, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1

@@ -2,7 +2,8 @@
 save of t = 2, p = 2, interleaved stages, --zero 1 and --zero 3 gather into the whole model of a
 t = 1, p = 1 save of the same run (the initial weights, which ptdp draws from each element's place in
 the whole tensor: equal bit for bit; and after training, equal to rounding); `export-hf` of such a
-save writes them, under another --make-vocab-size-divisible-by; and it refuses, in one line naming the file, a shard of
+save writes them, with the tokenizer's bos and eos ids and
+under another --make-vocab-size-divisible-by; and it refuses, in one line naming the file, a shard of
 another save, a missing shard (naming the sharding), and says what to install without numpy.
 Needs numpy (the export's own need); $PTDP names the ptdp binary.
 
@@ -92,11 +93,27 @@ class GatherShards(unittest.TestCase):
     def export(self, *args, env=None):
         return subprocess.run([sys.executable, TOOL, "export-hf", *args], capture_output=True, text=True, env=env)
 
-    def test_export_hf_writes_a_sharded_save(self):
+    def test_export_hf_writes_a_sharded_save_and_the_tokenizers_ids(self):
         d = self.train("export-t2p2", *SHARDED["t2p2"], iters=2)
-        r = self.export(d, os.path.join(self.work, "hf-t2p2"))
+        out = os.path.join(self.work, "hf-t2p2")
+        vocab = os.path.join(repo.ROOT, "core", "data", "testdata", "gpt2_bpe", "vocab.json")
+        r = self.export(d, out, "--vocab-file", vocab)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("gathered from 4 shards saved as t=2 p=2", r.stdout)
+        with open(vocab) as f:
+            eot = json.load(f)["<|endoftext|>"]
+        with open(os.path.join(out, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["bos_token_id"], config["eos_token_id"]), (eot, eot))
+        r = self.export(d, out, "--bos-token-id", "1", "--eos-token-id", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["bos_token_id"], config["eos_token_id"]), (1, 2))
+        r = self.export(d, os.path.join(self.work, "hf-no-tokenizer"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.work, "hf-no-tokenizer", "config.json")) as f:
+            self.assertIsNone(json.load(f)["eos_token_id"])  # no tokenizer named: not known
 
     def test_export_hf_under_another_vocabulary_padding(self):
         d = self.train("vocab64", "--vocab-size", "300", "--make-vocab-size-divisible-by", "64", iters=1)

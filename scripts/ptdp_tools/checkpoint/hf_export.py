@@ -14,6 +14,7 @@ The mapping (docs/PYTORCH.md, "Export to Hugging Face"):
   transformers' rotate_half, so no permutation is needed;
 - the norm epsilon and rotary base come from the checkpoint (format version 7), or from the caller
   for older checkpoints that did not record them.
+- bos_token_id and eos_token_id come from the caller (cli.py: the tokenizer's ids), else null.
 Needs numpy; safetensors is written here (an 8-byte header length, a JSON header, the raw bytes).
 """
 
@@ -129,12 +130,13 @@ def numpy_module():
 
 
 def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
-           rope_theta: float | None = None, divisible_by: int | None = None) -> dict:
+           rope_theta: float | None = None, divisible_by: int | None = None, special_ids: dict | None = None) -> dict:
     """Writes out_dir/config.json and out_dir/model.safetensors from every shard of one save
     (reader.read_all_shards; one for a whole-model save); returns the config. norm_eps, rope_theta
     and divisible_by (--make-vocab-size-divisible-by): required to agree with the checkpoint when
     it records them (version 7, 9), else they are what the model was trained with (default:
-    ptdp's defaults)."""
+    ptdp's defaults). special_ids: bos_token_id and eos_token_id for config.json (None:
+    not known, written as null)."""
     np = numpy_module()
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
@@ -153,6 +155,8 @@ def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | Non
     theta = _first_given(shard.rope_theta, rope_theta, DEFAULT_ROPE_THETA)
     p = gather.gather(np, shards, divisible_by)
     config, tensors = gpt2(p, shard, eps) if shard.arch == "gpt" else llama(p, shard, eps, theta)
+    ids = special_ids or {}
+    config["bos_token_id"], config["eos_token_id"] = ids.get("bos_token_id"), ids.get("eos_token_id")
     config["torch_dtype"] = DTYPES[dtype][1]
     os.makedirs(out_dir, exist_ok=True)
     write_safetensors(np, os.path.join(out_dir, "model.safetensors"), tensors, dtype,
