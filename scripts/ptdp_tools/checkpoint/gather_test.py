@@ -94,7 +94,7 @@ class GatherShards(unittest.TestCase):
         return subprocess.run([sys.executable, TOOL, "export-hf", *args], capture_output=True, text=True, env=env)
 
     def test_export_hf_writes_a_sharded_save_and_the_tokenizers_ids(self):
-        d = self.train("export-t2p2", *SHARDED["t2p2"], iters=2)
+        d = self.train("export-t2p2", *SHARDED["t2p2"], "--vocab-size", "2048", iters=2)
         out = os.path.join(self.work, "hf-t2p2")
         vocab = os.path.join(repo.ROOT, "core", "data", "testdata", "gpt2_bpe", "vocab.json")
         r = self.export(d, out, "--vocab-file", vocab)
@@ -110,6 +110,9 @@ class GatherShards(unittest.TestCase):
         with open(os.path.join(out, "config.json")) as f:
             config = json.load(f)
         self.assertEqual((config["bos_token_id"], config["eos_token_id"]), (1, 2))
+        r = self.export(d, os.path.join(self.work, "hf-bad-id"), "--eos-token-id", "2048")
+        self.assertEqual((r.returncode, r.stderr.count("\n")), (1, 1), r.stderr)
+        self.assertIn("eos_token_id 2048 (the tokenizer's) is outside the model's vocabulary of 2048", r.stderr)
         r = self.export(d, os.path.join(self.work, "hf-no-tokenizer"))
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(self.work, "hf-no-tokenizer", "config.json")) as f:

@@ -156,6 +156,10 @@ def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | Non
     p = gather.gather(np, shards, divisible_by)
     config, tensors = gpt2(p, shard, eps) if shard.arch == "gpt" else llama(p, shard, eps, theta)
     ids = special_ids or {}
+    for key, value in ids.items():
+        if value is not None and not 0 <= value < shard.vocab_size:
+            raise CheckpointError(f"{key} {value} (the tokenizer's) is outside the model's vocabulary of "
+                                  f"{shard.vocab_size}: name the tokenizer the dataset was made with")
     config["bos_token_id"], config["eos_token_id"] = ids.get("bos_token_id"), ids.get("eos_token_id")
     config["torch_dtype"] = DTYPES[dtype][1]
     os.makedirs(out_dir, exist_ok=True)
