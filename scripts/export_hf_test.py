@@ -5,7 +5,7 @@ for the next iteration: ptdp trains N+1 iterations and saves after N, so its los
 is the checkpoint's loss on that iteration's global batch, which transformers then computes on the
 same tokens (the dataset order of scripts/ptdp_tools/data.py). Also: the bf16 export holds exactly
 torch's bf16 rounding of the f32 export, bad arguments get one line and a non-zero exit, and (gpt) a
-save of t = 2, p = 2, its shards gathered, gives that run's loss too.
+save of t = 2, p = 2 exported by `ptdp export-hf` gives that run's loss too.
 
   export_hf_test.py --ptdp BUILD/ptdp --case gpt|llama|llama-gqa
 """
@@ -97,16 +97,17 @@ def main() -> int:
     none = subprocess.run(tool[:-1] + [os.path.join(work, "nothing"), hf], capture_output=True, text=True)
     if none.returncode == 0 or "no checkpoint there" not in none.stderr:
         sys.exit(f"FAIL: a directory without a checkpoint was not refused: {none.stderr!r}")
-    if a.case == "gpt":  # a t=2, p=2 save, its shards gathered: transformers gives that run's loss
+    if a.case == "gpt":  # a t=2, p=2 save, gathered by `ptdp export-hf`: transformers gives that run's loss
         save2, log2, hf2 = (os.path.join(work, n) for n in ("ckpt-t2p2", "loss-t2p2.csv", "hf-t2p2"))
         run([a.ptdp, "train", *CASES[a.case], "--tp", "2", "--pp", "2", "--data", prefix, "--micro-batch", str(b),
              "--global-batch", str(B), "--iters", str(N + 1), "--lr", "1e-2", "--warmup", "0", "--seed", str(SEED),
              "--save", save2, "--save-interval", str(N), "--loss-log", log2, "--log-interval", str(N + 1)])
         with open(log2, newline="") as f:
             loss2 = float(list(csv.DictReader(f))[N]["loss"])
-        r = subprocess.run(tool[:-1] + [save2, hf2, "--iteration", str(N)], capture_output=True, text=True)
+        r = subprocess.run([a.ptdp, "export-hf", save2, hf2, "--iteration", str(N)], capture_output=True, text=True,
+                           env=dict(os.environ, PTDP_PYTHON=sys.executable))
         if r.returncode != 0 or "gathered from 4 shards" not in r.stdout:
-            sys.exit(f"FAIL: export-hf of a t=2 p=2 save: exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
+            sys.exit(f"FAIL: ptdp export-hf of a t=2 p=2 save: exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
         with torch.no_grad():
             logits = transformers.AutoModelForCausalLM.from_pretrained(hf2, torch_dtype=torch.float32).eval()(
                 input_ids=batch[:, :-1]).logits

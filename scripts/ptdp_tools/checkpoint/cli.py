@@ -1,9 +1,12 @@
 """The `ptdp_checkpoint.py` command: `export-hf CHECKPOINT_DIR OUT_DIR` writes a checkpoint (its
-shards gathered into one model) as a Hugging Face model folder (hf_export.py)."""
+shards gathered into one model) as a Hugging Face model folder (hf_export.py). `ptdp export-hf`
+(experiments/cmd_export_hf.cpp) runs it with PTDP_EXPORT_PROG=ptdp: its errors are then ptdp's,
+"ptdp: error: ..." and exit code 2."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ptdp_tools.checkpoint import hf_export
@@ -38,7 +41,8 @@ def special_ids(a, p) -> dict:
 
 
 def parser() -> Parser:
-    p = Parser(prog=PROG, description="Reads ptdp checkpoints; exports them to other frameworks.")
+    prog = "ptdp" if os.environ.get("PTDP_EXPORT_PROG") == "ptdp" else PROG
+    p = Parser(prog=prog, description="Reads ptdp checkpoints; exports them to other frameworks.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     ex = sub.add_parser("export-hf", help="a Hugging Face model folder (config.json, model.safetensors) that "
                         "transformers' AutoModelForCausalLM loads: GPT as GPT2LMHeadModel, LLaMA as LlamaForCausalLM")
@@ -78,6 +82,9 @@ def main(argv=None) -> int:
         config = hf_export.export(shards, a.out, a.dtype, a.norm_epsilon, a.rope_theta,
                                   a.make_vocab_size_divisible_by, ids)
     except (CheckpointError, OSError) as e:
+        if p.prog == "ptdp":
+            print(f"ptdp: error: {e}", file=sys.stderr)
+            return 2
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     s = shards[0]

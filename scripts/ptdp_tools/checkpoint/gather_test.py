@@ -2,7 +2,7 @@
 save of t = 2, p = 2, interleaved stages, --zero 1 and --zero 3 gather into the whole model of a
 t = 1, p = 1 save of the same run (the initial weights, which ptdp draws from each element's place in
 the whole tensor: equal bit for bit; and after training, equal to rounding); `export-hf` of such a
-save writes them, with the tokenizer's bos and eos ids and
+save writes them (ptdp_checkpoint.py and `ptdp export-hf`), with the tokenizer's bos and eos ids and
 under another --make-vocab-size-divisible-by; and it refuses, in one line naming the file, a shard of
 another save, a missing shard (naming the sharding), and says what to install without numpy.
 Needs numpy (the export's own need); $PTDP names the ptdp binary.
@@ -113,10 +113,16 @@ class GatherShards(unittest.TestCase):
         r = self.export(d, os.path.join(self.work, "hf-bad-id"), "--eos-token-id", "2048")
         self.assertEqual((r.returncode, r.stderr.count("\n")), (1, 1), r.stderr)
         self.assertIn("eos_token_id 2048 (the tokenizer's) is outside the model's vocabulary of 2048", r.stderr)
-        r = self.export(d, os.path.join(self.work, "hf-no-tokenizer"))
+        # The same through ptdp's own subcommand (its errors are ptdp's: one line, exit 2).
+        r = subprocess.run([self.ptdp, "export-hf", d, os.path.join(self.work, "hf-cli")], capture_output=True,
+                           text=True, env=dict(os.environ, PTDP_PYTHON=sys.executable))
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(os.path.join(self.work, "hf-no-tokenizer", "config.json")) as f:
+        with open(os.path.join(self.work, "hf-cli", "config.json")) as f:
             self.assertIsNone(json.load(f)["eos_token_id"])  # no tokenizer named: not known
+        r = subprocess.run([self.ptdp, "export-hf", os.path.join(self.work, "nothing"), out], capture_output=True,
+                           text=True, env=dict(os.environ, PTDP_PYTHON=sys.executable))
+        self.assertEqual((r.returncode, r.stderr.count("\n")), (2, 1), r.stderr)
+        self.assertRegex(r.stderr, "^ptdp: error: .*no checkpoint there")
 
     def test_export_hf_under_another_vocabulary_padding(self):
         d = self.train("vocab64", "--vocab-size", "300", "--make-vocab-size-divisible-by", "64", iters=1)
