@@ -131,8 +131,8 @@ std::optional<ResultRow> run_training(const RunConfig& given, Communicator* mpi_
     // Every process checks (a directory can be missing on one node); every rank ends with the cause.
     agree(*mpi_world, [&] {
       require_supported(c);
-      c = resume_config(given);
       preflight(c, false);
+      c = resume_config(given);
       if (mpi_world->size() != c.ranks)
         usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}",
                     mpi_world->size(), c.par.tp, c.par.pp, c.par.dp, c.ranks);
@@ -145,8 +145,8 @@ std::optional<ResultRow> run_training(const RunConfig& given, Communicator* mpi_
     }
   }
   require_supported(c);
-  c = resume_config(given);
   preflight(c, true);
+  c = resume_config(given);
   std::optional<ResultRow> row;
   run_local_ranks(
       c.ranks,
