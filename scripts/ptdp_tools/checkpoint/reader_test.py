@@ -91,5 +91,19 @@ class CheckpointReader(unittest.TestCase):
             reader.read_checkpoint(os.path.join(self.work, "nothing"))
 
 
+class FormatDocument(unittest.TestCase):
+    def test_docs_state_the_version_ptdp_writes(self):
+        """docs/PYTORCH.md's shard format names the version checkpoint.cpp writes and the reader's newest
+        (it once said "1 to 7; ptdp writes and loads 7 only" beside a version-8 table)."""
+        newest = max(reader.VERSIONS)
+        with open(os.path.join(repo.ROOT, "core", "train", "checkpoint.cpp"), encoding="utf-8") as f:
+            self.assertIn(f"constexpr uint32_t kVersion = {newest};", f.read())
+        with open(os.path.join(repo.ROOT, "docs", "PYTORCH.md"), encoding="utf-8") as f:
+            doc = " ".join(f.read().split())
+        for claim in (f"| 8 | u32 | version ({newest}) |", f"From version {newest} on (what ptdp writes and loads)",
+                      f"Versions 1 to {newest - 1} had a fixed C struct", f"ptdp loads version {newest} only"):
+            self.assertIn(claim, doc)
+
+
 if __name__ == "__main__":
     unittest.main()
