@@ -5,6 +5,7 @@
 // and both values.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,10 @@ TEST(CliResume, AnotherDatasetOrderOrSplitIsRefused) {
   EXPECT_TRUE(IsUsageError(r, {"saved with --data-order ptdp, this run has --data-order megatron"})) << r.err;
   r = run_ptdp(dir, resume_tiny({"--iters", "4", "--load", ck}));
   EXPECT_TRUE(IsUsageError(r, {"saved with --data " + a + ", this run has --data synthetic"})) << r.err;
+  // The same files named another way (relative to another directory, through a link) resume.
+  std::filesystem::create_directory_symlink(std::filesystem::path(a).parent_path(), dir.file("link"));
+  r = run_ptdp(dir, resume_tiny({"--data", dir.file("link") + "/a", "--iters", "3", "--load", ck}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 
   TempDir dir2;
   const Args megatron = {"--data", a, "--data-order", "megatron", "--data-cache-path", dir2.file("cache")};

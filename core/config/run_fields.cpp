@@ -91,7 +91,7 @@ std::optional<std::string> data_checkpoint_text(const RunConfig& c) {
     const bool number = !w.empty() && w.find_first_not_of("0123456789.eE+-") == std::string::npos;
     std::error_code ec;
     if (!number && w != "synthetic")
-      if (auto p = std::filesystem::weakly_canonical(w, ec); !ec) w = p.string();
+      if (auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(w, ec), ec); !ec) w = p.string();
     out += (out.empty() ? "" : " ") + w;
   }
   return out;
