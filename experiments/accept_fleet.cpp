@@ -315,10 +315,12 @@ std::string fleet_json(const std::vector<FleetMember>& members, const FleetVerdi
   return j.dump(2) + "\n";
 }
 
+const char kFleetCsvHeader[] =
+    "node,rank,gpu,device,check,metric,value,unit,op,threshold,status,outlier,detail,profile,git_sha,timestamp";
+
 std::string fleet_csv(const FleetVerdict& v, const std::string& profile, const std::string& git_sha,
                       const std::string& timestamp) {
-  std::string s =
-      "node,rank,gpu,device,check,metric,value,unit,op,threshold,status,outlier,detail,profile,git_sha,timestamp\n";
+  std::string s = std::string(kFleetCsvHeader) + "\n";
   for (const FleetRow& r : v.rows)
     for (const Check& c : r.member->checks) {
       std::string outlier;

@@ -71,6 +71,8 @@ FleetVerdict judge_fleet(const std::vector<FleetMember>& members, double min_spr
 
 std::string fleet_json(const std::vector<FleetMember>& members, const FleetVerdict& v, const std::string& profile,
                        const std::string& git_sha, const std::string& timestamp);
+// The first line of fleet_csv's report.
+extern const char kFleetCsvHeader[];
 std::string fleet_csv(const FleetVerdict& v, const std::string& profile, const std::string& git_sha,
                       const std::string& timestamp);
 void print_fleet(const FleetVerdict& v);

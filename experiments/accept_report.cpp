@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/common/error.h"
+#include "core/results/distinct_outputs.h"
 #include "core/results/output_files.h"
 #include "experiments/accept_fleet.h"
 
@@ -32,9 +34,11 @@ std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks
   for (const Check& c : checks) j["checks"].push_back(check_json(c));
   return j.dump(2) + "\n";
 }
+constexpr char kNodeCsvHeader[] =
+    "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp";
+
 std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv) {
-  std::string s =
-      "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp\n";
+  std::string s = std::string(kNodeCsvHeader) + "\n";
   for (const Check& c : checks) {
     std::vector<std::string> f = check_csv_fields(c);
     f.insert(f.end(), {c.detail, c.source, p.name, pv.git_sha, pv.host, pv.device, pv.timestamp});
@@ -55,6 +59,14 @@ std::pair<std::string, std::string> report_paths(const std::string& out) {
   fs::path csv = p;
   csv.replace_extension(".csv");
   check_output_file(csv.string(), "--out (its CSV report)");
+  check_distinct_outputs({{"--out", p.string()}, {"--out's CSV report", csv.string()}});
+  // The CSV report is not the file named: an existing one is replaced only if it is a report.
+  std::ifstream existing(csv);
+  std::string first;
+  if (existing && std::getline(existing, first) && first != kNodeCsvHeader && first != kFleetCsvHeader)
+    usage_error("--out {}: its CSV report {} exists and is not a report of ptdp accept (its first line is '{}'); "
+                "move it or name another --out",
+                out, csv.string(), first.substr(0, 80));
   return {p.string(), csv.string()};
 }
 

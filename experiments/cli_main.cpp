@@ -35,6 +35,7 @@ std::pair<CLI::App*, std::function<int()>> add_compare_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_reproduce_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_fields_command(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> add_preprocess_command(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> add_export_hf_command(CLI::App& app);  // experiments/cmd_export_hf.cpp
 }  // namespace ptdp
 
 namespace {
@@ -81,6 +82,7 @@ int ptdp::cli_main(int argc, char** argv) {
   auto [compare, run_compare] = add_compare_command(app);
   auto [reproduce, run_reproduce] = add_reproduce_command(app);
   auto [fields, run_fields] = add_fields_command(app);
+  auto [export_hf, run_export_hf] = add_export_hf_command(app);
 
   std::string names;  // the commands, for the errors below
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
@@ -191,6 +193,7 @@ int ptdp::cli_main(int argc, char** argv) {
     if (*compare) return run_compare();
     if (*reproduce) return run_reproduce();
     if (*fields) return run_fields();
+    if (*export_hf) return run_export_hf();
   } catch (const AgreedError& e) {  // every rank knows it: one line, then every rank exits
     if (!quiet) std::fprintf(stderr, "ptdp: %s: %s\n", e.usage() ? "error" : "failed", one_line(e.what()).c_str());
     return e.usage() ? 2 : 1;

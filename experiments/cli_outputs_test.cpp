@@ -169,3 +169,44 @@ TEST(CliOutputs, PathsTooLongForTheKernelAreRefusedBeforeTraining) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// --csv and --loss-log naming one file: the loss log, written at the end, replaced every result
+// row the file held. Refused before training, directly, through a symlink or a hard link.
+TEST(CliOutputs, TwoOutputsNamingOneFileAreRefusedAndTheRowsKept) {
+  TempDir dir;
+  const std::string csv = dir.file("rows.csv"), link = dir.file("link.csv"), hard = dir.file("hard.csv");
+  ASSERT_EQ(run_ptdp(dir, tiny({"--csv", csv})).exit_code, 0);
+  const std::string rows = testing::text_of(csv);
+  std::filesystem::create_symlink(csv, link);
+  std::filesystem::create_hard_link(csv, hard);
+  for (const std::string& log : {csv, link, hard}) {
+    const CliResult r = run_ptdp(dir, tiny({"--csv", csv, "--loss-log", log}));
+    EXPECT_TRUE(IsUsageError(r, {"--loss-log " + log + " names the same file as --csv " + csv})) << r.err;
+    EXPECT_EQ(testing::text_of(csv), rows);
+  }
+}
+
+// `accept --out X.json` writes its CSV report to X.csv, a file the user did not name: one that
+// is not a report of ptdp accept is refused (before anything is measured), not replaced.
+TEST(CliOutputs, AcceptDoesNotReplaceAFileBesideItsReportThatIsNoReport) {
+  TempDir dir;
+  const std::string json = dir.file("report.json"), csv = dir.file("report.csv");
+  testing::write_file(csv, {'m', 'y', ',', 'd', 'a', 't', 'a', '\n'});
+  CliResult r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", json});
+  EXPECT_TRUE(IsUsageError(r, {"--out " + json + ": its CSV report " + csv + " exists and is not a report"})) << r.err;
+  EXPECT_EQ(testing::text_of(csv), "my,data\n");
+  EXPECT_FALSE(std::filesystem::exists(json));
+  std::filesystem::remove(csv);
+  std::filesystem::create_symlink(json, csv);  // the two reports would be one file
+  r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", json});
+  EXPECT_TRUE(IsUsageError(r, {"names the same file as --out " + json})) << r.err;
+  const std::string other = dir.file("other.json");
+  r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", other, "--write-golden", other});
+  EXPECT_TRUE(IsUsageError(r, {"--write-golden " + other + " names the same file as --out " + other})) << r.err;
+}
+
+}  // namespace
+}  // namespace ptdp

@@ -24,6 +24,7 @@
 
 #include "core/comm/agreement.h"
 #include "core/common/error.h"
+#include "core/results/distinct_outputs.h"
 #include "core/results/output_files.h"
 #include "experiments/accept_burnin.h"
 #include "experiments/accept_cpu.h"
@@ -113,6 +114,8 @@ void settle(AcceptRun& r) {
                 f.level == 1 ? "--level 1" : "--checks health", r.p.name);
   if (!f.out.empty()) r.out = report_paths(f.out);
   if (!f.write_golden.empty()) check_output_file(f.write_golden, "--write-golden");
+  check_distinct_outputs(
+      {{"--out", r.out.first}, {"--out's CSV report", r.out.second}, {"--write-golden", f.write_golden}});
   if ((r.wanted("train") || r.wanted("burnin")) && f.write_golden.empty())
     r.golden = read_golden(golden_source(r.p).path);  // bad file: exit 2 first
   if (r.wanted("health")) r.health = read_gpu_health(&r.health_why);

@@ -15,7 +15,9 @@
 #include "core/comm/local/local_comm.h"
 #include "core/results/provenance.h"
 #include "core/config/results_csv.h"
+#include "core/results/distinct_outputs.h"
 #include "core/results/output_files.h"
+#include "core/train/checkpoint_resume.h"
 #include "core/train/rank_phase.h"
 #include "core/train/run.h"
 #include "experiments/commands.h"
@@ -33,6 +35,7 @@ void preflight(const RunConfig& c, bool thread_ranks) {
   require_backend_here(c, thread_ranks);
   if (!c.csv.empty()) check_result_csv(c.csv);
   if (!c.loss_log.empty()) check_output_file(c.loss_log, "--loss-log");
+  check_distinct_outputs({{"--csv", c.csv}, {"--loss-log", c.loss_log}});
   if (!c.save_init_dir.empty() && !c.load_dir.empty())
     usage_error("--save-init {} writes the initial weights; it cannot be combined with --load {}", c.save_init_dir,
                 c.load_dir);
@@ -117,7 +120,8 @@ std::optional<ResultRow> train_rank(const RunConfig& c, Communicator& launched, 
 
 }  // namespace
 
-std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_world, bool verbose) {
+std::optional<ResultRow> run_training(const RunConfig& given, Communicator* mpi_world, bool verbose) {
+  RunConfig c = given;  // with --load, as it resumes (resume_config)
   // --comm nccl: one process per GPU under mpirun/srun (bootstrapped over MPI), else thread ranks.
   const bool processes = c.comm == CommKind::Mpi || (c.comm == CommKind::Nccl && mpi_world);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
@@ -128,6 +132,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
     agree(*mpi_world, [&] {
       require_supported(c);
       preflight(c, false);
+      c = resume_config(given);
       if (mpi_world->size() != c.ranks)
         usage_error("--comm mpi: the MPI world has {} process(es) but --tp {} x --pp {} x --dp {} = {}",
                     mpi_world->size(), c.par.tp, c.par.pp, c.par.dp, c.ranks);
@@ -141,6 +146,7 @@ std::optional<ResultRow> run_training(const RunConfig& c, Communicator* mpi_worl
   }
   require_supported(c);
   preflight(c, true);
+  c = resume_config(given);
   std::optional<ResultRow> row;
   run_local_ranks(
       c.ranks,

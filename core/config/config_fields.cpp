@@ -34,7 +34,7 @@ void check_field_rules(const RunConfig& c) {
 std::vector<RecordedSetting> checkpoint_settings(const RunConfig& c) {
   std::vector<RecordedSetting> out;
   for (const Field* f : all_fields())
-    if (const auto v = f->checkpoint_text(c)) out.push_back({f->name(), f->checkpoint_label(), *v});
+    if (const auto v = f->checkpoint_text(c)) out.push_back({f->name(), f->checkpoint_label(), *v, f->resume_check()});
   return out;
 }
 

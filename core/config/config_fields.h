@@ -29,6 +29,7 @@ void check_field_rules(const RunConfig& c);
 // refusal (its flag), and its exact value.
 struct RecordedSetting {
   std::string name, label, value;
+  ResumeCheck check = ResumeCheck::Layout;
 };
 // What a checkpoint of this run records of its configuration: every field its table marks for
 // checkpoints, in table order (a field this run does not record, such as --grad-bucket-size

@@ -122,6 +122,11 @@ Field& Field::checkpoint(std::function<std::optional<std::string>(const RunConfi
   return *this;
 }
 
+Field& Field::resume_check(ResumeCheck check) {
+  resume_check_ = check;
+  return *this;
+}
+
 std::optional<std::string> Field::checkpoint_text(const RunConfig& c) const {
   if (!checkpoint_) return std::nullopt;
   if (checkpoint_text_) return checkpoint_text_(c);

@@ -47,6 +47,12 @@ struct EnumNames<RowUse> {
                                      std::pair{RowUse::Measured, std::string_view("measured")}};
 };
 
+// What a resume does when a recorded setting differs from the checkpoint's (checkpoint.h): Layout
+// refuses (the shards are laid out by it: no resharding); Schedule refuses unless told to
+// override or to take the checkpoint's (Megatron's --override-opt_param-scheduler,
+// --use-checkpoint-opt_param-scheduler); Data refuses (the run would continue other samples).
+enum class ResumeCheck { Layout, Schedule, Data };
+
 // A rule on one field's value: "FLAG VALUE must ..." when broken.
 struct FieldRule {
   std::optional<double> lo, hi;          // bounds; NaN breaks every bound
@@ -88,6 +94,7 @@ class Field {
   // (or what `text` gives: the value as the run uses it; nullopt where this run does not record
   // it), named in a refusal by the flag or by `label`.
   Field& checkpoint(std::function<std::optional<std::string>(const RunConfig&)> text = {}, std::string label = "");
+  Field& resume_check(ResumeCheck check);  // with checkpoint(): what a resume does when it differs
 
   // What the table says.
   const std::string& name() const { return name_; }
@@ -115,6 +122,7 @@ class Field {
   bool in_checkpoint() const { return checkpoint_; }
   // What a checkpoint records of this run (nullopt: nothing), and the words naming it.
   std::optional<std::string> checkpoint_text(const RunConfig& c) const;
+  ResumeCheck resume_check() const { return resume_check_; }
   const std::string& checkpoint_label() const { return checkpoint_label_.empty() ? flag() : checkpoint_label_; }
   const FieldAccess& access() const { return access_; }
   // "int", "int64", "uint64", "number", "bool", "text" or "choice"; the choices' names.
@@ -143,6 +151,7 @@ class Field {
   std::vector<AliasFlag> alias_flags_;
   std::vector<FieldRule> rules_;
   RowUse row_use_ = RowUse::None;
+  ResumeCheck resume_check_ = ResumeCheck::Layout;
   std::function<std::string(const RunConfig&)> column_text_;
   std::function<std::optional<std::string>(const RunConfig&)> checkpoint_text_;
 };

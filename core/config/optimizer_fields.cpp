@@ -34,6 +34,11 @@ const std::vector<Field>& optimizer_fields() {
     v.push_back(Field(PTDP_MEMBER(opt.beta2), "adam_beta2", g).flags("--adam-beta2").help("Adam beta2").finite().rule(unit));
     v.push_back(Field(PTDP_MEMBER(opt.eps), "adam_eps", g).flags("--adam-eps").help("Adam epsilon").finite().positive());
     for (Field& f : v) f.not_key("the optimizer's settings change the values a step computes, not its work");
+    // Megatron's OptimizerParamScheduler state: a resume keeps it unless told otherwise.
+    for (Field& f : v)
+      if (f.name() == "lr" || f.name() == "min_lr" || f.name() == "lr_warmup_iters" || f.name() == "lr_decay_iters" ||
+          f.name() == "weight_decay")
+        f.checkpoint().resume_check(ResumeCheck::Schedule);
     return v;
   }();
   return fields;

@@ -81,6 +81,9 @@ struct RunConfig {
   bool skip_nonfinite = false;               // skip steps with non-finite loss/gradients
   std::string loss_log;                      // --loss-log: iteration,loss,... CSV (world rank 0)
   std::string save_init_dir;                 // --save-init: the initial weights, as iteration 0
+  // --load with another learning-rate schedule than the checkpoint's: this run's (Megatron's
+  // --override-opt_param-scheduler) or the checkpoint's (--use-checkpoint-opt_param-scheduler).
+  bool override_scheduler = false, use_checkpoint_scheduler = false;
   bool gemm_rate = false;                    // --gemm-rate: the step against sgemm at the model's shapes
   // The software a simulated run models (--stack, core/sim/stack.h): megatron-2021 (the paper's
   // code), megatron-2022, mcore, megatron-deepspeed, or ptdp (its own CUDA backend's kernels).

@@ -1,6 +1,8 @@
 // RunConfig's own fields: the backend and communicator, precision, iterations, data, outputs,
 // checkpoints, logging, loss scaling and the simulated software stack.
 #include <cstdint>
+#include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,21 @@ void add_execution_fields(std::vector<Field>& v) {
                   .not_key("a measurement after the run, beside the result row"));
 }
 
+// --data as a checkpoint records it: each dataset prefix as an absolute path without links (a
+// resume from another directory names the same files), weights and "synthetic" as given.
+std::optional<std::string> data_checkpoint_text(const RunConfig& c) {
+  std::string out;
+  std::istringstream words(c.data);
+  for (std::string w; words >> w;) {
+    const bool number = !w.empty() && w.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    std::error_code ec;
+    if (!number && w != "synthetic")
+      if (auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(w, ec), ec); !ec) w = p.string();
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return out;
+}
+
 // The data and its sample order.
 void add_data_fields(std::vector<Field>& v) {
   const FieldGroup g = FieldGroup::Run;
@@ -89,7 +106,9 @@ void add_data_fields(std::vector<Field>& v) {
                         "list 'W1 PREFIX1 W2 PREFIX2 ...' (a weighted blend) or 'PREFIX1 PREFIX2 ...' (blended by "
                         "size)")
                   .column(RowUse::Measured)
-                  .not_key(kSameShape));
+                  .not_key(kSameShape)
+                  .checkpoint(data_checkpoint_text)
+                  .resume_check(ResumeCheck::Data));
   v.push_back(Field(PTDP_MEMBER(data_order), "data_order", g)
                   .flags("--data-order")
                   .help("ptdp (fixed windows over the token stream, seeded Fisher-Yates per epoch) | megatron "
@@ -97,11 +116,17 @@ void add_data_fields(std::vector<Field>& v) {
                         "same files, --seed and --split); not given, --split, --data-cache-path or a list in --data "
                         "select megatron")
                   .column(RowUse::Measured)
-                  .not_key(kSameShape));
+                  .not_key(kSameShape)
+                  .checkpoint()
+                  .resume_check(ResumeCheck::Data));
   v.push_back(Field(PTDP_MEMBER(split), "split", g)
                   .flags("--split")
                   .help("with --data-order megatron: train,valid,test shares of the documents")
-                  .not_key(kSameShape));
+                  .not_key(kSameShape)
+                  .checkpoint([](const RunConfig& c) {  // the ptdp order does not split
+                    return c.data_order == DataOrder::Megatron ? std::optional(c.split) : std::nullopt;
+                  })
+                  .resume_check(ResumeCheck::Data));
   v.push_back(Field(PTDP_MEMBER(data_cache), "data_cache_path", g)
                   .flags("--data-cache-path")
                   .help("with --data-order megatron: where the index files (.npy, named as Megatron-core names them) "
@@ -151,6 +176,17 @@ void add_checkpoints_fields(std::vector<Field>& v) {
                   .help("resume from the latest checkpoint in this directory")
                   .no_default_in_help()
                   .not_key("where the run resumes from: the same steps as a run that ran through"));
+  v.push_back(Field(PTDP_MEMBER(override_scheduler), "override_opt_param_scheduler", g)
+                  .flags("--override-opt_param-scheduler")
+                  .help("with --load: train with this run's learning-rate schedule (--lr, --min-lr, "
+                        "--lr-warmup-iters, --lr-decay-iters, --weight-decay) where the checkpoint's differs "
+                        "(Megatron's flag; without it or the next one a difference is refused)")
+                  .not_key("where the schedule comes from on a resume: the schedule's own flags are not in the key"));
+  v.push_back(Field(PTDP_MEMBER(use_checkpoint_scheduler), "use_checkpoint_opt_param_scheduler", g)
+                  .flags("--use-checkpoint-opt_param-scheduler")
+                  .help("with --load: train with the checkpoint's learning-rate schedule, whatever this run's "
+                        "flags say (Megatron's flag)")
+                  .not_key("where the schedule comes from on a resume: the schedule's own flags are not in the key"));
   v.push_back(Field(PTDP_MEMBER(save_init_dir), "save_init", g)
                   .flags("--save-init")
                   .help("before training, write the initial weights to DIR as the checkpoint of iteration 0")

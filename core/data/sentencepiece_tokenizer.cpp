@@ -117,6 +117,11 @@ int32_t SentencePieceTokenizer::eod_id() const {
   return eos >= 0 && eos < impl_->sp.GetPieceSize() ? eos : -1;
 }
 
+int32_t SentencePieceTokenizer::bos_id() const {
+  const int bos = impl_->sp.bos_id();
+  return bos >= 0 && bos < impl_->sp.GetPieceSize() ? bos : -1;
+}
+
 #else  // no libsentencepiece in this build
 
 bool sentencepiece_available() { return false; }
@@ -135,6 +140,7 @@ int64_t SentencePieceTokenizer::vocab_size() const { return 0; }
 void SentencePieceTokenizer::encode(std::string_view, std::vector<int32_t>&) const {}
 std::string SentencePieceTokenizer::decode(std::span<const int32_t>) const { return {}; }
 int32_t SentencePieceTokenizer::eod_id() const { return -1; }
+int32_t SentencePieceTokenizer::bos_id() const { return -1; }
 
 #endif
 

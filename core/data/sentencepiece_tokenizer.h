@@ -26,6 +26,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   void encode(std::string_view text, std::vector<int32_t>& ids) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int32_t eod_id() const override;  // the model's eos id; -1 when the model has none
+  int32_t bos_id() const override;  // the model's bos id; -1 when the model has none
   bool encodes_lines() const override { return true; }
   // Found when the model loads, by encoding a few texts whole and cut at their spaces.
   SpaceCut space_cut() const override;

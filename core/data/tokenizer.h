@@ -27,6 +27,9 @@ class Tokenizer {
   // The end-of-document id that Megatron's --append-eod appends after each document (the
   // model's eos), or -1 when the tokenizer has none (byte-level: all 256 ids are bytes).
   virtual int32_t eod_id() const = 0;
+  // The beginning-of-sequence id a model's config names (Hugging Face's bos_token_id), or -1:
+  // the eod id unless the tokenizer has its own (SentencePiece's bos; GPT-2's is <|endoftext|>).
+  virtual int32_t bos_id() const { return eod_id(); }
   // How preprocess feeds the text: false, as one text in pieces (encode_head); true, one line at a
   // time without its line break, as spm_encode does.
   virtual bool encodes_lines() const = 0;

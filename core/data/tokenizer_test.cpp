@@ -24,6 +24,7 @@ TEST(ByteTokenizer, EveryByteIsItsOwnTokenAndDecodesBack) {
   EXPECT_EQ(tok.decode(std::span(ids).subspan(1)), text);
   EXPECT_EQ(tok.vocab_size(), 256);
   EXPECT_EQ(tok.eod_id(), -1);
+  EXPECT_EQ(tok.bos_id(), -1);
   EXPECT_FALSE(tok.encodes_lines());
   EXPECT_EQ(tok.name(), "byte-level");
   EXPECT_THROW(tok.decode(std::vector<int32_t>{256}), UsageError);
@@ -70,6 +71,7 @@ TEST(Tokenizer, Gpt2TypeLoadsTheVocabularyAndMerges) {
   EXPECT_EQ(tok->name(), "GPT-2 BPE (vocab.json, merges.txt)");
   EXPECT_EQ(tok->vocab_size(), 1800);
   EXPECT_EQ(tok->eod_id(), 1799);
+  EXPECT_EQ(tok->bos_id(), 1799);  // GPT-2's bos is <|endoftext|> too
 }
 
 // Bad model files are refused with the flag, the file and the rule, whatever the build.
@@ -97,6 +99,7 @@ TEST_F(SentencePieceModel, VocabularyNameAndEodComeFromTheModel) {
   EXPECT_EQ(tok->vocab_size(), 512);
   EXPECT_EQ(tok->name(), "SentencePiece (gpl3.model)");
   EXPECT_EQ(tok->eod_id(), 2);  // spm_train's default eos id (</s>)
+  EXPECT_EQ(tok->bos_id(), 1);  // and bos (<s>): export-hf's bos_token_id
   EXPECT_TRUE(tok->encodes_lines());
 }
 

@@ -52,15 +52,21 @@ template <class T> void put(std::string& out, const T& v) { put(out, &v, sizeof 
 // The names of the shard's own state in its header, before the layout's settings.
 const std::vector<std::string>& state_names() {
   static const std::vector<std::string> n = {"iteration", "chunks", "loss_scale", "scale_growth", "scale_hysteresis",
-                                             "save_id"};
+                                             "save_id", "chunk_layers"};
   return n;
 }
 
-// The shard's header: its state, then the layout's settings, one "name=value" line each.
-std::string header_text(const CheckpointLayout& l, const CheckpointState& st, size_t chunks) {
+// The shard's header: its state, then the layout's settings, one "name=value" line each. The
+// state ends with the layers of each chunk ("chunk_layers=0-2,4-6": [begin, end) ranges), so that a
+// reader gathers the shards of a pipeline without placing the layers itself.
+std::string header_text(const CheckpointLayout& l, const CheckpointState& st, const std::vector<Gpt*>& chunks) {
+  std::string layers;
+  for (const Gpt* g : chunks)
+    layers += fmt::format("{}{}-{}", layers.empty() ? "" : ",", g->shard().layer_begin, g->shard().layer_end);
   std::string t = fmt::format("iteration={}\nchunks={}\nloss_scale={}\nscale_growth={}\nscale_hysteresis={}\n"
-                              "save_id={:016x}\n",
-                              st.iteration, chunks, st.loss_scale, st.scale_growth, st.scale_hysteresis, st.save_id);
+                              "save_id={:016x}\nchunk_layers={}\n",
+                              st.iteration, chunks.size(), st.loss_scale, st.scale_growth, st.scale_hysteresis,
+                              st.save_id, layers);
   for (const RecordedSetting& s : l.settings) {
     PTDP_CHECK(s.value.find('\n') == std::string::npos, "checkpoint setting {} holds a line break", s.name);
     t += s.name + "=" + s.value + "\n";
@@ -119,6 +125,7 @@ Settings as_pairs(const CheckpointLayout& l) {
 std::string first_difference(const Settings& saved, const CheckpointLayout& l) {
   static const RunConfig defaults;
   for (const RecordedSetting& s : l.settings) {
+    if (s.check != ResumeCheck::Layout) continue;  // resume_config's (checkpoint_resume.h)
     const std::string* was = find(saved, s.name);
     std::optional<std::string> old = was ? std::optional(*was) : std::nullopt;
     if (!old)
@@ -129,8 +136,9 @@ std::string first_difference(const Settings& saved, const CheckpointLayout& l) {
   for (const auto& [name, value] : saved) {
     bool known = std::find(state_names().begin(), state_names().end(), name) != state_names().end();
     for (const RecordedSetting& s : l.settings) known = known || s.name == name;
+    const Field* f = find_field(name);
+    known = known || (f && f->in_checkpoint() && f->resume_check() != ResumeCheck::Layout);
     if (!known) {
-      const Field* f = find_field(name);
       return fmt::format("{} {}, which this run does not record{}", f ? f->checkpoint_label() : name, value,
                          f ? std::string() : " (a setting of a newer ptdp)");
     }
@@ -191,7 +199,7 @@ std::string shard_dir(const std::string& dir, int64_t iteration, int tp_rank, in
 void save_shard(const std::string& dir, const CheckpointLayout& l, const CheckpointState& state,
                 const std::vector<Gpt*>& chunks, const std::vector<AdamW*>& opts) {
   PTDP_CHECK(chunks.size() == opts.size(), "one optimizer per chunk");
-  const std::string text = header_text(l, state, chunks.size());
+  const std::string text = header_text(l, state, chunks);
   std::string out(kMagic, sizeof kMagic);
   put(out, kVersion);
   put(out, static_cast<uint32_t>(text.size()));
@@ -273,6 +281,26 @@ int64_t read_latest(const std::string& dir, uint64_t* save_id) {
       usage_error("--load {}: {} does not hold a save id (16 hex digits): '{}'", dir, m, id);
   }
   return it;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> recorded_settings(const std::string& dir,
+                                                                                  int64_t iteration,
+                                                                                  const CheckpointLayout& l) {
+  const std::string path = shard_file(dir, iteration, l);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  // The header alone (a shard can be gigabytes): magic, version, size, text. Whatever is wrong
+  // with the file is load_shard's to name, after its checksum.
+  std::ifstream f(path, std::ios::binary);
+  char head[16] = {};
+  uint32_t version = 0, text_bytes = 0;
+  if (!f.read(head, sizeof head) || std::memcmp(head, kMagic, sizeof kMagic) != 0) return std::nullopt;
+  std::memcpy(&version, head + 8, sizeof version);
+  std::memcpy(&text_bytes, head + 12, sizeof text_bytes);
+  if (version != kVersion || text_bytes > kMaxHeaderBytes) return std::nullopt;
+  std::string text(text_bytes, '\0');
+  if (!f.read(text.data(), text_bytes)) return std::nullopt;
+  return parse_header(text, fmt::format("--load {}: {}", dir, path));
 }
 
 CheckpointState load_shard(const std::string& dir, int64_t iteration, const CheckpointLayout& l,

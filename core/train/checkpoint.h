@@ -15,6 +15,8 @@
 // settings), so a setting recorded anew needs no new format (docs/PYTORCH.md).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,12 @@ void write_latest(const std::string& dir, int64_t iteration, uint64_t save_id);
 // The latest complete iteration in dir (and, given `save_id`, the id its manifest holds);
 // UsageError naming --load and the file when absent or malformed.
 int64_t read_latest(const std::string& dir, uint64_t* save_id = nullptr);
+// The settings the shard of `layout`'s rank of `iteration` records ("name", "value"), its state
+// first, from its header alone; nullopt when that file is absent or its header unreadable
+// (load_shard names why).
+std::optional<std::vector<std::pair<std::string, std::string>>> recorded_settings(const std::string& dir,
+                                                                                  int64_t iteration,
+                                                                                  const CheckpointLayout& layout);
 // Loads this rank's shard of `iteration` into the chunks and optimizers. UsageError when the
 // shard is missing, corrupt or truncated, saved under another layout (names the field, both
 // values and the file), or belongs to another save than `save_id` (read_latest's).

@@ -25,6 +25,12 @@ add_test(NAME Track.ARecentDriftInTheHistoryFailsTheRun
 set_tests_properties(Track.ARecentDriftInTheHistoryFailsTheRun PROPERTIES
                      PASS_REGULAR_EXPRESSION "PASS: track history gate" TIMEOUT 180 DEPENDS ptdp LABELS scripts)
 
+# export-hf gathers sharded saves (t, p > 1, --zero) into one model; needs numpy, skipped without.
+add_test(NAME Scripts.ExportHfGathersShardedSaves
+         COMMAND ${CMAKE_SOURCE_DIR}/scripts/export_hf_gather_test.sh $<TARGET_FILE:ptdp>)
+set_tests_properties(Scripts.ExportHfGathersShardedSaves PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS scripts
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+
 # The package's own tests (unittest, the standard library only), run in scripts/ with $PTDP the
 # ptdp of this build: NAME MODULE pairs.
 find_package(Python3 3.11 COMPONENTS Interpreter)  # tomllib (scripts/ptdp_tools/calibrate.py)

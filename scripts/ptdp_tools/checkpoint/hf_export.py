@@ -1,4 +1,5 @@
-"""A whole-model ptdp checkpoint as a Hugging Face model folder (`ptdp_checkpoint.py export-hf`, cli.py).
+"""A ptdp checkpoint as a Hugging Face model folder (`ptdp export-hf`, `ptdp_checkpoint.py export-hf`:
+cli.py), its shards gathered into one model first (gather.py).
 
 GPT -> transformers' GPT2LMHeadModel, LLaMA -> LlamaForCausalLM: `config.json` and
 `model.safetensors` (f32, or bf16/f16 on request), so that `AutoModelForCausalLM.from_pretrained`
@@ -13,6 +14,7 @@ The mapping (docs/PYTORCH.md, "Export to Hugging Face"):
   transformers' rotate_half, so no permutation is needed;
 - the norm epsilon and rotary base come from the checkpoint (format version 7), or from the caller
   for older checkpoints that did not record them.
+- bos_token_id and eos_token_id come from the caller (cli.py: the tokenizer's ids), else null.
 Needs numpy; safetensors is written here (an 8-byte header length, a JSON header, the raw bytes).
 """
 
@@ -23,7 +25,7 @@ import os
 import struct
 
 from ptdp_tools import atomic
-from ptdp_tools.checkpoint import layout
+from ptdp_tools.checkpoint import gather
 from ptdp_tools.checkpoint.reader import CheckpointError, Shard
 
 # ptdp's defaults (core/model/config.h) for checkpoints older than version 7.
@@ -60,27 +62,9 @@ def write_safetensors(np, path: str, tensors: list, dtype: str, metadata: dict) 
     atomic.write(path, [struct.pack("<Q", len(text)), text, *blobs])
 
 
-def _tensors(np, shard: Shard) -> dict:
-    """ptdp name -> f32 array of its shape, from the whole-model shard's master weights."""
-    chunk = shard.chunks[0]
-    if chunk.param_bytes != 4:
-        raise CheckpointError(f"{shard.path}: format version {shard.version} holds 16-bit weights only; "
-                              "export needs the f32 master weights (version 2 on)")
-    entries = layout.param_layout(shard.layers, shard.hidden, shard.seq_length, shard.vocab_size, arch=shard.arch,
-                                  ffn_hidden=shard.ffn_hidden, heads=shard.heads, query_groups=shard.query_groups)
-    if layout.layout_numel(entries) != chunk.numel:
-        raise CheckpointError(f"{shard.path} holds {chunk.numel} parameters, its {shard.arch} layout "
-                              f"{layout.layout_numel(entries)}")
-    flat = np.frombuffer(chunk.params, dtype="<f4")
-    return {e.name: flat[e.offset:e.offset + e.numel].reshape(e.shape) for e in entries}
-
-
-def gpt2(np, shard: Shard, norm_eps: float) -> tuple:
-    """(config, tensors) of GPT2LMHeadModel."""
-    if shard.query_groups and shard.query_groups != shard.heads:
-        raise CheckpointError(f"{shard.path}: a GPT with {shard.query_groups} query groups for {shard.heads} "
-                              "heads has no GPT-2 counterpart (GPT-2 has no grouped-query attention)")
-    p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
+def gpt2(p: dict, shard: Shard, norm_eps: float) -> tuple:
+    """(config, tensors) of GPT2LMHeadModel from the whole model's tensors p (gather.gather)."""
+    h, a, V = shard.hidden, shard.heads, shard.vocab_size
     hd = h // a
     out = [("transformer.wte.weight", p["wte"][:V]), ("transformer.wpe.weight", p["wpe"])]
     for i in range(shard.layers):
@@ -103,9 +87,9 @@ def gpt2(np, shard: Shard, norm_eps: float) -> tuple:
     return config, out  # lm_head.weight is tied to wte: transformers ties it on load
 
 
-def llama(np, shard: Shard, norm_eps: float, rope_theta: float) -> tuple:
-    """(config, tensors) of LlamaForCausalLM."""
-    p, h, a, V = _tensors(np, shard), shard.hidden, shard.heads, shard.vocab_size
+def llama(p: dict, shard: Shard, norm_eps: float, rope_theta: float) -> tuple:
+    """(config, tensors) of LlamaForCausalLM from the whole model's tensors p (gather.gather)."""
+    h, a, V = shard.hidden, shard.heads, shard.vocab_size
     g = shard.query_groups or a
     hd, group = h // a, a // g
     out = [("model.embed_tokens.weight", p["wte"][:V])]
@@ -134,28 +118,53 @@ def _first_given(*values):
     return next(v for v in values if v is not None)
 
 
-def export(shard: Shard, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
-           rope_theta: float | None = None) -> dict:
-    """Writes out_dir/config.json and out_dir/model.safetensors; returns the config. norm_eps and
-    rope_theta: required to agree with the checkpoint when it records them (version 7), else they
-    are what the model was trained with (default: ptdp's defaults)."""
-    import numpy as np
+def numpy_module():
+    """numpy, or a CheckpointError saying how to install it."""
+    try:
+        import numpy
+    except ImportError:
+        raise CheckpointError("export-hf needs numpy: install it (Debian: apt-get install python3-numpy; pip: "
+                              "pip install numpy), or run scripts/setup_hf_venv.sh DIR and use DIR/bin/python") \
+            from None
+    return numpy
 
+
+def export(shards: list, out_dir: str, dtype: str = "f32", norm_eps: float | None = None,
+           rope_theta: float | None = None, divisible_by: int | None = None, special_ids: dict | None = None) -> dict:
+    """Writes out_dir/config.json and out_dir/model.safetensors from every shard of one save
+    (reader.read_all_shards; one for a whole-model save); returns the config. norm_eps, rope_theta
+    and divisible_by (--make-vocab-size-divisible-by): required to agree with the checkpoint when
+    it records them (version 7, 9), else they are what the model was trained with (default:
+    ptdp's defaults). special_ids: bos_token_id and eos_token_id for config.json (None:
+    not known, written as null)."""
+    np = numpy_module()
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    shard = shards[0]
     if shard.arch is None:
         raise CheckpointError(f"{shard.path} has format version {shard.version}, which does not record the "
                               "architecture (version 4 on)")
+    if shard.arch == "gpt" and shard.query_groups and shard.query_groups != shard.heads:
+        raise CheckpointError(f"{shard.path}: a GPT with {shard.query_groups} query groups for {shard.heads} "
+                              "heads has no GPT-2 counterpart (GPT-2 has no grouped-query attention)")
     for what, given, saved in (("--norm-epsilon", norm_eps, shard.norm_eps),
                                ("--rope-theta", rope_theta, shard.rope_theta)):
         if given is not None and saved is not None and given != saved:
             raise CheckpointError(f"{what} {given:g}: {shard.path} was trained with {saved:g}")
     eps = _first_given(shard.norm_eps, norm_eps, DEFAULT_NORM_EPS)
     theta = _first_given(shard.rope_theta, rope_theta, DEFAULT_ROPE_THETA)
-    config, tensors = gpt2(np, shard, eps) if shard.arch == "gpt" else llama(np, shard, eps, theta)
+    p = gather.gather(np, shards, divisible_by)
+    config, tensors = gpt2(p, shard, eps) if shard.arch == "gpt" else llama(p, shard, eps, theta)
+    ids = special_ids or {}
+    for key, value in ids.items():
+        if value is not None and not 0 <= value < shard.vocab_size:
+            raise CheckpointError(f"{key} {value} (the tokenizer's) is outside the model's vocabulary of "
+                                  f"{shard.vocab_size}: name the tokenizer the dataset was made with")
+    config["bos_token_id"], config["eos_token_id"] = ids.get("bos_token_id"), ids.get("eos_token_id")
     config["torch_dtype"] = DTYPES[dtype][1]
     os.makedirs(out_dir, exist_ok=True)
     write_safetensors(np, os.path.join(out_dir, "model.safetensors"), tensors, dtype,
-                      {"format": "pt", "ptdp_checkpoint": shard.path, "ptdp_iteration": shard.iteration})
+                      {"format": "pt", "ptdp_checkpoint": os.path.dirname(os.path.dirname(shard.path)),
+                       "ptdp_iteration": shard.iteration})
     atomic.write(os.path.join(out_dir, "config.json"), json.dumps(config, indent=2) + "\n")
     return config

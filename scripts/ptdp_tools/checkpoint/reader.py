@@ -88,6 +88,7 @@ class Shard:
     last_stage_layers: int = 0
     chunks: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)  # version 9 on: every recorded setting, by name, as text
+    save_id: int | None = None  # the save this shard belongs to, recorded from version 5 on; None before
 
 
 def fnv1a64(data: bytes) -> int:
@@ -155,6 +156,8 @@ def read_shard(path: str, verify: bool = True) -> Shard:
                   global_batch, iteration, loss_scale, version, *extra, arch=arch, ffn_hidden=ffn_hidden,
                   query_groups=query_groups, norm_eps=norm_eps, rope_theta=rope_theta,
                   first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+    if version >= 5:
+        shard.save_id = fields[25]
     _read_chunks(path, data, header.size, nchunks, version, shard)
     return shard
 
@@ -239,20 +242,97 @@ def _read_named(path: str, data: bytearray, version: int, verify: bool) -> Shard
                   query_groups=query_groups, norm_eps=number("norm_eps", float),
                   rope_theta=number("rope_theta", float), first_stage_layers=_end_stage(stages, True),
                   last_stage_layers=_end_stage(stages, False), settings=settings)
+    try:
+        shard.save_id = int(settings.get("save_id", ""), 16)
+    except ValueError:
+        raise CheckpointError(f"{path}: its header's save_id is {settings.get('save_id')!r}, not 16 hex digits") \
+            from None
     _read_chunks(path, data, 16 + size, number("chunks"), version, shard)
     return shard
 
 
 def read_checkpoint(directory: str, iteration: int | None = None, verify: bool = True) -> Shard:
-    """The single shard of a t=1, p=1 checkpoint (the latest iteration unless given)."""
-    it = read_latest(directory) if iteration is None else iteration
-    rank_dir = shard_dir(directory, it)
-    if not os.path.exists(os.path.join(rank_dir, SHARD_FILE)) and os.path.exists(
-            os.path.join(rank_dir, "zero_dp_rank_000.bin")):
-        raise CheckpointError(f"{rank_dir}: saved with --zero (the weights are sharded over the data-parallel "
-                              "ranks); only whole-model shards (t=1, p=1, --zero 0) are supported here")
-    shard = read_shard(os.path.join(rank_dir, SHARD_FILE), verify)
-    if shard.tp != 1 or shard.pp != 1 or len(shard.chunks) != 1:
-        raise CheckpointError(f"{shard.path}: saved with t={shard.tp} p={shard.pp} and {len(shard.chunks)} chunk(s); "
-                              "only whole-model shards (t=1, p=1) are supported here")
+    """The single shard of a t=1, p=1 checkpoint without --zero (the latest iteration unless given),
+    checked as read_all_shards checks a save."""
+    shards = read_all_shards(directory, iteration, verify)
+    shard = shards[0]
+    if len(shards) != 1 or shard.zero or len(shard.chunks) != 1:
+        raise CheckpointError(f"{shard.path}: saved sharded as {describe_sharding(shard)} with "
+                              f"{len(shard.chunks)} chunk(s) per rank; only whole-model shards (t=1, p=1, --zero 0) "
+                              "are read here (ptdp export-hf gathers the shards)")
     return shard
+
+MANIFEST_FILE = "save_id.txt"
+
+
+def _read_manifest(iter_dir: str):
+    """The save id in iter_dir/save_id.txt, or None when the file is absent."""
+    path = os.path.join(iter_dir, MANIFEST_FILE)
+    try:
+        with open(path) as f:
+            text = f.readline().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+    if len(text) != 16 or any(c not in "0123456789abcdefABCDEF" for c in text) or int(text, 16) == 0:
+        raise CheckpointError(f"{path} does not hold a save id (16 hex digits): {text!r}")
+    return int(text, 16)
+
+
+def describe_sharding(shard: Shard) -> str:
+    """"t=2 p=2 (--zero 1 on d=2)": how a save is sharded."""
+    zero = f" (--zero {shard.zero} on d={shard.dp})" if shard.zero else ""
+    return f"t={shard.tp} p={shard.pp}{zero}"
+
+
+def _first_shard_file(iter_dir: str) -> str:
+    """The file of tensor rank 0, pipeline rank 0 (and data-parallel rank 0 with --zero)."""
+    for rank in ("mp_rank_00", "mp_rank_00_000"):
+        for name in (SHARD_FILE, "zero_dp_rank_000.bin"):
+            path = os.path.join(iter_dir, rank, name)
+            if os.path.exists(path):
+                return path
+    raise CheckpointError(f"{iter_dir}: no shard of tensor and pipeline rank 0 there (mp_rank_00/ or "
+                          f"mp_rank_00_000/ with {SHARD_FILE} or zero_dp_rank_000.bin)")
+
+
+def read_all_shards(directory: str, iteration: int | None = None, verify: bool = True) -> list:
+    """Every shard of one save (the latest iteration unless given): t x p of them, x d with --zero,
+    ordered by tensor rank, then pipeline rank, then data-parallel rank. Refused (CheckpointError
+    naming the file): a missing shard (naming how the save is sharded), a shard of another rank or
+    iteration, and a shard whose save id is not the one in the iteration's save_id.txt (a shard of
+    another run, or a stale one left in the directory: `ptdp train --load` refuses it too)."""
+    it = read_latest(directory) if iteration is None else iteration
+    iter_dir = os.path.join(directory, f"iter_{it:07d}")
+    if not os.path.isdir(iter_dir):
+        raise CheckpointError(f"{directory}: no iteration {it} there ({iter_dir} is missing)")
+    first = read_shard(_first_shard_file(iter_dir), verify)
+    manifest = _read_manifest(iter_dir)
+    if first.save_id is not None and manifest is None:
+        raise CheckpointError(f"{os.path.join(iter_dir, MANIFEST_FILE)} is missing: iteration {it} was not saved "
+                              "whole (or by an older ptdp)")
+    shards = []
+    for tp_rank in range(first.tp):
+        for pp_rank in range(first.pp):
+            rank_dir = shard_dir(directory, it, tp_rank, pp_rank, first.pp)
+            names = [f"zero_dp_rank_{r:03d}.bin" for r in range(first.dp)] if first.zero else [SHARD_FILE]
+            for dp_rank, name in enumerate(names):
+                path = os.path.join(rank_dir, name)
+                if not os.path.exists(path):
+                    raise CheckpointError(f"{path} is missing: the save is sharded as {describe_sharding(first)} "
+                                          f"and needs every shard")
+                shard = first if path == first.path else read_shard(path, verify)
+                got = (shard.tp_rank, shard.pp_rank, shard.dp_rank if first.zero else 0, shard.iteration)
+                if got != (tp_rank, pp_rank, dp_rank, it) or (shard.tp, shard.pp, shard.zero) != (
+                        first.tp, first.pp, first.zero):
+                    raise CheckpointError(f"{path} holds tensor rank {got[0]}, pipeline rank {got[1]}, data-parallel "
+                                          f"rank {got[2]} of iteration {got[3]} ({describe_sharding(shard)}), not "
+                                          f"rank {tp_rank}, {pp_rank}, {dp_rank} of iteration {it}")
+                if shard.save_id is not None and shard.save_id != manifest:
+                    raise CheckpointError(f"{path} belongs to save {shard.save_id:016x}, not to save "
+                                          f"{manifest:016x} that {os.path.join(iter_dir, MANIFEST_FILE)} names: a "
+                                          "shard of another run or a stale one left in the directory (a checkpoint "
+                                          "is exported whole or not at all)")
+                shards.append(shard)
+    return shards

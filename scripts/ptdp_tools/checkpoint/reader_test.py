@@ -1,7 +1,8 @@
 """ctest Scripts.TheCheckpointReaderReadsWhatPtdpSaves: the reader reads what `ptdp train --save`
 writes (the ptdp binary named by $PTDP, else build/ptdp): every header field, one chunk of exactly
 the parameter layout's size (GPT, LLaMA, grouped-query attention), and it refuses a damaged shard, a
-checkpoint of t = 2 and a missing one in one message naming the file.
+checkpoint of t = 2 (read_checkpoint reads whole-model saves) and a missing one in one message naming
+the file.
 
     PTDP=build/ptdp python3 -m unittest ptdp_tools.checkpoint.reader_test     (in scripts/)
 """
@@ -84,10 +85,24 @@ class CheckpointReader(unittest.TestCase):
             reader.read_checkpoint(d, verify=False)
 
     def test_refuses_a_tensor_parallel_checkpoint_and_a_missing_one(self):
-        with self.assertRaisesRegex(reader.CheckpointError, "saved with t=2"):
+        with self.assertRaisesRegex(reader.CheckpointError, "sharded as t=2 p=1"):
             reader.read_checkpoint(self.save("tp2", "--tp", "2"))
         with self.assertRaisesRegex(reader.CheckpointError, "no checkpoint there"):
             reader.read_checkpoint(os.path.join(self.work, "nothing"))
+
+
+class FormatDocument(unittest.TestCase):
+    def test_docs_state_the_version_ptdp_writes(self):
+        """docs/PYTORCH.md's shard format names the version checkpoint.cpp writes and the reader's newest
+        (it once said "1 to 7; ptdp writes and loads 7 only" beside a version-8 table)."""
+        newest = max(reader.VERSIONS)
+        with open(os.path.join(repo.ROOT, "core", "train", "checkpoint.cpp"), encoding="utf-8") as f:
+            self.assertIn(f"constexpr uint32_t kVersion = {newest};", f.read())
+        with open(os.path.join(repo.ROOT, "docs", "PYTORCH.md"), encoding="utf-8") as f:
+            doc = " ".join(f.read().split())
+        for claim in (f"| 8 | u32 | version ({newest}) |", f"From version {newest} on (what ptdp writes and loads)",
+                      f"Versions 1 to {newest - 1} had a fixed C struct", f"ptdp loads version {newest} only"):
+            self.assertIn(claim, doc)
 
 
 if __name__ == "__main__":
