@@ -9,6 +9,9 @@
 
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
+#ifdef PTDP_HAVE_NCCL
+#include "core/comm/nccl/nccl_sharing.h"
+#endif
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -36,9 +39,21 @@ const Args kLayout = {"--model", "tiny", "--layers", "8", "--tp", "2", "--pp", "
                       "--schedule", "interleaved", "--micro-batch", "1", "--global-batch", "8", "--iters", "4",
                       "--warmup", "0", "--lr", "3e-3", "--overlap-grad-reduce"};
 
+// Whether NCCL lets ranks share a GPU here (nccl_sharing.h): ptdp, started by these tests, inherits
+// this process's environment.
+bool nccl_shares_gpus(std::string* why) {
+#ifdef PTDP_HAVE_NCCL
+  return nccl_ranks_share_gpus(why);
+#else
+  *why = "no NCCL";
+  return false;
+#endif
+}
+
 TEST(CliCuda, NcclThreadRanksFollowTheCpuBackend) {
-  std::string why;
-  if (cuda::device_count(&why) < 8) GTEST_SKIP() << "needs 8 GPUs: " << why;
+  std::string why, no_sharing;
+  if (cuda::device_count(&why) < 8 && !nccl_shares_gpus(&no_sharing))
+    GTEST_SKIP() << "needs 8 GPUs or NCCL ranks sharing them: " << why << "; " << no_sharing;
   TempDir dir;
   Args cpu = kLayout, gpu = kLayout;
   gpu.insert(gpu.end(), {"--backend", "cuda", "--comm", "nccl"});
@@ -48,16 +63,40 @@ TEST(CliCuda, NcclThreadRanksFollowTheCpuBackend) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "iteration " << i + 1;
 }
 
+// Four thread ranks (t = 2, d = 2) on one GPU over NCCL, as NCCL 2.30 allows with
+// NCCL_MULTI_RANK_GPU_ENABLE=1, follow the CPU backend. On the virtual GPU the machine is one
+// device with release 2.30.7 emulated (the VGPU_ variables; a real GPU's runtime ignores them).
+TEST(CliCuda, NcclThreadRanksShareOneGpuWhereNcclAllowsIt) {
+  setenv("VGPU_DEVICES", "1", 1);
+  setenv("VGPU_NCCL_VERSION", "2.30.7", 1);
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  std::string why;
+  if (cuda::device_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  if (!nccl_shares_gpus(&why)) GTEST_SKIP() << why;
+  TempDir dir;
+  const Args layout = {"--model", "tiny", "--tp", "2", "--dp", "2", "--micro-batch", "1", "--global-batch", "4",
+                       "--iters", "3", "--warmup", "0", "--lr", "3e-3"};
+  Args gpu = layout;
+  gpu.insert(gpu.end(), {"--backend", "cuda", "--comm", "nccl"});
+  const std::vector<double> want = losses_of(dir, layout, "cpu.csv"), got = losses_of(dir, gpu, "gpu.csv");
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "iteration " << i + 1;
+}
+
+// Refused where NCCL cannot share a GPU between ranks, naming what would allow it.
 TEST(CliCuda, NcclWithMoreThreadRanksThanGpusIsRefused) {
   const int gpus = cuda::device_count();
   if (gpus == 0) GTEST_SKIP() << "no GPU";
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");  // for ptdp, started below
   TempDir dir;
   const std::string dp = std::to_string(gpus * 2);
   const testing::CliResult r =
       run_ptdp(dir, {"train", "--model", "tiny", "--backend", "cuda", "--comm", "nccl", "--dp", dp, "--global-batch",
                      std::to_string(gpus * 4), "--micro-batch", "1"});
   EXPECT_TRUE(testing::IsUsageError(r, {"--comm nccl runs one rank per GPU: " + dp + " ranks but " +
-                                        std::to_string(gpus) + " GPU(s) here"}))
+                                        std::to_string(gpus) + " GPU(s) here; NCCL ",
+                                        "NCCL_MULTI_RANK_GPU_ENABLE=1"}))
       << r.err;
 }
 

@@ -15,6 +15,7 @@
 #endif
 #ifdef PTDP_HAVE_NCCL
 #include "core/comm/nccl/nccl_comm.h"
+#include "core/comm/nccl/nccl_sharing.h"
 #endif
 
 namespace ptdp {
@@ -55,6 +56,16 @@ std::string local_comm_under_launcher(const LauncherWorld& w) {
 #ifdef PTDP_HAVE_CUDA
 namespace {
 
+// Whether NCCL ranks may share a GPU here; when not, why (for the refusals below).
+bool nccl_sharing(std::string* why) {
+#ifdef PTDP_HAVE_NCCL
+  return nccl_ranks_share_gpus(why);
+#else
+  *why = "this build has no NCCL";
+  return false;
+#endif
+}
+
 // This process's index among those on its node, from the launcher (mpirun, srun), or -1.
 int local_rank_from_launcher() {
   for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"})
@@ -71,10 +82,12 @@ void require_backend_here(const RunConfig& c, bool thread_ranks) {
   std::string why;
   const int gpus = cuda::device_count(&why);
   if (gpus == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
-  // NCCL refuses two ranks of one communicator on one GPU.
-  if (c.comm == CommKind::Nccl && thread_ranks && c.ranks > gpus)
-    usage_error("--comm nccl runs one rank per GPU: {} ranks but {} GPU(s) here (--comm local lets ranks share a GPU)",
-                c.ranks, gpus);
+  // NCCL before 2.30 refuses two ranks of one communicator on one GPU.
+  std::string no_sharing;
+  if (c.comm == CommKind::Nccl && thread_ranks && c.ranks > gpus && !nccl_sharing(&no_sharing))
+    usage_error("--comm nccl runs one rank per GPU: {} ranks but {} GPU(s) here; {} (--comm local lets ranks share "
+                "a GPU)",
+                c.ranks, gpus, no_sharing);
 #else
   usage_error("--backend {}: this build has no CUDA backend (configure with -DPTDP_CUDA=ON where nvcc is installed)",
               c.backend);
@@ -93,10 +106,11 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
   // Thread ranks share the GPUs round-robin (one GPU: all of them, each on its own stream);
   // processes take the GPU of their index on the node.
   const int local = threads ? world.rank() : local_rank_from_launcher();
-  if (c.comm == CommKind::Nccl && local >= gpus)
+  std::string no_sharing;
+  if (c.comm == CommKind::Nccl && local >= gpus && !nccl_sharing(&no_sharing))
     usage_error("--comm nccl runs one rank per GPU: local rank {} has none of its own ({} GPU(s) on this node; start "
-                "at most {} processes per node)",
-                local, gpus, gpus);
+                "at most {} processes per node); {}",
+                local, gpus, gpus, no_sharing);
   device_ = (local >= 0 ? local : world.rank()) % gpus;
   backend_ = make_cuda_backend(device_);
   if (c.comm == CommKind::Nccl) {

@@ -19,9 +19,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +120,13 @@ int64_t count_wrong(NcclNode& node, const Case& c) {
   return wrong;
 }
 
+// PTDP_NCCL_RANKS_PER_GPU=k: k ranks on every GPU (NCCL 2.30 and later, with
+// NCCL_MULTI_RANK_GPU_ENABLE=1): the collectives' results and same-GPU times, not link bandwidth.
+int ranks_per_gpu() {
+  const char* v = std::getenv("PTDP_NCCL_RANKS_PER_GPU");
+  return v ? std::max(1, std::atoi(v)) : 1;
+}
+
 std::unique_ptr<NcclNode>& node_slot() {
   static std::unique_ptr<NcclNode> node;
   return node;
@@ -138,8 +145,8 @@ NcclNode* nccl_node(std::string* reason) {
       why = "no CUDA device: " + r;
     } else {
       try {
-        std::vector<int> devices(gpus);
-        std::iota(devices.begin(), devices.end(), 0);
+        std::vector<int> devices;
+        for (int d = 0; d < gpus; ++d) devices.insert(devices.end(), size_t(ranks_per_gpu()), d);
         node_slot() = std::make_unique<NcclNode>(devices);
       } catch (const std::exception& e) {
         why = fmt::format("NCCL over {} GPU(s) could not start: {}", gpus, e.what());
@@ -194,7 +201,9 @@ void BM_Nccl(benchmark::State& state, Coll coll, int64_t nominal_bytes) {
       state.counters["bytes"] = double(c.bytes());
       state.counters["count"] = double(c.count);
       state.counters["gpus"] = n;
-      if (n == 1)
+      if (ranks_per_gpu() > 1)
+        state.SetLabel(fmt::format("{} ranks on each GPU: same-GPU copies, not link bandwidth", ranks_per_gpu()));
+      else if (n == 1)
         state.SetLabel(bus_factor(coll, 1) == 0
                            ? "1 GPU: busbw is 0 by nccl-tests' factor (n-1)/n"
                            : "1 GPU: busbw = algbw (factor 1), though no data crosses between GPUs");

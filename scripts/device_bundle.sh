@@ -36,6 +36,7 @@ mkdir -p "$stage/ptdp-device/bin" "$stage/ptdp-device/libexec" "$stage/ptdp-devi
 # bin/NAME is a wrapper that puts the bundle's lib/ and the machine's CUDA library folders (the file
 # libpath, which gpu_session.sh's probe writes) on LD_LIBRARY_PATH for that program alone: exported
 # for the whole session they would also reach python3, whose PyTorch needs a newer libstdc++.
+# PTDP_NCCL_DIR, when set, goes first: the NCCL the session's nccl stages chose.
 for t in "${targets[@]}"; do
   f=$(find "$build" -maxdepth 2 -type f -name "$t" -perm -u+x | head -1)
   [[ -n "$f" ]] || { echo "device_bundle: $t was not built in $build" >&2; exit 1; }
@@ -44,7 +45,7 @@ for t in "${targets[@]}"; do
 #!/bin/sh
 d=$(dirname "$(readlink -f "$0")")/..
 p=$(cat "$d/libpath" 2>/dev/null)
-LD_LIBRARY_PATH="$d/lib${p:+:$p}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/libexec/$(basename "$0")" "$@"
+LD_LIBRARY_PATH="${PTDP_NCCL_DIR:+$PTDP_NCCL_DIR:}$d/lib${p:+:$p}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/libexec/$(basename "$0")" "$@"
 WRAP
   chmod +x "$stage/ptdp-device/bin/$t"
 done

@@ -6,6 +6,8 @@
 #   bash scripts/gpu_session.sh --bin build-gpu OUTDIR     # binaries of a build made there instead
 #   bash scripts/gpu_session.sh --dry-run OUTDIR           # CI: the same stages on the virtual GPU (build-vgpu)
 #   bash scripts/gpu_session.sh --only fig7,profile_gpt ... # these stages only (after the probe)
+#   bash scripts/gpu_session.sh --bundle ... --nccl build-bundle/nccl-sm90.tar.xz --only test_nccl,nccl_train OUTDIR
+#                                                          # NCCL 2.30 brought along (scripts/nccl_for_device.sh)
 #
 # Stages, in the order of what the run must answer, each under its own time budget (timeout), so
 # that a slow or hung stage costs its budget and no more; the session stops starting stages at
@@ -26,6 +28,8 @@
 #              (Google Benchmark JSON -> CSV)
 #   accept     ptdp accept on the matching profile (gemm, memory, train)
 #   kernels    ncu: every kernel's duration in one training step (if time is left)
+#   nccl       real NCCL with several ranks on the GPU (NCCL 2.30+, scripts/gpu_session_nccl.sh): its
+#              tests and layouts, a train run, memcheck, bench_nccl; skipped without such an NCCL
 #
 # OUTDIR receives at most 8 files: summary.csv (every stage and the headline numbers, with git sha,
 # host, GPU, driver and CUDA), probe.txt, compare_pytorch.csv, fig7.csv, op_profile.csv,
@@ -35,15 +39,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-dry=0 bundle="" bindir="" outdir="" only=""
+dry=0 bundle="" bindir="" outdir="" only="" nccl_tar=""
 while (($#)); do
   case "$1" in
     --dry-run) dry=1 ;;
     --bundle) bundle=$2; shift ;;
     --bin) bindir=$2; shift ;;
     --only) only=",$2,"; shift ;;
+    --nccl) nccl_tar=$2; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "gpu_session.sh: unknown option '$1' (--bundle TAR, --bin DIR, --dry-run, --only STAGES)" >&2; exit 2 ;;
+    -*) echo "gpu_session.sh: unknown option '$1' (--bundle TAR, --bin DIR, --dry-run, --only STAGES, --nccl TAR)" >&2; exit 2 ;;
     *) [[ -z "$outdir" ]] || { echo "gpu_session.sh: one OUTDIR only ('$outdir', '$1')" >&2; exit 2; }
        outdir=$1 ;;
   esac
@@ -84,6 +89,16 @@ if [[ -n "$bundle" ]]; then
   manifest="$work/ptdp-device/MANIFEST"
 else
   libdir="" manifest=""
+fi
+# NCCL 2.30 brought along (scripts/nccl_for_device.sh): unpacked to $work/nccl/.
+if [[ -n "$nccl_tar" ]]; then
+  [[ -f "$nccl_tar" ]] || { echo "gpu_session.sh: --nccl $nccl_tar: no such file (scripts/nccl_for_device.sh makes it)" >&2; exit 2; }
+  if command -v xz >/dev/null; then
+    xz -dc "$nccl_tar" | tar -C "$work" -xf -
+  else
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$nccl_tar" "$work"
+  fi || { echo "gpu_session.sh: --nccl $nccl_tar: cannot unpack" >&2; exit 2; }
+  [[ -f "$work/nccl/libnccl.so.2" ]] || { echo "gpu_session.sh: --nccl $nccl_tar: no nccl/libnccl.so.2 inside" >&2; exit 2; }
 fi
 bin() {  # NAME: the path of a binary under bindir (bundle: bin/; a build tree: ., core/)
   local d
@@ -169,6 +184,26 @@ find_lib() {  # SONAME: the folder of the machine's copy (ldconfig, CUDA folders
   [[ -n "$p" ]] && { dirname "$p"; return 0; }
   return 1
 }
+# Every NCCL on the machine (ldconfig, the CUDA folders, Python wheels, anywhere under /opt, /usr,
+# /root) and the one of --nccl, each with its version (ncclGetVersion), newest first; then the one
+# the NCCL stages use: the newest of 2.30 or later (several ranks on one GPU), or none.
+nccl_inventory() {
+  local libs=() p
+  mapfile -t libs < <({
+    ldconfig -p 2>/dev/null | awk '$1 == "libnccl.so.2" {print $NF}'
+    timeout 10 find /opt /usr /root -xdev -name libnccl.so.2 2>/dev/null
+    [[ -f "$work/nccl/libnccl.so.2" ]] && echo "$work/nccl/libnccl.so.2"
+  } | awk '!seen[$0]++')
+  local found
+  found=$( ((${#libs[@]})) && (cd "$repo/scripts" && python3 -m ptdp_tools.nccl_versions "${libs[@]}"))
+  if [[ -z "$found" ]]; then
+    echo "nccl found: none"
+  else
+    echo "$found" | sed 's/^/nccl found: /'
+  fi
+  p=$(echo "$found" | awk -F'[. ]' '$1 == 2 && $2 >= 30 {print; exit}')
+  echo "nccl_multi_rank: ${p:-none (no NCCL 2.30 or later)}"
+}
 probe() {
   local missing=0 d lib
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -198,6 +233,7 @@ probe() {
       echo "lib $lib: not found on this machine"
     fi
   done
+  nccl_inventory
   # The bundle's programs get these folders through their wrappers (bin/NAME reads libpath); nothing
   # is exported to the session, whose python3 must keep PyTorch's own libraries.
   local libpath
@@ -406,7 +442,11 @@ else
   skip accept_burnin "no acceptance profile for this GPU"
 fi
 
-# 6. Every kernel of one GPT step by duration (ncu), with what time is left.
+# 6. Real NCCL with several ranks on the one GPU.
+# shellcheck source=scripts/gpu_session_nccl.sh
+. scripts/gpu_session_nccl.sh
+
+# 7. Every kernel of one GPT step by duration (ncu), with what time is left.
 if ((!dry)) && command -v ncu >/dev/null; then
   stage ncu_kernels 30 ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv --print-units base \
     --log-file "$work/raw/ncu.csv" "$PTDP" train --backend cuda --precision bf16 --data synthetic --iters 1 \

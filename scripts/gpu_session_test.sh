@@ -45,14 +45,19 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
   [[ -s "$out/o/$f" ]] || fail "$f is missing or empty"
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
-  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda; do
+  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
+  test_nccl nccl_train sanitize_nccl; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
-for s in bench_gemm_cuda ncu_kernels; do
+for s in bench_gemm_cuda ncu_kernels bench_nccl_shared; do
   [[ $(stage_status "$s") == skipped ]] || fail "stage $s is '$(stage_status "$s")', expected skipped on the virtual GPU"
 done
 grep -q '^tests,test_kernels passed,[1-9]' "$out/o/summary.csv" || fail "no passed kernel tests in summary.csv"
 grep -q '^tests,test_kernels failed,0,' "$out/o/summary.csv" || fail "failed kernel tests in summary.csv"
+grep -q '^tests,test_nccl passed,[1-9]' "$out/o/summary.csv" || fail "no passed NCCL tests in summary.csv"
+grep -q '^tests,test_nccl failed,0,' "$out/o/summary.csv" || fail "failed NCCL tests in summary.csv"
+grep -q '^nccl,found,[0-9]' "$out/o/summary.csv" || fail "summary.csv names no NCCL found by the probe"
+grep -q '^nccl,used by the nccl stages,' "$out/o/summary.csv" || fail "summary.csv does not say which NCCL the stages used"
 grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f32 loss agreement in summary.csv"
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
 awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {exit !found}' "$out/o/op_profile.csv" ||

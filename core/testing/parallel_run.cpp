@@ -11,7 +11,9 @@
 #include "core/backend/cuda/cuda_backend.h"
 #endif
 #ifdef PTDP_HAVE_NCCL
+#include "core/backend/cuda/device_info.h"
 #include "core/comm/nccl/nccl_comm.h"
+#include "core/comm/nccl/nccl_sharing.h"
 #endif
 #include "core/parallel/topology.h"
 #include "core/train/stage_model.h"
@@ -57,6 +59,17 @@ std::unique_ptr<Backend> make_test_backend(const std::string& name) {
   throw RuntimeError("no test backend named " + name);
 }
 
+bool nccl_ranks_fit(int ranks, int gpus, std::string* why) {
+  if (gpus >= ranks) return true;
+#ifdef PTDP_HAVE_NCCL
+  if (gpus > 0 && nccl_ranks_share_gpus(why)) return true;
+#else
+  *why = "this build has no NCCL";
+#endif
+  *why = std::to_string(ranks) + " ranks on " + std::to_string(gpus) + " GPU(s): " + *why;
+  return false;
+}
+
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
                          int iters, uint64_t seed) {
   const Topology topo(layout.tp, layout.pp, layout.dp);
@@ -66,8 +79,9 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   if (layout.comm == "nccl") {
 #ifdef PTDP_HAVE_NCCL
     PTDP_CHECK(layout.backend == "cuda", "layout {}: nccl needs the cuda backend", layout.name());
-    be = make_cuda_backend(world.rank());
-    nccl = make_nccl_world(world, world.rank(), world.timeout(), be.get());
+    const int device = nccl_rank_gpu(world.rank(), cuda::device_count());
+    be = make_cuda_backend(device);
+    nccl = make_nccl_world(world, device, world.timeout(), be.get());
     staged = make_device_comm(*nccl, *be, Device::CUDA);
 #else
     throw RuntimeError("layout " + layout.name() + ": this build has no NCCL");

@@ -54,6 +54,10 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
                          int iters, uint64_t seed);
 
 // The training settings of the equivalence tests: micro-batch b, global batch B, peak lr 1e-3.
+// Whether `ranks` NCCL ranks can run on `gpus` GPUs: one each, or shared where NCCL allows it
+// (core/comm/nccl/nccl_sharing.h); when not, *why says what is missing.
+bool nccl_ranks_fit(int ranks, int gpus, std::string* why);
+
 TrainConfig equivalence_train_config(int micro_batch, int global_batch = 8);
 
 // The backend named as in Layout::backend.

@@ -159,7 +159,8 @@ TEST_P(CudaGqa, MatchesTheCpuReferenceOnOneGpu) {
   if (gpus == 0) GTEST_SKIP() << "no GPU here: " << reason;
   GqaLayout g = GetParam();
   Layout& l = g.layout;
-  if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
+  std::string no_room;
+  if (l.comm == "nccl" && !testing::nccl_ranks_fit(l.tp * l.pp * l.dp, gpus, &no_room)) GTEST_SKIP() << no_room;
   l.backend = "cuda";
   ASSERT_LE(l.pp * l.vpp, kCudaLayers);
   const RunResult got =

@@ -283,7 +283,8 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
   const int gpus = cuda::device_count(&reason);
   if (gpus == 0) GTEST_SKIP() << "no GPU here: " << reason;
   Layout l = GetParam();
-  if (l.comm == "nccl" && gpus < l.tp * l.pp * l.dp) GTEST_SKIP() << "nccl needs a GPU per rank; " << gpus << " here";
+  std::string no_room;
+  if (l.comm == "nccl" && !testing::nccl_ranks_fit(l.tp * l.pp * l.dp, gpus, &no_room)) GTEST_SKIP() << no_room;
   l.backend = "cuda";
   const int layers = narrow_layers(l);
   RunResult got = testing::train_parallel(narrow(layers), train_cfg(), l, 3, 33);

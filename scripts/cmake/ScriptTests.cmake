@@ -41,7 +41,9 @@ endif()
 foreach(pair "ThePackageHasNoImportCycleAndThinEntryPoints ptdp_tools.package_test"
              "AtomicWritesLeaveTheOldFileOrTheNew ptdp_tools.atomic_test"
              "TheCheckpointReaderReadsWhatPtdpSaves ptdp_tools.checkpoint.reader_test"
-             "ThePlotsWithoutMatplotlibSayWhatToInstall ptdp_tools.plots.figures_test")
+             "ThePlotsWithoutMatplotlibSayWhatToInstall ptdp_tools.plots.figures_test"
+             "AFatBinaryIsCutToOneArchitecture ptdp_tools.fatbin_test"
+             "EachNcclLibraryIsNamedWithItsVersion ptdp_tools.nccl_versions_test")
   separate_arguments(pair)
   list(GET pair 0 test_name)
   list(GET pair 1 test_module)

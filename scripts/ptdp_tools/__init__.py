@@ -17,6 +17,9 @@ imports without them):
   compare_pytorch/  ptdp against the same models in PyTorch (`compare_pytorch.py`)
   gbench_to_csv     Google Benchmark JSON as CSV
   gpu_summary       a GPU session's summary (`gpu_session.sh`)
+  fatbin            a library's CUDA device code listed and cut to one architecture
+                    (`nccl_for_device.sh`)
+  nccl_versions     the version of each NCCL library found (`gpu_session.sh`'s probe)
   calibrate         a hardware profile's GEMM curve fitted to benchmark results
   doc_test/         the documents' checks (`doc_test.py`, ctest Docs.*)
   plots/            the paper's figures, the throughput history and its change points, loss curves

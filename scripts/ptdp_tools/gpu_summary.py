@@ -59,6 +59,30 @@ def probe_fields(work: str) -> dict:
     return out
 
 
+def nccl_rows(work: str) -> list:
+    """Every NCCL the probe found, with its version, and the one the nccl stages used (how it got
+    there: the machine's, a wheel's, or brought with --nccl)."""
+    try:
+        lines = open(os.path.join(work, "probe.txt")).read().splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines:
+        key, _, val = line.partition(": ")
+        if key == "nccl found" and val != "none":
+            version, _, path = val.partition(" ")
+            rows.append({"section": "nccl", "item": "found", "value": version, "unit": "version", "status": "",
+                         "note": path})
+        elif key == "nccl_multi_rank":
+            version, _, path = val.partition(" ")
+            used = version[:1].isdigit()
+            rows.append({"section": "nccl", "item": "used by the nccl stages", "value": version if used else "",
+                         "unit": "version", "status": "ok" if used else "none",
+                         "note": ("brought with --nccl (scripts/nccl_for_device.sh): " if "/nccl/libnccl" in path
+                                  and "ptdp_session" in path else "") + (path if used else val)})
+    return rows
+
+
 def log_text(work: str, stage: str) -> str:
     try:
         return open(os.path.join(work, "logs", stage + ".log"), errors="replace").read()
@@ -378,6 +402,7 @@ def main(argv=None) -> int:
     summary += rows
     summary += accept_rows(a.work)
     summary += ncu_rows(a.work)
+    summary += nccl_rows(a.work)
     for r in summary:
         r.update(prov)
         r["dry_run"] = a.dry_run

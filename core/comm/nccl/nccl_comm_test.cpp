@@ -1,6 +1,6 @@
-// The NCCL communicator: thread ranks, each driving its own GPU through a CUDA backend (the
-// virtual GPUs of the vgpu build, or a machine's GPUs); skipped without enough GPUs in the real
-// build. The tests named after a failure mode each reproduce a bug the communicator once had.
+// The NCCL communicator: thread ranks, each driving a GPU through a CUDA backend (the virtual GPUs
+// of the vgpu build, or a machine's GPUs), a GPU of its own or, where NCCL lets ranks share one
+// (nccl_sharing.h), GPUs shared round-robin; skipped without enough GPUs otherwise. The tests named after a failure mode each reproduce a bug the communicator once had.
 #include <gtest/gtest.h>
 
 #ifdef PTDP_HAVE_NCCL
@@ -16,6 +16,7 @@
 #include "core/comm/device_comm.h"
 #include "core/comm/local/local_comm.h"
 #include "core/comm/nccl/nccl_comm.h"
+#include "core/comm/nccl/nccl_sharing.h"
 #ifdef PTDP_VGPU
 #include <vgpu/runtime.h>
 #endif
@@ -26,10 +27,14 @@ namespace {
 using namespace std::chrono_literals;
 using RankFn = std::function<void(int rank, Backend& be, Communicator& comm)>;
 
+// Whether n ranks can run here: a GPU each, or fewer GPUs that NCCL lets them share.
 bool have_gpus(int n, std::string* why) {
   const int count = cuda::device_count(why);
-  if (count < n) *why += " (" + std::to_string(count) + " GPU(s), the test needs " + std::to_string(n) + ")";
-  return count >= n;
+  if (count >= n) return true;
+  std::string no_sharing;
+  if (count > 0 && nccl_ranks_share_gpus(&no_sharing)) return true;
+  *why += " (" + std::to_string(count) + " GPU(s), the test needs " + std::to_string(n) + "; " + no_sharing + ")";
+  return false;
 }
 
 #define PTDP_NEED_GPUS(n)                                 \
@@ -38,12 +43,14 @@ bool have_gpus(int n, std::string* why) {
     if (!have_gpus(n, &why_)) GTEST_SKIP() << why_;       \
   } while (0)
 
-// n thread ranks, rank r on GPU r with its own CUDA backend, an NCCL world ordered after the
-// backend's stream.
+// n thread ranks, rank r on GPU r (or r mod the GPUs where they share) with its own CUDA backend,
+// an NCCL world ordered after the backend's stream.
 void on_gpus(int n, const RankFn& fn, std::chrono::milliseconds timeout = 10s) {
+  const int gpus = cuda::device_count();
   run_local_ranks(n, [&](int r, Communicator& boot) {
-    auto be = make_cuda_backend(r);
-    auto comm = make_nccl_world(boot, r, timeout, be.get());
+    const int device = nccl_rank_gpu(r, gpus);
+    auto be = make_cuda_backend(device);
+    auto comm = make_nccl_world(boot, device, timeout, be.get());
     fn(r, *be, *comm);
   });
 }
@@ -236,9 +243,10 @@ TEST(NcclComm, AReceiveIsOrderedAfterComputeQueuedOnItsBuffer) {
 TEST(NcclComm, AnAbortedCommunicatorIsNeverUsedAgain) {
   PTDP_NEED_GPUS(2);
   vgpu::CaptureViolations capture;
-  run_local_ranks(2, [](int r, Communicator& boot) {
-    auto be = make_cuda_backend(r);
-    auto comm = make_nccl_world(boot, r, 10s, be.get());
+  const int gpus = cuda::device_count();
+  run_local_ranks(2, [gpus](int r, Communicator& boot) {
+    auto be = make_cuda_backend(nccl_rank_gpu(r, gpus));
+    auto comm = make_nccl_world(boot, nccl_rank_gpu(r, gpus), 10s, be.get());
     if (r == 0) {
       Tensor x = device_values(*be, {1, 2});
       CommHandle h = comm->all_reduce_async(x, ReduceOp::Sum);  // rank 1 never joins
@@ -256,9 +264,10 @@ TEST(NcclComm, AnAbortedCommunicatorIsNeverUsedAgain) {
 TEST(NcclComm, DestroyingWithWorkAPeerWillNeverJoinDoesNotBlock) {
   PTDP_NEED_GPUS(2);
   vgpu::CaptureViolations capture;
-  run_local_ranks(2, [](int r, Communicator& boot) {
-    auto be = make_cuda_backend(r);
-    auto comm = make_nccl_world(boot, r, 10s, be.get());
+  const int gpus = cuda::device_count();
+  run_local_ranks(2, [gpus](int r, Communicator& boot) {
+    auto be = make_cuda_backend(nccl_rank_gpu(r, gpus));
+    auto comm = make_nccl_world(boot, nccl_rank_gpu(r, gpus), 10s, be.get());
     if (r == 0) {
       Tensor x = device_values(*be, {1, 2});
       CommHandle dropped = comm->all_reduce_async(x, ReduceOp::Sum);  // as if an exception skipped the wait

@@ -44,6 +44,11 @@ void note_async_error(const std::string& message);
 // Seconds from the environment variable `name` (default when unset or not a number).
 double env_seconds(const char* name, double dflt);
 
+// The NCCL version emulated: NCCL_VERSION_CODE of vgpu/include/nccl.h, or VGPU_NCCL_VERSION
+// ("2.30.7") to behave as that release where releases differ (ncclGetVersion; from 2.30 several
+// ranks of a communicator may share a GPU when NCCL_MULTI_RANK_GPU_ENABLE=1).
+int emulated_version();
+
 // True while the calling thread is inside ncclGroupStart/End.
 bool in_group();
 // ncclCommInitRank inside a group: the wait for the other ranks happens at ncclGroupEnd.

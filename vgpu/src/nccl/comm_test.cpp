@@ -2,6 +2,7 @@
 // use after ncclCommAbort/Destroy, unknown handles, ncclCommDestroy with operations in flight.
 #include <cstdlib>
 #include <future>
+#include <string>
 #include <vector>
 
 #include "nccl/nccl_test_util.h"
@@ -9,6 +10,39 @@
 namespace {
 
 using namespace nccl_test;
+
+// Sets (or, given null, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// Two thread ranks of one communicator on device 0: each rank's result and last error text.
+struct TwoOnOne {
+  std::vector<ncclResult_t> result = std::vector<ncclResult_t>(2, ncclSuccess);
+  std::vector<std::string> text = std::vector<std::string>(2);
+  std::vector<ncclComm_t> comm = std::vector<ncclComm_t>(2, reinterpret_cast<ncclComm_t>(0x1));
+};
+TwoOnOne init_two_on_device0() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  TwoOnOne t;
+  on_threads(2, [&](int r) {
+    cudaSetDevice(0);
+    t.result[size_t(r)] = ncclCommInitRank(&t.comm[size_t(r)], 2, id, r);
+    t.text[size_t(r)] = ncclGetLastError(nullptr);
+  });
+  return t;
+}
 
 TEST(NcclComm, SplitFormsOneCommunicatorPerColourOrderedByKey) {
   Watchdog watchdog;
@@ -52,16 +86,11 @@ TEST(NcclComm, SplitFormsOneCommunicatorPerColourOrderedByKey) {
 
 TEST(NcclComm, TwoRanksOnOneDeviceAreInvalidUsage) {
   Watchdog watchdog;
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<ncclResult_t> result(2, ncclSuccess);
-  std::vector<std::string> text(2);
-  std::vector<ncclComm_t> comm(2, reinterpret_cast<ncclComm_t>(0x1));
-  on_threads(2, [&](int r) {
-    cudaSetDevice(0);  // both ranks on device 0
-    result[size_t(r)] = ncclCommInitRank(&comm[size_t(r)], 2, id, r);
-    text[size_t(r)] = ncclGetLastError(nullptr);
-  });
+  ScopedEnv release("VGPU_NCCL_VERSION", nullptr), enable("NCCL_MULTI_RANK_GPU_ENABLE", "1");
+  TwoOnOne t = init_two_on_device0();  // NCCL 2.28 refuses it whatever the variable says
+  const auto& result = t.result;
+  const auto& text = t.text;
+  const auto& comm = t.comm;
   EXPECT_EQ(result[0], ncclInvalidUsage);
   EXPECT_EQ(result[1], ncclInvalidUsage);
   EXPECT_EQ(text[1], "Duplicate GPU detected: rank 1 and rank 0 both on CUDA device 0");
@@ -75,6 +104,47 @@ TEST(NcclComm, TwoRanksOnOneDeviceAreInvalidUsage) {
   EXPECT_NE(
       std::string(ncclGetLastError(nullptr)).find("Duplicate GPU detected: rank 1 and rank 2 both on CUDA device 2"),
       std::string::npos);
+}
+
+// NCCL 2.30 (VGPU_NCCL_VERSION=2.30.7 here): two ranks may share a GPU once
+// NCCL_MULTI_RANK_GPU_ENABLE=1 is set, and its refusal says so otherwise.
+TEST(NcclComm, FromRelease230RanksShareADeviceWhenEnabled) {
+  Watchdog watchdog;
+  ScopedEnv release("VGPU_NCCL_VERSION", "2.30.7");
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
+  EXPECT_EQ(version, 23007);
+  {
+    ScopedEnv off("NCCL_MULTI_RANK_GPU_ENABLE", nullptr);
+    const TwoOnOne refused = init_two_on_device0();
+    EXPECT_EQ(refused.result[0], ncclInvalidUsage);
+    EXPECT_EQ(refused.text[0].rfind("Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 "
+                                    "to enable this configuration",
+                                    0),
+              0u)
+        << refused.text[0];
+  }
+  ScopedEnv on("NCCL_MULTI_RANK_GPU_ENABLE", "1");
+  TwoOnOne t = init_two_on_device0();
+  ASSERT_EQ(t.result[0], ncclSuccess) << t.text[0];
+  ASSERT_EQ(t.result[1], ncclSuccess) << t.text[1];
+  // The buffers first: a copy on the legacy default stream waits for every blocking stream of the
+  // device, the other rank's all-reduce among them, as on a GPU.
+  cudaSetDevice(0);
+  std::vector<int32_t*> x = {device_copy(std::vector<int32_t>{1}), device_copy(std::vector<int32_t>{2})};
+  on_threads(2, [&](int r) {
+    cudaSetDevice(0);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(ncclAllReduce(x[size_t(r)], x[size_t(r)], 1, ncclInt32, ncclSum, t.comm[size_t(r)], s), ncclSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+  });
+  for (int32_t* p : x) {
+    EXPECT_EQ(host_copy(p, 1)[0], 3);
+    cudaFree(p);
+  }
+  for (ncclComm_t c : t.comm) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
 TEST(NcclComm, BadRankOrRankCountIsInvalidArgument) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -125,13 +126,26 @@ double env_seconds(const char* name, double dflt) {
   return (end && *end == '\0' && d >= 0) ? d : dflt;
 }
 
+int emulated_version() {
+  const char* v = std::getenv("VGPU_NCCL_VERSION");
+  if (!v || !*v) return NCCL_VERSION_CODE;
+  int major = 0, minor = 0, patch = 0;
+  char rest = 0;
+  if (std::sscanf(v, "%d.%d.%d%c", &major, &minor, &patch, &rest) != 3 || major != 2 || minor < 0 || minor > 99 ||
+      patch < 0 || patch > 99) {
+    std::fprintf(stderr, "vgpu: VGPU_NCCL_VERSION='%s' is not a NCCL 2 version such as 2.30.7\n", v);
+    std::abort();
+  }
+  return NCCL_VERSION(major, minor, patch);
+}
+
 }  // namespace vgpu::nccl
 
 using namespace vgpu::nccl;
 
 ncclResult_t ncclGetVersion(int* version) {
   if (!version) return fail(ncclInvalidArgument, "ncclGetVersion: version argument is NULL");
-  *version = NCCL_VERSION_CODE;
+  *version = emulated_version();
   return ncclSuccess;
 }
 

@@ -1,6 +1,7 @@
 // Communicator creation: ncclCommInitRank (threads meet at a unique id), ncclCommInitAll (one
 // thread makes every rank) and ncclCommSplit (a collective over the parent's ranks).
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -40,16 +41,28 @@ std::chrono::milliseconds init_timeout() {
 }
 
 // NCCL checks at init that no two ranks of a communicator use one GPU and fails with
-// ncclInvalidUsage ("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx").
-// Returns whether a duplicate exists; messages[r] names r's own duplicate, else the first one.
+// ncclInvalidUsage: before 2.30 "Duplicate GPU detected : rank %d and rank %d both on CUDA device
+// %lx"; from 2.30 "Multiple Ranks are using the same GPU/Partition. Set
+// NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration", and with that variable set it
+// allows them. Returns whether a refused duplicate exists; messages[r] names r's own duplicate,
+// else the first one.
 bool find_duplicates(const std::vector<int>& devices, std::vector<std::string>* messages) {
+  const bool sharing_release = emulated_version() >= NCCL_VERSION(2, 30, 0);
+  const char* enable = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  if (sharing_release && enable && std::string(enable) == "1") return false;
   const int n = int(devices.size());
   std::string first;
   for (int r = 0; r < n; ++r)
     for (int q = 0; q < n; ++q)
       if (q != r && devices[size_t(q)] == devices[size_t(r)]) {
-        (*messages)[size_t(r)] = "Duplicate GPU detected: rank " + std::to_string(r) + " and rank " +
-                                 std::to_string(q) + " both on CUDA device " + std::to_string(devices[size_t(r)]);
+        (*messages)[size_t(r)] =
+            sharing_release
+                ? "Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this "
+                  "configuration (rank " +
+                      std::to_string(r) + " and rank " + std::to_string(q) + " on CUDA device " +
+                      std::to_string(devices[size_t(r)]) + ")"
+                : "Duplicate GPU detected: rank " + std::to_string(r) + " and rank " + std::to_string(q) +
+                      " both on CUDA device " + std::to_string(devices[size_t(r)]);
         if (first.empty()) first = (*messages)[size_t(r)];
         break;
       }
