@@ -34,6 +34,20 @@ std::string megatron_evaluation_lines(const std::string& prefix, double loss) {
   return rule + "\n" + line + "\n" + rule + "\n";
 }
 
+// " (warm-up 10 iterations, cosine to 1e-05 at iteration 100)", " constant", ...
+std::string schedule_text(const LrSchedule& s) {
+  const double warm = s.warmup();
+  const std::string warmup = s.warmup_fraction > 0
+                                 ? fmt::format("warm-up {:g} iterations ({:g} of the decay)", warm, s.warmup_fraction)
+                                 : fmt::format("warm-up {} iterations", s.warmup_iters);
+  if (s.style == LrDecayStyle::Constant || s.decay_iters == 0)
+    return warm > 0 ? fmt::format(" ({}, then constant)", warmup) : std::string(" constant");
+  std::string decay = fmt::format("{} to {:g} at iteration {}", s.style, s.min_lr, s.decay_iters);
+  if (s.style == LrDecayStyle::Wsd)
+    decay += fmt::format(", annealed ({}) over its last {} iterations", s.wsd_style, s.wsd_decay_iters);
+  return fmt::format(" ({}, {})", warmup, decay);
+}
+
 }  // namespace
 
 void TrainLog::Interval::add(const IterStats& st) {
@@ -79,6 +93,11 @@ void TrainLog::loaded(int64_t iteration) {
   fmt::print("loaded the checkpoint of iteration {} from {}\n", iteration, c_.load_dir);
 }
 
+void TrainLog::no_checkpoint_to_load() {
+  fmt::print("no checkpoint in {} yet (--load is --save): starting from iteration 0, as Megatron-LM does\n",
+             c_.load_dir);
+}
+
 void TrainLog::saved(int64_t iteration) {
   fmt::print("saved the checkpoint of iteration {} to {}\n", iteration, c_.save_dir);
 }
@@ -104,11 +123,7 @@ void TrainLog::started(const TrainingRun& run) {
              c.iters, c.warmup, c.data);
   const OptimizerConfig& o = c.opt;
   fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
-             o.lr.decay_iters > 0 ? fmt::format(" (warm-up {} iterations, cosine to {:g} at iteration {})",
-                                                o.lr.warmup_iters, o.lr.min_lr, o.lr.decay_iters)
-             : o.lr.warmup_iters > 0 ? fmt::format(" (warm-up {} iterations, then constant)", o.lr.warmup_iters)
-                                     : std::string(" constant"),
-             o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
+             schedule_text(o.lr), o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
   if (run.data().valid && c.data == "synthetic")
     fmt::print("valid: another synthetic stream (seed {}), {} x {} samples per evaluation, {}after the last iteration\n",
                c.seed + 1, c.eval_iters, c.par.global_batch,

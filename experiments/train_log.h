@@ -16,6 +16,7 @@ class TrainLog final : public RunLog {
   void test_split_skipped(const std::string& error) override;
   void checkpoint_without_loss_scaler(double initial_scale) override;
   void loaded(int64_t iteration) override;
+  void no_checkpoint_to_load() override;
   void saved(int64_t iteration) override;
   void saved_initial() override;
   void started(const TrainingRun& run) override;

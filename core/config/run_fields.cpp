@@ -84,10 +84,10 @@ void add_execution_fields(std::vector<Field>& v) {
 void add_data_fields(std::vector<Field>& v) {
   const FieldGroup g = FieldGroup::Run;
   v.push_back(Field(PTDP_MEMBER(data), "data", g)
-                  .flags("--data,--data-path")
+                  .flags("--data")
                   .help("synthetic | PREFIX of a Megatron .bin/.idx dataset | with --data-order megatron, Megatron's "
                         "list 'W1 PREFIX1 W2 PREFIX2 ...' (a weighted blend) or 'PREFIX1 PREFIX2 ...' (blended by "
-                        "size)")
+                        "size); Megatron's --data-path takes the list as separate words")
                   .column(RowUse::Measured)
                   .not_key(kSameShape));
   v.push_back(Field(PTDP_MEMBER(data_order), "data_order", g)
