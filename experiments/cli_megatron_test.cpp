@@ -45,11 +45,11 @@ std::string gpt2_dataset(const TempDir& dir, const std::string& name, int docs) 
   return dir.file(name);
 }
 
-// The flags of Megatron-LM's GPT-3 175B example but --tensorboard-dir (33 of its 34) (before its batch-size ramp became
+// The 34 flags of Megatron-LM's GPT-3 175B example (before its batch-size ramp became
 // --step-batch-size-schedule), with the model, world, batch and iterations shrunk; the script's
 // one ramp (--rampup-batch-size 16 16 5859375) is refused, saying why (below).
 Args gpt3_script_flags(const TempDir& dir, const std::string& data, int iters) {
-  const std::string ckpt = dir.file("ckpt");
+  const std::string ckpt = dir.file("ckpt"), tb = dir.file("tb");
   return {"train",
           // GPT_MODEL_ARGS
           "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
@@ -66,7 +66,7 @@ Args gpt3_script_flags(const TempDir& dir, const std::string& data, int iters) {
           "--split", "949,50,1",
           // EVAL_AND_LOGGING_ARGS
           "--log-interval", "2", "--save-interval", "2", "--eval-interval", "2", "--save", ckpt, "--load", ckpt,
-          "--eval-iters", "1",
+          "--eval-iters", "1", "--tensorboard-dir", tb,
           // ptdp's own: which iterations are timed
           "--warmup", "1"};
 }
@@ -85,6 +85,10 @@ TEST(CliMegatron, TheGpt3ExampleScriptsFlagsTrainAndResume) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("saved the checkpoint of iteration 4"), std::string::npos) << r.out;
+  bool events = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("tb")))
+    events = events || e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_TRUE(events);
   // The script run again with more iterations resumes from its own checkpoint.
   r = run_ptdp(dir, gpt3_script_flags(dir, data, 6), 300);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
