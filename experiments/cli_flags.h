@@ -26,6 +26,7 @@ struct RunFlags {
   std::string recompute_method;          // --recompute-method
   int recompute_num_layers = 0;          // --recompute-num-layers
   std::vector<int64_t> rampup_batch_size;  // --rampup-batch-size START INCREMENT SAMPLES
+  std::string step_batch_size_schedule;    // --step-batch-size-schedule (Megatron's newer ramp)
   bool trains = true;                  // false for simulate: the optimizer flags and --recipe do not apply
   // The first enumerated flag given a name it does not have ("--precision 'x' must be f32, bf16 or
   // f16"): refused by resolve_run_config, where every rank of an MPI job refuses it together.

@@ -106,6 +106,8 @@ TEST(CliMegatron, FlagsPtdpCannotHonourAreRefusedSayingWhy) {
   };
   CliResult r = with({"--rampup-batch-size", "16", "16", "5859375"});
   EXPECT_TRUE(IsUsageError(r, {"--rampup-batch-size 16 16 5859375", "every iteration at --global-batch-size"})) << r.err;
+  r = with({"--step-batch-size-schedule", "0:16 2.4B:320 12B:1536"});  // the script's ramp since 2026
+  EXPECT_TRUE(IsUsageError(r, {"--step-batch-size-schedule '0:16 2.4B:320 12B:1536'", "every iteration"})) << r.err;
   r = with({"--attention-backend", "flash"});
   EXPECT_TRUE(IsUsageError(r, {"--attention-backend flash", "unfused"})) << r.err;
   r = with({"--recompute-granularity", "full", "--recompute-method", "block"});

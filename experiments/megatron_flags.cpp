@@ -39,6 +39,9 @@ void add_megatron_flags(CLI::App& app, RunFlags& f) {
                  "Megatron's batch-size ramp START INCREMENT SAMPLES: refused (ptdp trains every iteration at "
                  "--global-batch-size)")
       ->expected(3);
+  app.add_option("--step-batch-size-schedule", f.step_batch_size_schedule,
+                 "Megatron's stepped batch-size schedule ('0:16 2.4B:320 ...'): refused (ptdp trains every iteration "
+                 "at --global-batch-size)");
 }
 
 int64_t megatron_tokenizer_vocab(const RunFlags& f) {
@@ -96,10 +99,11 @@ void check_recompute(const RunFlags& f, const std::function<bool(const char*)>& 
   }
 }
 
-void check_rampup(const RunFlags& f) {
-  usage_error("--rampup-batch-size {}: ptdp trains every iteration at --global-batch-size (its pipeline schedules "
-              "and data positions are built for one batch size); leave the ramp out",
-              fmt::join(f.rampup_batch_size, " "));
+// Megatron's batch-size ramps: --rampup-batch-size, and --step-batch-size-schedule that replaced it.
+void check_rampup(const std::string& flag_and_value) {
+  usage_error("{}: ptdp trains every iteration at --global-batch-size (its pipeline schedules and data positions "
+              "are built for one batch size); leave the ramp out",
+              flag_and_value);
 }
 
 }  // namespace
@@ -117,7 +121,10 @@ void apply_megatron_flags(const RunFlags& f, const std::function<bool(const char
       usage_error("--attention-backend '{}' must be auto, unfused, local, flash or fused", one_line(a));
   }
   check_recompute(f, given, r);
-  if (given("--rampup-batch-size")) check_rampup(f);
+  if (given("--rampup-batch-size"))
+    check_rampup(fmt::format("--rampup-batch-size {}", fmt::join(f.rampup_batch_size, " ")));
+  if (given("--step-batch-size-schedule"))
+    check_rampup(fmt::format("--step-batch-size-schedule '{}'", one_line(f.step_batch_size_schedule)));
 }
 
 }  // namespace ptdp

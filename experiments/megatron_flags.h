@@ -19,7 +19,8 @@ void add_megatron_flags(CLI::App& app, RunFlags& f);
 int64_t megatron_tokenizer_vocab(const RunFlags& f);
 // Applies the flags to the resolved configuration, or refuses them: --data-path's list (and
 // Megatron's sample order unless --data-order is given), --max-position-embeddings,
-// --attention-backend, --recompute-method, --recompute-num-layers, --rampup-batch-size.
+// --attention-backend, --recompute-method, --recompute-num-layers, --rampup-batch-size,
+// --step-batch-size-schedule (the last two refused).
 void apply_megatron_flags(const RunFlags& f, const std::function<bool(const char*)>& given, RunConfig& r);
 
 }  // namespace ptdp
