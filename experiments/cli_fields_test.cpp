@@ -34,7 +34,7 @@ TEST(CliFields, TheTableNamesEveryFlagAndItsPlaceInTheKey) {
   TempDir dir;
   const CliResult r = run_ptdp(dir, {"fields"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* flag : {"--tp", "--num-query-groups", "--precision", "--overlap-grad-reduce", "(init_std)"})
+  for (const char* flag : {"--tp", "--num-query-groups", "--precision", "--overlap-grad-reduce", "--init-method-std"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << " in\n" << r.out;
 }
 

@@ -2,11 +2,13 @@
 
 #include <charconv>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "core/common/error.h"
 #include "core/common/one_line.h"
 #include "core/config/config_fields.h"
+#include "experiments/megatron_flags.h"
 #include "experiments/recipe.h"
 
 namespace ptdp {
@@ -99,6 +101,7 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
                  "flags given explicitly win")
       ->capture_default_str();
   add_fields(app, optimizer_fields(), f);
+  add_megatron_flags(app, f);
 }
 
 namespace {
@@ -106,11 +109,13 @@ namespace {
 // The model: the preset, then every model flag given; grouped-query attention as Megatron-LM
 // (--num-query-groups takes effect with --group-query-attention only: Megatron ignores it
 // otherwise, ptdp refuses it; the flag alone means Megatron's default of 1 group, or the preset's).
-ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char*)>& given) {
+// A tokenizer's vocabulary (`tokenizer_vocab` > 0) sets --vocab-size, as in Megatron-LM.
+ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char*)>& given, int64_t tokenizer_vocab) {
   const char* sizes[] = {"--layers", "--hidden", "--heads", "--seq-length", "--vocab-size"};
   if (!given("--model"))
     for (const char* flag : sizes)
-      if (!given(flag)) usage_error("{} is required without --model", flag);
+      if (!given(flag) && !(tokenizer_vocab > 0 && std::string_view(flag) == "--vocab-size"))
+        usage_error("{} is required without --model", flag);
   RunConfig r;
   r.model = given("--model") ? preset_config(f.model) : ModelConfig{};
   const ModelConfig preset = r.model;
@@ -119,6 +124,13 @@ ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char
     field.copy(f.run, r);
     if (field.unset_value() && field.text(r) == *field.unset_value())
       usage_error("{} {} must be positive", field.flag(), field.text(r));
+  }
+  if (tokenizer_vocab > 0) {
+    if (given("--vocab-size") && f.run.model.vocab_size != tokenizer_vocab)
+      usage_error("--vocab-size {} differs from the tokenizer's vocabulary of {} (Megatron-LM sizes the model by its "
+                  "tokenizer): give one of them",
+                  f.run.model.vocab_size, tokenizer_vocab);
+    r.model.vocab_size = tokenizer_vocab;
   }
   if (given("--num-query-groups") && !f.group_query_attention)
     usage_error("--num-query-groups {} needs --group-query-attention (as in Megatron-LM, which ignores it without)",
@@ -134,9 +146,10 @@ ModelConfig resolve_model(const RunFlags& f, const std::function<bool(const char
   as_preset.model = preset;
   bool custom = false;
   for (const char* flag : sizes) custom = custom || given(flag);
+  custom = custom || (tokenizer_vocab > 0 && r.model.vocab_size != preset.vocab_size);
   for (const Field& field : model_fields()) {
     auto used = [&](const RunConfig& x) { return field.in_checkpoint() ? field.checkpoint_text(x).value_or("") : field.text(x); };
-    if (field.name() != "model") custom = custom || used(r) != used(as_preset);
+    if (field.name() != "model" && field.in_key()) custom = custom || used(r) != used(as_preset);
   }
   if (custom) r.model.name = given("--model") ? f.model + "-custom" : (r.model.arch == Arch::Llama ? "llama-custom" : "custom");
   return r.model;
@@ -168,7 +181,7 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
   RunConfig r = f.run;
   // Whether the user gave FLAG (false for a flag this command does not have).
   auto given = [&](const char* flag) { return app.get_option_no_throw(flag) && app.count(flag) > 0; };
-  r.model = resolve_model(f, given);
+  r.model = resolve_model(f, given, megatron_tokenizer_vocab(f));
   // A text flag given an empty value is a mistake (an unset variable in a script), not "none".
   for (const Field* field : all_fields())
     if (field->type_name() == "text" && field->has_flag() && given(field->flag().c_str()) &&
@@ -179,7 +192,13 @@ RunConfig resolve_run_config(const CLI::App& app, RunFlags& f) {
       usage_error("--experiment: control characters (newlines, tabs) are not allowed in a result's name");
   if (f.trains && app.get_option_no_throw("--recipe"))
     apply_recipe(f.recipe, given("--model") ? f.model : std::string(), given, r);
+  apply_megatron_flags(f, given, r);
   resolve_data_order(r, given);
+  // Megatron decays to --train-iters unless told otherwise; ptdp's default (no style given) keeps
+  // the rate after the warm-up unless --lr-decay-iters is given.
+  if ((given("--lr-decay-style") || given("--lr-warmup-fraction")) && !given("--lr-decay-iters") &&
+      r.opt.lr.decay_iters == 0)
+    r.opt.lr.decay_iters = r.iters;
   validate_run(r);
   return r;
 }

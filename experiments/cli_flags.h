@@ -2,10 +2,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "core/config/run_config.h"
+#include "core/data/tokenizer.h"
 
 namespace ptdp {
 
@@ -16,6 +18,15 @@ struct RunFlags {
   int query_groups = 0;                // --num-query-groups (with --group-query-attention)
   bool group_query_attention = false;  // --group-query-attention
   std::string recipe = "default";      // --recipe (experiments/recipe.h)
+  // Megatron-LM's flags of experiments/megatron_flags.h.
+  TokenizerOptions tokenizer;            // --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model
+  std::vector<std::string> data_path;    // --data-path: Megatron's words (a prefix, or weights and prefixes)
+  int max_position_embeddings = 0;       // --max-position-embeddings
+  std::string attention_backend;         // --attention-backend
+  std::string recompute_method;          // --recompute-method
+  int recompute_num_layers = 0;          // --recompute-num-layers
+  std::vector<int64_t> rampup_batch_size;  // --rampup-batch-size START INCREMENT SAMPLES
+  std::string step_batch_size_schedule;    // --step-batch-size-schedule (Megatron's newer ramp)
   bool trains = true;                  // false for simulate: the optimizer flags and --recipe do not apply
   // The first enumerated flag given a name it does not have ("--precision 'x' must be f32, bf16 or
   // f16"): refused by resolve_run_config, where every rank of an MPI job refuses it together.

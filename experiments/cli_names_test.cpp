@@ -52,29 +52,34 @@ TEST(CliNames, AnUnknownFlagIsAnsweredWithTheClosestNames) {
 
 // --log-format megatron prints Megatron-LM's training_log line, which its parsers read: the
 // iteration, consumed samples, time and "lm loss" (averaged over the interval's iterations) in
-// Megatron's keys and formats; with --log-interval 1 the loss is the loss log's.
+// Megatron's keys and formats. As in Megatron, the first iteration's line starts no new interval:
+// with --log-interval 1 the second line averages iterations 1 and 2, the others are the loss log's.
 TEST(CliNames, MegatronLogLinesCarryItsKeysAndTheSameLosses) {
   TempDir dir;
   const CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--global-batch", "8", "--micro-batch", "4", "--iters",
                                      "4", "--warmup", "1", "--log-format", "megatron", "--loss-log", dir.file("l.csv")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::regex line(
-      R"( \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +(\d+)/ +4 \| consumed samples: +(\d+) \| elapsed time per )"
-      R"(iteration \(ms\): [\d.]+ \| throughput per GPU \(TFLOP/s/GPU\): [\d.]+ \| learning rate: [\d.]+E[-+]\d+ \| )"
-      R"(global batch size: +8 \| lm loss: ([\d.]+E[-+]\d+) \| loss scale: 1\.0 \| grad norm: [\d.]+ \| number of )"
-      R"(skipped iterations: +0 \| number of nan iterations: +0 \|)");
+      R"( \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] iteration +(\d+)/ +4 \| consumed samples: +(\d+) \| elapsed )"
+      R"(time per iteration \(ms\): [\d.]+ \| throughput per GPU \(TFLOP/s/GPU\): [\d.]+ \| learning rate: )"
+      R"([\d.]+E[-+]\d+ \| global batch size: +8 \| lm loss: ([\d.]+E[-+]\d+) \| loss scale: 1\.0 \| grad norm: [\d.]+ )"
+      R"(\| number of skipped iterations: +0 \| number of nan iterations: +0 \|)");
   std::istringstream out(r.out), log(testing::text_of(dir.file("l.csv")));
   std::string text, row;
   std::getline(log, row);  // header
+  std::vector<double> logged;
+  while (std::getline(log, row)) logged.push_back(std::stod(row.substr(row.find(',') + 1)));
+  ASSERT_EQ(logged.size(), 4u);
+  const double expected[] = {logged[0], (logged[0] + logged[1]) / 2, logged[2], logged[3]};
   int seen = 0;
   while (std::getline(out, text)) {
     std::smatch m;
     if (!std::regex_match(text, m, line)) continue;
     ++seen;
-    EXPECT_EQ(std::stoi(m[2]), 8 * std::stoi(m[1]));
-    ASSERT_TRUE(std::getline(log, row));
-    const double logged = std::stod(row.substr(row.find(',') + 1));
-    EXPECT_NEAR(std::stod(m[3]), logged, 1e-6 * logged) << text;
+    const int it = std::stoi(m[1]);
+    ASSERT_EQ(it, seen) << text;
+    EXPECT_EQ(std::stoi(m[2]), 8 * it);
+    EXPECT_NEAR(std::stod(m[3]), expected[it - 1], 1e-6 * expected[it - 1]) << text;
   }
   EXPECT_EQ(seen, 4) << r.out;
 }

@@ -41,6 +41,7 @@ void preflight(const RunConfig& c, bool thread_ranks) {
                 c.load_dir);
   if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
   if (!c.save_init_dir.empty()) check_output_dir(c.save_init_dir, "--save-init");
+  if (!c.tensorboard_dir.empty()) check_output_dir(c.tensorboard_dir, "--tensorboard-dir");
   const ModelConfig& m = c.model;
   const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
   // Ranks of this process: every data-parallel replica holds a whole model, split t ways.

@@ -1,9 +1,11 @@
 #include "experiments/train_log.h"
 
+#include <chrono>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -34,15 +36,42 @@ std::string megatron_evaluation_lines(const std::string& prefix, double loss) {
   return rule + "\n" + line + "\n" + rule + "\n";
 }
 
+// " (warm-up 10 iterations, cosine to 1e-05 at iteration 100)", " constant", ...
+std::string schedule_text(const LrSchedule& s) {
+  const double warm = s.warmup();
+  const std::string warmup = s.warmup_fraction > 0
+                                 ? fmt::format("warm-up {:g} iterations ({:g} of the decay)", warm, s.warmup_fraction)
+                                 : fmt::format("warm-up {} iterations", s.warmup_iters);
+  if (s.style == LrDecayStyle::Constant || s.decay_iters == 0)
+    return warm > 0 ? fmt::format(" ({}, then constant)", warmup) : std::string(" constant");
+  std::string decay = fmt::format("{} to {:g} at iteration {}", s.style, s.min_lr, s.decay_iters);
+  if (s.style == LrDecayStyle::Wsd)
+    decay += fmt::format(", annealed ({}) over its last {} iterations", s.wsd_style, s.wsd_decay_iters);
+  return fmt::format(" ({}, {})", warmup, decay);
+}
+
 }  // namespace
+
+TrainLog::TrainLog(const RunConfig& c, int rank_threads) : c_(c), rank_threads_(rank_threads) {}
+
+double TrainLog::next_lr(const TrainingRun& run) const {
+  LrSchedule s = c_.opt.lr;
+  s.batch = c_.par.global_batch;
+  const auto opts = run.trainer().optimizers();
+  return opts.empty() ? 0.0 : s.at(opts.front()->steps_taken());
+}
+
+double TrainLog::loss_scale(const TrainingRun& run) const {
+  return c_.precision == Precision::F16 ? run.trainer().loss_scaler().scale() : 1.0;
+}
 
 void TrainLog::Interval::add(const IterStats& st) {
   ++iterations;
   time_ms += st.time_ms;
   lr = st.lr;
-  if (!std::isfinite(st.loss)) ++nan;
-  if (st.skipped) {
+  if (st.skipped) {  // Megatron counts a non-finite loss among the skipped iterations only
     ++skipped;
+    if (!std::isfinite(st.loss)) ++nan;
     return;
   }
   ++advanced;
@@ -79,6 +108,11 @@ void TrainLog::loaded(int64_t iteration) {
   fmt::print("loaded the checkpoint of iteration {} from {}\n", iteration, c_.load_dir);
 }
 
+void TrainLog::no_checkpoint_to_load() {
+  fmt::print("no checkpoint in {} yet (--load is --save): starting from iteration 0, as Megatron-LM does\n",
+             c_.load_dir);
+}
+
 void TrainLog::saved(int64_t iteration) {
   fmt::print("saved the checkpoint of iteration {} to {}\n", iteration, c_.save_dir);
 }
@@ -87,6 +121,10 @@ void TrainLog::saved_initial() { fmt::print("saved the initial weights (iteratio
 
 void TrainLog::started(const TrainingRun& run) {
   const RunConfig& c = c_;
+  if (!c.tensorboard_dir.empty()) {
+    tb_ = std::make_unique<TensorBoardWriter>(c.tensorboard_dir, "--tensorboard-dir");
+    fmt::print("tensorboard: writing {} every {} iteration(s)\n", tb_->path(), c.tensorboard_log_interval);
+  }
   const ModelConfig& m = c.model;
   fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
              "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}{}, backend {} {}{}, {} iterations ({} "
@@ -104,11 +142,7 @@ void TrainLog::started(const TrainingRun& run) {
              c.iters, c.warmup, c.data);
   const OptimizerConfig& o = c.opt;
   fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
-             o.lr.decay_iters > 0 ? fmt::format(" (warm-up {} iterations, cosine to {:g} at iteration {})",
-                                                o.lr.warmup_iters, o.lr.min_lr, o.lr.decay_iters)
-             : o.lr.warmup_iters > 0 ? fmt::format(" (warm-up {} iterations, then constant)", o.lr.warmup_iters)
-                                     : std::string(" constant"),
-             o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
+             schedule_text(o.lr), o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);
   if (run.data().valid && c.data == "synthetic")
     fmt::print("valid: another synthetic stream (seed {}), {} x {} samples per evaluation, {}after the last iteration\n",
                c.seed + 1, c.eval_iters, c.par.global_batch,
@@ -136,37 +170,92 @@ void TrainLog::iteration(const TrainingRun& run, int it, const IterStats& st, do
       fmt::print(" iteration {}: non-finite loss or gradients, update skipped\n", it);
   }
   interval_.add(st);
+  if (tb_ && it % c_.tensorboard_log_interval == 0) tensorboard_iteration(run, it, st);
+  const bool first = std::exchange(first_line_, false);
+  if (c_.log_format == LogFormat::Megatron) {
+    // Megatron-LM's training_log: a line every --log-interval iterations and after the run's first
+    // iteration, which starts no new interval (the next line averages over it too).
+    if (it % c_.log_interval != 0 && !first) return;
+    megatron_line(run, it, st);
+    if (tb_ && c_.log_timers_to_tensorboard && !first) tensorboard_timers(it);
+    std::fflush(stdout);
+    if (!first) interval_ = Interval{};
+    return;
+  }
   if (it % c_.log_interval == 0 || it == c_.iters) {
     progress_line(run, it, st, bubble);
+    if (tb_ && c_.log_timers_to_tensorboard) tensorboard_timers(it);
     std::fflush(stdout);
     interval_ = Interval{};
   }
 }
 
-// ptdp's line, or Megatron-LM's (training.py, training_log: its keys, order, widths and units;
-// the throughput is its model FLOPs, 3 passes and recomputation not counted, per second per GPU).
+// Megatron-LM's training_log scalars (training.py): each beside its "vs samples" twin, whose
+// step is the samples consumed.
+void TrainLog::tensorboard_iteration(const TrainingRun& run, int it, const IterStats& st) {
+  const int64_t samples = int64_t(it) * c_.par.global_batch;
+  auto both = [&](const std::string& tag, double v) {
+    tb_->add_scalar(tag, v, it);
+    tb_->add_scalar(tag + " vs samples", v, samples);
+  };
+  both("learning-rate", next_lr(run));
+  both("batch-size", double(c_.par.global_batch));
+  both("lm loss", st.loss);
+  if (c_.log_loss_scale_to_tensorboard) both("loss-scale", loss_scale(run));
+  if (c_.log_world_size_to_tensorboard) both("world-size", double(c_.ranks));
+  if (!st.skipped) both("grad-norm", st.grad_norm);  // Megatron has none for a skipped step
+  tb_->flush();
+}
+
+// Megatron-LM's line (training.py, training_log: its keys, order, widths and units): the time per
+// iteration and the loss averaged over the interval (the loss over the iterations that updated),
+// the throughput its num_floating_point_operations per second per GPU, the learning rate and the
+// loss scale as the optimizer holds them after the step.
+void TrainLog::megatron_line(const TrainingRun& run, int it, const IterStats& st) {
+  const RunConfig& c = c_;
+  const Interval& i = interval_;
+  const double per_iter_s = interval_seconds();
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&secs));
+  const double tflops = megatron_tflops(per_iter_s);
+  std::string line = fmt::format(" [{}.{:06d}] iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per "
+                                 "iteration (ms): {:.1f} | throughput per GPU (TFLOP/s/GPU): {:.1f} | learning "
+                                 "rate: {:.6E} | global batch size: {:5d} |",
+                                 stamp, micros, it, c.iters, int64_t(it) * c.par.global_batch, per_iter_s * 1e3, tflops,
+                                 next_lr(run), c.par.global_batch);
+  loss_seen_ = loss_seen_ || i.advanced > 0;
+  if (loss_seen_) line += fmt::format(" lm loss: {:.6E} |", i.loss / std::max(1, i.advanced));
+  line += fmt::format(" loss scale: {:.1f} |", loss_scale(run));
+  if (!st.skipped) line += fmt::format(" grad norm: {:.3f} |", st.grad_norm);
+  line += fmt::format(" number of skipped iterations: {:3d} | number of nan iterations: {:3d} |", i.skipped, i.nan);
+  fmt::print("{}\n", line);
+}
+
+double TrainLog::interval_seconds() const {
+  return interval_.time_ms / std::max(1, interval_.iterations) / 1e3;
+}
+
+double TrainLog::megatron_tflops(double per_iter_s) const {
+  return flops_megatron(c_.model, c_.par.global_batch, c_.par.tp) / (per_iter_s * 1e12 * c_.ranks);
+}
+
+// --log-timers-to-tensorboard: Megatron's "iteration-time" (seconds, averaged over the interval) and
+// "throughput" (TFLOP/s per GPU), at each progress line but the first iteration's.
+void TrainLog::tensorboard_timers(int it) {
+  const double per_iter_s = interval_seconds();
+  tb_->add_scalar("iteration-time", per_iter_s, it);
+  tb_->add_scalar("throughput", megatron_tflops(per_iter_s), it);
+  tb_->flush();
+}
+
+// ptdp's line.
 void TrainLog::progress_line(const TrainingRun& run, int it, const IterStats& st, double bubble) {
   const RunConfig& c = c_;
   const LossScaler& scaler = run.trainer().loss_scaler();
-  if (c.log_format == LogFormat::Megatron) {
-    const Interval& i = interval_;
-    const double per_iter_s = i.time_ms / std::max(1, i.iterations) / 1e3;
-    const std::time_t now = std::time(nullptr);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-    std::string line = fmt::format(" [{}] iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per "
-                                   "iteration (ms): {:.1f} | throughput per GPU (TFLOP/s/GPU): {:.1f} | learning "
-                                   "rate: {:.6E} | global batch size: {:5d} |",
-                                   stamp, it, c.iters, int64_t(it) * c.par.global_batch, per_iter_s * 1e3,
-                                   flops_model(c.model, c.par.global_batch) / per_iter_s / c.ranks / 1e12, i.lr,
-                                   c.par.global_batch);
-    if (i.advanced > 0) line += fmt::format(" lm loss: {:.6E} |", i.loss / i.advanced);
-    line += fmt::format(" loss scale: {:.1f} |", scaler.dynamic() ? scaler.scale() : 1.0);
-    if (i.advanced > 0) line += fmt::format(" grad norm: {:.3f} |", i.grad_norm);
-    line += fmt::format(" number of skipped iterations: {:3d} | number of nan iterations: {:3d} |", i.skipped, i.nan);
-    fmt::print("{}\n", line);
-    return;
-  }
   // A CPU run's throughput reads in GFLOP/s (0.005 TFLOP/s says little).
   const double flops_per_gpu = flops_eq3(c.model, c.par.global_batch) / (st.time_ms / 1e3) / c.ranks;
   const std::string rate = c.backend == BackendKind::Cpu ? fmt::format("{:7.2f} GFLOP/s", flops_per_gpu / 1e9)
@@ -179,7 +268,23 @@ void TrainLog::progress_line(const TrainingRun& run, int it, const IterStats& st
              scaler.dynamic() ? fmt::format(" | loss scale {:g}", scaler.scale()) : "");
 }
 
+// Megatron's evaluate_and_print_results scalars ("lm loss validation", its perplexity when asked),
+// written for the test split's evaluation too, under the same names.
+void TrainLog::tensorboard_evaluation(int it, double loss) {
+  if (!tb_) return;
+  const int64_t samples = int64_t(it) * c_.par.global_batch;
+  const double ppl = std::exp(std::min(20.0, loss));
+  tb_->add_scalar("lm loss validation", loss, it);
+  tb_->add_scalar("lm loss validation vs samples", loss, samples);
+  if (c_.log_validation_ppl_to_tensorboard) {
+    tb_->add_scalar("lm loss validation ppl", ppl, it);
+    tb_->add_scalar("lm loss validation ppl vs samples", ppl, samples);
+  }
+  tb_->flush();
+}
+
 void TrainLog::evaluated(int it, bool after_training, double loss) {
+  tensorboard_evaluation(it, loss);
   if (c_.log_format == LogFormat::Megatron) {
     fmt::print("{}", megatron_evaluation_lines(
                          fmt::format("iteration {}{}", it, after_training ? " on validation set" : ""), loss));
@@ -191,6 +296,7 @@ void TrainLog::evaluated(int it, bool after_training, double loss) {
 }
 
 void TrainLog::tested(int it, double loss) {
+  tensorboard_evaluation(it, loss);
   if (c_.log_format == LogFormat::Megatron)
     fmt::print("{}", megatron_evaluation_lines(fmt::format("iteration {} on test set", it), loss));
   else

@@ -2,7 +2,10 @@
 // in ptdp's form or, with --log-format megatron, as Megatron-LM's training_log and evaluation
 // reports; and the closing lines made from the run's summary.
 #pragma once
+#include <memory>
+
 #include "core/config/run_config.h"
+#include "core/results/tensorboard.h"
 #include "core/train/run_log.h"
 #include "core/train/run_summary.h"
 
@@ -11,11 +14,13 @@ namespace ptdp {
 class TrainLog final : public RunLog {
  public:
   // rank_threads: the CPU threads each rank runs on.
-  TrainLog(const RunConfig& c, int rank_threads) : c_(c), rank_threads_(rank_threads) {}
+  // With --tensorboard-dir, creates the event file (TensorBoardWriter; UsageError naming the flag).
+  TrainLog(const RunConfig& c, int rank_threads);
   void split_ready(MegatronSplit which, const MegatronSamples& samples, int64_t requested) override;
   void test_split_skipped(const std::string& error) override;
   void checkpoint_without_loss_scaler(double initial_scale) override;
   void loaded(int64_t iteration) override;
+  void no_checkpoint_to_load() override;
   void saved(int64_t iteration) override;
   void saved_initial() override;
   void started(const TrainingRun& run) override;
@@ -40,10 +45,25 @@ class TrainLog final : public RunLog {
   };
 
   void progress_line(const TrainingRun& run, int iteration, const IterStats& st, double bubble);
+  void megatron_line(const TrainingRun& run, int iteration, const IterStats& st);
+  // Megatron's training_log scalars of this iteration, every --tensorboard-log-interval.
+  void tensorboard_iteration(const TrainingRun& run, int iteration, const IterStats& st);
+  void tensorboard_timers(int iteration);
+  void tensorboard_evaluation(int iteration, double loss);
+  double interval_seconds() const;  // the interval's mean iteration time
+  // Megatron's num_floating_point_operations per second per GPU, in TFLOP/s.
+  double megatron_tflops(double per_iter_s) const;
+  // The learning rate after the iteration's step (what Megatron's optimizer holds then).
+  double next_lr(const TrainingRun& run) const;
+  // The loss scale as Megatron's optimizer reports it: f16's (constant or dynamic), else 1.
+  double loss_scale(const TrainingRun& run) const;
 
   const RunConfig& c_;
   int rank_threads_;
   Interval interval_;
+  bool first_line_ = true;   // Megatron prints the run's first iteration whatever the interval
+  bool loss_seen_ = false;   // Megatron prints "lm loss" once an iteration has updated
+  std::unique_ptr<TensorBoardWriter> tb_;
 };
 
 // On stderr, whatever the verbosity: timed iterations that skipped the optimizer step measure

@@ -85,7 +85,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
 fi
 # transformers for the export-hf tests (PyPI: Debian has none); without network those tests are skipped.
 if timeout 300 scripts/setup_hf_venv.sh build-vgpu/hf-venv >/tmp/ptdp-hf-venv.$$.log 2>&1; then
-  echo "test.sh: $(cat build-vgpu/hf-venv/ready) in build-vgpu/hf-venv (the export-hf tests)"
+  echo "test.sh: $(paste -sd" " build-vgpu/hf-venv/ready) in build-vgpu/hf-venv (the export-hf and TensorBoard tests)"
 else
   echo "test.sh: no transformers from PyPI (the export-hf tests will be skipped): $(tail -1 /tmp/ptdp-hf-venv.$$.log)"
 fi

@@ -45,3 +45,19 @@ double flops_model(const ModelConfig& c, int64_t B) {
 }
 
 }  // namespace ptdp
+
+namespace ptdp {
+
+double flops_megatron(const ModelConfig& c, int64_t B, int tp) {
+  const double h = c.hidden, L = c.layers, s = c.seq_length, tokens = double(B) * s;
+  const double kv = c.head_dim(), query = kv * c.heads, key_value = kv * c.groups();
+  const double ffn_factor = c.arch == Arch::Llama ? 3.0 : 2.0;  // SwiGLU: gate and up, then down
+  const double passes_fma = 3.0 * 2.0;
+  const double mlp = passes_fma * h * (double(c.ffn_hidden()) * ffn_factor) * L;
+  const double projections = passes_fma * (h * (query + 2.0 * key_value) + query * h) * L;
+  const double logits = passes_fma * h * double(c.padded_vocab(tp));
+  const double core_attention = passes_fma * query / 2.0 * 2.0 * L;  // causal: half the s^2 scores
+  return tokens * (mlp + projections + logits) + double(B) * s * s * core_attention;
+}
+
+}  // namespace ptdp

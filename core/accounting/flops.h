@@ -27,5 +27,12 @@ double flops_forward_per_token(const ModelConfig& c);
 double flops_eq3(const ModelConfig& c, int64_t global_batch);
 // Model FLOPs, no recomputation: 3 B s F_forward (gpt: 72 B s l h^2 (1 + s/(6h) + V/(12 l h))).
 double flops_model(const ModelConfig& c, int64_t global_batch);
+// Megatron-LM's num_floating_point_operations (training.py, transformer_flops) for one global
+// batch: 3 passes x 2 FLOPs per multiply-add over the QKV and output projections (grouped-query
+// attention: h (h + 2 g h/a) for QKV), the MLP (SwiGLU: three matrices of f), the causal
+// attention halved (s^2 h per layer, QK^T and its product with V) and the logits over the
+// vocabulary padded for t tensor-parallel ranks. What `--log-format megatron` prints as
+// "throughput per GPU" and TensorBoard's "throughput".
+double flops_megatron(const ModelConfig& c, int64_t global_batch, int tp);
 
 }  // namespace ptdp

@@ -170,5 +170,23 @@ TEST(LlamaAccounting, GptKeepsThePapersEquations) {
   EXPECT_NEAR(flops_model(c, 8) / (3.0 * 8 * 2048 * flops_forward_per_token(c)), 1.0, 1e-12);
 }
 
+// Megatron-LM's num_floating_point_operations (training.py), which its log's "throughput per GPU"
+// divides: values worked out with its formula in Python (causal attention halved, the vocabulary
+// padded to 128 x t, SwiGLU's three matrices, grouped-query attention's narrower K and V).
+TEST(MegatronAccounting, FlopsAreMegatronsNumFloatingPointOperations) {
+  const ModelConfig tiny = preset_config("tiny");
+  EXPECT_DOUBLE_EQ(flops_megatron(tiny, 8, 1), 339738624.0);
+  // Full attention and the unpadded vocabulary (ptdp's model FLOPs) count 3.7% more for tiny.
+  EXPECT_NEAR(flops_model(tiny, 8) / flops_megatron(tiny, 8, 1), 1.037037037, 1e-9);
+  ModelConfig padded = tiny;
+  padded.vocab_size = 300;  // padded to 512 for t = 2
+  EXPECT_DOUBLE_EQ(flops_megatron(padded, 8, 2), 364904448.0);
+  ModelConfig llama = preset_config("llama-7b");
+  llama.seq_length = 4096;
+  EXPECT_DOUBLE_EQ(flops_megatron(llama, 1, 8), 175646982537216.0);
+  const ModelConfig gqa = preset_config("llama-tiny-gqa");
+  EXPECT_DOUBLE_EQ(flops_megatron(gqa, 4, 1), 207618048.0);
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -30,7 +30,8 @@ TEST(ConfigFields, EveryMemberOfTheConfigurationIsAField) {
   EXPECT_EQ(model_fields().size(), member_count<ModelConfig>());
   // ParallelConfig::layout_chunks is read from --pipeline-model-parallel-layout, not a field.
   EXPECT_EQ(parallel_fields().size() + 1, member_count<ParallelConfig>());
-  EXPECT_EQ(optimizer_fields().size(), member_count<OptimizerConfig>() - 1 + member_count<LrSchedule>());
+  // LrSchedule::batch is the global batch (--global-batch), set where the run starts.
+  EXPECT_EQ(optimizer_fields().size(), member_count<OptimizerConfig>() - 1 + member_count<LrSchedule>() - 1);
   EXPECT_EQ(run_fields().size(), member_count<RunConfig>() - 3);  // less model, par, opt
 }
 

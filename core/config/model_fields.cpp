@@ -128,7 +128,13 @@ const std::vector<Field>& model_fields() {
                     .column()
                     .key("128")
                     .checkpoint());
-    v.push_back(Field(PTDP_MEMBER(model.init_std), "init_std", g).not_key(kSameWork));
+    v.push_back(Field(PTDP_MEMBER(model.init_std), "init_std", g)
+                    .flags("--init-method-std")
+                    .help("standard deviation of the normal initialisation (the output layers' divided by "
+                          "sqrt(2 x layers), as Megatron's)")
+                    .finite()
+                    .positive()
+                    .not_key(kSameWork));
     v.push_back(Field(PTDP_MEMBER(model.rope_theta), "rope_theta", g)
                     .flags("--rotary-base")
                     .help("llama: the base of the rotary embedding's frequencies (default 10000, or the preset's: "

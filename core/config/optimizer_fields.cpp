@@ -15,10 +15,27 @@ const std::vector<Field>& optimizer_fields() {
                     .flags("--lr-warmup-iters")
                     .help("linear warm-up iterations")
                     .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.lr.warmup_fraction), "lr_warmup_fraction", g)
+                    .flags("--lr-warmup-fraction")
+                    .help("the warm-up as a fraction of --lr-decay-iters (Megatron's; instead of --lr-warmup-iters)")
+                    .finite()
+                    .rule({.lo = 0.0, .hi = 1.0, .hi_open = true, .must = "must be in [0, 1)"}));
     v.push_back(Field(PTDP_MEMBER(opt.lr.decay_iters), "lr_decay_iters", g)
                     .flags("--lr-decay-iters")
-                    .help("cosine decay ends here (0: no decay)")
+                    .help("the decay ends here (0: no decay; with --lr-decay-style or --lr-warmup-fraction given, "
+                          "--iters, as Megatron)")
                     .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.lr.style), "lr_decay_style", g)
+                    .flags("--lr-decay-style")
+                    .help(enum_choices<LrDecayStyle>(true) +
+                          ": Megatron's OptimizerParamScheduler (ptdp's default cosine; Megatron's linear)"));
+    v.push_back(Field(PTDP_MEMBER(opt.lr.wsd_decay_iters), "lr_wsd_decay_iters", g)
+                    .flags("--lr-wsd-decay-iters")
+                    .help("--lr-decay-style WSD: the last iterations of the decay, annealed by --lr-wsd-decay-style")
+                    .non_negative());
+    v.push_back(Field(PTDP_MEMBER(opt.lr.wsd_style), "lr_wsd_decay_style", g)
+                    .flags("--lr-wsd-decay-style")
+                    .help(enum_choices<WsdDecayStyle>(true) + ": the anneal of --lr-decay-style WSD"));
     v.push_back(Field(PTDP_MEMBER(opt.weight_decay), "weight_decay", g)
                     .flags("--weight-decay")
                     .help("AdamW weight decay")

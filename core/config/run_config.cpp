@@ -117,10 +117,19 @@ void validate_run_settings(const RunConfig& c) {
   const OptimizerConfig& o = c.opt;
   if (!(o.lr.min_lr >= 0) || o.lr.min_lr > o.lr.max_lr)
     usage_error("--min-lr {} must be in [0, --lr {}]", o.lr.min_lr, o.lr.max_lr);
+  if (o.lr.warmup_fraction > 0 && o.lr.warmup_iters > 0)
+    usage_error("--lr-warmup-fraction {} and --lr-warmup-iters {}: give one of them (as Megatron-LM)",
+                o.lr.warmup_fraction, o.lr.warmup_iters);
   if (o.lr.decay_iters > 0 && o.lr.decay_iters <= o.lr.warmup_iters)
     usage_error("--lr-decay-iters {} must be more than --lr-warmup-iters {} (the decay runs from the end of the "
                 "warm-up to it; 0 keeps the rate constant after the warm-up)",
                 o.lr.decay_iters, o.lr.warmup_iters);
+  if (o.lr.warmup_fraction > 0 && o.lr.decay_iters == 0)
+    usage_error("--lr-warmup-fraction {} is a fraction of --lr-decay-iters, which is 0", o.lr.warmup_fraction);
+  if (o.lr.style == LrDecayStyle::Wsd && !(o.lr.wsd_decay_iters > 0 && o.lr.wsd_decay_iters <= o.lr.decay_iters))
+    usage_error("--lr-decay-style WSD needs --lr-wsd-decay-iters N with 0 < N <= --lr-decay-iters {} (the "
+                "iterations of the final anneal; N is {})",
+                o.lr.decay_iters, o.lr.wsd_decay_iters);
   if (c.data.empty()) usage_error("--data must be 'synthetic' or a dataset prefix");
   if (c.data_order == DataOrder::Ptdp && c.data.find_first_of(" \t") != std::string::npos)
     usage_error("--data '{}': a list of datasets (Megatron's weighted blend) needs --data-order megatron", c.data);

@@ -85,6 +85,13 @@ struct RunConfig {
   // --override-opt_param-scheduler) or the checkpoint's (--use-checkpoint-opt_param-scheduler).
   bool override_scheduler = false, use_checkpoint_scheduler = false;
   bool gemm_rate = false;                    // --gemm-rate: the step against sgemm at the model's shapes
+  // TensorBoard event files (Megatron's flags and scalar names; experiments/train_log.h): every
+  // tensorboard_log_interval iterations; the timers, validation perplexity and world size only
+  // when asked, the loss scale unless --no-log-loss-scale-to-tensorboard.
+  std::string tensorboard_dir;
+  int tensorboard_log_interval = 1;
+  bool log_timers_to_tensorboard = false, log_loss_scale_to_tensorboard = true;
+  bool log_validation_ppl_to_tensorboard = false, log_world_size_to_tensorboard = false;
   // The software a simulated run models (--stack, core/sim/stack.h): megatron-2021 (the paper's
   // code), megatron-2022, mcore, megatron-deepspeed, or ptdp (its own CUDA backend's kernels).
   // `ptdp train` runs ptdp's own code and leaves it as it is.

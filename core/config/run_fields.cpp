@@ -101,10 +101,10 @@ std::optional<std::string> data_checkpoint_text(const RunConfig& c) {
 void add_data_fields(std::vector<Field>& v) {
   const FieldGroup g = FieldGroup::Run;
   v.push_back(Field(PTDP_MEMBER(data), "data", g)
-                  .flags("--data,--data-path")
+                  .flags("--data")
                   .help("synthetic | PREFIX of a Megatron .bin/.idx dataset | with --data-order megatron, Megatron's "
                         "list 'W1 PREFIX1 W2 PREFIX2 ...' (a weighted blend) or 'PREFIX1 PREFIX2 ...' (blended by "
-                        "size)")
+                        "size); Megatron's --data-path takes the list as separate words")
                   .column(RowUse::Measured)
                   .not_key(kSameShape)
                   .checkpoint(data_checkpoint_text)
@@ -258,6 +258,35 @@ void add_outputs_fields(std::vector<Field>& v) {
                         "samples, as Megatron-LM (0: after the last iteration only)")
                   .non_negative(" (0: evaluate after the last iteration only)")
                   .not_key(kOutsideTheStep));
+  v.push_back(Field(PTDP_MEMBER(tensorboard_dir), "tensorboard_dir", g)
+                  .flags("--tensorboard-dir")
+                  .help("write TensorBoard event files here, with Megatron-LM's scalar names (lm loss, "
+                        "learning-rate, loss-scale, batch-size, grad-norm, each also 'vs samples'; lm loss "
+                        "validation)")
+                  .no_default_in_help()
+                  .not_key(kOutput));
+  v.push_back(Field(PTDP_MEMBER(tensorboard_log_interval), "tensorboard_log_interval", g)
+                  .flags("--tensorboard-log-interval")
+                  .help("write the iteration's scalars to TensorBoard every N iterations")
+                  .positive()
+                  .not_key(kOutput));
+  v.push_back(Field(PTDP_MEMBER(log_timers_to_tensorboard), "log_timers_to_tensorboard", g)
+                  .flags("--log-timers-to-tensorboard")
+                  .help("TensorBoard: also iteration-time (s) and throughput (TFLOP/s per GPU) at each progress line")
+                  .not_key(kOutput));
+  v.push_back(Field(PTDP_MEMBER(log_loss_scale_to_tensorboard), "log_loss_scale_to_tensorboard", g)
+                  .flags("--log-loss-scale-to-tensorboard")
+                  .negation("--no-log-loss-scale-to-tensorboard")
+                  .help("TensorBoard: the loss scale (default on, as Megatron's)")
+                  .not_key(kOutput));
+  v.push_back(Field(PTDP_MEMBER(log_validation_ppl_to_tensorboard), "log_validation_ppl_to_tensorboard", g)
+                  .flags("--log-validation-ppl-to-tensorboard")
+                  .help("TensorBoard: also the validation perplexity")
+                  .not_key(kOutput));
+  v.push_back(Field(PTDP_MEMBER(log_world_size_to_tensorboard), "log_world_size_to_tensorboard", g)
+                  .flags("--log-world-size-to-tensorboard")
+                  .help("TensorBoard: also the world size")
+                  .not_key(kOutput));
   v.push_back(Field(PTDP_MEMBER(loss_log), "loss_log", g)
                   .flags("--loss-log")
                   .help("write iteration,loss,grad_norm,lr of every iteration to this CSV at the end (atomically)")

@@ -22,6 +22,37 @@ TEST(LrSchedule, WarmsUpLinearlyThenDecaysByCosineToMinLr) {
   EXPECT_DOUBLE_EQ(constant.at(1000), 0.3);
 }
 
+// Megatron's other decay styles (optimizer_param_scheduler.py get_lr); the values are its formulas'
+// worked out in Python.
+TEST(LrSchedule, DecayStylesAreMegatrons) {
+  LrSchedule linear{.max_lr = 1.0, .min_lr = 0.1, .warmup_iters = 4, .decay_iters = 10, .style = LrDecayStyle::Linear};
+  EXPECT_DOUBLE_EQ(linear.at(7), 0.55);
+  EXPECT_DOUBLE_EQ(linear.at(11), 0.1);
+  LrSchedule constant = linear;
+  constant.style = LrDecayStyle::Constant;
+  EXPECT_DOUBLE_EQ(constant.at(2), 0.5);  // the warm-up still applies
+  EXPECT_DOUBLE_EQ(constant.at(100), 1.0);
+  LrSchedule isr{.max_lr = 1.0, .min_lr = 0.1, .warmup_iters = 4, .decay_iters = 100,
+                 .style = LrDecayStyle::InverseSquareRoot};
+  EXPECT_DOUBLE_EQ(isr.at(16), 0.5);
+  EXPECT_DOUBLE_EQ(isr.at(50), 0.282842712474619);
+  EXPECT_DOUBLE_EQ(isr.at(101), 0.1);
+  LrSchedule wsd{.max_lr = 1.0, .min_lr = 0.1, .decay_iters = 10, .style = LrDecayStyle::Wsd, .wsd_decay_iters = 4};
+  EXPECT_DOUBLE_EQ(wsd.at(6), 1.0);  // stable until the anneal's start
+  EXPECT_DOUBLE_EQ(wsd.at(8), 0.47279220613578565);
+  wsd.wsd_style = WsdDecayStyle::MinusSqrt;
+  EXPECT_DOUBLE_EQ(wsd.at(9), 0.22057713659400527);
+}
+
+// --lr-warmup-fraction: Megatron's warm-up is fraction x decay samples, which need not end at an
+// iteration's boundary (0.25 x 10 iterations x 3 samples = 7.5 samples).
+TEST(LrSchedule, WarmupFractionCountsSamplesAsMegatron) {
+  LrSchedule s{.max_lr = 1.0, .min_lr = 0.1, .warmup_fraction = 0.25, .decay_iters = 10, .batch = 3};
+  EXPECT_DOUBLE_EQ(s.warmup(), 2.5);
+  EXPECT_DOUBLE_EQ(s.at(2), 0.8);
+  EXPECT_DOUBLE_EQ(s.at(3), 0.9901664203302125);
+}
+
 // The learning rate of each iteration, as Megatron's OptimizerParamScheduler gives it: get_lr() is
 // read in the optimizer step and the scheduler advances after it, so iteration k runs at
 // num_steps = k - 1 (iteration 1 at lr 0 under warm-up). Values for warm-up 4, decay to 10,

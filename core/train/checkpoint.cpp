@@ -30,7 +30,7 @@ constexpr char kMagic[8] = {'P', 'T', 'D', 'P', 'C', 'K', 'P', 'T'};
 // stage; 9: the header as named settings ("name=value" lines), so that a setting recorded anew
 // needs no new version (docs/PYTORCH.md, "Checkpoint shard format").
 constexpr uint32_t kVersion = 9;
-const char* kLatest = "latest_checkpointed_iteration.txt";
+const char* kLatest = kLatestCheckpointFile;
 const char* kShardFile = "model_optim_rng.bin";
 const char* kManifest = "save_id.txt";
 constexpr uint32_t kMaxHeaderBytes = 1 << 20;

@@ -59,6 +59,8 @@ void save_shard(const std::string& dir, const CheckpointLayout& layout, const Ch
 // Marks `iteration` as the latest complete checkpoint (call after every shard is saved): writes
 // the save's manifest (its id), then the marker.
 void write_latest(const std::string& dir, int64_t iteration, uint64_t save_id);
+// The file naming a directory's latest complete checkpoint (Megatron's name).
+inline constexpr const char* kLatestCheckpointFile = "latest_checkpointed_iteration.txt";
 // The latest complete iteration in dir (and, given `save_id`, the id its manifest holds);
 // UsageError naming --load and the file when absent or malformed.
 int64_t read_latest(const std::string& dir, uint64_t* save_id = nullptr);

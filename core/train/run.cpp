@@ -14,6 +14,7 @@ TrainConfig train_config(const RunConfig& c) {
   tc.global_batch = c.par.global_batch;
   tc.recompute = c.par.recompute;
   tc.optimizer = c.opt;
+  tc.optimizer.lr.batch = c.par.global_batch;  // Megatron's scheduler counts samples
   tc.overlap_grad_reduce = c.overlap_grad_reduce;
   tc.grad_bucket_elems = c.grad_bucket_elems;
   tc.schedule = c.par.schedule;

@@ -72,6 +72,7 @@ class TrainingRun {
   void draw_save_id();
   uint64_t save_id_of(int64_t iteration) const;
   void restore();
+  bool first_run_of_save_dir() const;
   void save_initial();
   void save(int it);
   void write_checkpoint(const std::string& dir, const CheckpointState& st);

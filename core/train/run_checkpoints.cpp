@@ -48,8 +48,24 @@ uint64_t TrainingRun::save_id_of(int64_t iteration) const {
   return x ? x : 1;
 }
 
+// Megatron-LM's scripts give --save and --load the same directory: on the first run it holds no
+// checkpoint yet, and the run starts from its initial weights, as Megatron-LM's does.
+bool TrainingRun::first_run_of_save_dir() const {
+  if (c_.load_dir.empty() || c_.save_dir.empty()) return false;
+  std::error_code ec;
+  const auto load = std::filesystem::weakly_canonical(c_.load_dir, ec);
+  if (ec || load != std::filesystem::weakly_canonical(c_.save_dir, ec) || ec) return false;
+  return !std::filesystem::exists(load / kLatestCheckpointFile, ec) && !ec;
+}
+
 void TrainingRun::restore_or_initialise() {
-  if (!c_.load_dir.empty()) restore();
+  bool fresh = false;
+  phase([&] { fresh = first_run_of_save_dir(); });
+  if (launched_.backend() == "mpi" && !c_.load_dir.empty())
+    require_same_fields(launched_, {{"whether --load " + c_.load_dir + " holds a checkpoint", fresh ? "no" : "yes"}},
+                        "every rank must read the same checkpoint directory");
+  if (fresh && o_.log) o_.log->no_checkpoint_to_load();
+  if (!c_.load_dir.empty() && !fresh) restore();
   if (!c_.save_init_dir.empty()) save_initial();
 }
 

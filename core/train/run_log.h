@@ -22,6 +22,8 @@ class RunLog {
   // --load: the f16 run's checkpoint holds no loss-scaler state (f16 starts at this scale).
   virtual void checkpoint_without_loss_scaler(double initial_scale) = 0;
   virtual void loaded(int64_t iteration) = 0;
+  // --load is --save and holds no checkpoint yet: the run starts from its initial weights.
+  virtual void no_checkpoint_to_load() = 0;
   virtual void saved(int64_t iteration) = 0;  // --save's checkpoint
   virtual void saved_initial() = 0;          // --save-init's
   // Before the first iteration: the run, its model, layout and optimizer.

@@ -91,6 +91,7 @@ struct EventList final : RunLog {
   void test_split_skipped(const std::string&) override { events.push_back("no test"); }
   void checkpoint_without_loss_scaler(double) override { events.push_back("no scaler"); }
   void loaded(int64_t it) override { events.push_back("loaded " + std::to_string(it)); }
+  void no_checkpoint_to_load() override { events.push_back("no checkpoint"); }
   void saved(int64_t it) override { events.push_back("saved " + std::to_string(it)); }
   void saved_initial() override { events.push_back("saved initial"); }
   void started(const TrainingRun&) override { events.push_back("started"); }
