@@ -1,6 +1,8 @@
 #include "experiments/accept_cpu.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -78,6 +80,8 @@ std::string gemm_shape(const AcceptProfile& p) {
 }
 
 }  // namespace
+
+int max_threads() { return kThreadsPerHardwareThread * std::max(1, int(std::thread::hardware_concurrency())); }
 
 std::vector<Check> cpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted, int reps,
                               int threads) {

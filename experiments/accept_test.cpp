@@ -283,3 +283,70 @@ TEST(CliAccept, ProfileSizesBeyondTheBoundsAreRefused) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// A threshold no measurement can meet (a ratio of at most 1 asked to be 2) is a bad profile, not
+// a machine that fails.
+TEST(CliAccept, ThresholdsThatCanNeverBeMetAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "min_sustained", "2"), "--checks", "gemm"}),
+      {"'accept.burnin.min_sustained' = 2 can never be met", "at most 1"}));
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "min_spread", "1"), "--checks", "gemm"}),
+      {"'accept.fleet.min_spread' = 1 can never be met"}));
+}
+
+// A golden file whose run cannot train as written (a negative learning rate, a loss the check
+// divides by that is 0, more threads than the machine can run, a model far beyond a smoke test)
+// is refused naming the file, the line and the column, before anything is measured.
+TEST(CliAccept, GoldenFileOfARunThatCannotTrainIsRefused) {
+  TempDir dir;
+  const std::string good = text_of(source_file("results/golden/tiny_cpu.csv"));
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> cases = {
+      {{",1234,0.001,", ",1234,-0.001,"}, ":2: column 'lr' = -0.001 must be in (0, 1]"},
+      {{",1234,0.001,1,", ",1234,0.001,100000,"}, ":2: column 'omp_threads' = 100000 must be at most"},
+      {{"tiny,", "gpt-1t,"}, ":2: column 'model' must be tiny, small"},
+      {{",1,5.5746045410633087", ",1,0"}, ":2: column 'loss' = 0 must be a positive number"},
+  };
+  for (const auto& [edit, needle] : cases) {
+    const std::string golden = std::regex_replace(
+        good, std::regex(std::regex_replace(edit.first, std::regex(R"([.])"), R"(\.)")), edit.second);
+    ASSERT_NE(golden, good) << edit.first;
+    const std::string gpath = write_text(dir, "golden.csv", golden);
+    const std::string out = dir.file("r.json");
+    EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "", "", gpath), "--checks",
+                                            "gemm,train", "--out", out}),
+                             {gpath + needle}))
+        << edit.second;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// Sizes inside the profile's bounds that this machine cannot hold are refused before anything is
+// allocated, naming the field and the size (PTDP_MEMINFO stands for /proc/meminfo: 1 GiB free).
+TEST(CliAccept, ChecksNeedingMoreMemoryThanIsAvailableAreRefused) {
+  TempDir dir;
+  std::string text = text_of(modified_profile(dir, "", ""));
+  text = std::regex_replace(text, std::regex("\narray_mib = [0-9]+"), "\narray_mib = 65536");
+  const std::string profile = write_text(dir, "big.toml", text);
+  const std::string out = dir.file("r.json");
+  ::setenv("PTDP_MEMINFO", "MemTotal: 2097152 kB\nMemFree: 1048576 kB\nMemAvailable: 1048576 kB\n", 1);
+  const CliResult r = run_ptdp(dir, {"accept", "--hardware", profile, "--out", out});
+  ::unsetenv("PTDP_MEMINFO");
+  EXPECT_TRUE(IsUsageError(r, {"--hardware " + profile, "3 arrays of accept.memory.array_mib = 65536 MiB",
+                               "needs 192.0 GiB", "1.0 GiB available (MemAvailable of PTDP_MEMINFO)"}));
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// More threads than the machine can run only queue up (100000 OpenMP threads did not finish).
+TEST(CliAccept, MoreThreadsThanTheMachineCanRunAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--threads", "100000"}, 30),
+                           {"--threads 100000 must be at most", "hardware threads here"}));
+}
+
+}  // namespace
+}  // namespace ptdp
