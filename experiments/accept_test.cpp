@@ -82,7 +82,9 @@ TEST(AcceptVerdict, EachFailedCheckIsNamedOnceWithItsFailedMetrics) {
 
 // The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
 // the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
-// repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
+// repeated, up to three runs 10 s apart. A run that still fails only in rates that ptdp itself
+// found measured under load (other processes on the CPUs, accept_load.h) skips the test: that
+// verdict is about the load, not the machine. Bad results, and a FAIL on a quiet machine, fail.
 TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   TempDir dir;
   const std::string out = dir.file("accept.json");
@@ -91,8 +93,17 @@ TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   for (int attempt = 1; attempt <= 3; ++attempt) {
     r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", out}, 300);
     if (r.exit_code != 1) break;
-    earlier += "attempt " + std::to_string(attempt) + ":\n" + r.out;
+    earlier += "attempt " + std::to_string(attempt) + ":\n" + r.out + r.err;
     if (attempt < 3) ::sleep(10);
+  }
+  if (r.exit_code == 1) {
+    // "ACCEPT: FAIL (1 failed: gemm; measured under load: gemm, ...)": every failed check under load.
+    std::smatch m;
+    const bool verdict = std::regex_search(
+        r.out, m,
+        std::regex(
+            R"(ACCEPT: FAIL \(\d+ failed: ([a-z0-9, ]+)(; \d+ skipped: [a-z0-9, ]+)?; measured under load: ([a-z0-9, ]+),)"));
+    if (verdict && m[1] == m[3]) GTEST_SKIP() << "every failed check was measured under load:\n" << earlier;
   }
   EXPECT_EQ(r.exit_code, 0) << earlier << r.out << r.err;
   EXPECT_NE(r.out.find("ACCEPT: PASS (5 of 5 checks)"), std::string::npos) << r.out;
@@ -114,7 +125,8 @@ TEST(CliAccept, ThresholdAboveTheMachineFailsAndNamesTheRow) {
   const CliResult r =
       run_ptdp(dir, {"accept", "--hardware", profile, "--quick", "--checks", "gemm,train", "--out", out}, 300);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm)"), std::string::npos) << r.out;
+  // (on a busy machine the verdict goes on: "; measured under load: gemm, ...", accept_load.h)
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm"), std::string::npos) << r.out;
   bool gemm_line = false;
   for (const auto& line : lines_of(r.out))
     if (line.rfind("gemm ", 0) == 0) gemm_line = line.find(" FAIL ") != std::string::npos;
@@ -339,6 +351,27 @@ TEST(CliAccept, ChecksNeedingMoreMemoryThanIsAvailableAreRefused) {
   EXPECT_TRUE(IsUsageError(r, {"--hardware " + profile, "3 arrays of accept.memory.array_mib = 65536 MiB",
                                "needs 192.0 GiB", "1.0 GiB available (MemAvailable of PTDP_MEMINFO)"}));
   EXPECT_FALSE(fs::exists(out));
+}
+
+// A FAIL measured while the machine was busy says so: in a warning when the check ends, in the
+// check's detail and in the verdict (PTDP_LOADAVG stands for /proc/loadavg: 4096 runnable tasks).
+TEST(CliAccept, AFailUnderLoadSaysSo) {
+  TempDir dir;
+  const std::string out = dir.file("r.json");
+  ::setenv("PTDP_LOADAVG", "4096.00 1.00 1.00 4097/5000 77", 1);
+  const CliResult r = run_ptdp(
+      dir,
+      {"accept", "--hardware", modified_profile(dir, "min_gflops", "1e9"), "--quick", "--checks", "gemm", "--out", out},
+      120);
+  ::unsetenv("PTDP_LOADAVG");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("ptdp: warning: gemm: measured under load: the load average was 4096.00 on"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("its FAIL may be the load's doing, not the machine's"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm; measured under load: gemm, which may be the load's doing"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(text_of(out).find("\"under_load\": true"), std::string::npos);
 }
 
 // More threads than the machine can run only queue up (100000 OpenMP threads did not finish).
