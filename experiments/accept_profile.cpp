@@ -108,6 +108,7 @@ void read_machine(ProfileReader& r, AcceptProfile& a) {
   a.name = r.text("name");
   a.device = r.text("device");
   a.kind = r.text("kind");
+  if (r.root.contains("cpu_model")) a.cpu_model = r.text("cpu_model");
   if (a.kind != "cpu" && a.kind != "gpu") usage_error("{}: field 'kind' must be cpu or gpu (got '{}')", a.path, a.kind);
   if (a.kind == "gpu") a.node_gpus = int(r.integer("node.gpus", 1));
   else {

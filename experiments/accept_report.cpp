@@ -27,6 +27,7 @@ std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks
   ordered_json j = {{"profile", p.name},
                     {"profile_path", p.path},
                     {"profile_device", p.device},
+                    {"profile_cpu_model", p.cpu_model},
                     {"git_sha", pv.git_sha},
                     {"host", pv.host},
                     {"device", pv.device},

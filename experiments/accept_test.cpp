@@ -374,6 +374,33 @@ TEST(CliAccept, AFailUnderLoadSaysSo) {
   EXPECT_NE(text_of(out).find("\"under_load\": true"), std::string::npos);
 }
 
+// A profile records the CPU its thresholds were measured on; applied on another CPU it says so,
+// on this machine's CPU it says nothing.
+TEST(CliAccept, AProfileMeasuredOnAnotherCpuIsNamed) {
+  TempDir dir;
+  std::string here;  // /proc/cpuinfo's model name, as ptdp reads it
+  for (const std::string& line : lines_of(text_of("/proc/cpuinfo")))
+    if (here.empty() && line.rfind("model name", 0) == 0)
+      here = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+  if (here.empty()) GTEST_SKIP() << "/proc/cpuinfo names no model here";
+  const std::string base = text_of(modified_profile(dir, "", ""));
+  const std::regex cpu_model("\ncpu_model = \"[^\"]*\"");
+  ASSERT_TRUE(std::regex_search(base, cpu_model));
+  auto run_on = [&](const std::string& model) {
+    const std::string text = std::regex_replace(base, cpu_model, "\ncpu_model = \"" + model + "\"");
+    return run_ptdp(dir, {"accept", "--hardware", write_text(dir, "cpu.toml", text), "--checks", "train"}, 120);
+  };
+  const CliResult other = run_on("Imaginary CPU 9000");
+  EXPECT_EQ(other.exit_code, 0) << other.out << other.err;
+  EXPECT_NE(other.err.find("was measured on a 'Imaginary CPU 9000' CPU (its cpu_model); this machine's is '" + here +
+                           "': its thresholds may not fit this CPU"),
+            std::string::npos)
+      << other.err;
+  const CliResult same = run_on(here);
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_EQ(same.err.find("cpu_model"), std::string::npos) << same.err;
+}
+
 // More threads than the machine can run only queue up (100000 OpenMP threads did not finish).
 TEST(CliAccept, MoreThreadsThanTheMachineCanRunAreRefused) {
   TempDir dir;

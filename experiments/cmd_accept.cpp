@@ -170,6 +170,11 @@ void print_header(AcceptRun& r) {
   else
     fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
                p.name, p.path, pv.device, pv.host, r.threads, r.reps, quick);
+  if (!p.cpu_model.empty() && pv.cpu != p.cpu_model)
+    fmt::print(stderr,
+               "ptdp: warning: profile {} ({}) was measured on a '{}' CPU (its cpu_model); this machine's is '{}': "
+               "its thresholds may not fit this CPU\n",
+               p.name, p.path, p.cpu_model, pv.cpu);
   if (r.world)
     fmt::print("fleet: {} processes ({} comm); each runs the node checks, then the inter-node ones; rank 0 "
                "gathers the verdicts\n",

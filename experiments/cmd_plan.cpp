@@ -12,6 +12,7 @@
 
 #include "core/common/error.h"
 #include "core/config/results_csv.h"
+#include "core/results/provenance.h"
 #include "core/sim/hardware.h"
 #include "core/sim/planner.h"
 #include "experiments/cli_flags.h"
@@ -54,6 +55,8 @@ void print_entry(const char* rank, const sim::PlanEntry& e) {
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
+    fmt::print(stderr, "ptdp: warning: {}\n", w);
   if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
   f.run.run.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
   f.run.run.precision = f.precision.empty() ? hw.default_precision : parse_enum<Precision>(f.precision, "--precision");

@@ -134,6 +134,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.name = r.text("name");
   hw.device = r.text("device");
   hw.kind = r.text("kind");
+  if (root.contains("cpu_model")) hw.cpu_model = one_line(r.text("cpu_model"));
   if (hw.kind != "gpu" && hw.kind != "cpu")
     usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, one_line(hw.kind));
   const std::string precision = r.text("default_precision");
@@ -180,6 +181,13 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
                   hw.pcie_switches, hw.gpus_per_node, hw.nics_per_node);
   }
   return hw;
+}
+
+std::string other_cpu_warning(const HardwareProfile& hw, const std::string& this_cpu) {
+  if (hw.kind != "cpu" || hw.cpu_model.empty() || hw.cpu_model == this_cpu) return "";
+  return fmt::format("profile {} ({}) was measured on a '{}' CPU (its cpu_model); this machine's is '{}': what it "
+                     "predicts is for that CPU",
+                     hw.name, hw.path, hw.cpu_model, this_cpu);
 }
 
 std::vector<std::string> hardware_dirs() {

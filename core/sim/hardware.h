@@ -33,6 +33,9 @@ struct HardwareProfile {
   std::string device;  // e.g. NVIDIA A100-SXM4-80GB
   std::string kind;    // gpu | cpu
   std::string path;    // the file it was read from
+  // A measured CPU profile: the CPU it was measured on, as /proc/cpuinfo names it (cpu_model;
+  // optional, empty when not given).
+  std::string cpu_model;
   Precision default_precision = Precision::F16;  // f16 on GPUs, f32 on the CPU
 
   int gpus_per_node = 1;
@@ -98,6 +101,9 @@ inline constexpr ProfileBounds kProfileBounds{};
 HardwareProfile load_profile(const std::string& name_or_path);
 // Parses profile text; `path` only names the file in errors.
 HardwareProfile parse_profile(const std::string& text, const std::string& path);
+// A warning when a CPU profile measured on `cpu_model` is used on another CPU (`this_cpu`, as
+// /proc/cpuinfo names it); empty otherwise.
+std::string other_cpu_warning(const HardwareProfile& hw, const std::string& this_cpu);
 // Where profiles are looked up: $PTDP_HARDWARE_DIR, ./hardware, the source tree's hardware/.
 std::vector<std::string> hardware_dirs();
 // The names of the profiles found there (NAME-accept.toml files, ptdp accept's, left out).
