@@ -13,11 +13,16 @@ using Json = nlohmann::ordered_json;
 
 Json check_json(const Check& c) {
   const auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
-  return {{"check", c.name},      {"metric", c.metric},
-          {"value", number(c.value)},  {"unit", c.unit},
-          {"op", c.op},           {"threshold", number(c.threshold)},
-          {"status", c.status()}, {"detail", c.detail},
-          {"threshold_source", c.source}};
+  return {{"check", c.name},
+          {"metric", c.metric},
+          {"value", number(c.value)},
+          {"unit", c.unit},
+          {"op", c.op},
+          {"threshold", number(c.threshold)},
+          {"status", c.status()},
+          {"detail", c.detail},
+          {"threshold_source", c.source},
+          {"under_load", c.under_load}};
 }
 
 Check check_from_json(const Json& j) {
@@ -33,12 +38,21 @@ Check check_from_json(const Json& j) {
   c.skipped = status == "SKIP";
   c.detail = j.at("detail");
   c.source = j.at("threshold_source");
+  c.under_load = j.value("under_load", false);
   return c;
 }
 
 std::vector<std::string> check_csv_fields(const Check& c) {
   return {c.name, c.metric, c.skipped ? "" : fmt::format("{:.6g}", c.value),  // SKIP: nothing measured
           c.unit, c.op,     fmt::format("{:.6g}", c.threshold),               c.status()};
+}
+
+std::string failed_under_load_text(const std::vector<Check>& checks) {
+  std::vector<std::string> names;
+  for (const Check& c : checks)
+    if (!c.skipped && !c.pass && c.under_load && std::find(names.begin(), names.end(), c.name) == names.end())
+      names.push_back(c.name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 std::string failed_checks_text(const std::vector<Check>& checks) {

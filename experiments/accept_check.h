@@ -20,6 +20,7 @@ struct Check {
   bool pass = false;
   std::string detail, source;
   bool skipped = false;  // not measurable on this machine (the detail says why); neither passes nor fails
+  bool under_load = false;  // measured while other work competed for the CPUs (accept_load.h; the detail says how)
 
   const char* status() const { return skipped ? "SKIP" : pass ? "PASS" : "FAIL"; }
 };
@@ -32,6 +33,9 @@ inline Check skipped_check(std::string name, std::string metric, std::string uni
   c.skipped = true;
   return c;
 }
+
+// The checks that failed while measured under load, each named once: "gemm, memory".
+std::string failed_under_load_text(const std::vector<Check>& checks);
 
 // The checks that ran and failed, each named once, with its failed metrics where more than one
 // failed: "gemm, burnin (gemm_sustained, clock_faults)".

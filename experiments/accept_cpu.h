@@ -11,6 +11,12 @@
 
 namespace ptdp {
 
+// The most CPU threads a run may ask for (--threads, a golden file's omp_threads): 4 x this
+// machine's hardware threads. More only queue up behind one another (100000 OpenMP threads on two
+// cores do not finish).
+inline constexpr int kThreadsPerHardwareThread = 4;
+int max_threads();
+
 // The gemm, memory, allreduce and p2p checks that `wanted` names, in that order; the GEMM and
 // STREAM on `threads` CPU threads.
 std::vector<Check> cpu_checks(const AcceptProfile& p, const std::function<bool(const std::string&)>& wanted, int reps,

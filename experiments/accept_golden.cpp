@@ -1,5 +1,6 @@
 #include "experiments/accept_golden.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -9,11 +10,12 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/cpu/threads.h"
-#include "core/common/error.h"
 #include "core/comm/local/local_comm.h"
+#include "core/common/error.h"
 #include "core/results/csv_reader.h"
 #include "core/results/output_files.h"
 #include "core/train/run.h"
+#include "experiments/accept_cpu.h"
 #include "experiments/accept_gpu.h"
 
 namespace ptdp {
@@ -26,24 +28,55 @@ const std::vector<std::string>& golden_columns() {
   return c;
 }
 
+// A golden run is a smoke test of seconds: a byte-level model, a small batch, a few iterations.
+constexpr int kMaxGoldenIterations = 1000, kMaxGoldenBatch = 1024;
+bool small_model(const std::string& model) {
+  for (const char* m : {"tiny", "small", "llama-tiny", "llama-tiny-gqa"})
+    if (model == m) return true;
+  return false;
+}
+
+// The run's settings (the first row), each rule it breaks a UsageError naming the file, the line
+// and the column: a run that cannot train as written would read as a machine that fails.
+void check_golden_run(const GoldenRun& g, const std::string& path, int line) {
+  if (!small_model(g.model))
+    usage_error("{}:{}: column 'model' must be tiny, small, llama-tiny or llama-tiny-gqa (a smoke test of seconds; "
+                "got '{}')",
+                path, line, g.model);
+  if (g.data != "synthetic") usage_error("{}:{}: column 'data' must be synthetic (got '{}')", path, line, g.data);
+  if (g.micro_batch < 1 || g.global_batch < g.micro_batch || g.global_batch % g.micro_batch || g.omp_threads < 1)
+    usage_error("{}:{}: micro_batch, global_batch and omp_threads must be positive, global_batch a multiple of "
+                "micro_batch",
+                path, line);
+  if (g.global_batch > kMaxGoldenBatch)
+    usage_error("{}:{}: column 'global_batch' = {} must be at most {}", path, line, g.global_batch, kMaxGoldenBatch);
+  if (g.omp_threads > max_threads())
+    usage_error("{}:{}: column 'omp_threads' = {} must be at most {} ({} x the hardware threads here)", path, line,
+                g.omp_threads, max_threads(), kThreadsPerHardwareThread);
+  if (!std::isfinite(g.lr) || !(g.lr > 0) || g.lr > 1)
+    usage_error("{}:{}: column 'lr' = {} must be in (0, 1] (a learning rate the run can train with)", path, line, g.lr);
+}
+
 }  // namespace
 
 GoldenRun read_golden(const std::string& path) {
   const CsvTable t = CsvTable::read(path, golden_columns());
   if (t.size() == 0) usage_error("{}: no rows (golden losses, one row per iteration)", path);
+  if (t.size() > size_t(kMaxGoldenIterations))
+    usage_error("{}: {} rows: at most {} iterations (golden losses, one row per iteration)", path, t.size(),
+                kMaxGoldenIterations);
   GoldenRun g;
   g.model = t.text(0, "model");
   g.data = t.text(0, "data");
-  g.micro_batch = int(t.integer(0, "micro_batch"));
-  g.global_batch = int(t.integer(0, "global_batch"));
+  auto small_int = [&](const char* column) {  // out of int's range: refused below as too large or not positive
+    return int(std::clamp<int64_t>(t.integer(0, column), -1, int64_t(1) << 30));
+  };
+  g.micro_batch = small_int("micro_batch");
+  g.global_batch = small_int("global_batch");
   g.seed = uint64_t(t.integer(0, "seed"));
   g.lr = t.number(0, "lr");
-  g.omp_threads = int(t.integer(0, "omp_threads"));
-  if (g.data != "synthetic") usage_error("{}:{}: column 'data' must be synthetic (got '{}')", path, t.line(0), g.data);
-  if (g.micro_batch < 1 || g.global_batch < g.micro_batch || g.global_batch % g.micro_batch || g.omp_threads < 1)
-    usage_error("{}:{}: micro_batch, global_batch and omp_threads must be positive, global_batch a multiple of "
-                "micro_batch",
-                path, t.line(0));
+  g.omp_threads = small_int("omp_threads");
+  check_golden_run(g, path, t.line(0));
   for (size_t i = 0; i < t.size(); ++i) {
     for (const char* c : {"model", "data", "micro_batch", "global_batch", "seed", "lr", "omp_threads"})
       if (t.text(i, c) != t.text(0, c))
@@ -53,6 +86,9 @@ GoldenRun read_golden(const std::string& path) {
       usage_error("{}:{}: column 'iteration' must count 1, 2, 3, ... (got {})", path, t.line(i),
                   t.text(i, "iteration"));
     g.losses.push_back(t.number(i, "loss"));
+    if (!std::isfinite(g.losses.back()) || !(g.losses.back() > 0))
+      usage_error("{}:{}: column 'loss' = {} must be a positive number (a cross-entropy the train check divides by)",
+                  path, t.line(i), t.text(i, "loss"));
   }
   return g;
 }

@@ -42,6 +42,7 @@ int visible_gpus(std::string* why) {
   return 0;
 }
 std::string gpu_description() { return "no GPU"; }
+MemoryAvailable gpu_memory_available() { return {}; }
 std::string gpu_summary(const AcceptProfile&) { return "no GPU"; }
 std::string gpu_software() { return "no CUDA backend in this build"; }
 std::vector<Check> gpu_checks(const AcceptProfile&, const std::function<bool(const std::string&)>&, int) {
@@ -377,6 +378,26 @@ std::vector<int> checked_gpus() {
   std::vector<int> all(size_t(std::max(0, cuda::device_count())));
   std::iota(all.begin(), all.end(), 0);
   return all;
+}
+
+MemoryAvailable gpu_memory_available() {
+  MemoryAvailable least;
+  for (const int d : checked_gpus()) {
+    const cuda::DeviceGuard guard(d);
+    size_t free = 0, total = 0;
+#ifdef PTDP_VGPU  // the virtual GPU has no cudaMemGetInfo: its nominal memory, all of it free
+    cudaDeviceProp prop{};
+    PTDP_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    free = total = prop.totalGlobalMem;
+    const char* how = "the virtual GPU's totalGlobalMem";
+#else
+    PTDP_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const char* how = "cudaMemGetInfo";
+#endif
+    if (least.bytes < 0 || double(free) < least.bytes)
+      least = {double(free), fmt::format("free on GPU {} of {:.1f} GiB, {}", d, double(total) / (1 << 30), how)};
+  }
+  return least;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
+#include "experiments/accept_memory.h"
 #include "experiments/accept_profile.h"
 
 namespace ptdp {
@@ -30,6 +31,10 @@ int visible_gpus(std::string* why);
 // communication checks in a build without NCCL: "--hardware FLAG: ... no GPU here (why)".
 // Returns the number of visible GPUs.
 int require_gpus(const std::string& hardware_flag, const AcceptProfile& p, bool wants_nccl);
+
+// The least free memory of the checked GPUs (cudaMemGetInfo), and which GPU; unknown (bytes < 0)
+// in a build without CUDA.
+MemoryAvailable gpu_memory_available();
 
 // What the report's `device` says, e.g. "8 x NVIDIA H100 80GB HBM3".
 std::string gpu_description();

@@ -25,6 +25,12 @@ struct ProfileReader {
   const toml::table& root;
   const std::string& path;
 
+  // A threshold on a ratio or fraction that lies in [0, 1] by construction: at most `most`.
+  Threshold fraction(const std::string& field, double most, const char* why) {
+    const Threshold t = threshold(field);
+    if (t.value > most) usage_error("{}: field '{}' = {} can never be met: {}", path, field, t.value, why);
+    return t;
+  }
   Threshold threshold(const std::string& field) {
     const auto node = root.at_path(field);
     if (!node) usage_error("{}: field '{}' is missing", path, field);
@@ -102,6 +108,7 @@ void read_machine(ProfileReader& r, AcceptProfile& a) {
   a.name = r.text("name");
   a.device = r.text("device");
   a.kind = r.text("kind");
+  if (r.root.contains("cpu_model")) a.cpu_model = r.text("cpu_model");
   if (a.kind != "cpu" && a.kind != "gpu") usage_error("{}: field 'kind' must be cpu or gpu (got '{}')", a.path, a.kind);
   if (a.kind == "gpu") a.node_gpus = int(r.integer("node.gpus", 1));
   else {
@@ -159,7 +166,10 @@ void read_fleet(ProfileReader& r, AcceptProfile& a) {
     a.min_internode_allreduce_busbw_gbs_per_nic = r.threshold("accept.fleet.min_allreduce_busbw_gbs_per_nic");
   }
   if (root.at_path("accept.fleet.min_p2p_gbs")) a.min_internode_p2p_gbs = r.threshold("accept.fleet.min_p2p_gbs");
-  if (root.at_path("accept.fleet.min_spread")) a.fleet_min_spread = r.threshold("accept.fleet.min_spread");
+  if (root.at_path("accept.fleet.min_spread"))
+    a.fleet_min_spread = r.fraction("accept.fleet.min_spread", 0.99,
+                                    "a node is named slow when it is more than this fraction of the median below it, "
+                                    "and no rate is below 0 (give a value in (0, 0.99])");
 }
 
 // [accept.burnin] and [accept.health] (optional), then [accept.train].
@@ -169,7 +179,9 @@ void read_burnin_health_train(ProfileReader& r, AcceptProfile& a) {
   if (root.at_path("accept.burnin.round_seconds"))
     a.burnin_round_seconds = double(r.integer("accept.burnin.round_seconds", 1));
   if (root.at_path("accept.burnin.min_sustained"))
-    a.burnin_min_sustained = r.threshold("accept.burnin.min_sustained");
+    a.burnin_min_sustained =
+        r.fraction("accept.burnin.min_sustained", 1,
+                   "the slowest GEMM round over the fastest is at most 1 (give a value in (0, 1])");
   if (root.at_path("accept.health.max_load_per_cpu"))
     a.max_load_per_cpu = r.threshold("accept.health.max_load_per_cpu");
   a.golden = r.text("accept.train.golden");

@@ -10,6 +10,9 @@ namespace ptdp {
 
 struct AcceptProfile {
   std::string path, name, device, kind;  // kind: "cpu" or "gpu"
+  // The CPU the thresholds were measured on, as /proc/cpuinfo names it (cpu_model; optional): a run
+  // on another CPU is warned that they may not fit it.
+  std::string cpu_model;
   int ranks = 2;                         // cpu: ranks of one node for the communication checks
   int node_gpus = 0;                     // gpu: GPUs of one node (informational: every visible GPU is used)
   int node_nics = 0;                     // compute-fabric NICs of one node (node.nics; 0: not given)

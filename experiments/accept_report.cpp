@@ -26,11 +26,21 @@ namespace fs = std::filesystem;
 std::string report_json(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv, int threads,
                         bool quick, bool passed) {
   using nlohmann::ordered_json;
-  ordered_json j = {{"profile", p.name},       {"profile_path", p.path}, {"profile_device", p.device},
-                    {"git_sha", pv.git_sha},   {"host", pv.host},        {"device", pv.device},
-                    {"cpu", pv.cpu},           {"software", pv.software}, {"timestamp", pv.timestamp},
-                    {"threads", threads},      {"ranks", p.ranks},       {"quick", quick},
-                    {"passed", passed},        {"checks", ordered_json::array()}};
+  ordered_json j = {{"profile", p.name},
+                    {"profile_path", p.path},
+                    {"profile_device", p.device},
+                    {"profile_cpu_model", p.cpu_model},
+                    {"git_sha", pv.git_sha},
+                    {"host", pv.host},
+                    {"device", pv.device},
+                    {"cpu", pv.cpu},
+                    {"software", pv.software},
+                    {"timestamp", pv.timestamp},
+                    {"threads", threads},
+                    {"ranks", p.ranks},
+                    {"quick", quick},
+                    {"passed", passed},
+                    {"checks", ordered_json::array()}};
   for (const Check& c : checks) j["checks"].push_back(check_json(c));
   return j.dump(2) + "\n";
 }
@@ -130,6 +140,10 @@ int node_report(const AcceptProfile& p, const std::vector<Check>& checks, const 
   }
   if (ran == 0) fmt::print("ACCEPT: FAIL (no check ran{})\n", skip_note);
   else if (passed) fmt::print("ACCEPT: PASS ({} of {} checks{})\n", ran, ran, skip_note);
+  else if (const std::string loaded = failed_under_load_text(checks); !loaded.empty())
+    fmt::print("ACCEPT: FAIL ({} failed: {}{}; measured under load: {}, which may be the load's doing, not the "
+               "machine's: rerun on a quiet machine)\n",
+               n_failed, failed, skip_note, loaded);
   else fmt::print("ACCEPT: FAIL ({} failed: {}{})\n", n_failed, failed, skip_note);
   return passed ? 0 : 1;
 }

@@ -82,7 +82,9 @@ TEST(AcceptVerdict, EachFailedCheckIsNamedOnceWithItsFailedMetrics) {
 
 // The thresholds have a 2.5x margin over this machine's quiet rates, but another CPU-bound job on
 // the same two cores slows every rate about 3.5x (docs/ACCEPTANCE.md); a failing run is therefore
-// repeated, up to three runs 10 s apart, before the test fails. Bad results fail every time.
+// repeated, up to three runs 10 s apart. A run that still fails only in rates that ptdp itself
+// found measured under load (other processes on the CPUs, accept_load.h) skips the test: that
+// verdict is about the load, not the machine. Bad results, and a FAIL on a quiet machine, fail.
 TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   TempDir dir;
   const std::string out = dir.file("accept.json");
@@ -91,8 +93,17 @@ TEST(CliAccept, CpuProfilePassesOnThisMachine) {
   for (int attempt = 1; attempt <= 3; ++attempt) {
     r = run_ptdp(dir, {"accept", "--hardware", "cpu", "--quick", "--out", out}, 300);
     if (r.exit_code != 1) break;
-    earlier += "attempt " + std::to_string(attempt) + ":\n" + r.out;
+    earlier += "attempt " + std::to_string(attempt) + ":\n" + r.out + r.err;
     if (attempt < 3) ::sleep(10);
+  }
+  if (r.exit_code == 1) {
+    // "ACCEPT: FAIL (1 failed: gemm; measured under load: gemm, ...)": every failed check under load.
+    std::smatch m;
+    const bool verdict = std::regex_search(
+        r.out, m,
+        std::regex(
+            R"(ACCEPT: FAIL \(\d+ failed: ([a-z0-9, ]+)(; \d+ skipped: [a-z0-9, ]+)?; measured under load: ([a-z0-9, ]+),)"));
+    if (verdict && m[1] == m[3]) GTEST_SKIP() << "every failed check was measured under load:\n" << earlier;
   }
   EXPECT_EQ(r.exit_code, 0) << earlier << r.out << r.err;
   EXPECT_NE(r.out.find("ACCEPT: PASS (5 of 5 checks)"), std::string::npos) << r.out;
@@ -114,7 +125,8 @@ TEST(CliAccept, ThresholdAboveTheMachineFailsAndNamesTheRow) {
   const CliResult r =
       run_ptdp(dir, {"accept", "--hardware", profile, "--quick", "--checks", "gemm,train", "--out", out}, 300);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm)"), std::string::npos) << r.out;
+  // (on a busy machine the verdict goes on: "; measured under load: gemm, ...", accept_load.h)
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm"), std::string::npos) << r.out;
   bool gemm_line = false;
   for (const auto& line : lines_of(r.out))
     if (line.rfind("gemm ", 0) == 0) gemm_line = line.find(" FAIL ") != std::string::npos;
@@ -279,6 +291,121 @@ TEST(CliAccept, ProfileSizesBeyondTheBoundsAreRefused) {
     const CliResult r = run_ptdp(dir, {"accept", "--hardware", path, "--checks", "gemm"}, 60);
     EXPECT_TRUE(IsUsageError(r, {needle})) << line << "\n" << r.err;
   }
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// A threshold no measurement can meet (a ratio of at most 1 asked to be 2) is a bad profile, not
+// a machine that fails.
+TEST(CliAccept, ThresholdsThatCanNeverBeMetAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "min_sustained", "2"), "--checks", "gemm"}),
+      {"'accept.burnin.min_sustained' = 2 can never be met", "at most 1"}));
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "min_spread", "1"), "--checks", "gemm"}),
+      {"'accept.fleet.min_spread' = 1 can never be met"}));
+}
+
+// A golden file whose run cannot train as written (a negative learning rate, a loss the check
+// divides by that is 0, more threads than the machine can run, a model far beyond a smoke test)
+// is refused naming the file, the line and the column, before anything is measured.
+TEST(CliAccept, GoldenFileOfARunThatCannotTrainIsRefused) {
+  TempDir dir;
+  const std::string good = text_of(source_file("results/golden/tiny_cpu.csv"));
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> cases = {
+      {{",1234,0.001,", ",1234,-0.001,"}, ":2: column 'lr' = -0.001 must be in (0, 1]"},
+      {{",1234,0.001,1,", ",1234,0.001,100000,"}, ":2: column 'omp_threads' = 100000 must be at most"},
+      {{"tiny,", "gpt-1t,"}, ":2: column 'model' must be tiny, small"},
+      {{",1,5.5746045410633087", ",1,0"}, ":2: column 'loss' = 0 must be a positive number"},
+  };
+  for (const auto& [edit, needle] : cases) {
+    const std::string golden = std::regex_replace(
+        good, std::regex(std::regex_replace(edit.first, std::regex(R"([.])"), R"(\.)")), edit.second);
+    ASSERT_NE(golden, good) << edit.first;
+    const std::string gpath = write_text(dir, "golden.csv", golden);
+    const std::string out = dir.file("r.json");
+    EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", modified_profile(dir, "", "", gpath), "--checks",
+                                            "gemm,train", "--out", out}),
+                             {gpath + needle}))
+        << edit.second;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// Sizes inside the profile's bounds that this machine cannot hold are refused before anything is
+// allocated, naming the field and the size (PTDP_MEMINFO stands for /proc/meminfo: 1 GiB free).
+TEST(CliAccept, ChecksNeedingMoreMemoryThanIsAvailableAreRefused) {
+  TempDir dir;
+  std::string text = text_of(modified_profile(dir, "", ""));
+  text = std::regex_replace(text, std::regex("\narray_mib = [0-9]+"), "\narray_mib = 65536");
+  const std::string profile = write_text(dir, "big.toml", text);
+  const std::string out = dir.file("r.json");
+  ::setenv("PTDP_MEMINFO", "MemTotal: 2097152 kB\nMemFree: 1048576 kB\nMemAvailable: 1048576 kB\n", 1);
+  const CliResult r = run_ptdp(dir, {"accept", "--hardware", profile, "--out", out});
+  ::unsetenv("PTDP_MEMINFO");
+  EXPECT_TRUE(IsUsageError(r, {"--hardware " + profile, "3 arrays of accept.memory.array_mib = 65536 MiB",
+                               "needs 192.0 GiB", "1.0 GiB available (MemAvailable of PTDP_MEMINFO)"}));
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// A FAIL measured while the machine was busy says so: in a warning when the check ends, in the
+// check's detail and in the verdict (PTDP_LOADAVG stands for /proc/loadavg: 4096 runnable tasks).
+TEST(CliAccept, AFailUnderLoadSaysSo) {
+  TempDir dir;
+  const std::string out = dir.file("r.json");
+  ::setenv("PTDP_LOADAVG", "4096.00 1.00 1.00 4097/5000 77", 1);
+  const CliResult r = run_ptdp(
+      dir,
+      {"accept", "--hardware", modified_profile(dir, "min_gflops", "1e9"), "--quick", "--checks", "gemm", "--out", out},
+      120);
+  ::unsetenv("PTDP_LOADAVG");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("ptdp: warning: gemm: measured under load: the load average was 4096.00 on"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("its FAIL may be the load's doing, not the machine's"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("ACCEPT: FAIL (1 failed: gemm; measured under load: gemm, which may be the load's doing"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(text_of(out).find("\"under_load\": true"), std::string::npos);
+}
+
+// A profile records the CPU its thresholds were measured on; applied on another CPU it says so,
+// on this machine's CPU it says nothing.
+TEST(CliAccept, AProfileMeasuredOnAnotherCpuIsNamed) {
+  TempDir dir;
+  std::string here;  // /proc/cpuinfo's model name, as ptdp reads it
+  for (const std::string& line : lines_of(text_of("/proc/cpuinfo")))
+    if (here.empty() && line.rfind("model name", 0) == 0)
+      here = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+  if (here.empty()) GTEST_SKIP() << "/proc/cpuinfo names no model here";
+  const std::string base = text_of(modified_profile(dir, "", ""));
+  const std::regex cpu_model("\ncpu_model = \"[^\"]*\"");
+  ASSERT_TRUE(std::regex_search(base, cpu_model));
+  auto run_on = [&](const std::string& model) {
+    const std::string text = std::regex_replace(base, cpu_model, "\ncpu_model = \"" + model + "\"");
+    return run_ptdp(dir, {"accept", "--hardware", write_text(dir, "cpu.toml", text), "--checks", "train"}, 120);
+  };
+  const CliResult other = run_on("Imaginary CPU 9000");
+  EXPECT_EQ(other.exit_code, 0) << other.out << other.err;
+  EXPECT_NE(other.err.find("was measured on a 'Imaginary CPU 9000' CPU (its cpu_model); this machine's is '" + here +
+                           "': its thresholds may not fit this CPU"),
+            std::string::npos)
+      << other.err;
+  const CliResult same = run_on(here);
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_EQ(same.err.find("cpu_model"), std::string::npos) << same.err;
+}
+
+// More threads than the machine can run only queue up (100000 OpenMP threads did not finish).
+TEST(CliAccept, MoreThreadsThanTheMachineCanRunAreRefused) {
+  TempDir dir;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"accept", "--hardware", "cpu", "--threads", "100000"}, 30),
+                           {"--threads 100000 must be at most", "hardware threads here"}));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "experiments/accept_golden.h"
 #include "experiments/accept_gpu.h"
 #include "experiments/accept_health.h"
+#include "experiments/accept_memory.h"
 #include "experiments/accept_profile.h"
 #include "experiments/accept_report.h"
 
@@ -89,6 +90,9 @@ void check_flags(const AcceptFlags& f, const Communicator* world) {
     usage_error("--checks internode: measures between nodes; launch ptdp accept over them (srun, or mpirun with "
                 "several processes), one process per node");
   if (f.threads < 0) usage_error("--threads {} must be positive (0: every core)", f.threads);
+  if (f.threads > max_threads())
+    usage_error("--threads {} must be at most {} ({} x the {} hardware threads here; more only wait for a core)",
+                f.threads, max_threads(), kThreadsPerHardwareThread, max_threads() / kThreadsPerHardwareThread);
   if (f.level < 0 || f.level > 3)
     usage_error("--level {}: 1 (the GPUs' health, seconds), 2 (health, then every check) or 3 (level 2, then the "
                 "burn-in)",
@@ -126,6 +130,13 @@ void settle(AcceptRun& r) {
   else if (r.gpu && r.health.empty())  // the health alone, and no driver to ask: nothing to measure
     usage_error("--hardware {}: a GPU acceptance profile ({}), and no GPU here to check the health of ({})",
                 f.hardware, r.p.device, r.health_why);
+  // What the checks hold against what is free, before anything is allocated. A GPU fleet's
+  // processes each take their GPU later (place_in_fleet): asking every GPU here would start a
+  // CUDA context on each, from each process.
+  const auto wanted = [&](const std::string& c) { return r.wanted(c); };
+  if (!r.gpu && r.benchmarks) check_memory_need(f.hardware, largest_memory_need(r.p, wanted), host_memory_available());
+  if (r.gpu && r.benchmarks && !r.world)
+    check_memory_need(f.hardware, largest_memory_need(r.p, wanted), gpu_memory_available());
 }
 
 // A GPU fleet launched one process per GPU (several processes on a node, srun
@@ -162,6 +173,11 @@ void print_header(AcceptRun& r) {
   else
     fmt::print("ptdp accept: profile {} ({}), {} on {}, {} thread(s), {} repetitions per measurement (best counts){}\n",
                p.name, p.path, pv.device, pv.host, r.threads, r.reps, quick);
+  if (!p.cpu_model.empty() && pv.cpu != p.cpu_model)
+    fmt::print(stderr,
+               "ptdp: warning: profile {} ({}) was measured on a '{}' CPU (its cpu_model); this machine's is '{}': "
+               "its thresholds may not fit this CPU\n",
+               p.name, p.path, p.cpu_model, pv.cpu);
   if (r.world)
     fmt::print("fleet: {} processes ({} comm); each runs the node checks, then the inter-node ones; rank 0 "
                "gathers the verdicts\n",
@@ -281,7 +297,8 @@ std::pair<CLI::App*, std::function<int(Communicator*)>> add_accept_command(CLI::
       ->required();
   cmd->add_option("--out", f->out, "write the JSON report to FILE and the CSV report beside it (FILE with .csv)");
   cmd->add_flag("--quick", f->quick, "3 repetitions per measurement instead of 10 (same sizes, same thresholds)");
-  cmd->add_option("--threads", f->threads, "CPU threads for the GEMM and memory checks (default: every core)");
+  cmd->add_option("--threads", f->threads,
+                  "CPU threads for the GEMM and memory checks (default: every core; at most 4 x the hardware threads)");
   cmd->add_option("--checks", f->checks,
                   "run only these checks: health, gemm, memory, allreduce, p2p, train, internode (between nodes, "
                   "when launched over several), burnin (the GEMM and the golden run repeated: --burn-in-seconds)")

@@ -12,6 +12,7 @@
 
 #include "core/common/error.h"
 #include "core/config/results_csv.h"
+#include "core/results/provenance.h"
 #include "core/sim/hardware.h"
 #include "core/sim/planner.h"
 #include "experiments/cli_flags.h"
@@ -54,6 +55,8 @@ void print_entry(const char* rank, const sim::PlanEntry& e) {
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
+    fmt::print(stderr, "ptdp: warning: {}\n", w);
   if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
   f.run.run.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
   f.run.run.precision = f.precision.empty() ? hw.default_precision : parse_enum<Precision>(f.precision, "--precision");
@@ -91,11 +94,12 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the others "
              "cannot enter the top {})\n",
              res.layouts, res.fit, res.simulated, f.top);
-  if (res.best.empty()) {
+  if (res.best.empty() && res.fit == 0) {
     std::fprintf(stderr, "ptdp: out of memory: no layout of model %s fits on %d x %s\n", m.name.c_str(), f.gpus,
                  hw.device.c_str());
     return 1;
   }
+  PTDP_CHECK(!res.best.empty(), "{} layouts fit in memory and none was simulated", res.fit);
   fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t",
              "p", "d", "v", "b", "m", "schedule", "recompute", "zero", "iter (s)", "TFLOP/s", "%peak", "bubble", "mem GB");
   for (size_t i = 0; i < res.best.size(); ++i) print_entry(std::to_string(i + 1).c_str(), res.best[i]);

@@ -12,6 +12,7 @@
 #include "core/config/config_fields.h"
 #include "core/accounting/flops.h"
 #include "core/config/results_csv.h"
+#include "core/results/provenance.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
 #include "core/sim/kernels.h"
@@ -106,6 +107,8 @@ void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::Ha
 
 int run_simulate(const CLI::App& app, SimulateFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
+  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
+    fmt::print(stderr, "ptdp: warning: {}\n", w);
   apply_profile_and_gpus(app, f, hw);
   f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);

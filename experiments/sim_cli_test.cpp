@@ -279,3 +279,32 @@ TEST(SimCli, WhatDeepSpeedsEngineDoesNotRunIsRefused) {
 
 }  // namespace
 }  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// A CPU profile records the CPU it was measured on (cpu_model); simulate and plan warn when used
+// on another CPU, and say nothing on that CPU.
+TEST(SimCli, ACpuProfileMeasuredOnAnotherCpuIsNamed) {
+  TempDir dir;
+  const std::string base = testing::text_of(testing::source_file("hardware/cpu.toml"));
+  const std::regex model("\ncpu_model = \"[^\"]*\"");
+  ASSERT_TRUE(std::regex_search(base, model));
+  const std::string other =
+      testing::write_text(dir, "other.toml", std::regex_replace(base, model, "\ncpu_model = \"Imaginary CPU 9000\""));
+  const std::string warning = "ptdp: warning: profile cpu (" + other + ") was measured on a 'Imaginary CPU 9000' CPU";
+  const CliResult s = run_ptdp(dir, {"simulate", "--model", "small", "--micro-batch", "4", "--hardware", other});
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find(warning), std::string::npos) << s.err;
+  const CliResult p =
+      run_ptdp(dir, {"plan", "--model", "small", "--gpus", "1", "--global-batch", "8", "--hardware", other});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find(warning), std::string::npos) << p.err;
+  const CliResult none = run_ptdp(dir, {"simulate", "--model", "small", "--micro-batch", "4", "--hardware",
+                                        testing::write_text(dir, "none.toml", std::regex_replace(base, model, ""))});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.err.find("warning"), std::string::npos) << none.err;
+}
+
+}  // namespace
+}  // namespace ptdp

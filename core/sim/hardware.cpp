@@ -68,6 +68,19 @@ struct Reader {
     return x;
   }
 
+  // A number inside [least, most] (0 also, where `range` allows it): the bounds that keep every
+  // time and rate the simulator computes from the profile finite (hardware.h, kProfileBounds).
+  double bounded(const std::string& field, Range range, double least, double most) {
+    const double x = number(field, range);
+    if (x > most)
+      usage_error("{}: field '{}' = {} must be at most {:g} (beyond, the simulated times overflow or vanish)", path,
+                  field, x, most);
+    if (x != 0 && x < least)
+      usage_error("{}: field '{}' = {} must be {}at least {:g} (below, the simulated times overflow)", path, field, x,
+                  range == Range::NonNegative ? "0 or " : "", least);
+    return x;
+  }
+
   // A count: a whole number from 1 to `max` (node.gpus, network.nics_per_node, GEMM dimensions).
   int64_t count(const std::string& field, double x, int64_t max) {
     if (!(x >= 1 && x <= double(max) && x == std::floor(x)))
@@ -121,6 +134,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.name = r.text("name");
   hw.device = r.text("device");
   hw.kind = r.text("kind");
+  if (root.contains("cpu_model")) hw.cpu_model = one_line(r.text("cpu_model"));
   if (hw.kind != "gpu" && hw.kind != "cpu")
     usage_error("{}: field 'kind' must be gpu or cpu (got '{}')", path, one_line(hw.kind));
   const std::string precision = r.text("default_precision");
@@ -131,34 +145,35 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
 
   constexpr double G = 1e9, T = 1e12, us = 1e-6;
   hw.gpus_per_node = static_cast<int>(r.count("node.gpus", kMaxPerNode));
-  hw.peak_f16 = r.number("compute.peak_tflops_f16", Range::NonNegative) * T;
-  hw.peak_bf16 = r.number("compute.peak_tflops_bf16", Range::NonNegative) * T;
-  hw.peak_f32 = r.number("compute.peak_tflops_f32", Range::NonNegative) * T;
-  hw.launch_overhead_s = r.number("compute.launch_overhead_us", Range::NonNegative) * us;
+  const ProfileBounds& b = kProfileBounds;
+  hw.peak_f16 = r.bounded("compute.peak_tflops_f16", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
+  hw.peak_bf16 = r.bounded("compute.peak_tflops_bf16", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
+  hw.peak_f32 = r.bounded("compute.peak_tflops_f32", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
+  hw.launch_overhead_s = r.bounded("compute.launch_overhead_us", Range::NonNegative, 0, b.most_us) * us;
   if (root.at_path("compute.sms")) hw.sms = static_cast<int>(r.count("compute.sms", 1 << 16));
   if (!(hw.peak(hw.default_precision) > 0))
     usage_error("{}: field 'compute.peak_tflops_{}' must be positive (it is the default precision)", path,
                 hw.default_precision);
-  hw.gemm.max_efficiency = r.number("gemm.max_efficiency", Range::Fraction);
-  hw.gemm.mn_half = r.number("gemm.mn_half", Range::NonNegative);
-  hw.gemm.k_half = r.number("gemm.k_half", Range::NonNegative);
+  hw.gemm.max_efficiency = r.bounded("gemm.max_efficiency", Range::Fraction, b.least_fraction, 1);
+  hw.gemm.mn_half = r.bounded("gemm.mn_half", Range::NonNegative, 0, b.most_mn_half);
+  hw.gemm.k_half = r.bounded("gemm.k_half", Range::NonNegative, 0, b.most_k_half);
   r.gemm_points();
-  hw.memory_bytes = r.number("memory.capacity_gb", Range::Positive) * G;
-  hw.memory_bw = r.number("memory.bandwidth_gbs", Range::Positive) * G;
-  hw.membound_efficiency = r.number("memory.membound_efficiency", Range::Fraction);
-  hw.reserved_bytes = r.number("memory.reserved_gb", Range::NonNegative) * G;
-  hw.allocator_overhead = r.number("memory.allocator_overhead", Range::AtLeastOne);
+  hw.memory_bytes = r.bounded("memory.capacity_gb", Range::Positive, b.least_gb, b.most_gb) * G;
+  hw.memory_bw = r.bounded("memory.bandwidth_gbs", Range::Positive, b.least_gbs, b.most_gbs) * G;
+  hw.membound_efficiency = r.bounded("memory.membound_efficiency", Range::Fraction, b.least_fraction, 1);
+  hw.reserved_bytes = r.bounded("memory.reserved_gb", Range::NonNegative, 0, b.most_gb) * G;
+  hw.allocator_overhead = r.bounded("memory.allocator_overhead", Range::AtLeastOne, 1, b.most_allocator_overhead);
   if (hw.reserved_bytes >= hw.memory_bytes)
     usage_error("{}: field 'memory.reserved_gb' must be less than memory.capacity_gb", path);
-  hw.nvlink_p2p_bw = r.number("nvlink.p2p_bandwidth_gbs", Range::Positive) * G;
-  hw.nvlink_busbw = r.number("nvlink.allreduce_busbw_gbs", Range::Positive) * G;
-  hw.nvlink_latency_s = r.number("nvlink.latency_us", Range::NonNegative) * us;
+  hw.nvlink_p2p_bw = r.bounded("nvlink.p2p_bandwidth_gbs", Range::Positive, b.least_gbs, b.most_gbs) * G;
+  hw.nvlink_busbw = r.bounded("nvlink.allreduce_busbw_gbs", Range::Positive, b.least_gbs, b.most_gbs) * G;
+  hw.nvlink_latency_s = r.bounded("nvlink.latency_us", Range::NonNegative, 0, b.most_us) * us;
   if (root.at_path("nvlink.nccl_channels"))
     hw.nccl_channels = static_cast<int>(r.count("nvlink.nccl_channels", hw.sms > 0 ? hw.sms : 1 << 16));
-  hw.nic_bw = r.number("network.nic_bandwidth_gbs", Range::Positive) * G;
+  hw.nic_bw = r.bounded("network.nic_bandwidth_gbs", Range::Positive, b.least_gbs, b.most_gbs) * G;
   hw.nics_per_node = static_cast<int>(r.count("network.nics_per_node", kMaxPerNode));
-  hw.network_efficiency = r.number("network.efficiency", Range::Fraction);
-  hw.network_latency_s = r.number("network.latency_us", Range::NonNegative) * us;
+  hw.network_efficiency = r.bounded("network.efficiency", Range::Fraction, b.least_fraction, 1);
+  hw.network_latency_s = r.bounded("network.latency_us", Range::NonNegative, 0, b.most_us) * us;
   if (root.at_path("node.pcie_switches")) {
     hw.pcie_switches = static_cast<int>(r.count("node.pcie_switches", kMaxPerNode));
     if (hw.gpus_per_node % hw.pcie_switches || hw.nics_per_node % hw.pcie_switches)
@@ -166,6 +181,13 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
                   hw.pcie_switches, hw.gpus_per_node, hw.nics_per_node);
   }
   return hw;
+}
+
+std::string other_cpu_warning(const HardwareProfile& hw, const std::string& this_cpu) {
+  if (hw.kind != "cpu" || hw.cpu_model.empty() || hw.cpu_model == this_cpu) return "";
+  return fmt::format("profile {} ({}) was measured on a '{}' CPU (its cpu_model); this machine's is '{}': what it "
+                     "predicts is for that CPU",
+                     hw.name, hw.path, hw.cpu_model, this_cpu);
 }
 
 std::vector<std::string> hardware_dirs() {

@@ -33,6 +33,9 @@ struct HardwareProfile {
   std::string device;  // e.g. NVIDIA A100-SXM4-80GB
   std::string kind;    // gpu | cpu
   std::string path;    // the file it was read from
+  // A measured CPU profile: the CPU it was measured on, as /proc/cpuinfo names it (cpu_model;
+  // optional, empty when not given).
+  std::string cpu_model;
   Precision default_precision = Precision::F16;  // f16 on GPUs, f32 on the CPU
 
   int gpus_per_node = 1;
@@ -75,6 +78,22 @@ struct HardwareProfile {
 inline constexpr int64_t kMaxPerNode = 1 << 20;           // node.gpus, network.nics_per_node
 inline constexpr int64_t kMaxGemmDim = int64_t(1) << 53;  // gemm.points[].m, n, k: exact in a double
 
+// The bounds of a profile's numbers, in the file's units: wide enough for any machine (a CPU core
+// to an exaflop device, a kilobyte per second to a petabyte per second), narrow enough that every
+// time and rate the simulator computes from them stays finite for every model and batch it
+// accepts (at most ~1e26 FLOPs and bytes per iteration over at most 1e-30 of the slowest rate
+// is ~1e56 s). A peak of 0 (the precision is absent) and a latency or overhead of 0 stay allowed.
+struct ProfileBounds {
+  double least_tflops = 1e-6, most_tflops = 1e6;   // compute.peak_tflops_*
+  double least_gbs = 1e-6, most_gbs = 1e6;         // memory.bandwidth_gbs, nvlink.*_gbs, network.nic_bandwidth_gbs
+  double least_gb = 1e-6, most_gb = 1e9;           // memory.capacity_gb, memory.reserved_gb
+  double least_fraction = 1e-3;                    // gemm.max_efficiency, *.membound_efficiency, network.efficiency
+  double most_us = 1e9;                            // compute.launch_overhead_us, *.latency_us (1000 s)
+  double most_mn_half = 1e15, most_k_half = 1e12;  // gemm.mn_half, gemm.k_half
+  double most_allocator_overhead = 1e3;            // memory.allocator_overhead
+};
+inline constexpr ProfileBounds kProfileBounds{};
+
 // Reads a profile: `name_or_path` is a file (contains '/' or ends in .toml) or a name looked up
 // in the hardware folders (hardware_dirs()). UsageError naming the file and the field for a
 // missing, non-numeric or out-of-range value (numbers must be positive, counts whole numbers),
@@ -82,6 +101,9 @@ inline constexpr int64_t kMaxGemmDim = int64_t(1) << 53;  // gemm.points[].m, n,
 HardwareProfile load_profile(const std::string& name_or_path);
 // Parses profile text; `path` only names the file in errors.
 HardwareProfile parse_profile(const std::string& text, const std::string& path);
+// A warning when a CPU profile measured on `cpu_model` is used on another CPU (`this_cpu`, as
+// /proc/cpuinfo names it); empty otherwise.
+std::string other_cpu_warning(const HardwareProfile& hw, const std::string& this_cpu);
 // Where profiles are looked up: $PTDP_HARDWARE_DIR, ./hardware, the source tree's hardware/.
 std::vector<std::string> hardware_dirs();
 // The names of the profiles found there (NAME-accept.toml files, ptdp accept's, left out).

@@ -1,6 +1,7 @@
 #include "core/sim/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -224,6 +225,10 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
               if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
               ++out.fit;
               const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
+              if (!std::isfinite(lb))  // the profile's bounds (hardware.h) keep it finite
+                usage_error("{}: the simulated iteration time of a layout is {} with this profile's numbers; check "
+                            "the profile's values",
+                            hw.path, lb);
               cands.push_back({std::move(c), lb});
             }
           }

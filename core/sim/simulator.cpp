@@ -1,6 +1,8 @@
 #include "core/sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "core/common/error.h"
 #include "core/parallel/schedule.h"
@@ -132,6 +134,21 @@ SimResult simulate_zero3(const RunConfig& cfg, const HardwareProfile& hw, const 
   return r;
 }
 
+// Every time, rate and size of a result is finite (the profile's bounds, hardware.h, keep them
+// so): a profile that still makes one overflow is named, never written as inf or nan in a row.
+const SimResult& require_finite(const SimResult& r, const HardwareProfile& hw) {
+  const std::pair<const char*, double> values[] = {
+      {"iteration time", r.iter_time_s},      {"pipeline time", r.pipeline_time_s},
+      {"bubble fraction", r.bubble_fraction}, {"TFLOP/s per GPU", r.tflops_per_gpu},
+      {"tokens per second", r.tokens_per_s},  {"peak memory", r.memory.peak}};
+  for (const auto& [what, v] : values)
+    if (!std::isfinite(v))
+      usage_error("{}: the simulated {} is {} with this profile's numbers (a rate too small or a latency too "
+                  "large for this model); check the profile's values",
+                  hw.path, what, v);
+  return r;
+}
+
 }  // namespace
 
 SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt) {
@@ -143,7 +160,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   if (cfg.par.zero == 3) {
     if (cfg.model.arch == Arch::Llama)
       usage_error("--zero 3: DeepSpeed's ZeRO-3 replay models GPT's modules only, not --arch llama");
-    return simulate_zero3(cfg, hw, opt);
+    return require_finite(simulate_zero3(cfg, hw, opt), hw);
   }
   const CostModel cm(cfg, hw, opt);
   const ParallelConfig& par = cfg.par;
@@ -218,7 +235,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   r.post_time_s = r.iter_time_s - r.pipeline_time_s;
 
   fill_throughput(r, cfg, cm.peak);
-  return r;
+  return require_finite(r, hw);
 }
 
 }  // namespace ptdp::sim
