@@ -329,7 +329,7 @@ TEST(CliParse, UnknownCommandIsNamedWithTheKnownOnes) {
   TempDir dir;
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"frobnicate", "--model", "tiny"}),
                            {"ptdp: error: unknown command 'frobnicate' (commands: train, preprocess, simulate, plan, "
-                            "accept, compare, reproduce, fields)"}));
+                            "accept, compare, reproduce, fields, export-hf)"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"tra\nin"}), {"unknown command 'tra\\nin'"}));
 }
 
@@ -367,7 +367,7 @@ TEST(CliParse, NoCommandPrintsTheHelpAndExitsTwo) {
     EXPECT_NE(r.err.find(n), std::string::npos) << n << " in " << r.err;
   const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
   EXPECT_EQ(last, "ptdp: error: no command given: name one of train, preprocess, simulate, plan, accept, compare, "
-                  "reproduce, fields (`ptdp COMMAND --help` lists its flags)\n");
+                  "reproduce, fields, export-hf (`ptdp COMMAND --help` lists its flags)\n");
 }
 
 TEST(CliParse, HelpExitsZero) {

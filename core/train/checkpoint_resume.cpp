@@ -1,5 +1,7 @@
 #include "core/train/checkpoint_resume.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/common/error.h"
@@ -8,8 +10,16 @@
 
 namespace ptdp {
 
+bool loads_an_empty_save_dir(const RunConfig& c) {
+  if (c.load_dir.empty() || c.save_dir.empty()) return false;
+  std::error_code ec;
+  const auto load = std::filesystem::weakly_canonical(c.load_dir, ec);
+  if (ec || load != std::filesystem::weakly_canonical(c.save_dir, ec) || ec) return false;
+  return !std::filesystem::exists(load / kLatestCheckpointFile, ec) && !ec;
+}
+
 RunConfig resume_config(const RunConfig& c) {
-  if (c.load_dir.empty()) return c;
+  if (c.load_dir.empty() || loads_an_empty_save_dir(c)) return c;
   if (c.override_scheduler && c.use_checkpoint_scheduler)
     usage_error("--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are both given: the first "
                 "keeps this run's learning-rate schedule, the second takes the checkpoint's");

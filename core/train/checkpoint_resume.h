@@ -14,4 +14,8 @@ namespace ptdp {
 // whose shard is missing, or that does not record a setting, is left to the load to judge.
 RunConfig resume_config(const RunConfig& c);
 
+// Whether --load names --save's directory and it holds no checkpoint yet: Megatron-LM's scripts give
+// both one directory, and their first run starts from the initial weights.
+bool loads_an_empty_save_dir(const RunConfig& c);
+
 }  // namespace ptdp

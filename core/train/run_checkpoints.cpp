@@ -7,6 +7,7 @@
 
 #include "core/comm/agreement.h"
 #include "core/common/error.h"
+#include "core/train/checkpoint_resume.h"
 #include "core/train/run.h"
 
 namespace ptdp {
@@ -50,13 +51,7 @@ uint64_t TrainingRun::save_id_of(int64_t iteration) const {
 
 // Megatron-LM's scripts give --save and --load the same directory: on the first run it holds no
 // checkpoint yet, and the run starts from its initial weights, as Megatron-LM's does.
-bool TrainingRun::first_run_of_save_dir() const {
-  if (c_.load_dir.empty() || c_.save_dir.empty()) return false;
-  std::error_code ec;
-  const auto load = std::filesystem::weakly_canonical(c_.load_dir, ec);
-  if (ec || load != std::filesystem::weakly_canonical(c_.save_dir, ec) || ec) return false;
-  return !std::filesystem::exists(load / kLatestCheckpointFile, ec) && !ec;
-}
+bool TrainingRun::first_run_of_save_dir() const { return loads_an_empty_save_dir(c_); }
 
 void TrainingRun::restore_or_initialise() {
   bool fresh = false;
