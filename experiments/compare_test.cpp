@@ -454,6 +454,21 @@ TEST(CliCompare, BothFilesAreRequired) {
 namespace ptdp {
 namespace {
 
+// Compares a one-row baseline b with a one-row current c that is 71% faster: rows of different
+// configurations are reported missing and new, never paired ("ok"). `what` names the case.
+void expect_not_paired(const TempDir& dir, const ResultRow& b, ResultRow c, const std::string& what) {
+  c.set("tflops_per_gpu", 0.136 * 1.71);
+  const std::string bp = dir.file("b.csv"), cp = dir.file("c.csv");
+  std::remove(bp.c_str());
+  std::remove(cp.c_str());
+  append_result_rows(bp, {b});
+  append_result_rows(cp, {c});
+  const CliResult r = compare(dir, bp, cp);
+  EXPECT_EQ(r.exit_code, 1) << what << "\n" << r.out;
+  EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
+      << what << "\n" << r.out;
+}
+
 // Rows that differ in sequence parallelism, --stack, --zero, or (for custom models sharing a name)
 // in shape or architecture are different configurations: never paired, whatever their numbers.
 TEST(CliCompare, RowsThatDifferInSequenceParallelStackZeroShapeOrArchAreNotPaired) {
@@ -473,16 +488,7 @@ TEST(CliCompare, RowsThatDifferInSequenceParallelStackZeroShapeOrArchAreNotPaire
     ResultRow b = make_row(m), c = make_row(m);
     b.set(v.column, v.base);
     c.set(v.column, v.cur);
-    c.set("tflops_per_gpu", 0.136 * 1.71);  // +71%: would be "ok" if paired
-    const std::string bp = dir.file("b.csv"), cp = dir.file("c.csv");
-    std::remove(bp.c_str());
-    std::remove(cp.c_str());
-    append_result_rows(bp, {b});
-    append_result_rows(cp, {c});
-    const CliResult r = compare(dir, bp, cp);
-    EXPECT_EQ(r.exit_code, 1) << v.column << "\n" << r.out;
-    EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
-        << v.column << "\n" << r.out;
+    expect_not_paired(dir, b, c, v.column);
   }
 }
 
@@ -495,16 +501,7 @@ TEST(CliCompare, RowsThatDifferInAnyOneKeyColumnAreNotPaired) {
     ResultRow b = make_row(Measured{}), c = make_row(Measured{});
     b.set(column, std::string("7"));
     c.set(column, std::string("8"));
-    c.set("tflops_per_gpu", 0.136 * 1.71);  // +71%: would be "ok" if paired
-    const std::string bp = dir.file("b.csv"), cp = dir.file("c.csv");
-    std::remove(bp.c_str());
-    std::remove(cp.c_str());
-    append_result_rows(bp, {b});
-    append_result_rows(cp, {c});
-    const CliResult r = compare(dir, bp, cp);
-    EXPECT_EQ(r.exit_code, 1) << column << "\n" << r.out;
-    EXPECT_NE(r.out.find("0 ok, 0 regressed, 0 inconclusive, 1 missing from the current file, 1 new"), std::string::npos)
-        << column << "\n" << r.out;
+    expect_not_paired(dir, b, c, column);
   }
 }
 

@@ -76,14 +76,16 @@ log() { echo "[gpu_session +$(($(date +%s) - t0))s] $*"; }
 elapsed() { echo $(($(date +%s) - t0)); }
 
 # ---- the binaries ----
-if [[ -n "$bundle" ]]; then
-  [[ -f "$bundle" ]] || { echo "gpu_session.sh: --bundle $bundle: no such file (scripts/device_bundle.sh makes it)" >&2; exit 2; }
-  # xz, or Python's lzma where the machine has no xz.
+unpack() {  # OPTION TAR MAKER: TAR (.tar.xz) into $work, with xz or, where the machine has none, Python's lzma
+  [[ -f "$2" ]] || { echo "gpu_session.sh: $1 $2: no such file ($3 makes it)" >&2; exit 2; }
   if command -v xz >/dev/null; then
-    xz -dc "$bundle" | tar -C "$work" -xf -
+    xz -dc "$2" | tar -C "$work" -xf -
   else
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$bundle" "$work"
-  fi || { echo "gpu_session.sh: --bundle $bundle: cannot unpack" >&2; exit 2; }
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$2" "$work"
+  fi || { echo "gpu_session.sh: $1 $2: cannot unpack" >&2; exit 2; }
+}
+if [[ -n "$bundle" ]]; then
+  unpack --bundle "$bundle" scripts/device_bundle.sh
   bindir="$work/ptdp-device/bin"
   libdir="$work/ptdp-device/lib"
   manifest="$work/ptdp-device/MANIFEST"
@@ -92,12 +94,7 @@ else
 fi
 # NCCL 2.30 brought along (scripts/nccl_for_device.sh): unpacked to $work/nccl/.
 if [[ -n "$nccl_tar" ]]; then
-  [[ -f "$nccl_tar" ]] || { echo "gpu_session.sh: --nccl $nccl_tar: no such file (scripts/nccl_for_device.sh makes it)" >&2; exit 2; }
-  if command -v xz >/dev/null; then
-    xz -dc "$nccl_tar" | tar -C "$work" -xf -
-  else
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$nccl_tar" "$work"
-  fi || { echo "gpu_session.sh: --nccl $nccl_tar: cannot unpack" >&2; exit 2; }
+  unpack --nccl "$nccl_tar" scripts/nccl_for_device.sh
   [[ -f "$work/nccl/libnccl.so.2" ]] || { echo "gpu_session.sh: --nccl $nccl_tar: no nccl/libnccl.so.2 inside" >&2; exit 2; }
 fi
 bin() {  # NAME: the path of a binary under bindir (bundle: bin/; a build tree: ., core/)
