@@ -8,6 +8,7 @@
 #include "kernel/access_check.h"
 #include "runtime/arena.h"
 #include "runtime/internal.h"
+#include "runtime/protect.h"
 
 namespace vgpu {
 namespace rt {
@@ -36,6 +37,7 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
   if (!it.work) return cudaSuccess;
   // A corrupted context runs nothing more (CUDA: the sticky error is returned by all later calls).
   if (device_state(s->device).sticky.load(std::memory_order_relaxed) != 0) return cudaSuccess;
+  DeviceAccess access;  // the item works on the device's behalf (protect.h)
   cudaError_t e;
   try {
     e = it.work();
@@ -100,7 +102,8 @@ void run_claimed(StreamImpl* s) {
 }
 
 void worker_loop(StreamImpl* s) {
-  kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf
+  kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf (in its items)
+  start_without_device_access();
   std::unique_lock<std::mutex> lk(s->mu);
   for (;;) {
     s->cv_work.wait(lk, [s] { return s->queue.empty() ? s->destroyed.load() : !s->queue.front().claimed; });
@@ -502,6 +505,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
   vgpu::rt::Item it;
   it.work = [fn, userData] {
     vgpu::rt::thread_state().in_host_fn = true;
+    const vgpu::rt::HostCode host;  // the host function is host code: no access to device memory
     fn(userData);
     vgpu::rt::thread_state().in_host_fn = false;
     return cudaSuccess;
