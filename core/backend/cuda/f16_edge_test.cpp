@@ -2,7 +2,8 @@
 // range (|x| up to 65504): every intermediate that could overflow in 16 bits (a square, a sum of
 // exponentials) must be an f32 one. On the virtual GPU __half arithmetic rounds and overflows as
 // the GPU's does (vgpu/include/vgpu/half_ops.h), so a kernel that computes in f16 fails here too:
-// CudaF16Edge.ARmsNormThatSquaresInF16IsCaught keeps such a kernel as a plant.
+// CudaF16Edge.ARmsNormThatSquaresInF16IsCaught and ALayerNormWhoseVarianceSquaresInF16IsCaught keep
+// such kernels as plants.
 #include <gtest/gtest.h>
 
 #if defined(PTDP_HAVE_CUDA)
@@ -136,8 +137,8 @@ TEST(CudaF16Edge, ARmsNormThatSquaresInF16IsCaught) {
   EXPECT_NE(problem.find("row 0 element 0: 0.000000 where the f64 reference gives"), std::string::npos) << problem;
 }
 
-TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
-  if (!have_gpu()) GTEST_SKIP() << "no GPU here";
+// LayerNorm run with `launch` (the product's, or a plant) on f16 rows at the edge; "" when right.
+template <class Launch> std::string layernorm_problem(Launch launch) {
   const int64_t n = 8, c = 64;
   const std::vector<double> x = widen(to_half(edge_rows(n, c)));
   Dev<__half> dx(n * c), dg(c), db(c), dy(n * c);
@@ -145,7 +146,7 @@ TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
   dx.put(to_half(x));
   dg.put(std::vector<__half>(c, __float2half_rn(1.0f)));
   db.put(std::vector<__half>(c, __float2half_rn(0.0f)));
-  layernorm_forward(dy.p, mean.p, rstd.p, dx.p, dg.p, db.p, DType::F16, n, c, 1e-5f, nullptr);
+  launch(dy.p, mean.p, rstd.p, dx.p, dg.p, db.p, n, c, 1e-5f);
   PTDP_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> want(x.size());
   for (int64_t r = 0; r < n; ++r) {
@@ -154,7 +155,50 @@ TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
     for (int64_t i = 0; i < c; ++i) v += (x[r * c + i] - m) * (x[r * c + i] - m) / c;
     for (int64_t i = 0; i < c; ++i) want[r * c + i] = (x[r * c + i] - m) / std::sqrt(v + 1e-5);
   }
-  EXPECT_EQ(first_mismatch(widen(dy.get()), want, c, 4e-3), "");
+  return first_mismatch(widen(dy.get()), want, c, 4e-3);
+}
+
+TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU here";
+  EXPECT_EQ(layernorm_problem([](__half* y, float* mean, float* rstd, const __half* x, const __half* g,
+                                 const __half* b, int64_t n, int64_t c, float eps) {
+              layernorm_forward(y, mean, rstd, x, g, b, DType::F16, n, c, eps, nullptr);
+            }),
+            "");
+}
+
+// A second plant of the class: the variance's deviations squared in the input's type (the mean in
+// f32, as it should be). Any |x - mean| >= 256 makes a square inf, rstd 0 and the row zero.
+__global__ void layernorm_variance_in_t(__half* y, float* mean, float* rstd, const __half* x, const __half* g,
+                                        const __half* b, int64_t n, int64_t c, float eps) {
+  const int64_t row = blockIdx.x * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const __half* xr = x + row * c;
+  float s = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) s += __half2float(xr[i]);
+  const float m = warp_sum(s) / float(c);
+  float var = 0.0f;
+  for (int64_t i = lane; i < c; i += 32) {
+    const __half d = __float2half_rn(__half2float(xr[i]) - m);
+    var += __half2float(d * d);  // planted: a __half square
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(var) / float(c) + eps);
+  for (int64_t i = lane; i < c; i += 32)
+    y[row * c + i] = __float2half_rn((__half2float(xr[i]) - m) * rs * __half2float(g[i]) + __half2float(b[i]));
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+TEST(CudaF16Edge, ALayerNormWhoseVarianceSquaresInF16IsCaught) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU here";
+  const std::string problem = layernorm_problem([](__half* y, float* mean, float* rstd, const __half* x,
+                                                   const __half* g, const __half* b, int64_t n, int64_t c, float eps) {
+    PTDP_LAUNCH(unsigned((n + 7) / 8), 256, 0, nullptr, layernorm_variance_in_t)(y, mean, rstd, x, g, b, n, c, eps);
+  });
+  EXPECT_NE(problem.find("row 0 element 0: 0.000000 where the f64 reference gives"), std::string::npos) << problem;
 }
 
 TEST(CudaF16Edge, CausalSoftmaxKeepsScoresNearTheRangesEdge) {
