@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <atomic>
+#include <utility>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
@@ -42,29 +45,70 @@ struct OpenChunks {
 VGPU_IE_ constinit thread_local int t_depth = 0;  // DeviceAccess scopes open on this thread
 VGPU_IE_ constinit thread_local bool t_lent = false;
 VGPU_IE_ constinit thread_local OpenChunks t_open{};
+VGPU_IE_ constinit thread_local bool t_keep_open = false;  // a stream worker (keep_open_between_items)
+VGPU_IE_ constinit thread_local bool t_item = false;       // the outermost scope is an item's
+VGPU_IE_ constinit thread_local uint64_t t_open_gen = 0;  // g_close_gen when t_open was valid
+std::atomic<bool> g_dirty{false};        // something was opened since everything was closed
+std::atomic<uint64_t> g_close_gen{0};    // closes of everything: older t_open lists are void
+
+// This thread's list, emptied if everything was closed since it was filled.
+OpenChunks& my_open() {
+  const uint64_t gen = g_close_gen.load(std::memory_order_relaxed);
+  if (t_open_gen != gen) {
+    t_open.n = 0;
+    t_open_gen = gen;
+  }
+  return t_open;
+}
 
 Protection g_mode = Protection::Off;
 int g_key = -1;
 uintptr_t g_lo = 0, g_hi = 0;  // the protected views
 struct sigaction g_previous;
 
+// One mprotect per run of adjacent chunks.
 void close_opened() {
-  for (int i = 0; i < t_open.n; ++i) ::mprotect(reinterpret_cast<void*>(t_open.at[i]), kChunk, PROT_NONE);
+  my_open();
+  uintptr_t* a = t_open.at;
+  const int n = t_open.n;
+  for (int i = 1; i < n; ++i)  // insertion sort: a few dozen entries
+    for (int j = i; j > 0 && a[j - 1] > a[j]; --j) std::swap(a[j - 1], a[j]);
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    while (j < n && a[j] <= a[j - 1] + kChunk) ++j;
+    ::mprotect(reinterpret_cast<void*>(a[i]), a[j - 1] + kChunk - a[i], PROT_NONE);
+    i = j;
+  }
   t_open.n = 0;
+}
+
+bool is_open_here(uintptr_t chunk) {
+  for (int i = 0; i < t_open.n; ++i)
+    if (t_open.at[i] == chunk) return true;
+  return false;
 }
 
 void open_chunk_at(uintptr_t a) {
   const uintptr_t c = g_lo + ((a - g_lo) & ~(kChunk - 1));
-  if (t_open.n == kMaxOpen) close_opened();
+  OpenChunks& o = my_open();
+  if (o.n == kMaxOpen) close_opened();
+  g_dirty.store(true, std::memory_order_relaxed);
   ::mprotect(reinterpret_cast<void*>(c), kChunk, PROT_READ | PROT_WRITE);
-  t_open.at[t_open.n++] = c;
+  o.at[o.n++] = c;
+}
+
+// Closes what every thread opened, in one call (one TLB shootdown).
+void close_everything() {
+  if (!g_dirty.exchange(false)) return;
+  g_close_gen.fetch_add(1);
+  ::mprotect(reinterpret_cast<void*>(g_lo), g_hi - g_lo, PROT_NONE);
 }
 
 void set_access(bool on) {
   if (g_mode == Protection::Pkeys)
     ::pkey_set(g_key, on ? 0 : PKEY_DISABLE_ACCESS);
   else if (g_mode == Protection::Mprotect && !on)
-    close_opened();
+    t_keep_open ? close_everything() : close_opened();  // a worker's chunks are not listed per item
 }
 
 bool in_protected(uintptr_t a) { return a >= g_lo && a < g_hi; }
@@ -181,7 +225,10 @@ Protection protection() { return g_mode; }
 void protect_views(char* base, size_t view_bytes, unsigned views) {
   const Protection mode = choose();
   if (mode == Protection::Off) return;
-  const size_t bytes = view_bytes * views;
+  // View 0 is the runtime's own (its records' addresses; cudaMalloc hands out views 1 and up):
+  // it stays open, so that the runtime's copies and fills need not open anything (raw_memory.h).
+  base += view_bytes;
+  const size_t bytes = view_bytes * (views - 1);
   if (mode == Protection::Pkeys) {
 #if defined(__x86_64__)
     g_pkru_offset = pkru_offset();
@@ -197,14 +244,44 @@ void protect_views(char* base, size_t view_bytes, unsigned views) {
   set_access(t_depth > 0);  // pkey_alloc closed the calling thread's access
 }
 
-DeviceAccess::DeviceAccess() {
-  if (t_depth++ == 0 && g_mode == Protection::Pkeys) set_access(true);
+DeviceAccess::DeviceAccess(bool keep_open) {
+  if (t_depth++ == 0) {
+    t_item = keep_open;
+    if (g_mode == Protection::Pkeys) set_access(true);
+  }
 }
 DeviceAccess::~DeviceAccess() {
   if (--t_depth == 0) {
-    set_access(false);
+    if (g_mode != Protection::Mprotect || !(t_keep_open || t_item)) set_access(false);
     t_lent = false;
   }
+}
+
+void open_ahead(const void* p, size_t bytes) {
+  if (g_mode != Protection::Mprotect || t_depth == 0 || bytes == 0) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (!in_protected(a)) return;
+  const size_t kAhead = size_t{16} << 20;  // the rest, if any, opens on first touch
+  const uintptr_t first = g_lo + ((a - g_lo) & ~(kChunk - 1));
+  uintptr_t end = a + std::min(bytes, kAhead);
+  if (end > g_hi) end = g_hi;
+  OpenChunks& o = my_open();
+  for (uintptr_t c = first; c < end;) {
+    while (c < end && is_open_here(c)) c += kChunk;
+    uintptr_t run = c;
+    while (run < end && !is_open_here(run) && o.n < kMaxOpen) o.at[o.n++] = run, run += kChunk;
+    if (run > c) {
+      g_dirty.store(true, std::memory_order_relaxed);
+      ::mprotect(reinterpret_cast<void*>(c), run - c, PROT_READ | PROT_WRITE);
+    }
+    if (o.n == kMaxOpen) return;
+    c = run;
+  }
+}
+
+void keep_open_between_items() { t_keep_open = true; }
+void host_synchronized() {
+  if (g_mode == Protection::Mprotect && t_depth == 0 && !t_keep_open) close_everything();
 }
 
 HostCode::HostCode() : saved_(t_depth) {

@@ -30,10 +30,14 @@ Protection protection();
 int protection_for_mapping();
 void protect_views(char* base, size_t view_bytes, unsigned views);
 
-// While one exists on a thread, that thread may touch device memory (nests).
+// While one exists on a thread, that thread may touch device memory (nests). An item's
+// (keep_open): with mprotect, what the item opened stays open until a host thread synchronises
+// (host_synchronized), on the stream's worker or on the submitting thread alike, as the host
+// reading a kernel's memory before synchronising with it is a race anyway; other scopes close
+// what they opened when they end.
 class DeviceAccess {
  public:
-  DeviceAccess();
+  explicit DeviceAccess(bool keep_open = false);
   ~DeviceAccess();
   DeviceAccess(const DeviceAccess&) = delete;
   DeviceAccess& operator=(const DeviceAccess&) = delete;
@@ -53,6 +57,16 @@ class HostCode {
 bool device_access_allowed();  // on this thread
 // A thread the vgpu starts (a stream's worker) begins without access, whatever its creator had.
 void start_without_device_access();
+// mprotect: opens the chunks of [p, p + bytes) for this thread (inside a DeviceAccess) with one
+// call, instead of a fault per chunk (an item's operands).
+void open_ahead(const void* p, size_t bytes);
+// mprotect: items keep what they open (each close is a TLB shootdown across CPUs); everything
+// opened is closed, in one call, when a host thread has waited for device work
+// (host_synchronized: a synchronisation, a blocking copy, a successful query), the moment from
+// which host code may wrongly take device memory for its own. A stream worker is marked once
+// (keep_open_between_items): no synchronisation of its own closes anything.
+void keep_open_between_items();
+void host_synchronized();
 
 // After a host access was reported while violations are captured: the access goes on, as on a
 // machine where it would have read garbage (this thread, until its next DeviceAccess ends or the

@@ -37,7 +37,8 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
   if (!it.work) return cudaSuccess;
   // A corrupted context runs nothing more (CUDA: the sticky error is returned by all later calls).
   if (device_state(s->device).sticky.load(std::memory_order_relaxed) != 0) return cudaSuccess;
-  DeviceAccess access;  // the item works on the device's behalf (protect.h)
+  DeviceAccess access(/*keep_open=*/true);  // the item works on the device's behalf (protect.h)
+  for (const Range& r : it.ranges) open_ahead(r.ptr, r.bytes);
   cudaError_t e;
   try {
     e = it.work();
@@ -104,6 +105,7 @@ void run_claimed(StreamImpl* s) {
 void worker_loop(StreamImpl* s) {
   kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf (in its items)
   start_without_device_access();
+  keep_open_between_items();
   std::unique_lock<std::mutex> lk(s->mu);
   for (;;) {
     s->cv_work.wait(lk, [s] { return s->queue.empty() ? s->destroyed.load() : !s->queue.front().claimed; });
@@ -308,8 +310,11 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
 }
 
 void wait_for(StreamImpl* s, uint64_t seq) {
-  std::unique_lock<std::mutex> lk(s->mu);
-  s->cv_done.wait(lk, [s, seq] { return s->completed >= seq; });
+  {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv_done.wait(lk, [s, seq] { return s->completed >= seq; });
+  }
+  host_synchronized();  // a host thread may now read what it waited for: device memory closed (protect.h)
 }
 
 void wait_and_observe(StreamImpl* s, uint64_t seq, const VClock& clock) {
@@ -487,6 +492,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     std::lock_guard<std::mutex> race(vgpu::rt::race_mutex());
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->completed < s->enqueued) return ret(cudaErrorNotReady);
+    vgpu::rt::host_synchronized();
     if (vgpu::rt::racecheck_enabled()) vgpu::rt::host_clock().join(s->clock);
     e = s->error;
     s->error = cudaSuccess;
