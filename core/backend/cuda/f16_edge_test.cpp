@@ -22,7 +22,8 @@
 namespace ptdp::cuda {
 namespace {
 
-template <class T> struct Dev {  // a device buffer of n T's
+template <class T>
+struct Dev {  // a device buffer of n T's
   T* p = nullptr;
   size_t n = 0;
   explicit Dev(size_t count) : n(count) { PTDP_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T))); }
@@ -88,7 +89,8 @@ bool have_gpu() {
 }
 
 // RMSNorm run with `launch` (the product's, or a plant) on f16 rows at the edge; "" when right.
-template <class Launch> std::string rmsnorm_problem(Launch launch) {
+template <class Launch>
+std::string rmsnorm_problem(Launch launch) {
   const int64_t n = 8, c = 64;
   const std::vector<double> x = edge_rows(n, c);
   Dev<__half> dx(n * c), dg(c), dy(n * c);
@@ -102,10 +104,10 @@ template <class Launch> std::string rmsnorm_problem(Launch launch) {
 
 TEST(CudaF16Edge, RmsNormKeepsRowsNearTheRangesEdge) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU here";
-  const std::string problem = rmsnorm_problem([](__half* y, float* rstd, const __half* x, const __half* g, int64_t n,
-                                                 int64_t c, float eps) {
-    rmsnorm_forward(y, rstd, x, g, DType::F16, n, c, eps, nullptr);
-  });
+  const std::string problem =
+      rmsnorm_problem([](__half* y, float* rstd, const __half* x, const __half* g, int64_t n, int64_t c, float eps) {
+        rmsnorm_forward(y, rstd, x, g, DType::F16, n, c, eps, nullptr);
+      });
   EXPECT_EQ(problem, "");
 }
 
@@ -129,16 +131,17 @@ __global__ void rmsnorm_squares_in_t(__half* y, float* rstd, const __half* x, co
 
 TEST(CudaF16Edge, ARmsNormThatSquaresInF16IsCaught) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU here";
-  const std::string problem = rmsnorm_problem([](__half* y, float* rstd, const __half* x, const __half* g, int64_t n,
-                                                 int64_t c, float eps) {
-    PTDP_LAUNCH(unsigned((n + 7) / 8), 256, 0, nullptr, rmsnorm_squares_in_t)(y, rstd, x, g, n, c, eps);
-  });
+  const std::string problem =
+      rmsnorm_problem([](__half* y, float* rstd, const __half* x, const __half* g, int64_t n, int64_t c, float eps) {
+        PTDP_LAUNCH(unsigned((n + 7) / 8), 256, 0, nullptr, rmsnorm_squares_in_t)(y, rstd, x, g, n, c, eps);
+      });
   // Row 0 (|x| from 150 to 300): the squares overflow f16 and the row is zeroed.
   EXPECT_NE(problem.find("row 0 element 0: 0.000000 where the f64 reference gives"), std::string::npos) << problem;
 }
 
 // LayerNorm run with `launch` (the product's, or a plant) on f16 rows at the edge; "" when right.
-template <class Launch> std::string layernorm_problem(Launch launch) {
+template <class Launch>
+std::string layernorm_problem(Launch launch) {
   const int64_t n = 8, c = 64;
   const std::vector<double> x = widen(to_half(edge_rows(n, c)));
   Dev<__half> dx(n * c), dg(c), db(c), dy(n * c);
@@ -160,8 +163,8 @@ template <class Launch> std::string layernorm_problem(Launch launch) {
 
 TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU here";
-  EXPECT_EQ(layernorm_problem([](__half* y, float* mean, float* rstd, const __half* x, const __half* g,
-                                 const __half* b, int64_t n, int64_t c, float eps) {
+  EXPECT_EQ(layernorm_problem([](__half* y, float* mean, float* rstd, const __half* x, const __half* g, const __half* b,
+                                 int64_t n, int64_t c, float eps) {
               layernorm_forward(y, mean, rstd, x, g, b, DType::F16, n, c, eps, nullptr);
             }),
             "");

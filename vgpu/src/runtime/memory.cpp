@@ -302,6 +302,7 @@ void sub_work(void* block, size_t capacity, cudaStream_t stream, std::shared_ptr
       };
       it.site = std::move(site);
       it.self_contained = true;
+      it.through_view0 = true;
       it.ranges.push_back(Range{block, capacity, Access::Write});
       submit(s, std::move(it));
       return;

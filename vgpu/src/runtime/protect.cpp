@@ -7,17 +7,17 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <atomic>
-#include <utility>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -47,9 +47,10 @@ VGPU_IE_ constinit thread_local bool t_lent = false;
 VGPU_IE_ constinit thread_local OpenChunks t_open{};
 VGPU_IE_ constinit thread_local bool t_keep_open = false;  // a stream worker (keep_open_between_items)
 VGPU_IE_ constinit thread_local bool t_item = false;       // the outermost scope is an item's
-VGPU_IE_ constinit thread_local uint64_t t_open_gen = 0;  // g_close_gen when t_open was valid
-std::atomic<bool> g_dirty{false};        // something was opened since everything was closed
-std::atomic<uint64_t> g_close_gen{0};    // closes of everything: older t_open lists are void
+VGPU_IE_ constinit thread_local int t_mark = 0;            // t_open.n when the outermost scope began
+VGPU_IE_ constinit thread_local uint64_t t_open_gen = 0;   // g_close_gen when t_open was valid
+std::atomic<bool> g_dirty{false};                          // something was opened since everything was closed
+std::atomic<uint64_t> g_close_gen{0};                      // closes of everything: older t_open lists are void
 
 // This thread's list, emptied if everything was closed since it was filled.
 OpenChunks& my_open() {
@@ -66,11 +67,12 @@ int g_key = -1;
 uintptr_t g_lo = 0, g_hi = 0;  // the protected views
 struct sigaction g_previous;
 
-// One mprotect per run of adjacent chunks.
-void close_opened() {
+// One mprotect per run of adjacent chunks, of those opened from the list's entry `from` on.
+void close_opened(int from = 0) {
   my_open();
-  uintptr_t* a = t_open.at;
-  const int n = t_open.n;
+  if (from > t_open.n) from = t_open.n;
+  uintptr_t* a = t_open.at + from;
+  const int n = t_open.n - from;
   for (int i = 1; i < n; ++i)  // insertion sort: a few dozen entries
     for (int j = i; j > 0 && a[j - 1] > a[j]; --j) std::swap(a[j - 1], a[j]);
   for (int i = 0; i < n;) {
@@ -79,7 +81,7 @@ void close_opened() {
     ::mprotect(reinterpret_cast<void*>(a[i]), a[j - 1] + kChunk - a[i], PROT_NONE);
     i = j;
   }
-  t_open.n = 0;
+  t_open.n = from;
 }
 
 bool is_open_here(uintptr_t chunk) {
@@ -105,8 +107,7 @@ void close_everything() {
 }
 
 void set_access(bool on) {
-  if (g_mode == Protection::Pkeys)
-    ::pkey_set(g_key, on ? 0 : PKEY_DISABLE_ACCESS);
+  if (g_mode == Protection::Pkeys) ::pkey_set(g_key, on ? 0 : PKEY_DISABLE_ACCESS);
   else if (g_mode == Protection::Mprotect && !on)
     t_keep_open ? close_everything() : close_opened();  // a worker's chunks are not listed per item
 }
@@ -247,12 +248,16 @@ void protect_views(char* base, size_t view_bytes, unsigned views) {
 DeviceAccess::DeviceAccess(bool keep_open) {
   if (t_depth++ == 0) {
     t_item = keep_open;
+    t_mark = my_open().n;
     if (g_mode == Protection::Pkeys) set_access(true);
   }
 }
 DeviceAccess::~DeviceAccess() {
   if (--t_depth == 0) {
-    if (g_mode != Protection::Mprotect || !(t_keep_open || t_item)) set_access(false);
+    if (g_mode != Protection::Mprotect)
+      set_access(false);
+    else if (!(t_keep_open || t_item) && my_open().n > t_mark)
+      close_opened(t_mark);  // what this scope opened; the items' chunks before it wait for a synchronisation
     t_lent = false;
   }
 }

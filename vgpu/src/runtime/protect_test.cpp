@@ -94,7 +94,9 @@ TEST(DeviceMemoryProtection, AStreamsHostFunctionIsHostCode) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   vgpu::CaptureViolations cap;
-  ASSERT_EQ(cudaLaunchHostFunc(s, [](void* p) { host_reads(static_cast<int*>(p)); }, d.x), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(
+                s, [](void* p) { host_reads(static_cast<int*>(p)); }, d.x),
+            cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_TRUE(any_contains(cap.messages(), "host access to device memory: the host reads")) << joined(cap.messages());
   cudaStreamDestroy(s);

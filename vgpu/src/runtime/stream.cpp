@@ -38,7 +38,8 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
   // A corrupted context runs nothing more (CUDA: the sticky error is returned by all later calls).
   if (device_state(s->device).sticky.load(std::memory_order_relaxed) != 0) return cudaSuccess;
   DeviceAccess access(/*keep_open=*/true);  // the item works on the device's behalf (protect.h)
-  for (const Range& r : it.ranges) open_ahead(r.ptr, r.bytes);
+  if (!it.through_view0)  // copies and memsets go through view 0 (kernel/raw_memory.h): nothing to open
+    for (const Range& r : it.ranges) open_ahead(r.ptr, r.bytes);
   cudaError_t e;
   try {
     e = it.work();
