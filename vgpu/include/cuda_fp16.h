@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <vgpu/device.h>
+#include <vgpu/half_ops.h>
 
 namespace vgpu::detail {
 
@@ -74,6 +75,10 @@ struct __half {
   __host__ __device__ __half(I i) : __half(static_cast<float>(i)) {}
   __host__ __device__ operator float() const { return vgpu::detail::half_bits_to_float(__x); }
   __host__ __device__ operator __half_raw() const { return __half_raw{__x}; }
+  // CUDA's implicit conversions to the integer types (round toward zero, NaN to 0, saturating:
+  // __half2int_rz and its kin) and to bool (nonzero, NaN included).
+  VGPU_16BIT_INTEGER_CONVERSIONS(vgpu::detail::half_bits_to_float(__x))
+  __host__ __device__ operator bool() const { return (__x & 0x7fffu) != 0; }
 
  protected:
   unsigned short __x;
@@ -90,3 +95,31 @@ __host__ __device__ inline int __hisinf(__half h) {  // -1 for -inf, 1 for +inf,
   const unsigned short b = __half_as_ushort(h);
   return (b & 0x7fffu) != 0x7c00u ? 0 : ((b & 0x8000u) ? -1 : 1);
 }
+
+// CUDA's arithmetic, comparison and 2-vector operators of __half (cuda_fp16.hpp), each rounded to
+// the nearest half (ties to even) and overflowing to infinity as the GPU's f16 instructions do,
+// so that `a * b` of two halves is a half product here as under nvcc (vgpu/half_ops.h).
+VGPU_16BIT_ARITHMETIC(__half)
+
+struct __half2_raw {
+  unsigned short x, y;
+};
+struct __half2 {
+  __half x, y;
+  __half2() = default;
+  __host__ __device__ __half2(const __half& a, const __half& b) : x(a), y(b) {}
+  __host__ __device__ __half2(const __half2_raw& r) : x(__half_raw{r.x}), y(__half_raw{r.y}) {}
+  __host__ __device__ operator __half2_raw() const { return __half2_raw{__half_as_ushort(x), __half_as_ushort(y)}; }
+};
+static_assert(sizeof(__half2) == 4 && std::is_trivially_copyable_v<__half2>);
+VGPU_16BIT_PAIR(__half2, __half)
+__host__ __device__ inline __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
+__host__ __device__ inline __half __low2half(__half2 h) { return h.x; }
+__host__ __device__ inline __half __high2half(__half2 h) { return h.y; }
+__host__ __device__ inline __half2 __lowhigh2highlow(__half2 h) { return __half2(h.y, h.x); }
+__host__ __device__ inline float __low2float(__half2 h) { return float(h.x); }
+__host__ __device__ inline float __high2float(__half2 h) { return float(h.y); }
+__host__ __device__ inline __half2 __floats2half2_rn(float a, float b) { return __half2(__half(a), __half(b)); }
+__host__ __device__ inline __half2 __float2half2_rn(float a) { return __half2(__half(a), __half(a)); }
+__host__ __device__ inline float2 __half22float2(__half2 h) { return make_float2(float(h.x), float(h.y)); }
+__host__ __device__ inline __half2 __float22half2_rn(float2 f) { return __floats2half2_rn(f.x, f.y); }

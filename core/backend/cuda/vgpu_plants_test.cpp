@@ -12,10 +12,13 @@
 #include <tuple>
 #include <vector>
 
+#include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/kernels.h"
+#include "core/comm/device_comm.h"
+#include "core/comm/local/local_comm.h"
 #include "core/tensor/tensor.h"
 
 namespace ptdp::cuda {
@@ -188,6 +191,67 @@ TEST(CudaVgpuPlants, ADeviceBufferWrappedAsAHostTensorIsReportedWhenTheHostReads
         << all;
   }
   PTDP_CUDA_CHECK(cudaFree(dev));
+}
+
+// The host communicator handed a device tensor without the staging copy that DeviceComm makes
+// (core/comm/device_comm.cpp's there()): the in-process communicator sums the ranks' buffers with
+// host loops, which on the virtual GPU would read device memory as host memory and train
+// correctly; on a GPU they fault. Device memory is closed to host code (vgpu/README.md, "Host
+// access"), so the communicator's first load is reported, in its own frame.
+TEST(CudaVgpuPlants, AHostCommunicatorGivenADeviceTensorIsReported) {
+  std::string reason;
+  if (device_count(&reason) < 2) GTEST_SKIP() << "needs 2 GPUs: " << reason;
+  auto run = [](bool staged) {
+    std::vector<float> sums(2);
+    run_local_ranks(2, [&](int r, Communicator& host) {
+      auto be = make_cuda_backend(r);
+      Tensor x = be->empty({256}, DType::F32);
+      be->fill(x, r + 1.0);
+      if (staged) {
+        make_device_comm(host, *be, Device::CPU)->all_reduce(x, ReduceOp::Sum);
+      } else {
+        be->synchronize();
+        host.all_reduce(x, ReduceOp::Sum);  // planted: the device tensor itself, no staging copy
+      }
+      Tensor h = to_host(*be, x);
+      sums[r] = h.data<float>()[255];
+    });
+    return sums;
+  };
+  {
+    vgpu::CaptureViolations capture;
+    run(false);
+    const std::string all = joined_messages(capture.messages());
+    EXPECT_NE(all.find("host access to device memory: the host reads device memory at 0x"), std::string::npos) << all;
+    EXPECT_NE(all.find("of allocation #"), std::string::npos) << all;
+    EXPECT_NE(all.find("local_comm.cpp"), std::string::npos) << all;  // the communicator's host loop
+  }
+  vgpu::CaptureViolations capture;
+  EXPECT_EQ(run(true), (std::vector<float>{3.0f, 3.0f}));
+  EXPECT_TRUE(capture.messages().empty()) << joined_messages(capture.messages());
+}
+
+// A test helper that sums a CUDA tensor's values through data<float>() instead of copying them to
+// the host first (to_host): the test is not instrumented, the protection sees the load.
+float sum_without_copy(const Tensor& t) {
+  float s = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) s += t.data<float>()[i];  // planted: t lives on the device
+  return s;
+}
+
+TEST(CudaVgpuPlants, ATestHelperReadingACudaTensorWithoutACopyIsReported) {
+  std::string reason;
+  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  auto be = make_cuda_backend(0);
+  Tensor x = be->empty({8}, DType::F32);
+  be->fill(x, 2.0);
+  be->synchronize();
+  vgpu::CaptureViolations capture;
+  EXPECT_EQ(sum_without_copy(x), 16.0f);  // captured: it read on
+  const std::string all = joined_messages(capture.messages());
+  EXPECT_NE(all.find("host access to device memory: the host reads device memory at 0x"), std::string::npos) << all;
+  EXPECT_NE(all.find(", byte offset 0 of allocation #"), std::string::npos) << all;
+  EXPECT_NE(all.find("sum_without_copy"), std::string::npos) << all;
 }
 
 // Every __shared__ array of ptdp's kernels has a red zone after it (vgpu/include/vgpu/device.h),

@@ -21,6 +21,22 @@ namespace vgpu {
 // as the real library would (an error code, a sticky error, a stopped kernel).
 void report_violation(const std::string& kind, const std::string& message);
 
+// Host code cannot read or write device memory (src/runtime/protect.h): an access faults and is
+// reported as `host access to device memory`. A test helper that touches device memory on purpose
+// (to set up or inspect a planted state) holds one of these on its thread meanwhile.
+class HostTouchesDeviceMemory {
+ public:
+  HostTouchesDeviceMemory();
+  ~HostTouchesDeviceMemory();
+  HostTouchesDeviceMemory(const HostTouchesDeviceMemory&) = delete;
+  HostTouchesDeviceMemory& operator=(const HostTouchesDeviceMemory&) = delete;
+
+ private:
+  void* access_;
+};
+// The protection in use: "pkeys", "mprotect" or "off" (VGPU_PROTECT; "off" before the first cudaMalloc).
+const char* device_memory_protection();
+
 class CaptureViolations {  // while one exists (process-wide), violations are collected, not fatal
  public:
   CaptureViolations();

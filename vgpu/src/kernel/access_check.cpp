@@ -1,5 +1,6 @@
 // The access checks of a kernel's loads and stores (access_check.h).
 #include "kernel/access_check.h"
+#include "runtime/protect.h"
 
 #include <cuda_runtime.h>
 #include <vgpu/launch.h>
@@ -75,6 +76,7 @@ void host_access(const void* p, size_t bytes, unsigned flags, const void* pc, co
                        "\n  at " + describe_code_address(pc) +
                        "\nDevice memory is not accessible from the host: copy it with cudaMemcpy (CUDA C++ "
                        "Programming Guide, Device Memory); on a GPU this dereference faults or reads garbage.");
+  rt::lend_device_access(p, bytes);  // captured: the access goes on (protect.h)
   busy = false;
 }
 

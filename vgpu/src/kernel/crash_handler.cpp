@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "kernel/stack_pool.h"
+#include "runtime/protect.h"
 
 namespace vgpu::kernel {
 namespace {
@@ -53,8 +54,12 @@ struct Buffer {  // async-signal-safe formatting
   }
 };
 
-void on_fault(int sig, siginfo_t* info, void*) {
+void on_fault(int sig, siginfo_t* info, void* ctx) {
   const int saved_errno = errno;
+  if (rt::on_device_memory_fault(sig, info, ctx)) {  // device memory's protection (runtime/protect.h)
+    errno = saved_errno;
+    return;
+  }
   const int slot = sig == SIGSEGV ? 0 : 1;
   if (const detail::KernelSpec* spec = t_spec) {
     Buffer b;
@@ -104,7 +109,7 @@ struct AltStack {
   AltStack() {
     stack_t current;
     if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;
-    const size_t bytes = 64 * 1024;
+    const size_t bytes = 256 * 1024;  // a report of a host access may run here
     memory = std::malloc(bytes);
     if (!memory) return;
     stack_t st;

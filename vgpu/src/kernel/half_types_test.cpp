@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "kernel/executor.h"
@@ -126,7 +127,7 @@ TEST(HalfTypes, StorageAndImplicitConversions) {
   static_assert(sizeof(__half) == 2 && sizeof(__nv_bfloat16) == 2);
   __half h = 0.5f;
   __nv_bfloat16 b = 3;  // integers too, as CUDA's constructors
-  const float sum = h + b;  // through float
+  const float sum = float(h) + float(b);  // h + b is ambiguous, as under nvcc
   EXPECT_EQ(sum, 3.5f);
   const __half z{};  // value-initialised: zero
   EXPECT_EQ(hbits(z), 0);
@@ -150,6 +151,99 @@ TEST(HalfTypes, ConversionsRunInKernels) {
     EXPECT_EQ(hbits(h[i]), hbits(__float2half_rn(x[i])));
     EXPECT_EQ(bbits(b[i]), bbits(__float2bfloat16_rn(__half2float(__float2half_rn(x[i])) * 2.0f)));
   }
+}
+
+// The value x rounded once to binary16 (nearest, ties to even; infinity from 65520 up): the
+// reference for operations whose exact result a double holds (+, -, * of two halves) or whose
+// double result rounds innocuously (/).
+double round_to_half(double x) {
+  if (std::isnan(x)) return x;
+  if (std::fabs(x) >= 65520.0) return std::copysign(INFINITY, x);
+  if (x == 0) return x;
+  const int e = std::max(std::ilogb(x), -14);
+  const double ulp = std::ldexp(1.0, e - 10);
+  return std::nearbyint(x / ulp) * ulp;
+}
+
+TEST(HalfTypes, HalfArithmeticRoundsOnceToHalfAndOverflowsToInfinity) {
+  const __half big = 256.0f;
+  EXPECT_EQ(hbits(big * big), 0x7c00);                          // 65536: past 65504, inf as on a GPU
+  EXPECT_EQ(float(__half(255.0f) * __half(255.0f)), 65024.0f);  // 65025 rounded to a half
+  EXPECT_EQ(hbits(__half(65504.0f) + __half(16.0f)), 0x7c00);   // 65520: the tie rounds to inf
+  EXPECT_EQ(float(__half(65504.0f) + __half(8.0f)), 65504.0f);
+  EXPECT_EQ(hbits(-big * big), 0xfc00);
+  EXPECT_EQ(float(__half(1.0f) + __half(std::ldexp(1.0f, -11))), 1.0f);  // the tie goes to even
+  EXPECT_EQ(hbits(__half(1.0f) / __half(3.0f)), 0x3555);
+  EXPECT_EQ(float(__half(std::ldexp(1.0f, -14)) * __half(0.5f)), std::ldexp(1.0f, -15));  // a subnormal
+  __half h = 2047.0f;
+  ++h;
+  EXPECT_EQ(float(h), 2048.0f);
+  h++;
+  EXPECT_EQ(float(h), 2048.0f);  // 2049 is not a half: back to even
+  h -= __half(1.0f);
+  EXPECT_EQ(float(h), 2047.0f);
+  EXPECT_EQ(float(-h), -2047.0f);
+  // Exactly rounded, sampled over all bit patterns.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> pattern(0, 0xffff);
+  for (int k = 0; k < 200000; ++k) {
+    const __half a = __ushort_as_half(uint16_t(pattern(rng))), b = __ushort_as_half(uint16_t(pattern(rng)));
+    const double x = float(a), y = float(b);
+    if (std::isnan(x) || std::isnan(y)) continue;
+    const std::pair<__half, double> cases[] = {{a + b, x + y}, {a - b, x - y}, {a * b, x * y}, {a / b, x / y}};
+    for (const auto& [got, exact] : cases) {
+      const double want = round_to_half(exact);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(__hisnan(got));
+      } else {
+        ASSERT_EQ(double(float(got)), want) << x << " and " << y;
+      }
+    }
+  }
+}
+
+TEST(HalfTypes, ComparisonsAndIntegerConversionsFollowCuda) {
+  const __half nan = __ushort_as_half(0x7e00), one = 1.0f, two = 2.0f;
+  EXPECT_FALSE(nan == nan);
+  EXPECT_TRUE(nan != nan);  // unordered not-equal, as __hneu
+  EXPECT_FALSE(nan < one);
+  EXPECT_FALSE(__hne(nan, one));  // ordered
+  EXPECT_TRUE(one < two && two >= one && one <= one && two > one);
+  EXPECT_EQ(int(__half(-2.75f)), -2);  // toward zero
+  EXPECT_EQ(int(nan), 0);
+  EXPECT_EQ(static_cast<unsigned>(__half(-3.0f)), 0u);  // saturating
+  EXPECT_EQ(static_cast<short>(__half(65504.0f)), 32767);
+  EXPECT_TRUE(bool(nan));
+  EXPECT_FALSE(bool(__half(-0.0f)));
+  EXPECT_EQ(static_cast<long long>(__nv_bfloat16(-1e20f)), std::numeric_limits<long long>::min());
+}
+
+TEST(HalfTypes, Bfloat16ArithmeticRoundsOnceAndOverflowsToInfinity) {
+  const __nv_bfloat16 big = 3e38f;
+  EXPECT_EQ(bbits(big * __nv_bfloat16(2.0f)), 0x7f80);
+  EXPECT_EQ(float(__nv_bfloat16(1.0f) + __nv_bfloat16(std::ldexp(1.0f, -8))), 1.0f);  // tie to even
+  EXPECT_EQ(float(__nv_bfloat16(1.0f) + __nv_bfloat16(std::ldexp(1.0f, -7))), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(float(__nv_bfloat16(255.0f) * __nv_bfloat16(255.0f)), 65024.0f);  // 65025: 8 bits
+  __nv_bfloat16 s = 256.0f;
+  s += __nv_bfloat16(1.0f);  // 257 is not a bfloat16
+  EXPECT_EQ(float(s), 256.0f);
+  EXPECT_TRUE(__nv_bfloat16(1.0f) < __nv_bfloat16(2.0f));
+}
+
+TEST(HalfTypes, PairsComputeLaneByLane) {
+  const __half2 a(__half(256.0f), __half(3.0f)), b(__half(256.0f), __half(0.5f));
+  const __half2 p = a * b;
+  EXPECT_EQ(hbits(p.x), 0x7c00);
+  EXPECT_EQ(float(p.y), 1.5f);
+  EXPECT_EQ(float(__low2half(a + b)), 512.0f);
+  EXPECT_EQ(float(__high2float(a - b)), 2.5f);
+  EXPECT_TRUE(a == a);
+  EXPECT_FALSE(a < b);  // true only when both lanes are
+  const __nv_bfloat162 c = __floats2bfloat162_rn(1.0f, 3e38f);
+  const __nv_bfloat162 d = c * __float2bfloat162_rn(2.0f);
+  EXPECT_EQ(float(d.x), 2.0f);
+  EXPECT_EQ(bbits(d.y), 0x7f80);
+  EXPECT_EQ(__half22float2(__floats2half2_rn(0.5f, 65504.0f)).y, 65504.0f);
 }
 
 }  // namespace

@@ -67,9 +67,20 @@ inline bool touches_arenas(const void* a, const void* b) {
 }  // namespace
 
 namespace vgpu::kernel {
-void* raw_memcpy(void* d, const void* s, size_t n) { return libc(g_memcpy, "memcpy", loop_copy)(d, s, n); }
-void* raw_memmove(void* d, const void* s, size_t n) { return libc(g_memmove, "memmove", loop_copy)(d, s, n); }
-void* raw_memset(void* d, int c, size_t n) { return libc(g_memset, "memset", loop_set)(d, c, n); }
+// Through view 0 (runtime/arena.h), which device memory's protection leaves open to the runtime
+// (runtime/protect.h): no fault, nothing to open and close. The pointer returned is the caller's.
+void* raw_memcpy(void* d, const void* s, size_t n) {
+  libc(g_memcpy, "memcpy", loop_copy)(rt::untag(d), rt::untag(s), n);
+  return d;
+}
+void* raw_memmove(void* d, const void* s, size_t n) {
+  libc(g_memmove, "memmove", loop_copy)(rt::untag(d), rt::untag(s), n);
+  return d;
+}
+void* raw_memset(void* d, int c, size_t n) {
+  libc(g_memset, "memset", loop_set)(rt::untag(d), c, n);
+  return d;
+}
 }  // namespace vgpu::kernel
 
 extern "C" {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kernel/raw_memory.h"
+#include "runtime/arena.h"
 #include "nccl/comm.h"
 #include "nccl/reduce.h"
 
@@ -37,7 +38,7 @@ class DeviceExecutor final : public Executor {
       case Kind::Reduce: {
         for (int r = 0; r < n; ++r) {
           check_initialized(p[r]->send, bytes, rank_operand(api, "sendbuff", r));
-          in[size_t(r)] = p[r]->send;
+          in[size_t(r)] = vgpu::rt::untag(p[r]->send);  // view 0: open to the runtime (runtime/protect.h)
         }
         char* out = scratch(bytes).data();
         reduce(a.dtype, a.redop, in.data(), n, out, a.count);
@@ -77,7 +78,7 @@ class DeviceExecutor final : public Executor {
         for (int r = 0; r < n; ++r) check_initialized(p[r]->send, size_t(n) * bytes, rank_operand(api, "sendbuff", r));
         char* out = scratch(bytes).data();
         for (int r = 0; r < n; ++r) {
-          for (int q = 0; q < n; ++q) in[size_t(q)] = static_cast<const char*>(p[q]->send) + size_t(r) * bytes;
+          for (int q = 0; q < n; ++q) in[size_t(q)] = vgpu::rt::untag(static_cast<const char*>(p[q]->send) + size_t(r) * bytes);
           reduce(a.dtype, a.redop, in.data(), n, out, a.count);
           vgpu::kernel::raw_memcpy(p[r]->recv, out, bytes);
           mark_initialized(p[r]->recv, bytes);

@@ -1,5 +1,6 @@
 // Device and pinned memory's address ranges (arena.h).
 #include "runtime/arena.h"
+#include "runtime/protect.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -99,6 +100,7 @@ char* arena_allocate(size_t bytes, ArenaKind kind) {
       g_arena.hi = g_arena.mid + kReserve;
       g_arena.view = views ? kReserve : 0;
       g_arena.tags = views ? tags : 1;
+      if (views) protect_views(base, kReserve, tags);
     }
   }
   if (!a.reserved) return nullptr;

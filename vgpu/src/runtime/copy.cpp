@@ -116,6 +116,7 @@ Item copy_item(const char* api, void* dst, const void* src, size_t count, const 
   };
   it.site = std::move(site);
   it.self_contained = true;
+  it.through_view0 = true;
   if (p.src.kind == MemKind::Device || p.src.kind == MemKind::Pinned) it.ranges.push_back({src, count, Access::Read});
   if (p.dst.kind == MemKind::Device || p.dst.kind == MemKind::Pinned) it.ranges.push_back({dst, count, Access::Write});
   return it;
@@ -200,6 +201,7 @@ cudaError_t do_memset(const std::shared_ptr<const Site>& site, void* p, int valu
   };
   it.site = sync_api && c.kind != MemKind::Pinned ? annotate(site, " (asynchronous to the host)") : site;
   it.self_contained = true;
+  it.through_view0 = true;
   it.ranges.push_back({p, count, Access::Write});
   // "The synchronous memset functions are asynchronous with respect to the host except when the
   // target is pinned host memory ..., in which case they are fully synchronous. The Async versions

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "runtime/internal.h"
+#include "runtime/protect.h"
 
 namespace vgpu {
 namespace rt {
@@ -122,6 +123,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   const auto st = vgpu::rt::state_of(ev);
   if (!st.stream) return cudaSuccess;
   if (!vgpu::rt::completed(st.stream, st.seq)) return ret(cudaErrorNotReady);
+  vgpu::rt::host_synchronized();
   if (vgpu::rt::racecheck_enabled()) vgpu::rt::host_clock().join(ev->clock);
   return cudaSuccess;
 }

@@ -60,6 +60,7 @@ struct Item {
   std::vector<Range> ranges;  // guard zones checked after the work ran
   std::shared_ptr<RaceStamp> stamp;  // filled by the race checker at submission (enqueue_stamped)
   bool self_contained = false;  // waits on no other agent: may run on the submitting thread
+  bool through_view0 = false;   // touches device memory only through view 0 (a copy, a memset): opens nothing
   bool claimed = false;         // running on the submitting thread: the worker leaves it alone
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernel/raw_memory.h"
+#include "runtime/protect.h"
 #include "runtime/arena.h"
 #include "runtime/registry.h"
 
@@ -72,6 +73,7 @@ size_t first_not(const char* p, size_t n, unsigned char c) {
 // Guard zones are [raw, base) and [base + dev_bytes, raw + raw_bytes) (dev_bytes: the size, or
 // the current sub-allocation's size in stream order). Reports and repairs damage.
 void verify_guards(AllocRecord& a, const std::string& after_what) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   const size_t pre = static_cast<size_t>(a.base - a.raw);
   const size_t pre_bad = first_not(a.raw, pre, kGuardByte);
   char* post = a.base + a.dev_bytes;
@@ -148,6 +150,7 @@ unsigned pick_tag(const AllocRecord& a, unsigned avoid) {
 }
 
 AllocRecord* allocate(size_t bytes, int device, const char* api) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   const size_t raw_bytes = kGuardBytes + round_up(bytes, kGuardBytes) + kGuardBytes;
   // Device and pinned memory in their own address ranges (arena.h).
   char* raw = arena_allocate(raw_bytes, device >= 0 ? ArenaKind::Device : ArenaKind::Pinned);
@@ -185,6 +188,7 @@ const char* kind_word(int device) { return device >= 0 ? "device" : "pinned host
 
 // cudaFree / cudaFreeHost after the checks: poison, quarantine, release the oldest.
 void retire(AllocRecord* a, std::shared_ptr<const Site> site) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   verify_guards(*a, site->what);
   vgpu::kernel::raw_memset(a->base, kFreedByte, a->bytes);
   if (a->device >= 0) g_device_bytes -= a->bytes;
@@ -219,6 +223,7 @@ void clear_shadow(AllocRecord& a) {
 
 // The freed poison of [base, base + capacity) is intact, else a violation message (registry().mu held).
 std::string freed_poison_problem(const AllocRecord& a, const std::string& who) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   const size_t bad = first_not(a.base, a.capacity, kFreedByte);
   if (bad == a.capacity) return "";
   return "byte " + std::to_string(bad) + " of " + who +
@@ -236,6 +241,7 @@ AllocRecord* block_locked(const void* p) {
 // uninitialised, the rest of the block a guard zone. `previous` (when the block was freed by
 // an earlier user): that user's description, for a report of a changed poison.
 void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::string& previous) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   std::string problem;
   AllocRecord* a;
   size_t capacity;
@@ -264,6 +270,7 @@ void device_sub_allocate(void* block, size_t bytes, unsigned tag, const std::str
 // Stream-ordered part of a sub-allocation's free: guards checked, the block poisoned with the
 // freed pattern and uninitialised.
 void device_sub_free(void* block, const std::string& who) {
+  const DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   AllocRecord* a;
   {
     std::shared_lock<std::shared_mutex> lock(registry().mu);
@@ -295,6 +302,7 @@ void sub_work(void* block, size_t capacity, cudaStream_t stream, std::shared_ptr
       };
       it.site = std::move(site);
       it.self_contained = true;
+      it.through_view0 = true;
       it.ranges.push_back(Range{block, capacity, Access::Write});
       submit(s, std::move(it));
       return;
@@ -550,6 +558,7 @@ std::shared_ptr<const Site> sub_site(const char* what) {
 }  // namespace
 
 void* sub_allocate(void* block, size_t bytes, cudaStream_t stream) {
+  const rt::DeviceAccess access;  // the runtime fills and checks device memory (protect.h)
   auto site = sub_site("tensor allocation (caching allocator)");
   std::string problem, previous;
   size_t capacity = 0;

@@ -19,8 +19,11 @@ TEST(RuntimeMemory, AllocationsAreAlignedPoisonedAndRegistered) {
   unsigned char* d;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 1000), cudaSuccess);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 256, 0u);
-  EXPECT_EQ(d[0], 0xFF);  // host-visible here: cudaMalloc does not initialise, the vgpu poisons
-  EXPECT_EQ(d[999], 0xFF);
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;  // looks at the poison: cudaMalloc does not initialise
+    EXPECT_EQ(d[0], 0xFF);
+    EXPECT_EQ(d[999], 0xFF);
+  }
   auto info = vgpu::find_allocation(d + 500);
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->base, reinterpret_cast<char*>(d));
@@ -63,7 +66,10 @@ TEST(RuntimeMemory, HostWritePastTheEndIsCaughtAtFree) {
   char* d;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 100), cudaSuccess);
   vgpu::CaptureViolations cap;
-  d[100] = 1;  // one byte past the end, through the pointer on the host
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;  // the host stands in for device code
+    d[100] = 1;  // one byte past the end, through the pointer on the host
+  }
   EXPECT_EQ(cudaFree(d), cudaSuccess);
   ASSERT_EQ(cap.messages().size(), 1u);
   EXPECT_TRUE(any_contains(cap.messages(), "out of bounds: memory past the end of allocation"));
@@ -74,7 +80,10 @@ TEST(RuntimeMemory, WriteBeforeTheStartIsCaughtAtSynchronize) {
   char* d;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
   vgpu::CaptureViolations cap;
-  d[-3] = 0;
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;  // the host stands in for device code
+    d[-3] = 0;
+  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cap.messages().size(), 1u);
   EXPECT_TRUE(any_contains(cap.messages(), "memory before the start of allocation"));

@@ -8,6 +8,7 @@
 #include "kernel/access_check.h"
 #include "runtime/arena.h"
 #include "runtime/internal.h"
+#include "runtime/protect.h"
 
 namespace vgpu {
 namespace rt {
@@ -36,6 +37,9 @@ cudaError_t run_item(StreamImpl* s, Item& it) {
   if (!it.work) return cudaSuccess;
   // A corrupted context runs nothing more (CUDA: the sticky error is returned by all later calls).
   if (device_state(s->device).sticky.load(std::memory_order_relaxed) != 0) return cudaSuccess;
+  DeviceAccess access(/*keep_open=*/true);  // the item works on the device's behalf (protect.h)
+  if (!it.through_view0)  // copies and memsets go through view 0 (kernel/raw_memory.h): nothing to open
+    for (const Range& r : it.ranges) open_ahead(r.ptr, r.bytes);
   cudaError_t e;
   try {
     e = it.work();
@@ -100,7 +104,9 @@ void run_claimed(StreamImpl* s) {
 }
 
 void worker_loop(StreamImpl* s) {
-  kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf
+  kernel::t_vgpu_thread = true;  // it touches device memory on the runtime's behalf (in its items)
+  start_without_device_access();
+  keep_open_between_items();
   std::unique_lock<std::mutex> lk(s->mu);
   for (;;) {
     s->cv_work.wait(lk, [s] { return s->queue.empty() ? s->destroyed.load() : !s->queue.front().claimed; });
@@ -305,8 +311,11 @@ uint64_t submit(StreamImpl* s, Item item, const VClock* wait_clock, VClock* cloc
 }
 
 void wait_for(StreamImpl* s, uint64_t seq) {
-  std::unique_lock<std::mutex> lk(s->mu);
-  s->cv_done.wait(lk, [s, seq] { return s->completed >= seq; });
+  {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv_done.wait(lk, [s, seq] { return s->completed >= seq; });
+  }
+  host_synchronized();  // a host thread may now read what it waited for: device memory closed (protect.h)
 }
 
 void wait_and_observe(StreamImpl* s, uint64_t seq, const VClock& clock) {
@@ -484,6 +493,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     std::lock_guard<std::mutex> race(vgpu::rt::race_mutex());
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->completed < s->enqueued) return ret(cudaErrorNotReady);
+    vgpu::rt::host_synchronized();
     if (vgpu::rt::racecheck_enabled()) vgpu::rt::host_clock().join(s->clock);
     e = s->error;
     s->error = cudaSuccess;
@@ -502,6 +512,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
   vgpu::rt::Item it;
   it.work = [fn, userData] {
     vgpu::rt::thread_state().in_host_fn = true;
+    const vgpu::rt::HostCode host;  // the host function is host code: no access to device memory
     fn(userData);
     vgpu::rt::thread_state().in_host_fn = false;
     return cudaSuccess;

@@ -58,7 +58,10 @@ TEST(RuntimeSubAlloc, AWriteIntoThePaddingIsCaughtAtTheFree) {
   ASSERT_EQ(cudaMemsetAsync(b.p, 0, 1000, b.s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   vgpu::CaptureViolations cap;
-  b.p[1001] = 7;
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;
+    b.p[1001] = 7;
+  }
   vgpu::sub_free(b.p, b.s);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   const auto m = cap.messages();
@@ -90,9 +93,12 @@ TEST(RuntimeSubAlloc, AWriteThroughAStalePointerIsCaughtWhenTheBlockIsHandedOutA
   ASSERT_EQ(cudaMemsetAsync(b.p, 1, 512, b.s), cudaSuccess);
   vgpu::sub_free(b.p, b.s);
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
-  EXPECT_EQ(static_cast<unsigned char>(b.p[0]), 0xDD);  // poisoned
   vgpu::CaptureViolations cap;
-  b.p[100] = 0;  // a stale pointer's store
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;  // the host stands in for device code
+    EXPECT_EQ(static_cast<unsigned char>(b.p[0]), 0xDD);  // poisoned
+    b.p[100] = 0;  // a stale pointer's store
+  }
   b.p = static_cast<char*>(vgpu::sub_allocate(b.p, 256, b.s));
   ASSERT_EQ(cudaStreamSynchronize(b.s), cudaSuccess);
   const auto m = cap.messages();
@@ -244,7 +250,10 @@ TEST(RuntimeSubAlloc, CudaFreeOfACachedBlockChecksItsPoison) {
   vgpu::sub_free(p, s);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   vgpu::CaptureViolations cap;
-  p[2000] = 1;  // in the old padding, after the free
+  {
+    vgpu::HostTouchesDeviceMemory on_purpose;  // the host stands in for device code
+    p[2000] = 1;  // in the old padding, after the free
+  }
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   ASSERT_EQ(cap.messages().size(), 1u);
   EXPECT_TRUE(any_contains(cap.messages(), "use after free: byte 2000 of allocation #"));

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "runtime/protect.h"
+
 namespace vgpu {
 namespace {
 struct Captures {
@@ -38,6 +40,7 @@ CaptureViolations::CaptureViolations() {
 }
 
 CaptureViolations::~CaptureViolations() {
+  rt::end_lent_access();
   Captures& c = captures();
   std::lock_guard<std::mutex> lock(c.mu);
   --c.live;
