@@ -541,6 +541,62 @@ int run_job(const Job& job, Context& ctx) {
   return 0;
 }
 
+// The expanded configurations of --dry-run, as CSV.
+void print_expanded(const std::vector<Job>& jobs) {
+  fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
+             "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
+             "warmup,zero,sequence_parallel,stack\n");
+  auto q = [](const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; };
+  for (const auto& j : jobs)
+    for (const auto& pt : j.points) {
+      const RunConfig& c = pt.cfg;
+      const ParallelConfig& p = c.par;
+      fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
+                 sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
+                 c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
+                 p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, enum_name(p.recompute),
+                 p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero,
+                 p.sequence_parallel ? 1 : 0, c.stack);
+    }
+}
+
+// Refuses, before anything is written, a --mode run at paper scale that needs a launcher it was not
+// given, and any configuration that cannot run here (one line naming its spec, series and x).
+void check_runnable(const std::vector<Job>& jobs, Context& ctx, const ReproduceFlags& f, bool launched) {
+  int lo = 1 << 30, hi = 0;  // ranks the selected training configurations need (Eq. (1): one rank)
+  for (const auto& j : jobs)
+    for (const auto& pt : j.points) {
+      if (j.spec.kind != SweepKind::Train) continue;
+      lo = std::min(lo, pt.cfg.ranks);
+      hi = std::max(hi, pt.cfg.ranks);
+    }
+  // One-GPU figures (Figure 7) run here on the CUDA backend; the others need a launcher.
+  if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched && hi > 1) {
+    usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one GPU each), the CUDA "
+                "backend and NCCL; launch it on a cluster under mpirun or srun (scripts/launch/README.md), or use "
+                "--scale small (CPU ranks here) or --mode simulate",
+                f.name, lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi));
+  }
+  // Every configuration must be runnable before anything is written.
+  for (const auto& j : jobs)
+    for (const auto& pt : j.points) {
+      try {
+        ctx.hw = j.hw;
+        const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
+        if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
+          require_supported(c);
+          require_backend_here(c, true);  // ranks run as threads here
+        }
+        if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) {  // one rank: a GPU here at paper scale
+          require_supported(eq1_measurement(c));
+          require_backend_here(eq1_measurement(c), true);
+        }
+      } catch (const UsageError& e) {
+        usage_error("{}: series '{}', x '{}': {}", j.spec.path, pt.series, pt.x, e.what());
+      }
+    }
+}
+
 int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
   if (f.mode != "simulate" && f.mode != "run") usage_error("--mode '{}' must be simulate or run", f.mode);
   Context ctx;
@@ -592,21 +648,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     return 0;
   }
   if (f.dry_run) {  // the expanded configurations, as CSV
-    fmt::print("experiment,kind,series,x,model,layers,hidden,heads,seq_length,vocab_size,gpus,tp,pp,dp,vpp,micro_batch,"
-               "global_batch,num_microbatches,schedule,recompute,scatter_gather,overlap_grad_reduce,precision,iters,"
-               "warmup,zero,sequence_parallel,stack\n");
-    auto q = [](const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; };
-    for (const auto& j : jobs)
-      for (const auto& pt : j.points) {
-        const RunConfig& c = pt.cfg;
-        const ParallelConfig& p = c.par;
-        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.spec.name,
-                   sweep_kind_name(j.spec.kind), q(pt.series), q(pt.x), c.model.name, c.model.layers, c.model.hidden,
-                   c.model.heads, c.model.seq_length, c.model.vocab_size, c.ranks, p.tp, p.pp, p.dp, p.vpp,
-                   p.micro_batch, p.global_batch, p.num_microbatches(), p.schedule, enum_name(p.recompute),
-                   p.scatter_gather ? 1 : 0, c.overlap_grad_reduce ? 1 : 0, c.precision, c.iters, c.warmup, p.zero,
-                   p.sequence_parallel ? 1 : 0, c.stack);
-      }
+    print_expanded(jobs);
     return 0;
   }
 
@@ -625,38 +667,7 @@ int run_reproduce(const CLI::App& app, ReproduceFlags& f) {
     return false;
 #endif
   }();
-  int lo = 1 << 30, hi = 0;  // ranks the selected training configurations need (Eq. (1): one rank)
-  for (const auto& j : jobs)
-    for (const auto& pt : j.points) {
-      if (j.spec.kind != SweepKind::Train) continue;
-      lo = std::min(lo, pt.cfg.ranks);
-      hi = std::max(hi, pt.cfg.ranks);
-    }
-  // One-GPU figures (Figure 7) run here on the CUDA backend; the others need a launcher.
-  if (f.mode == "run" && ctx.scale == SweepScale::Paper && !launched && hi > 1) {
-    usage_error("--mode run --scale paper: {} needs {} GPU ranks (the paper's layouts, one GPU each), the CUDA "
-                "backend and NCCL; launch it on a cluster under mpirun or srun (scripts/launch/README.md), or use "
-                "--scale small (CPU ranks here) or --mode simulate",
-                f.name, lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi));
-  }
-  // Every configuration must be runnable before anything is written.
-  for (const auto& j : jobs)
-    for (const auto& pt : j.points) {
-      try {
-        ctx.hw = j.hw;
-        const RunConfig c = as_run(pt.cfg, ctx, j.spec.kind);
-        if (f.mode == "run" && j.spec.kind == SweepKind::Train) {
-          require_supported(c);
-          require_backend_here(c, true);  // ranks run as threads here
-        }
-        if (f.mode == "run" && j.spec.kind == SweepKind::Eq1) {  // one rank: a GPU here at paper scale
-          require_supported(eq1_measurement(c));
-          require_backend_here(eq1_measurement(c), true);
-        }
-      } catch (const UsageError& e) {
-        usage_error("{}: series '{}', x '{}': {}", j.spec.path, pt.series, pt.x, e.what());
-      }
-    }
+  check_runnable(jobs, ctx, f, launched);
   if (f.mode == "run" && launched) {
 #ifdef PTDP_HAVE_MPI
     mpi = std::make_unique<MpiSession>(nullptr, nullptr);
