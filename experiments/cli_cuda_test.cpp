@@ -9,9 +9,7 @@
 
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
-#ifdef PTDP_HAVE_NCCL
-#include "core/comm/nccl/nccl_sharing.h"
-#endif
+#include "experiments/rank_device.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -39,20 +37,9 @@ const Args kLayout = {"--model", "tiny", "--layers", "8", "--tp", "2", "--pp", "
                       "--schedule", "interleaved", "--micro-batch", "1", "--global-batch", "8", "--iters", "4",
                       "--warmup", "0", "--lr", "3e-3", "--overlap-grad-reduce"};
 
-// Whether NCCL lets ranks share a GPU here (nccl_sharing.h): ptdp, started by these tests, inherits
-// this process's environment.
-bool nccl_shares_gpus(std::string* why) {
-#ifdef PTDP_HAVE_NCCL
-  return nccl_ranks_share_gpus(why);
-#else
-  *why = "no NCCL";
-  return false;
-#endif
-}
-
 TEST(CliCuda, NcclThreadRanksFollowTheCpuBackend) {
   std::string why, no_sharing;
-  if (cuda::device_count(&why) < 8 && !nccl_shares_gpus(&no_sharing))
+  if (cuda::device_count(&why) < 8 && !nccl_ranks_may_share_gpus(&no_sharing))
     GTEST_SKIP() << "needs 8 GPUs or NCCL ranks sharing them: " << why << "; " << no_sharing;
   TempDir dir;
   Args cpu = kLayout, gpu = kLayout;
@@ -72,7 +59,7 @@ TEST(CliCuda, NcclThreadRanksShareOneGpuWhereNcclAllowsIt) {
   setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
   std::string why;
   if (cuda::device_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
-  if (!nccl_shares_gpus(&why)) GTEST_SKIP() << why;
+  if (!nccl_ranks_may_share_gpus(&why)) GTEST_SKIP() << why;
   TempDir dir;
   const Args layout = {"--model", "tiny", "--tp", "2", "--dp", "2", "--micro-batch", "1", "--global-batch", "4",
                        "--iters", "3", "--warmup", "0", "--lr", "3e-3"};

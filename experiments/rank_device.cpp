@@ -53,11 +53,7 @@ std::string local_comm_under_launcher(const LauncherWorld& w) {
                      w.launcher, w.size, w.size, w.size, w.launcher);
 }
 
-#ifdef PTDP_HAVE_CUDA
-namespace {
-
-// Whether NCCL ranks may share a GPU here; when not, why (for the refusals below).
-bool nccl_sharing(std::string* why) {
+bool nccl_ranks_may_share_gpus(std::string* why) {
 #ifdef PTDP_HAVE_NCCL
   return nccl_ranks_share_gpus(why);
 #else
@@ -65,6 +61,9 @@ bool nccl_sharing(std::string* why) {
   return false;
 #endif
 }
+
+#ifdef PTDP_HAVE_CUDA
+namespace {
 
 // This process's index among those on its node, from the launcher (mpirun, srun), or -1.
 int local_rank_from_launcher() {
@@ -84,7 +83,7 @@ void require_backend_here(const RunConfig& c, bool thread_ranks) {
   if (gpus == 0) usage_error("--backend {}: no GPU here ({})", c.backend, why);
   // NCCL before 2.30 refuses two ranks of one communicator on one GPU.
   std::string no_sharing;
-  if (c.comm == CommKind::Nccl && thread_ranks && c.ranks > gpus && !nccl_sharing(&no_sharing))
+  if (c.comm == CommKind::Nccl && thread_ranks && c.ranks > gpus && !nccl_ranks_may_share_gpus(&no_sharing))
     usage_error("--comm nccl runs one rank per GPU: {} ranks but {} GPU(s) here; {} (--comm local lets ranks share "
                 "a GPU)",
                 c.ranks, gpus, no_sharing);
@@ -107,7 +106,7 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
   // processes take the GPU of their index on the node.
   const int local = threads ? world.rank() : local_rank_from_launcher();
   std::string no_sharing;
-  if (c.comm == CommKind::Nccl && local >= gpus && !nccl_sharing(&no_sharing))
+  if (c.comm == CommKind::Nccl && local >= gpus && !nccl_ranks_may_share_gpus(&no_sharing))
     usage_error("--comm nccl runs one rank per GPU: local rank {} has none of its own ({} GPU(s) on this node; start "
                 "at most {} processes per node); {}",
                 local, gpus, gpus, no_sharing);

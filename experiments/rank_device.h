@@ -18,6 +18,11 @@ namespace ptdp {
 // before any work.
 void require_backend_here(const RunConfig& c, bool thread_ranks);
 
+// Whether ranks of one NCCL communicator may share a GPU here (NCCL 2.30+ with
+// NCCL_MULTI_RANK_GPU_ENABLE=1, core/comm/nccl/nccl_sharing.h); when not, *why says what would
+// allow it. False in a build without NCCL.
+bool nccl_ranks_may_share_gpus(std::string* why);
+
 // Whether mpirun/mpiexec (Open MPI, MPICH/PMI, PMIx) or srun started this process as one of
 // several: --comm nccl then runs one process per GPU over MPI, otherwise thread ranks.
 bool started_by_launcher();

@@ -61,12 +61,15 @@ std::unique_ptr<Backend> make_test_backend(const std::string& name) {
 
 bool nccl_ranks_fit(int ranks, int gpus, std::string* why) {
   if (gpus >= ranks) return true;
+  std::string reason = "no GPU here";
+  if (gpus > 0) {
 #ifdef PTDP_HAVE_NCCL
-  if (gpus > 0 && nccl_ranks_share_gpus(why)) return true;
+    if (nccl_ranks_share_gpus(&reason)) return true;
 #else
-  *why = "this build has no NCCL";
+    reason = "this build has no NCCL";
 #endif
-  *why = std::to_string(ranks) + " ranks on " + std::to_string(gpus) + " GPU(s): " + *why;
+  }
+  *why = std::to_string(ranks) + " ranks on " + std::to_string(gpus) + " GPU(s): " + reason;
   return false;
 }
 

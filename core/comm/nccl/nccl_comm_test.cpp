@@ -17,6 +17,7 @@
 #include "core/comm/local/local_comm.h"
 #include "core/comm/nccl/nccl_comm.h"
 #include "core/comm/nccl/nccl_sharing.h"
+#include "core/testing/parallel_run.h"
 #ifdef PTDP_VGPU
 #include <vgpu/runtime.h>
 #endif
@@ -29,11 +30,10 @@ using RankFn = std::function<void(int rank, Backend& be, Communicator& comm)>;
 
 // Whether n ranks can run here: a GPU each, or fewer GPUs that NCCL lets them share.
 bool have_gpus(int n, std::string* why) {
-  const int count = cuda::device_count(why);
-  if (count >= n) return true;
-  std::string no_sharing;
-  if (count > 0 && nccl_ranks_share_gpus(&no_sharing)) return true;
-  *why += " (" + std::to_string(count) + " GPU(s), the test needs " + std::to_string(n) + "; " + no_sharing + ")";
+  std::string no_gpu;
+  const int count = cuda::device_count(&no_gpu);
+  if (testing::nccl_ranks_fit(n, count, why)) return true;
+  if (count == 0) *why += " (" + no_gpu + ")";
   return false;
 }
 
