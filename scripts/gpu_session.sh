@@ -200,6 +200,7 @@ nccl_inventory() {
   fi
   p=$(echo "$found" | awk -F'[. ]' '$1 == 2 && $2 >= 30 {print; exit}')
   echo "nccl_multi_rank: ${p:-none (no NCCL 2.30 or later)}"
+  [[ -f "$work/nccl/libnccl.so.2" ]] && echo "nccl_brought: $work/nccl/libnccl.so.2 (--nccl $nccl_tar)"
 }
 probe() {
   local missing=0 d lib

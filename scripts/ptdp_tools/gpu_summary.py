@@ -66,9 +66,10 @@ def nccl_rows(work: str) -> list:
         lines = open(os.path.join(work, "probe.txt")).read().splitlines()
     except OSError:
         return []
+    fields = [line.partition(": ") for line in lines]
+    brought = next((val.partition(" ")[0] for key, _, val in fields if key == "nccl_brought"), None)
     rows = []
-    for line in lines:
-        key, _, val = line.partition(": ")
+    for key, _, val in fields:
         if key == "nccl found" and val != "none":
             version, _, path = val.partition(" ")
             rows.append({"section": "nccl", "item": "found", "value": version, "unit": "version", "status": "",
@@ -78,8 +79,8 @@ def nccl_rows(work: str) -> list:
             used = version[:1].isdigit()
             rows.append({"section": "nccl", "item": "used by the nccl stages", "value": version if used else "",
                          "unit": "version", "status": "ok" if used else "none",
-                         "note": ("brought with --nccl (scripts/nccl_for_device.sh): " if "/nccl/libnccl" in path
-                                  and "ptdp_session" in path else "") + (path if used else val)})
+                         "note": ("brought with --nccl (scripts/nccl_for_device.sh): " if used and path == brought
+                                  else "") + (path if used else val)})
     return rows
 
 
