@@ -33,6 +33,33 @@ void Backend::do_gqa_reduce(Tensor&, const Tensor&, int, int, int) {
   throw RuntimeError("the " + name() + " backend has no gqa_reduce (needed by --num-query-groups)");
 }
 
+namespace {
+[[noreturn]] void no_block_op(const Backend& be, const char* op) {
+  throw RuntimeError(std::string("the ") + be.name() + " backend has no " + op +
+                     " (needed by --attention-backend flash and --context-parallel-size)");
+}
+}  // namespace
+
+void Backend::do_flash_attention_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int, int,
+                                         int, int, int, int64_t, int64_t, bool) {
+  no_block_op(*this, "flash_attention_forward");
+}
+void Backend::do_flash_attention_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                          const Tensor&, const Tensor&, const Tensor&, int, int, int, int, int, int,
+                                          int64_t, int64_t, bool) {
+  no_block_op(*this, "flash_attention_backward");
+}
+void Backend::do_attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&, int, int, int, int) {
+  no_block_op(*this, "attention_merge");
+}
+void Backend::do_qkv_split(Tensor&, Tensor&, Tensor&, const Tensor&, int, int, int) { no_block_op(*this, "qkv_split"); }
+void Backend::do_qkv_join(Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int, int) {
+  no_block_op(*this, "qkv_join");
+}
+void Backend::do_rope_rows(Tensor&, const Tensor&, const Tensor&, int, int, double, bool) {
+  no_block_op(*this, "rope_rows");
+}
+
 Tensor to_backend(Backend& be, const Tensor& t) {
   if (t.device() == be.device()) return t;
   Tensor d = be.empty(t.shape(), t.dtype());

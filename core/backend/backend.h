@@ -94,6 +94,35 @@ class Backend {
   void attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b, int s, int a,
                           int hd);
 
+  // Block attention (flash attention's form: online softmax, no [s, s] probabilities kept), the
+  // op behind --attention-backend flash and context parallelism's ring. q [b*sq, a*hd] and k, v
+  // [b*sk, g*hd] (row j*sq + i: token i of sequence j; head h at columns [h*hd, (h+1)*hd)); query
+  // head h reads key/value head h / (a/g). Query token i sits at position q_pos + i, key token j at
+  // k_pos + j; causal: key j is masked unless k_pos + j <= q_pos + i. Scores are q.k / sqrt(hd).
+  // Forward: y [b*sq, a*hd] the attention output over this block alone, lse [b, a, sq] (f32, f64
+  // for f64) the log-sum-exp of each row's unmasked scores; a row with every key masked gets y = 0
+  // and lse = -inf. Overwritten.
+  void flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, int b,
+                               int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
+  // Backward of one block given the final output y and final lse of the rows (after every block
+  // was merged, attention_merge): probabilities exp(score - lse) are rebuilt; dq, dk and dv
+  // accumulate (+=), so a ring sums its blocks' contributions.
+  void flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
+                                int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
+  // Merges a block's partial result (y2, lse2) into (y, lse), both [b*sq, a*hd] and [b, a, sq]:
+  // lse' = log(exp(lse) + exp(lse2)), y' = y exp(lse - lse') + y2 exp(lse2 - lse') per row and head
+  // (a side at -inf adds nothing). y and lse are updated in place.
+  void attention_merge(Tensor& y, Tensor& lse, const Tensor& y2, const Tensor& lse2, int b, int sq, int a, int hd);
+  // The fused QKV projection [n, g*(a/g + 2)*hd] (per group its a/g query heads, its key, its
+  // value; with g = a that is per head q | k | v, attention_forward's layout) split into q [n, a*hd],
+  // k and v [n, g*hd]; qkv_join is the transpose (dqkv overwritten).
+  void qkv_split(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int a, int g, int hd);
+  void qkv_join(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int a, int g, int hd);
+  // Rotary embedding of every head of x [n, heads*hd], row r at position positions[r] (i32 [n] on
+  // this backend's device); the same rotation as rope (non-interleaved halves). y may be x.
+  void rope_rows(Tensor& y, const Tensor& x, const Tensor& positions, int heads, int hd, double theta, bool inverse);
+
   // Grouped-query attention (--num-query-groups g < a): x [n, g*(a/g + 2)*hd] is the QKV
   // projection in Megatron-core's layout (per group: its a/g query heads, then its key, then its
   // value); y [n, a*3*hd] the per-head q | k | v layout that attention_forward and rope read, query
@@ -162,6 +191,20 @@ class Backend {
   virtual void do_attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) = 0;
   virtual void do_attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b,
                                      int s, int a, int hd) = 0;
+  // Block attention, qkv_split/join and rope_rows: by default, the RuntimeError that the backend has none.
+  virtual void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                                          int b, int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                          bool causal);
+  virtual void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                           const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b,
+                                           int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                           bool causal);
+  virtual void do_attention_merge(Tensor& y, Tensor& lse, const Tensor& y2, const Tensor& lse2, int b, int sq, int a,
+                                  int hd);
+  virtual void do_qkv_split(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int a, int g, int hd);
+  virtual void do_qkv_join(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int a, int g, int hd);
+  virtual void do_rope_rows(Tensor& y, const Tensor& x, const Tensor& positions, int heads, int hd, double theta,
+                            bool inverse);
   virtual void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd);
   virtual void do_gqa_reduce(Tensor& dx, const Tensor& dy, int a, int g, int hd);
   virtual void do_embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start,

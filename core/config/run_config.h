@@ -18,6 +18,11 @@ namespace ptdp {
 
 struct ParallelConfig {
   int tp = 1, pp = 1;
+  // Context parallelism (--context-parallel-size, Megatron-core's): each sequence cut into 2*cp
+  // chunks, rank i of a context-parallel group holding chunks i and 2*cp-1-i; attention exchanges
+  // keys and values over the group as cp_comm says.
+  int cp = 1;
+  CpComm cp_comm = CpComm::P2P;
   int dp = 0;   // 0: inferred from the number of ranks, as Megatron does
   int vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
   // Uneven stages (Megatron-core's --decoder-first-pipeline-num-layers and
@@ -55,6 +60,7 @@ struct RunConfig {
   ParallelConfig par;
   std::string experiment = "train";
   BackendKind backend = BackendKind::Cpu;
+  AttentionBackend attention_backend = AttentionBackend::Auto;
   CommKind comm = CommKind::Local;
   int ranks = 0;  // 0: tp * pp * dp
   Precision precision = Precision::F32;

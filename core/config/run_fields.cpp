@@ -32,6 +32,14 @@ void add_execution_fields(std::vector<Field>& v) {
                   .help(enum_choices<BackendKind>(true))
                   .column()
                   .key());
+  v.push_back(Field(PTDP_MEMBER(attention_backend), "attention_backend", g)
+                  .flags("--attention-backend")
+                  .help(enum_choices<AttentionBackend>(true) +
+                        ": the attention kernels (cudnn: cuDNN's fused attention; flash: ptdp's tiled kernel; unfused: "
+                        "the [s, s] probabilities materialised, as Megatron-LM of 2021)")
+                  .column()
+                  .key("auto")
+                  .in_specs());
   v.push_back(Field(PTDP_MEMBER(comm), "comm", g).flags("--comm").help(enum_choices<CommKind>(true)).column().key());
   v.push_back(Field(PTDP_MEMBER(ranks), "ranks", g)
                   .flags("--ranks")

@@ -1,5 +1,5 @@
 // The enumerated settings of a run (--precision, --backend, --comm, --data-order, --log-format,
-// --stack) and their names.
+// --stack, --cp-comm-type, --attention-backend) and their names.
 #pragma once
 #include <array>
 #include <string_view>
@@ -19,7 +19,15 @@ enum class LogFormat { Ptdp, Megatron };
 // The software a simulated run models (--stack, core/sim/stack.h): Megatron-LM of the paper
 // (megatron-2021), of Korthikanti et al. (megatron-2022), Megatron-Core (mcore), Megatron-DeepSpeed,
 // or ptdp's own CUDA backend.
-enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };  // the progress line: ptdp's, or Megatron-LM's training_log line
+enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };
+// How a context-parallel group computes attention (--cp-comm-type, Megatron-core's names): p2p
+// passes key/value blocks around a ring, a2a exchanges heads for sequence (Ulysses), allgather
+// gathers every key and value first.
+enum class CpComm { P2P, A2A, AllGather };
+// The attention kernels (--attention-backend, Megatron-core's flag): auto picks the fastest the
+// backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled kernel: online softmax, no
+// [s, s] probabilities), unfused (the probabilities materialised: what Megatron-LM of 2021 ran).
+enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };  // the progress line: ptdp's, or Megatron-LM's training_log line
 
 template <>
 struct EnumNames<Precision> {
@@ -56,6 +64,20 @@ struct EnumNames<StackKind> {
                                      std::pair{StackKind::Mcore, std::string_view("mcore")},
                                      std::pair{StackKind::MegatronDeepspeed, std::string_view("megatron-deepspeed")},
                                      std::pair{StackKind::Ptdp, std::string_view("ptdp")}};
+};
+
+template <>
+struct EnumNames<CpComm> {
+  static constexpr std::array values{std::pair{CpComm::P2P, std::string_view("p2p")},
+                                     std::pair{CpComm::A2A, std::string_view("a2a")},
+                                     std::pair{CpComm::AllGather, std::string_view("allgather")}};
+};
+template <>
+struct EnumNames<AttentionBackend> {
+  static constexpr std::array values{std::pair{AttentionBackend::Auto, std::string_view("auto")},
+                                     std::pair{AttentionBackend::Cudnn, std::string_view("cudnn")},
+                                     std::pair{AttentionBackend::Flash, std::string_view("flash")},
+                                     std::pair{AttentionBackend::Unfused, std::string_view("unfused")}};
 };
 
 }  // namespace ptdp
