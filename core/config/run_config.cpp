@@ -105,6 +105,8 @@ void validate_run_settings(const RunConfig& c) {
     usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
                 c.initial_loss_scale);
   if (c.comm == CommKind::Nccl && c.backend != BackendKind::Cuda) usage_error("--comm nccl needs --backend cuda");
+  if (c.attention_backend == AttentionBackend::Cudnn && c.backend != BackendKind::Cuda)
+    usage_error("--attention-backend cudnn (Megatron-core's fused) needs --backend cuda (cuDNN runs on the GPU)");
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   if (c.eval_interval > 0 && c.eval_iters == 0)

@@ -36,7 +36,8 @@ void add_execution_fields(std::vector<Field>& v) {
                   .flags("--attention-backend")
                   .help(enum_choices<AttentionBackend>(true) +
                         ": the attention kernels (cudnn: cuDNN's fused attention; flash: ptdp's tiled kernel; unfused: "
-                        "the [s, s] probabilities materialised, as Megatron-LM of 2021)")
+                        "the [s, s] probabilities materialised, as Megatron-LM of 2021; Megatron-core's fused and local "
+                        "are cudnn and unfused)")
                   .column()
                   .key("auto")
                   .in_specs());

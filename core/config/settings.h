@@ -77,7 +77,11 @@ struct EnumNames<AttentionBackend> {
   static constexpr std::array values{std::pair{AttentionBackend::Auto, std::string_view("auto")},
                                      std::pair{AttentionBackend::Cudnn, std::string_view("cudnn")},
                                      std::pair{AttentionBackend::Flash, std::string_view("flash")},
-                                     std::pair{AttentionBackend::Unfused, std::string_view("unfused")}};
+                                     std::pair{AttentionBackend::Unfused, std::string_view("unfused")},
+                                     // Megatron-core's names: fused (Transformer Engine's cuDNN attention), local
+                                     // (Megatron's own, unfused)
+                                     std::pair{AttentionBackend::Cudnn, std::string_view("fused")},
+                                     std::pair{AttentionBackend::Unfused, std::string_view("local")}};
 };
 
 }  // namespace ptdp
