@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/comm/cp_comm.h"
 #include "core/common/enum_names.h"
 
 namespace ptdp {
@@ -20,10 +21,7 @@ enum class LogFormat { Ptdp, Megatron };
 // (megatron-2021), of Korthikanti et al. (megatron-2022), Megatron-Core (mcore), Megatron-DeepSpeed,
 // or ptdp's own CUDA backend.
 enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };
-// How a context-parallel group computes attention (--cp-comm-type, Megatron-core's names): p2p
-// passes key/value blocks around a ring, a2a exchanges heads for sequence (Ulysses), allgather
-// gathers every key and value first.
-enum class CpComm { P2P, A2A, AllGather };
+// CpComm (--cp-comm-type): core/comm/cp_comm.h.
 // The attention kernels (--attention-backend, Megatron-core's flag): auto picks the fastest the
 // backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled kernel: online softmax, no
 // [s, s] probabilities), unfused (the probabilities materialised: what Megatron-LM of 2021 ran).
@@ -66,12 +64,6 @@ struct EnumNames<StackKind> {
                                      std::pair{StackKind::Ptdp, std::string_view("ptdp")}};
 };
 
-template <>
-struct EnumNames<CpComm> {
-  static constexpr std::array values{std::pair{CpComm::P2P, std::string_view("p2p")},
-                                     std::pair{CpComm::A2A, std::string_view("a2a")},
-                                     std::pair{CpComm::AllGather, std::string_view("allgather")}};
-};
 template <>
 struct EnumNames<AttentionBackend> {
   static constexpr std::array values{std::pair{AttentionBackend::Auto, std::string_view("auto")},
