@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/common/enum_names.h"
+#include "core/tensor/dtype.h"
 
 namespace ptdp {
 
@@ -71,6 +72,14 @@ struct EnumNames<CpComm> {
   static constexpr std::array values{std::pair{CpComm::P2P, std::string_view("p2p")},
                                      std::pair{CpComm::A2A, std::string_view("a2a")},
                                      std::pair{CpComm::AllGather, std::string_view("allgather")}};
+};
+// The dtypes a setting may name (the optimizer's state: --exp-avg-dtype ...): f32, bf16 and f16,
+// as --precision spells them (dtype_name names every DType).
+template <>
+struct EnumNames<DType> {
+  static constexpr std::array values{std::pair{DType::F32, std::string_view("f32")},
+                                     std::pair{DType::BF16, std::string_view("bf16")},
+                                     std::pair{DType::F16, std::string_view("f16")}};
 };
 template <>
 struct EnumNames<AttentionBackend> {
