@@ -7,6 +7,9 @@
 
 #include "core/testing/equivalence.h"
 #include "core/testing/parallel_run.h"
+#ifdef PTDP_HAVE_CUDA
+#include "core/backend/cuda/device_info.h"
+#endif
 
 namespace ptdp {
 namespace {
@@ -56,6 +59,31 @@ TEST(PrecisionAwareOptimizer, Bf16MomentsFollowF32MomentsOnTheDistributedOptimiz
   for (size_t i = 0; i < f32_state.losses.size(); ++i)
     EXPECT_NEAR(bf16_state.losses[i], f32_state.losses[i], 1e-2 * f32_state.losses[i]) << i;
 }
+
+#ifdef PTDP_HAVE_CUDA
+// The CUDA backend with NCCL (d = 2, the distributed optimizer, bf16 reduction and bf16 moments)
+// against the CPU backend on local ranks: the same rounding points; NCCL's ring rounds the bf16
+// sum after each step where the local communicator rounds once, so close, not bitwise.
+TEST(GradReduceBf16, CudaWithNcclFollowsTheCpuReference) {
+  std::string why;
+  const int gpus = cuda::device_count(&why);
+  if (gpus == 0) GTEST_SKIP() << "no GPU here: " << why;
+  if (!testing::nccl_ranks_fit(2, gpus, &why)) GTEST_SKIP() << why;
+  const ModelConfig c = preset_config("tiny");
+  TrainConfig tc = bf16_reduction_train_cfg(true);
+  tc.optimizer.precision_aware = true;
+  tc.optimizer.exp_avg_dtype = tc.optimizer.exp_avg_sq_dtype = DType::BF16;
+  const Layout cpu = bf16_reduction_layout(1, 1, 2, 1);
+  Layout gpu = cpu;
+  gpu.backend = "cuda";
+  gpu.comm = "nccl";
+  const RunResult ref = testing::train_parallel(c, tc, cpu, 3, 5);
+  const RunResult got = testing::train_parallel(c, tc, gpu, 3, 5);
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    EXPECT_NEAR(got.losses[i], ref.losses[i], 5e-3 * ref.losses[i]) << gpu.name() << " iteration " << i + 1;
+  EXPECT_LT(testing::compare_weights(ref, got).whole, 5e-3) << gpu.name();
+}
+#endif
 
 }  // namespace
 }  // namespace ptdp
