@@ -72,7 +72,7 @@ TEST(PrecisionOptions, MegatronCoresRulesAreRefusedNamingTheFlag) {
        "--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)"},
       {[](RunConfig& r) { r.overlap_param_gather_with_optimizer_step = true, r.par.zero = 1; },
        "--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism"},
-      // What ptdp's optimizer does not implement (`ptdp simulate` takes it).
+      // What ptdp's optimizer does not implement.
       {[](RunConfig& r) { r.opt.precision_aware = true, r.par.zero = 1, r.opt.exp_avg_sq_dtype = DType::F16; },
        "--exp-avg-sq-dtype f16: ptdp's optimizer keeps 16-bit state in bf16 only"},
   };
