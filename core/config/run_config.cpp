@@ -205,7 +205,7 @@ void require_supported(const RunConfig& c) {
   for (const auto& [flag, dt] : states)
     if (dt == DType::F16)
       usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
-                  "per-tensor scaling, not implemented); `ptdp simulate` accepts it",
+                  "per-tensor scaling, not implemented)",
                   flag);
   if (c.grad_reduce_bf16 && c.par.zero == 3)
     usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "
