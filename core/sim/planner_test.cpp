@@ -225,5 +225,32 @@ TEST(SimPlanner, ImpossibleRequestsAreUsageErrors) {
   EXPECT_THROW(plan(request("gpt-1.7b", 11, 512), selene()), UsageError);
 }
 
+// Llama 3.1 405B on 576 H100s with NVIDIA's global batch of 252 (its DGX Cloud recipe: t 8, p 9,
+// c 2, v 7): under mcore the planner searches c and proposes c = 2, and the reason it gives comes
+// from the model's own numbers (the same layout with c = 1 does not fit, or is slower), not from a
+// rule about c.
+TEST(SimPlanner, Llama405bOn576H100sTakesContextParallelismForMemoryOrCompute) {
+  PlanRequest r = request("llama3.1-405b", 576, 252, 3);
+  r.stack = StackKind::Mcore;
+  r.zero_modes = {1};
+  r.micro_batches = {1};
+  const HardwareProfile hw = load_profile("h100-dgx");
+  const PlanResult res = plan(r, hw);
+  ASSERT_FALSE(res.best.empty());
+  const PlanEntry& best = res.best.front();
+  EXPECT_EQ(best.cfg.par.cp, 2);
+  const bool memory = best.why.rfind("memory:", 0) == 0, compute = best.why.rfind("compute:", 0) == 0;
+  EXPECT_TRUE(memory || compute) << best.why;
+  EXPECT_EQ(best.why, cp_reason(best, hw)) << "recomputed from the layout";
+  for (const PlanEntry& e : res.best) EXPECT_EQ(e.why.empty(), e.cfg.par.cp == 1);
+}
+
+// Without a stack that has context parallelism the search is the one it was: c = 1 only.
+TEST(SimPlanner, StacksWithoutContextParallelismSearchOnlyCEqualsOne) {
+  PlanRequest r = request("gpt-1.7b", 64, 512, 50);
+  r.exhaustive = true;
+  for (const PlanEntry& e : plan(r, selene()).best) EXPECT_EQ(e.cfg.par.cp, 1);
+}
+
 }  // namespace
 }  // namespace ptdp::sim
