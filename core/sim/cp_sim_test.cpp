@@ -136,6 +136,18 @@ TEST(SimCp, TheGroupStaysInANodeWhenTTimesCFits) {
   EXPECT_EQ(CostModel(llama405b(8, 2, 1, 1, 1, 1, 2), h100()).costing().cp_per_node, 1);
 }
 
+TEST(SimCp, AnAllToAllSendsTheOffNodeShareOverEachRanksNic) {
+  const Network net(h100());
+  const HardwareProfile& hw = h100();
+  const double bytes = 64e6;
+  // Inside a node: 7/8 of the buffer over NVLink, plus an all-gather's latency (that of a 1-byte one).
+  const double latency = net.allgather(1, 8, 8) - 7.0 / 8 / hw.nvlink_busbw;
+  EXPECT_NEAR(net.alltoall(bytes, 8, 8), 7.0 / 8 * bytes / hw.nvlink_busbw + latency, 1e-12);
+  const double across = net.alltoall(bytes, 16, 8);
+  EXPECT_GT(across, 0.5 * bytes / net.nic_bw_per_device());  // half of each buffer leaves the node
+  EXPECT_EQ(net.alltoall(bytes, 1, 1), 0);
+}
+
 TEST(SimCp, A2aExchangesQkvAndTheOutputEachWay) {
   const RunConfig c = llama405b(8, 2, 1, 1, 1, 1, 2);
   const KernelList list = layer_list(c, CpComm::A2A);
