@@ -48,17 +48,20 @@ void ring_forward(KernelBuilder& x, const LayerShape& d) {
 }
 
 // The backward passes the key and value blocks around again (the forward kept only its own) and
-// each block's dK dV after it: c-1 K V transfers under the steps, c dK dV transfers, the last of
-// which returns the accumulated gradient to the block's owner after the last step (exposed).
+// each block's dK dV after it, one transfer a step under that step's attention backward
+// (Transformer Engine's AttnFuncWithCPAndKVP2P.backward, p2p_comm_buffers): step 0 sends the K V
+// block, steps 1 .. c-2 the K V block and the dK dV accumulated so far together, step c-1 the
+// dK dV alone: c-1 blocks of each, 2 (c-1) in all.
 void ring_backward(KernelBuilder& x, const LayerShape& d) {
   const double heads = d.b * d.at;
   int step = flash_backward(x, d, d.sl, d.sl, heads, true);
+  x.cp_collective("k v block to the next rank", Collective::SendRecv, kv_block(d), Overlap::UnderKernels, step, 5);
   for (int i = 1; i < d.cp; ++i) {
-    x.cp_collective("k v block to the next rank", Collective::SendRecv, kv_block(d), Overlap::UnderKernels, step, 5);
     step = flash_backward(x, d, d.sl, d.sl / 2, heads, false);
-    x.cp_collective("dk dv block to the next rank", Collective::SendRecv, kv_block(d), Overlap::UnderKernels, step, 5);
+    const bool last = i == d.cp - 1;
+    x.cp_collective(last ? "dk dv block to the next rank" : "k v and dk dv blocks to the next rank",
+                    Collective::SendRecv, last ? kv_block(d) : 2 * kv_block(d), Overlap::UnderKernels, step, 5);
   }
-  x.cp_collective("dk dv block to its owner", Collective::SendRecv, kv_block(d));
 }
 
 // a2a (Ulysses, Transformer Engine's AttnFuncWithCPAndQKVOA2A): q, k and v each exchanged from
