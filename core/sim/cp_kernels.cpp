@@ -85,17 +85,23 @@ void a2a_backward(KernelBuilder& x, const LayerShape& d) {
   x.cp_collective("dv to sequence", Collective::AllToAll, kv);
 }
 
-// allgather (AttnFuncWithCPAndKVAllGather): every key and value gathered before the rank's
-// queries attend to them causally; the backward gathers them again and reduce-scatters dK dV.
+// allgather (AttnFuncWithCPAndKVAllGather): the keys and the values of the whole sequence
+// all-gathered (one collective each) before the rank's queries attend to them causally; the
+// backward gathers them again and reduce-scatters dK and dV.
 void allgather_forward(KernelBuilder& x, const LayerShape& d) {
-  x.cp_collective("k v", Collective::AllGather, kv_block(d) * d.cp);
+  const double one = kv_block(d) / 2 * d.cp;  // k (or v) of the whole sequence
+  x.cp_collective("k", Collective::AllGather, one);
+  x.cp_collective("v", Collective::AllGather, one);
   flash_forward(x, d, d.sl, d.s, d.b * d.at, true);
 }
 
 void allgather_backward(KernelBuilder& x, const LayerShape& d) {
-  x.cp_collective("k v again", Collective::AllGather, kv_block(d) * d.cp);
+  const double one = kv_block(d) / 2 * d.cp;
+  x.cp_collective("k again", Collective::AllGather, one);
+  x.cp_collective("v again", Collective::AllGather, one);
   flash_backward(x, d, d.sl, d.s, d.b * d.at, true);
-  x.cp_collective("dk dv", Collective::ReduceScatter, kv_block(d) * d.cp);
+  x.cp_collective("dk", Collective::ReduceScatter, one);
+  x.cp_collective("dv", Collective::ReduceScatter, one);
 }
 
 }  // namespace
