@@ -252,5 +252,28 @@ TEST(SimPlanner, StacksWithoutContextParallelismSearchOnlyCEqualsOne) {
   for (const PlanEntry& e : plan(r, selene()).best) EXPECT_EQ(e.cfg.par.cp, 1);
 }
 
+// cp_reason's three answers, each from the layout's own numbers: Llama 3 8B fits without context
+// parallelism on 8 H100s, so c = 2 there is a matter of time ("compute"), or of the batch when d c
+// does not divide it.
+TEST(SimPlanner, TheReasonForContextParallelismComesFromTheSameLayoutWithoutIt) {
+  const HardwareProfile hw = load_profile("h100-dgx");
+  RunConfig c;
+  c.model = preset_config("llama3-8b");
+  c.par.tp = 2, c.par.cp = 2, c.par.pp = 1, c.par.dp = 2;
+  c.par.micro_batch = 1, c.par.global_batch = 8;
+  c.par.sequence_parallel = true, c.par.zero = 1;
+  c.stack = StackKind::Mcore;
+  c.backend = BackendKind::Cuda;
+  c.precision = Precision::Bf16;
+  validate_run(c);
+  const PlanEntry e{c, simulate(c, hw)};
+  const std::string why = cp_reason(e, hw);
+  EXPECT_EQ(why.rfind("compute: c = 1 (d = 4, m = 2) fits", 0), 0u) << why;
+  c.par.global_batch = 6;  // d c = 4 does not divide it
+  EXPECT_EQ(cp_reason({c, simulate(c, hw)}, hw).rfind("batch: c = 1 would fit", 0), 0u);
+  c.par.cp = 1, c.par.dp = 4, c.par.global_batch = 8;
+  EXPECT_EQ(cp_reason({c, simulate(c, hw)}, hw), "");
+}
+
 }  // namespace
 }  // namespace ptdp::sim
