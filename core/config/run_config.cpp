@@ -22,12 +22,19 @@ void validate_model_shape(const ModelConfig& c) {
                 c.hidden, c.heads, c.head_dim());
 }
 
+// "--tp T x --pp P", with " x --context-parallel-size C" where C > 1.
+std::string model_parallel_flags(const ParallelConfig& p) {
+  std::string out = fmt::format("--tp {} x --pp {}", p.tp, p.pp);
+  if (p.cp > 1) out += fmt::format(" x --context-parallel-size {}", p.cp);
+  return out;
+}
+
 // What tensor parallelism splits must divide by t; the stages' layers; d and the ranks.
 void validate_layout(RunConfig& c) {
   ParallelConfig& p = c.par;
   // Bounds that keep every product below in range (no layout needs more).
-  if (int64_t(p.tp) * p.pp * std::max(p.dp, 1) > (1 << 20))
-    usage_error("--tp {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.pp, std::max(p.dp, 1), 1 << 20);
+  if (int64_t(p.tp) * p.pp * p.cp * std::max(p.dp, 1) > (1 << 20))
+    usage_error("{} x --dp {} must be at most {} ranks", model_parallel_flags(p), std::max(p.dp, 1), 1 << 20);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
   // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
   // t); its newer all-gather path for t > groups is not implemented).
@@ -50,20 +57,26 @@ void validate_layout(RunConfig& c) {
                   p.pipeline_layout, v);
   }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
+  // Context parallelism (Megatron-core's rank order: tensor, context, data, pipeline): the world
+  // is t x c x p x d, and each of the 2c chunks of a sequence holds s / 2c tokens.
+  if (p.cp > 1 && c.model.seq_length % (2 * p.cp) != 0)
+    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each rank holds two of "
+                "the sequence's 2c chunks)",
+                p.cp, c.model.seq_length, p.cp);
+  const int tpc = p.tp * p.pp * p.cp;
   if (p.dp == 0) {
     if (c.ranks == 0) {
       p.dp = 1;
     } else {
-      if (c.ranks % (p.tp * p.pp) != 0)
-        usage_error("--ranks {} must be a multiple of --tp {} x --pp {}", c.ranks, p.tp, p.pp);
-      p.dp = c.ranks / (p.tp * p.pp);
+      if (c.ranks % tpc != 0) usage_error("--ranks {} must be a multiple of {}", c.ranks, model_parallel_flags(p));
+      p.dp = c.ranks / tpc;
     }
   }
-  const int world = p.tp * p.pp * p.dp;
+  const int world = tpc * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --pp {} x --dp {} = {}",
-                c.ranks, p.tp, p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal {} x --dp {} = {}", c.ranks,
+                model_parallel_flags(p), p.dp, world);
   if (c.gemm_rate && (c.backend != BackendKind::Cpu || world != 1))
     usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
                 "has --backend {} and {} ranks)",

@@ -23,7 +23,7 @@ double state_bytes_per_param(Precision precision, int zero, int dp) {
 namespace {
 
 struct Dims {
-  double E, b, s, h, a, t, f, sbh;
+  double E, b, s, h, a, t, f, sbh;  // s: the tokens of a sequence on this rank (s / c)
   double g;  // key/value heads (query groups; a without grouped-query attention)
   bool llama;
   double rowshare;  // of the b*s rows a rank keeps outside the tensor-parallel GEMMs (1/t: sequence parallel)
@@ -31,7 +31,7 @@ struct Dims {
   explicit Dims(const RunConfig& c)
       : E(HardwareProfile::element_bytes(c.precision)),
         b(c.par.micro_batch),
-        s(c.model.seq_length),
+        s(double(c.model.seq_length) / c.par.cp),  // context parallelism: this rank's tokens
         h(c.model.hidden),
         a(c.model.heads),
         t(c.par.tp),
@@ -119,14 +119,16 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const double attention_peak = scores > 0 ? core_saved + d.E * scores + d.E * d.sbh * (2 * d.rowshare + 1) +
                                                  5 * d.E * d.sbh / d.t
                                            : 0.0;
-  const double layer_ws = std::max(mlp_peak, attention_peak);
+  // The p2p ring's receive buffers: two key/value blocks in flight (2 b (s/c) (2 g/t) hd E each).
+  const double ring = par.cp > 1 && par.cp_comm == CpComm::P2P ? 2 * d.E * d.b * d.s * 2 * d.g * d.h / d.a / d.t : 0.0;
+  const double layer_ws = std::max(mlp_peak, attention_peak) + ring;
   const double logits = d.b * d.s * vt;
 
   const bool ds_bf16 = bf16_optimizer(stack, cfg.precision);
   MemoryVerdict out;
   out.capacity = hw.memory_bytes;
   out.zero = par.zero;
-  out.dp = par.dp;
+  out.dp = par.dp * par.cp;  // the distributed optimizer shards over d c ranks
   for (int s = 0; s < p; ++s) {
     StageMemory m;
     // Each stage holds its own layers (uneven first and last stages: core/model/layer_split.h).
@@ -147,7 +149,7 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
     // DeepSpeed's BF16_Optimizer (megatron-deepspeed, bf16): bf16 weights and gradients, an
     // unsharded fp32 gradient buffer, the fp32 master weights and Adam moments sharded over d.
     m.state = m.params * (ds_bf16 ? 2 + 2 + 4 + 12.0 / std::max(par.dp, 1)
-                                  : state_bytes_per_param(cfg.precision, par.zero, par.dp));
+                                  : state_bytes_per_param(cfg.precision, par.zero, out.dp));
     if (par.zero == 3) {
       // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
       const double persistent = zero3_persistent_params(cfg, z3);
