@@ -141,7 +141,7 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", cfg.precision, hw.name, hw.path,
                 cfg.precision);
   elem = HardwareProfile::element_bytes(cfg.precision);
-  knobs = opt.precision ? *opt.precision : precision_knobs(cfg);
+  knobs = precision_knobs(cfg);
   grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
   if (knobs.grad_reduce_bf16 && cfg.precision != Precision::F32) grad_bytes = 2;  // --grad-reduce-in-bf16
   const int t = pc.tp;

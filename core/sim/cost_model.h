@@ -6,7 +6,6 @@
 // has them; or ptdp's own CUDA backend (--stack ptdp).
 #pragma once
 #include <array>
-#include <optional>
 #include <string>
 
 #include "core/model/config.h"
@@ -42,7 +41,6 @@ struct SimOptions {
                             // RunConfig::overlap_grad_reduce)
   int grad_bytes = 2;       // bytes of a gradient element in the all-reduce buffer (fp16 main_grad)
   Zero3Options zero3;
-  std::optional<PrecisionKnobs> precision;  // the run's (precision_knobs(cfg)) unless set
 };
 
 // Seconds by kind of work.
@@ -144,7 +142,7 @@ struct CostModel {
   int grad_bytes = 2;  // of a gradient element in the data-parallel reduction (the stack's, else opt's)
   int tied_grad_bytes = 2;  // of one in the tied embedding's all-reduce
   int elem = 2;     // bytes per element
-  PrecisionKnobs knobs;  // opt.precision, else the run's
+  PrecisionKnobs knobs;  // the run's (precision_knobs)
 };
 
 }  // namespace ptdp::sim

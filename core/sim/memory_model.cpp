@@ -29,7 +29,7 @@ StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
   const ParallelConfig& par = cfg.par;
   const double d = std::max(par.dp, 1);
   if (stack.ptdp_kernels) {
-    const double b = ptdp_state_bytes_per_param(cfg);
+    const double b = ptdp_state_bytes_per_param(cfg, knobs);
     return {b, b};
   }
   if (bf16_optimizer(stack, cfg.precision)) {
@@ -233,8 +233,8 @@ StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const 
 }  // namespace
 
 MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight,
-                             const Zero3Options& z3, const PrecisionKnobs* knobs) {
-  const StateBytes per_param = knobs ? state_bytes(cfg, *knobs) : state_bytes(cfg);
+                             const Zero3Options& z3) {
+  const StateBytes per_param = state_bytes(cfg);
   const int p = cfg.par.pp;
   if (in_flight.empty())
     for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));

@@ -82,8 +82,7 @@ struct MemoryVerdict {
 
 // `in_flight[stage]`: from peak_in_flight (or a replay); empty: computed here. With --zero 3 the
 // working set also holds the gathered parameters and reduce buckets (zero3_gathered_bytes, `z3`).
-// `knobs`: the precision knobs to assume (null: the run's, precision_knobs(cfg)).
 MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight = {},
-                             const Zero3Options& z3 = {}, const PrecisionKnobs* knobs = nullptr);
+                             const Zero3Options& z3 = {});
 
 }  // namespace ptdp::sim

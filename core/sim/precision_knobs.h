@@ -18,7 +18,8 @@ struct PrecisionKnobs {
   double adam_state_bytes() const { return main_param_bytes + exp_avg_bytes + exp_avg_sq_bytes; }
 };
 
-// The knobs `cfg` sets (their defaults where the config has no such field).
+// The knobs `cfg` sets (RunConfig::grad_reduce_bf16 and overlap_param_gather_with_optimizer_step,
+// OptimizerConfig's state dtypes).
 PrecisionKnobs precision_knobs(const RunConfig& cfg);
 
 }  // namespace ptdp::sim

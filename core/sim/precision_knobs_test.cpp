@@ -32,37 +32,54 @@ RunConfig nemotron340b() {
   return c;
 }
 
-PrecisionKnobs nemo_knobs() {
-  PrecisionKnobs k;
-  k.grad_reduce_bf16 = true;
-  k.overlap_param_gather_with_optimizer_step = true;
-  return k;
+// NeMo's settings for it: bf16 gradient reduction, the gather beside the step.
+RunConfig with_nemo_knobs(RunConfig c) {
+  c.grad_reduce_bf16 = true;
+  c.overlap_param_gather_with_optimizer_step = true;
+  validate_run(c);
+  return c;
+}
+
+TEST(SimPrecisionKnobs, TheyAreTheRunsFields) {
+  RunConfig c = with_nemo_knobs(nemotron340b());
+  c.opt.precision_aware = true;
+  c.opt.exp_avg_dtype = DType::BF16;
+  c.opt.main_params_dtype = DType::F16;
+  const PrecisionKnobs k = precision_knobs(c);
+  EXPECT_TRUE(k.grad_reduce_bf16);
+  EXPECT_TRUE(k.overlap_param_gather_with_optimizer_step);
+  EXPECT_EQ(k.exp_avg_bytes, 2);
+  EXPECT_EQ(k.exp_avg_sq_bytes, 4);
+  EXPECT_EQ(k.main_param_bytes, 2);
+  EXPECT_EQ(k.main_grad_bytes, 4);
 }
 
 TEST(SimPrecisionKnobs, Bf16GradientsAndMomentsShrinkTheDistributedOptimizersState) {
-  const RunConfig c = nemotron340b();
-  const StateBytes plain = state_bytes(c, PrecisionKnobs{});
+  RunConfig c = nemotron340b();
+  const StateBytes plain = state_bytes(c);
   EXPECT_DOUBLE_EQ(plain.backward, 6 + 12.0 / 4);  // bf16 parameters, fp32 gradients
-  PrecisionKnobs k = nemo_knobs();
-  k.exp_avg_bytes = k.exp_avg_sq_bytes = 2;
-  const StateBytes low = state_bytes(c, k);
+  EXPECT_DOUBLE_EQ(plain.step, plain.backward);
+  c = with_nemo_knobs(c);
+  c.opt.precision_aware = true;
+  c.opt.exp_avg_dtype = c.opt.exp_avg_sq_dtype = DType::BF16;
+  validate_run(c);
+  const StateBytes low = state_bytes(c);
   EXPECT_DOUBLE_EQ(low.backward, 2 + 2 + (4 + 2 + 2) / 4.0);
   EXPECT_DOUBLE_EQ(low.step, low.backward + 4 / 4.0);  // the fp32 master gradient shard, in the step
 }
 
 TEST(SimPrecisionKnobs, Bf16ReductionHalvesTheDataParallelBytesAndBf16MomentsTheStepsTraffic) {
   const RunConfig c = nemotron340b();
-  SimOptions opt;
-  const CostModel fp32(c, load_profile("h100-dgx"), opt);
-  opt.precision = nemo_knobs();
-  const CostModel bf16(c, load_profile("h100-dgx"), opt);
+  const HardwareProfile hw = load_profile("h100-dgx");
+  const CostModel fp32(c, hw), bf16(with_nemo_knobs(c), hw);
   EXPECT_EQ(fp32.grad_bytes, 4);
   EXPECT_EQ(bf16.grad_bytes, 2);
   EXPECT_NEAR(bf16.dp_reduce_scatter(1e9) / fp32.dp_reduce_scatter(1e9), 0.5, 0.05);
-  PrecisionKnobs k;
-  k.exp_avg_bytes = k.exp_avg_sq_bytes = 2;
-  opt.precision = k;
-  const CostModel moments(c, load_profile("h100-dgx"), opt);
+  RunConfig m = c;
+  m.opt.precision_aware = true;
+  m.opt.exp_avg_dtype = m.opt.exp_avg_sq_dtype = DType::BF16;
+  validate_run(m);
+  const CostModel moments(m, hw);
   EXPECT_DOUBLE_EQ(fp32.optimizer_bytes_per_param - moments.optimizer_bytes_per_param, 2 * (2 + 2));
 }
 
@@ -70,10 +87,7 @@ TEST(SimPrecisionKnobs, Bf16ReductionHalvesTheDataParallelBytesAndBf16MomentsThe
 TEST(SimPrecisionKnobs, Nemotron340BsPublishedLayoutFitsAndTheGatherHidesBehindTheStep) {
   const RunConfig c = nemotron340b();
   const HardwareProfile hw = load_profile("h100-dgx");
-  SimOptions opt;
-  const SimResult plain = simulate(c, hw, opt);
-  opt.precision = nemo_knobs();
-  const SimResult nemo = simulate(c, hw, opt);
+  const SimResult plain = simulate(c, hw), nemo = simulate(with_nemo_knobs(c), hw);
   EXPECT_TRUE(nemo.memory.fits) << nemo.memory.describe(hw.device);
   EXPECT_LT(nemo.dp_allreduce_s, plain.dp_allreduce_s);
   EXPECT_LT(nemo.iter_time_s, plain.iter_time_s);

@@ -67,10 +67,11 @@ double ptdp_head_peak_bytes(const RunConfig& cfg) {
   return 2 * d.E * d.n * vocab + d.E * d.nl * d.h * 2 + 4 * d.stat() * d.n;  // logits, dlogits; lnf, dlnf
 }
 
-double ptdp_state_bytes_per_param(const RunConfig& cfg) {
+double ptdp_state_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs) {
   const double E = HardwareProfile::element_bytes(cfg.precision);
   const bool mixed = E < 4;
-  const double sharded = (mixed ? 4.0 : 0.0) + 8.0;  // the master copy (mixed only), m and v
+  // The master copy (mixed only), m and v.
+  const double sharded = (mixed ? knobs.main_param_bytes : 0.0) + knobs.exp_avg_bytes + knobs.exp_avg_sq_bytes;
   const double d = cfg.par.zero == 1 ? std::max(cfg.par.dp, 1) : 1;
   return E + 4 + sharded / d;
 }

@@ -2,6 +2,7 @@
 // llama_layer.cpp keep for the backward pass, the backward's peak, the loss head's, the state.
 #pragma once
 #include "core/config/run_config.h"
+#include "core/sim/precision_knobs.h"
 
 namespace ptdp::sim {
 
@@ -22,8 +23,9 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode);
 double ptdp_head_peak_bytes(const RunConfig& cfg);
 
 // Bytes of state per parameter (GptModel, AdamW): the weight in the run's dtype, its f32
-// gradient (kept for the run's life), the f32 master weight (the weight itself in f32) and
-// Adam's two f32 moments, the master and moments over d ranks with --zero 1. Mixed: 18.
-double ptdp_state_bytes_per_param(const RunConfig& cfg);
+// gradient (kept for the run's life), the master weight (mixed precision; the weight itself in
+// f32) and Adam's two moments, in the optimizer's dtypes (`knobs`; f32 unless the
+// precision-aware optimizer says otherwise), over d ranks with --zero 1. Mixed, f32 state: 18.
+double ptdp_state_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs);
 
 }  // namespace ptdp::sim

@@ -114,7 +114,7 @@ SimResult simulate_zero3(const RunConfig& cfg, const HardwareProfile& hw, const 
   SimResult r;
   r.layer = cm.layer;
   const Zero3Timeline z = replay_zero3(cfg, cm);
-  r.memory = memory_verdict(cfg, hw, {}, opt.zero3, &cm.knobs);
+  r.memory = memory_verdict(cfg, hw, {}, opt.zero3);
   r.pipeline_time_s = z.end_s;
   r.bubble_fraction = 0;
   const double params = r.memory.stages[0].params;
@@ -170,7 +170,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
   PTDP_CHECK(!rep.deadlock, "schedule {} deadlocked: {}", par.schedule, rep.deadlock_detail);
   std::vector<int> in_flight;
   for (const auto& st : rep.stages) in_flight.push_back(st.peak_in_flight);
-  r.memory = memory_verdict(cfg, hw, in_flight, opt.zero3, &cm.knobs);
+  r.memory = memory_verdict(cfg, hw, in_flight, opt.zero3);
   r.pipeline_time_s = rep.makespan;
   r.bubble_fraction = bubble_fraction(rep);
 
