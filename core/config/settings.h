@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/backend/attention_choice.h"
 #include "core/common/enum_names.h"
 
 namespace ptdp {
@@ -24,10 +25,8 @@ enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptd
 // passes key/value blocks around a ring, a2a exchanges heads for sequence (Ulysses), allgather
 // gathers every key and value first.
 enum class CpComm { P2P, A2A, AllGather };
-// The attention kernels (--attention-backend, Megatron-core's flag): auto picks the fastest the
-// backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled kernel: online softmax, no
-// [s, s] probabilities), unfused (the probabilities materialised: what Megatron-LM of 2021 ran).
-enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };  // the progress line: ptdp's, or Megatron-LM's training_log line
+// The attention kernels (--attention-backend): AttentionBackend, core/backend/attention_choice.h
+// (the layers below the config resolve it against their backend).
 
 template <>
 struct EnumNames<Precision> {
