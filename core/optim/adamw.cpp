@@ -113,18 +113,29 @@ StepInfo AdamW::step_with_norm(double global_norm) {
   p.beta2 = cfg_.beta2;
   p.eps = cfg_.eps;
   p.step = step_;
-  for (const auto& s : segments_) {
-    Tensor pm = master_view(s), g = master_grad_view(s);
-    if (info.clipped) be_.scale_(g, coeff);
-    p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
-    if (m_.dtype() == DType::F32 && v_.dtype() == DType::F32) {
-      Tensor m = m_.view(s.state, {s.size()}), v = v_.view(s.state, {s.size()});
-      be_.adamw(pm, g, m, v, p);
-    } else {
+  if (m_.dtype() != DType::F32 || v_.dtype() != DType::F32) {  // 16-bit optimizer state: its own pass
+    for (const auto& s : segments_) {
+      Tensor pm = master_view(s), g = master_grad_view(s);
+      if (info.clipped) be_.scale_(g, coeff);
+      p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
       update_16bit_state(s, pm, g, p);
     }
+    refresh_params();
+    return info;
   }
-  refresh_params();
+  // Per segment: the clipping's scale, AdamW, and the rounding into bf16/f16 weights (refresh_params'
+  // copy), in one pass on backends that fuse them.
+  std::vector<AdamWSegment> segs;
+  segs.reserve(segments_.size());
+  for (const auto& s : segments_)
+    segs.push_back({.param = master_is_params_ ? s.buf : s.state,
+                    .grad = grads_are_master_ ? s.buf : s.state,
+                    .state = s.state,
+                    .lowp = s.buf,
+                    .size = s.size(),
+                    .weight_decay = s.decay ? cfg_.weight_decay : 0.0});
+  be_.adamw_multi(master_, master_grads_, m_, v_, master_is_params_ ? nullptr : &params_, segs, p,
+                  info.clipped ? coeff : 1.0);
   return info;
 }
 
