@@ -26,8 +26,9 @@ void validate_model_shape(const ModelConfig& c) {
 void validate_layout(RunConfig& c) {
   ParallelConfig& p = c.par;
   // Bounds that keep every product below in range (no layout needs more).
-  if (int64_t(p.tp) * p.pp * std::max(p.dp, 1) > (1 << 20))
-    usage_error("--tp {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.pp, std::max(p.dp, 1), 1 << 20);
+  if (int64_t(p.tp) * p.cp * p.pp * std::max(p.dp, 1) > (1 << 20))
+    usage_error("--tp {} x --context-parallel-size {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.cp, p.pp,
+                std::max(p.dp, 1), 1 << 20);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
   // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
   // t); its newer all-gather path for t > groups is not implemented).
@@ -54,20 +55,47 @@ void validate_layout(RunConfig& c) {
     if (c.ranks == 0) {
       p.dp = 1;
     } else {
-      if (c.ranks % (p.tp * p.pp) != 0)
-        usage_error("--ranks {} must be a multiple of --tp {} x --pp {}", c.ranks, p.tp, p.pp);
-      p.dp = c.ranks / (p.tp * p.pp);
+      if (c.ranks % (p.tp * p.cp * p.pp) != 0)
+        usage_error("--ranks {} must be a multiple of --tp {} x --context-parallel-size {} x --pp {}", c.ranks, p.tp,
+                    p.cp, p.pp);
+      p.dp = c.ranks / (p.tp * p.cp * p.pp);
     }
   }
-  const int world = p.tp * p.pp * p.dp;
+  const int world = p.tp * p.cp * p.pp * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --pp {} x --dp {} = {}",
-                c.ranks, p.tp, p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --context-parallel-size {} x "
+                "--pp {} x --dp {} = {}",
+                c.ranks, p.tp, p.cp, p.pp, p.dp, world);
   if (c.gemm_rate && (c.backend != BackendKind::Cpu || world != 1))
     usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
                 "has --backend {} and {} ranks)",
                 c.backend, world);
+}
+
+// Context parallelism: the sequence cut into 2c chunks, attention as block attention over the group.
+void validate_context_parallel(const RunConfig& c, const ParallelConfig& p) {
+  if (p.cp == 1) return;
+  const int64_t s = c.model.seq_length;
+  if (s % (2 * p.cp) != 0)
+    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each sequence is cut "
+                "into 2c equal chunks)",
+                p.cp, s, p.cp);
+  if (p.sequence_parallel && (int64_t(p.micro_batch) * s / p.cp) % p.tp != 0)
+    usage_error("--sequence-parallel with --context-parallel-size {} needs --tp {} to divide --micro-batch {} x "
+                "--seq-length {} / {} = {} (the rows of a context-parallel rank)",
+                p.cp, p.tp, p.micro_batch, s, p.cp, int64_t(p.micro_batch) * s / p.cp);
+  if (c.attention_backend == AttentionBackend::Unfused)
+    usage_error("--context-parallel-size {} needs block attention: --attention-backend unfused materialises the "
+                "[s, s] probabilities, which a context-parallel group never holds (use auto or flash)",
+                p.cp);
+  if (p.cp_comm == CpComm::A2A) {
+    const int heads = c.model.heads / p.tp, groups = c.model.groups() / p.tp;
+    if (heads % p.cp != 0 || groups % p.cp != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads ({}) and key/value heads "
+                  "({}) of each tensor-parallel rank (it exchanges heads for sequence)",
+                  p.cp, heads, groups);
+  }
 }
 
 // The batch, the schedule and the sharding.
@@ -87,6 +115,7 @@ void validate_schedule(const RunConfig& c, ParallelConfig& p) {
     usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
                 "tensor-parallel rank holds an equal share of the rows)",
                 p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
+  validate_context_parallel(c, p);
   if (p.vpp > 1 && p.schedule != ScheduleKind::Interleaved) usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == ScheduleKind::Interleaved) {
     if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
@@ -168,6 +197,10 @@ LossScaleConfig loss_scale_config(const RunConfig& c) {
   l.window = c.loss_scale_window;
   l.hysteresis = c.hysteresis;
   return l;
+}
+
+bool uses_block_attention(const RunConfig& c) {
+  return c.par.cp > 1 || c.attention_backend == AttentionBackend::Flash;
 }
 
 DType precision_dtype(Precision precision) {
