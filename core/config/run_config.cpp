@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
@@ -26,9 +29,11 @@ void validate_model_shape(const ModelConfig& c) {
 void validate_layout(RunConfig& c) {
   ParallelConfig& p = c.par;
   // Bounds that keep every product below in range (no layout needs more).
+  // "--tp T x " and, with context parallelism, "--context-parallel-size C x " (the ranks' factors).
+  const std::string tc = fmt::format("--tp {} x {}", p.tp,
+                                     p.cp > 1 ? fmt::format("--context-parallel-size {} x ", p.cp) : std::string());
   if (int64_t(p.tp) * p.cp * p.pp * std::max(p.dp, 1) > (1 << 20))
-    usage_error("--tp {} x --context-parallel-size {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.cp, p.pp,
-                std::max(p.dp, 1), 1 << 20);
+    usage_error("{}--pp {} x --dp {} must be at most {} ranks", tc, p.pp, std::max(p.dp, 1), 1 << 20);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
   // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
   // t); its newer all-gather path for t > groups is not implemented).
@@ -55,18 +60,15 @@ void validate_layout(RunConfig& c) {
     if (c.ranks == 0) {
       p.dp = 1;
     } else {
-      if (c.ranks % (p.tp * p.cp * p.pp) != 0)
-        usage_error("--ranks {} must be a multiple of --tp {} x --context-parallel-size {} x --pp {}", c.ranks, p.tp,
-                    p.cp, p.pp);
+      if (c.ranks % (p.tp * p.cp * p.pp) != 0) usage_error("--ranks {} must be a multiple of {}--pp {}", c.ranks, tc, p.pp);
       p.dp = c.ranks / (p.tp * p.cp * p.pp);
     }
   }
   const int world = p.tp * p.cp * p.pp * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --context-parallel-size {} x "
-                "--pp {} x --dp {} = {}",
-                c.ranks, p.tp, p.cp, p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal {}--pp {} x --dp {} = {}", c.ranks, tc,
+                p.pp, p.dp, world);
   if (c.gemm_rate && (c.backend != BackendKind::Cpu || world != 1))
     usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
                 "has --backend {} and {} ranks)",
