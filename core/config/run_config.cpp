@@ -136,6 +136,8 @@ void validate_run_settings(const RunConfig& c) {
     usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
                 c.initial_loss_scale);
   if (c.comm == CommKind::Nccl && c.backend != BackendKind::Cuda) usage_error("--comm nccl needs --backend cuda");
+  if (c.attention_backend == AttentionBackend::Cudnn && c.backend != BackendKind::Cuda)
+    usage_error("--attention-backend cudnn (Megatron-core's fused) needs --backend cuda (cuDNN runs on the GPU)");
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   if (c.eval_interval > 0 && c.eval_iters == 0)
@@ -169,6 +171,44 @@ void validate_run_settings(const RunConfig& c) {
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
 }
 
+// Megatron-core's bf16 gradient reduction, precision-aware optimizer and parameter gather with the
+// optimizer step: the rules of its arguments and OptimizerConfig, in ptdp's terms.
+void validate_precision_options(const RunConfig& c) {
+  if (c.grad_reduce_bf16 && c.precision != Precision::Bf16)
+    usage_error("--grad-reduce-in-bf16 needs --precision bf16 (Megatron-core reduces the gradients in the weights' "
+                "dtype when it is bf16; this run's weights are {})",
+                c.precision);
+  const OptimizerConfig& o = c.opt;
+  const std::pair<const char*, DType> dtypes[] = {{"--main-params-dtype", o.main_params_dtype},
+                                                  {"--main-grads-dtype", o.main_grads_dtype},
+                                                  {"--exp-avg-dtype", o.exp_avg_dtype},
+                                                  {"--exp-avg-sq-dtype", o.exp_avg_sq_dtype}};
+  for (const auto& [flag, dt] : dtypes)
+    if (dt != DType::F32 && !o.precision_aware)
+      usage_error("{} {} needs --use-precision-aware-optimizer (without it the optimizer's state is f32)", flag,
+                  dtype_name(dt));
+  if (o.precision_aware && c.par.zero == 0)
+    usage_error("--use-precision-aware-optimizer needs a sharded optimizer: --zero 1 (the distributed optimizer, as "
+                "Megatron-core) or --zero 3");
+  if (o.main_params_dtype == DType::BF16)
+    usage_error("--main-params-dtype bf16: the master weights may be f32 or f16 (Megatron-core's choices)");
+  if (o.main_params_dtype != DType::F32 && c.precision == Precision::F32)
+    usage_error("--main-params-dtype {} needs 16-bit weights (--precision bf16 or f16): with f32 weights the weights "
+                "are the master weights",
+                dtype_name(o.main_params_dtype));
+  if (o.main_grads_dtype == DType::F16)
+    usage_error("--main-grads-dtype f16: the gradients the optimizer reads may be f32 or bf16 (Megatron-core's "
+                "choices)");
+  if (o.main_grads_dtype == DType::BF16 && !c.grad_reduce_bf16)
+    usage_error("--main-grads-dtype bf16 needs --grad-reduce-in-bf16 (the optimizer reads the gradients in bf16 only "
+                "where they were reduced in bf16; Megatron-core refuses it with gradients reduced in f32)");
+  if (c.overlap_param_gather_with_optimizer_step && c.par.zero != 1)
+    usage_error("--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)");
+  if (c.overlap_param_gather_with_optimizer_step && c.par.vpp < 2)
+    usage_error("--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism (--schedule "
+                "interleaved, --vpp 2 or more), as Megatron-core");
+}
+
 }  // namespace
 
 void validate_run(RunConfig& c) {
@@ -177,6 +217,7 @@ void validate_run(RunConfig& c) {
   validate_layout(c);
   validate_schedule(c, c.par);
   validate_run_settings(c);
+  validate_precision_options(c);
 }
 
 void require_supported(const RunConfig& c) {
@@ -187,6 +228,19 @@ void require_supported(const RunConfig& c) {
 #ifndef PTDP_HAVE_NCCL
   if (c.comm == CommKind::Nccl) usage_error("--comm nccl: this build has no NCCL communicator");
 #endif
+  // Transformer Engine keeps f16 optimizer state with a per-tensor scale; ptdp's optimizer stores
+  // 16-bit state in bf16 only.
+  const std::pair<const char*, DType> states[] = {{"--main-params-dtype", c.opt.main_params_dtype},
+                                                  {"--exp-avg-dtype", c.opt.exp_avg_dtype},
+                                                  {"--exp-avg-sq-dtype", c.opt.exp_avg_sq_dtype}};
+  for (const auto& [flag, dt] : states)
+    if (dt == DType::F16)
+      usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
+                  "per-tensor scaling, not implemented); `ptdp simulate` accepts it",
+                  flag);
+  if (c.grad_reduce_bf16 && c.par.zero == 3)
+    usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "
+                "implemented)");
 
 }
 

@@ -81,6 +81,12 @@ struct RunConfig {
   LogFormat log_format = LogFormat::Ptdp;
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)
+  // --grad-reduce-in-bf16 (Megatron-core's): the data-parallel sum of the f32 gradients done in bf16
+  // (each rank's gradient rounded to bf16, summed in bf16, the sum widened back to f32).
+  bool grad_reduce_bf16 = false;
+  // --overlap-param-gather-with-optimizer-step (Megatron-core's): the distributed optimizer's
+  // parameter all-gather overlapped with the optimizer step (interleaved schedule); timing only.
+  bool overlap_param_gather_with_optimizer_step = false;
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
   std::string save_dir, load_dir;            // checkpoints (--save, --load)
   int save_interval = 0;                     // 0: save at the end only
