@@ -235,7 +235,8 @@ TEST(CliParallelFlags, ContextParallelismNeedsBlockAttention) {
 TEST(CliParallelFlags, AllToAllContextParallelismNeedsCToDivideTheHeads) {
   // tiny: 4 heads; --tp 2 leaves 2 per rank, which c = 4 cannot split.
   expect_refused({"--model", "tiny", "--tp", "2", "--context-parallel-size", "4", "--cp-comm-type", "a2a"},
-                 "--cp-comm-type a2a needs --context-parallel-size 4 to divide the heads (2)");
+                 "--cp-comm-type a2a needs --context-parallel-size 4 to divide the heads of each tensor-parallel "
+                 "rank (2: it exchanges heads for sequence)");
 }
 
 TEST(CliParallelFlags, ContextParallelSequenceParallelNeedsTpToDivideTheRowsOfARank) {

@@ -93,10 +93,14 @@ void validate_context_parallel(const RunConfig& c, const ParallelConfig& p) {
                 p.cp);
   if (p.cp_comm == CpComm::A2A) {
     const int heads = c.model.heads / p.tp, groups = c.model.groups() / p.tp;
-    if (heads % p.cp != 0 || groups % p.cp != 0)
-      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads ({}) and key/value heads "
-                  "({}) of each tensor-parallel rank (it exchanges heads for sequence)",
-                  p.cp, heads, groups);
+    if (heads % p.cp != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads of each tensor-parallel "
+                  "rank ({}: it exchanges heads for sequence)",
+                  p.cp, heads);
+    if (groups % p.cp != 0 && p.cp % groups != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} and the key/value heads of each "
+                  "tensor-parallel rank ({}) to divide one another (fewer are replicated to the ranks that read them)",
+                  p.cp, groups);
   }
 }
 

@@ -39,10 +39,7 @@ void block_attention_recompute(Backend& be, const LayerDims& d, LayerCache& c) {
 
 Tensor block_attention_backward(Backend& be, const LayerDims& d, const LayerCache& c, const Tensor& datty) {
   const DType dt = datty.dtype();
-  Tensor dq = be.empty(c.q.shape(), dt), dk = be.empty(c.k.shape(), dt), dv = be.empty(c.v.shape(), dt);
-  be.fill(dq, 0);
-  be.fill(dk, 0);
-  be.fill(dv, 0);
+  Tensor dq = be.empty(c.q.shape(), dt), dk = be.empty(c.k.shape(), dt), dv = be.empty(c.v.shape(), dt);  // overwritten
   {
     NvtxRange r("block attention backward");
     cp_attention_backward(be, d.cp, datty, c.q, c.k, c.v, c.attn, dq, dk, dv, d.b, d.s, d.heads, d.kv_heads(), d.hd);

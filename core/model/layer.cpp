@@ -76,8 +76,8 @@ Tensor attention_grad(Backend& be, const LayerDims& d, const LayerCache& c, cons
 
 int64_t LayerCache::bytes() const {
   int64_t n = 0;
-  for (const Tensor* t :
-       {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act, &q, &k, &v, &attn.lse})
+  for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act, &q, &k,
+                          &v, &attn.lse, &attn.q_full, &attn.k_full, &attn.v_full, &attn.y_full})
     if (t->defined()) n += t->nbytes();
   // The attention output: atty itself, unless the block attention keeps a copy of its own.
   if (attn.y.defined() && !(atty.defined() && attn.y.raw() == atty.raw())) n += attn.y.nbytes();

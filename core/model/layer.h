@@ -110,7 +110,8 @@ struct LayerWeights {
 //
 // Block attention (LayerDims::block; block_attention_path.h) keeps q, k, v (LLaMA: rotated) in
 // place of qkv, the same bytes, and no probabilities: attn holds the output's log-sum-exp (one f32
-// per row and head, 4*a*sb/t bytes; atty is its output). Selective recomputation drops atty and
+// per row and head, 4*a*sb/t bytes; atty is its output; a2a also keeps the whole sequence's q, k, v
+// and output of its a/c heads, the size of q, k, v and atty again). Selective recomputation drops atty and
 // attn and reruns the attention core in backward:
 //   none:      e*sbh*(8 + 24/t) + 4*a*sb/t + 16*sb     selective: e*sbh*(7 + 24/t) + 16*sb
 // With context parallelism c, s is this rank's s/c tokens of each sequence in every formula.

@@ -84,6 +84,9 @@ std::vector<CpLayout> cpu_layouts() {
     add(3, cp_layout(2, 2, 1, 2, comm, R::Selective));   // GQA: 2 groups per tensor-parallel rank
     add(3, cp_layout(1, 4, 1, 2, comm));
   }
+  // a2a with fewer key/value heads than c: each goes, replicated, to the ranks whose queries read it.
+  add(2, cp_layout(1, 4, 1, 1, C::A2A, R::Selective));
+  add(3, cp_layout(2, 4, 1, 1, C::A2A, R::Full));
   add(0, cp_layout(2, 2, 2, 1, C::P2P, R::Selective, K::Interleaved));  // t, c, p, v: 8 ranks
   add(1, cp_layout(1, 2, 2, 2, C::A2A, R::None, K::Interleaved));
   add(0, cp_layout(1, 4, 2, 1, C::P2P, R::None, K::GPipe));
