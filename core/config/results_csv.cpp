@@ -185,7 +185,7 @@ ResultRow config_row(const RunConfig& c, const std::string& mode) {
   }
   r.set("mode", mode);
   r.set("params", static_cast<long long>(params_exact(c.model)));
-  r.set("gpus", c.ranks > 0 ? c.ranks : c.par.tp * c.par.pp * c.par.dp);
+  r.set("gpus", c.ranks > 0 ? c.ranks : c.par.tp * c.par.cp * c.par.pp * c.par.dp);
   r.set("num_microbatches", c.par.num_microbatches());
   r.set("stage_layers", stage_layers(c));
   return r;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
@@ -58,11 +61,7 @@ void validate_layout(RunConfig& c) {
   }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
   // Context parallelism (Megatron-core's rank order: tensor, context, data, pipeline): the world
-  // is t x c x p x d, and each of the 2c chunks of a sequence holds s / 2c tokens.
-  if (p.cp > 1 && c.model.seq_length % (2 * p.cp) != 0)
-    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each rank holds two of "
-                "the sequence's 2c chunks)",
-                p.cp, c.model.seq_length, p.cp);
+  // is t x c x p x d (the chunks' rules: validate_context_parallel).
   const int tpc = p.tp * p.pp * p.cp;
   if (p.dp == 0) {
     if (c.ranks == 0) {
@@ -83,6 +82,35 @@ void validate_layout(RunConfig& c) {
                 c.backend, world);
 }
 
+// Context parallelism: the sequence cut into 2c chunks, attention as block attention over the group.
+void validate_context_parallel(const RunConfig& c, const ParallelConfig& p) {
+  if (p.cp == 1) return;
+  const int64_t s = c.model.seq_length;
+  if (s % (2 * p.cp) != 0)
+    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each sequence is cut "
+                "into 2c equal chunks)",
+                p.cp, s, p.cp);
+  if (p.sequence_parallel && (int64_t(p.micro_batch) * s / p.cp) % p.tp != 0)
+    usage_error("--sequence-parallel with --context-parallel-size {} needs --tp {} to divide --micro-batch {} x "
+                "--seq-length {} / {} = {} (the rows of a context-parallel rank)",
+                p.cp, p.tp, p.micro_batch, s, p.cp, int64_t(p.micro_batch) * s / p.cp);
+  if (c.attention_backend == AttentionBackend::Unfused)
+    usage_error("--context-parallel-size {} needs block attention: --attention-backend unfused materialises the "
+                "[s, s] probabilities, which a context-parallel group never holds (use auto or flash)",
+                p.cp);
+  if (p.cp_comm == CpComm::A2A) {
+    const int heads = c.model.heads / p.tp, groups = c.model.groups() / p.tp;
+    if (heads % p.cp != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads of each tensor-parallel "
+                  "rank ({}: it exchanges heads for sequence)",
+                  p.cp, heads);
+    if (groups % p.cp != 0 && p.cp % groups != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} and the key/value heads of each "
+                  "tensor-parallel rank ({}) to divide one another (fewer are replicated to the ranks that read them)",
+                  p.cp, groups);
+  }
+}
+
 // The batch, the schedule and the sharding.
 void validate_schedule(const RunConfig& c, ParallelConfig& p) {
   if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
@@ -100,6 +128,7 @@ void validate_schedule(const RunConfig& c, ParallelConfig& p) {
     usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
                 "tensor-parallel rank holds an equal share of the rows)",
                 p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
+  validate_context_parallel(c, p);
   if (p.vpp > 1 && p.schedule != ScheduleKind::Interleaved) usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == ScheduleKind::Interleaved) {
     if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
@@ -235,6 +264,10 @@ LossScaleConfig loss_scale_config(const RunConfig& c) {
   l.window = c.loss_scale_window;
   l.hysteresis = c.hysteresis;
   return l;
+}
+
+bool uses_block_attention(const RunConfig& c) {
+  return c.par.cp > 1 || c.attention_backend == AttentionBackend::Flash;
 }
 
 DType precision_dtype(Precision precision) {
