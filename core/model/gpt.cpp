@@ -190,8 +190,10 @@ int64_t Gpt::Cache::bytes() const {
   // The stage's input is also its first layer's kept input (the same tensor): count it once.
   const bool input_kept = !layers.empty() && layers.front().x.defined() && x_in.defined() &&
                           layers.front().x.raw() == x_in.raw();
+  // A chunk of no layer that holds the loss: the final LayerNorm's input is the stage's input.
+  const bool xl_is_input = xl.defined() && x_in.defined() && xl.raw() == x_in.raw();
   for (const Tensor* t : {&x_in, &xl, &lnf, &mean, &rstd, &logits, &max, &sum_exp})
-    if (t->defined() && !(t == &x_in && input_kept)) n += t->nbytes();
+    if (t->defined() && !(t == &x_in && input_kept) && !(t == &xl && xl_is_input)) n += t->nbytes();
   return n;
 }
 

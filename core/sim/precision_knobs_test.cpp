@@ -83,6 +83,23 @@ TEST(SimPrecisionKnobs, Bf16ReductionHalvesTheDataParallelBytesAndBf16MomentsThe
   EXPECT_DOUBLE_EQ(fp32.optimizer_bytes_per_param - moments.optimizer_bytes_per_param, 2 * (2 + 2));
 }
 
+// Megatron-core's split: the first chunk's gather (1/v of it) runs beside the other chunks' steps,
+// the rest waits for the next forward's pre-hooks as under --overlap-param-gather alone.
+TEST(SimPrecisionKnobs, TheFirstChunksGatherHidesBehindTheOtherChunksSteps) {
+  const RunConfig c = nemotron340b();
+  const HardwareProfile hw = load_profile("h100-dgx");
+  const CostModel plain(c, hw), knob(with_nemo_knobs(c), hw);
+  const double params = 5e9, v = 12;
+  const double gather = knob.dp_allgather(params);
+  ASSERT_GT(gather, 0);
+  EXPECT_DOUBLE_EQ(plain.exposed_param_gather(params, 1.0, 0.0), plain.dp_allgather(params));  // no forward
+  EXPECT_DOUBLE_EQ(knob.exposed_param_gather(params, 0.0, 0.0), gather);                       // no step
+  // A step long enough hides the first chunk's share; a forward long enough the rest.
+  EXPECT_NEAR(knob.exposed_param_gather(params, 10 * gather, 0.0), gather * (v - 1) / v, 1e-12);
+  EXPECT_NEAR(knob.exposed_param_gather(params, 0.0, 10 * gather), gather / v, 1e-12);
+  EXPECT_DOUBLE_EQ(knob.exposed_param_gather(params, 10 * gather, 10 * gather), 0.0);
+}
+
 // The published layout ran: it must fit; and NeMo's settings hide the step's parameter gather.
 TEST(SimPrecisionKnobs, Nemotron340BsPublishedLayoutFitsAndTheGatherHidesBehindTheStep) {
   const RunConfig c = nemotron340b();

@@ -209,6 +209,20 @@ std::vector<Layout> pipeline_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(PipelineLayout, Ptdp, ::testing::ValuesIn(pipeline_layouts()), layout_name);
 
+// Megatron-core's standalone embedding and loss virtual stages: "E|t*4|t*4|L" over p = 2, v = 2
+// (chunks of no transformer layer first on stage 0 and last on stage 1), t = 1 with full
+// recomputation, and t = 2, d = 2 with the data-parallel reduction overlapped.
+std::vector<Layout> standalone_edge_layouts() {
+  std::vector<Layout> out;
+  out.push_back(layout(1, 2, 1, ScheduleKind::Interleaved, Recompute::Full, true, false));
+  out.back().chunks = {0, 4, 4, 0};
+  out.push_back(layout(2, 2, 2, ScheduleKind::Interleaved, Recompute::None, true, true));
+  out.back().chunks = {0, 4, 4, 0};
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(StandaloneEdges, Ptdp, ::testing::ValuesIn(standalone_edge_layouts()), layout_name);
+
 // Interleaved, only the first chunk of stage 0 and the last chunk of the last stage are short: 6
 // layers + the embedding + the loss = 8 over p = 2, v = 2: stage 0 holds [0] [3, 4], stage 1 [1, 2] [5].
 TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
@@ -332,6 +346,7 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_se
 INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2], uneven_layouts()[4]), layout_name);
 INSTANTIATE_TEST_SUITE_P(CountedEdges, CudaPtdp, ::testing::Values(counted_edge_layouts()[2]), layout_name);
 INSTANTIATE_TEST_SUITE_P(PipelineLayout, CudaPtdp, ::testing::Values(pipeline_layouts()[0]), layout_name);
+INSTANTIATE_TEST_SUITE_P(StandaloneEdges, CudaPtdp, ::testing::Values(standalone_edge_layouts()[0]), layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather
