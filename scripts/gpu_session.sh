@@ -442,6 +442,9 @@ bench() {  # NAME BUDGET FILTER [STAGE VAR=VALUE...]: benchmark NAME as STAGE (d
     "--benchmark_out=$work/raw/$name.json" --benchmark_out_format=json
 }
 bench bench_gemm_cuda 20 'BM_GemmCuda/gpt3-175b/t:(1|8)/.*/bf16|BM_LinearCuda/h:(2048|4096)/t:1/.*/bf16'
+# The attention core's strided-batched GEMMs at head dimension 32 (Figure 7's 128 heads) beside 64
+# and 128 at the same hidden size: the candidate for Figure 7's gap (docs/SIMULATOR.md, Fig. 7).
+bench bench_gemm_cuda 15 'BM_AttnGemmCuda/.*' attn_gemm_cuda
 bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
 # A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md),

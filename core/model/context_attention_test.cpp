@@ -10,8 +10,10 @@
 #include <string>
 #include <tuple>
 
+#include "core/comm/device_comm.h"
 #include "core/comm/local/local_comm.h"
 #include "core/testing/gradcheck.h"
+#include "core/testing/host_device_backend.h"
 
 namespace ptdp {
 namespace {
@@ -138,6 +140,71 @@ INSTANTIATE_TEST_SUITE_P(Variants, ContextAttention,
                                             ::testing::Values(1, 2), ::testing::Values(4, 2, 1),
                                             ::testing::Values(DType::F32, DType::F64)),
                          case_name);
+
+// bf16 storage: every variant runs (lse in f32) and stays within bf16's rounding of one rank.
+TEST(ContextAttentionBf16, EveryVariantIsCloseToOneRank) {
+  const int C = 2, b = 2, s = 8, a = 4, g = 2, hd = 4;
+  const DType dt = DType::BF16;
+  const int64_t rows = int64_t(b) * s;
+  const Tensor q = cp_cast(randn({rows, a * hd}, 8), dt), k = cp_cast(randn({rows, g * hd}, 9), dt),
+               v = cp_cast(randn({rows, g * hd}, 10), dt), dy = cp_cast(randn({rows, a * hd}, 11), dt);
+  auto ref_be = make_cpu_backend();
+  Tensor y = Tensor::empty(q.shape(), dt), lse = Tensor::empty({b, a, s}, DType::F32);
+  ref_be->flash_attention_forward(y, lse, q, k, v, b, s, s, a, g, hd, 0, 0, true);
+  Tensor dq = Tensor::zeros(q.shape(), dt), dk = Tensor::zeros(k.shape(), dt), dv = Tensor::zeros(v.shape(), dt);
+  ref_be->flash_attention_backward(dq, dk, dv, dy, q, k, v, y, lse, b, s, s, a, g, hd, 0, 0, true);
+  for (CpComm comm : {CpComm::P2P, CpComm::A2A, CpComm::AllGather})
+    run_local_ranks(C, [&](int rank, Communicator& group) {
+      auto be = make_cpu_backend();
+      const ContextParallel cp{&group, C, rank, comm};
+      const Tensor pos = cp_positions(b, s, cp);
+      const Tensor lq = local_rows(q, pos, b, s), lk = local_rows(k, pos, b, s), lv = local_rows(v, pos, b, s);
+      Tensor ly = Tensor::empty(lq.shape(), dt), ldq = Tensor::empty(lq.shape(), dt),
+             ldk = Tensor::empty(lk.shape(), dt), ldv = Tensor::empty(lv.shape(), dt);
+      CpAttnCache cache;
+      cp_attention_forward(*be, cp, lq, lk, lv, ly, cache, b, s, a, g, hd);
+      cp_attention_backward(*be, cp, local_rows(dy, pos, b, s), lq, lk, lv, cache, ldq, ldk, ldv, b, s, a, g, hd);
+      const std::string what = std::string(enum_name(comm)) + " rank " + std::to_string(rank);
+      EXPECT_LT(cp_rel_diff(ly, local_rows(y, pos, b, s)), 1e-2) << what;
+      EXPECT_LT(cp_rel_diff(ldq, local_rows(dq, pos, b, s)), 2e-2) << what;
+      EXPECT_LT(cp_rel_diff(ldk, local_rows(dk, pos, b, s)), 2e-2) << what;
+      EXPECT_LT(cp_rel_diff(ldv, local_rows(dv, pos, b, s)), 2e-2) << what;
+    });
+}
+
+// Device tensors (host memory labelled CUDA, every op refusing host tensors) through a staging
+// communicator: no variant touches a device tensor from the host.
+TEST(ContextAttentionOnADevice, EveryVariantKeepsItsTensorsOnTheDevice) {
+  const int C = 2, b = 1, s = 8, a = 4, g = 2, hd = 4;
+  const int64_t rows = int64_t(b) * s;
+  const Tensor q = randn({rows, a * hd}, 12), k = randn({rows, g * hd}, 13), v = randn({rows, g * hd}, 14),
+               dy = randn({rows, a * hd}, 15);
+  auto ref_be = make_cpu_backend();
+  Tensor y = Tensor::empty(q.shape(), DType::F64), lse = Tensor::empty({b, a, s}, DType::F64);
+  ref_be->flash_attention_forward(y, lse, q, k, v, b, s, s, a, g, hd, 0, 0, true);
+  Tensor dq = Tensor::zeros(q.shape(), DType::F64), dk = Tensor::zeros(k.shape(), DType::F64),
+         dv = Tensor::zeros(v.shape(), DType::F64);
+  ref_be->flash_attention_backward(dq, dk, dv, dy, q, k, v, y, lse, b, s, s, a, g, hd, 0, 0, true);
+  for (CpComm comm : {CpComm::P2P, CpComm::A2A, CpComm::AllGather})
+    run_local_ranks(C, [&](int rank, Communicator& host_group) {
+      auto be = testing::make_host_device_backend();
+      auto group = make_device_comm(host_group, *be, Device::CPU);
+      const ContextParallel cp{group.get(), C, rank, comm};
+      const Tensor pos = cp_positions(b, s, cp);
+      auto up = [&](const Tensor& t) { return to_backend(*be, local_rows(t, pos, b, s)); };
+      const Tensor lq = up(q), lk = up(k), lv = up(v), ldy = up(dy);
+      Tensor ly = be->empty(lq.shape(), DType::F64), ldq = be->empty(lq.shape(), DType::F64),
+             ldk = be->empty(lk.shape(), DType::F64), ldv = be->empty(lv.shape(), DType::F64);
+      CpAttnCache cache;
+      cp_attention_forward(*be, cp, lq, lk, lv, ly, cache, b, s, a, g, hd);
+      cp_attention_backward(*be, cp, ldy, lq, lk, lv, cache, ldq, ldk, ldv, b, s, a, g, hd);
+      const std::string what = std::string(enum_name(comm)) + " rank " + std::to_string(rank);
+      EXPECT_LT(cp_rel_diff(to_host(*be, ly), local_rows(y, pos, b, s)), 1e-12) << what;
+      EXPECT_LT(cp_rel_diff(to_host(*be, ldq), local_rows(dq, pos, b, s)), 1e-12) << what;
+      EXPECT_LT(cp_rel_diff(to_host(*be, ldk), local_rows(dk, pos, b, s)), 1e-12) << what;
+      EXPECT_LT(cp_rel_diff(to_host(*be, ldv), local_rows(dv, pos, b, s)), 1e-12) << what;
+    });
+}
 
 TEST(ContextAttentionSizeOne, IsOneCausalBlockAtPositionZero) {
   const int b = 2, s = 6, a = 2, g = 1, hd = 4;
