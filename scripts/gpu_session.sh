@@ -314,7 +314,7 @@ if ((dry)); then
 else
   k_filter="Cuda*:MixedPrecision.Cuda*"
   g_filter="*/CudaPtdp.*:*/CudaGqa.*"  # every layout: the grid, SP, uneven stages, GQA
-  san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu"
+  san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu:Cuda/CudaBlockAttention.*/bf16:Cuda/CudaAdamWMulti.*/bf16"
   san_grid_filter="Uneven/CudaPtdp.*:SequenceParallel/CudaPtdp.*:Grid/CudaGqa.*"  # the newest layouts
   device=cuda precision=bf16
   gpt_shape="h=2048,a=16,l=24,s=2048,b=4,V=51200"           # Megatron's GPT 1.3B (gpt-1.3b of its examples)

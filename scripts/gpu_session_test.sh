@@ -60,7 +60,7 @@ grep -q '^nccl,found,[0-9]' "$out/o/summary.csv" || fail "summary.csv names no N
 grep -q '^nccl,used by the nccl stages,' "$out/o/summary.csv" || fail "summary.csv does not say which NCCL the stages used"
 grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f32 loss agreement in summary.csv"
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
-grep -q '^pytorch,llama h=64 l=2 g=2 ptdp-flash/pytorch-eager,' "$out/o/summary.csv" ||
+grep -q '^pytorch,llama h=64 l=2 s=32 g=2 ptdp-flash/pytorch-eager,' "$out/o/summary.csv" ||
   fail "no ratio of ptdp's flash attention over PyTorch eager for the GQA shape in summary.csv"
 awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {exit !found}' "$out/o/op_profile.csv" ||
   fail "op_profile.csv has no linear_forward row with FLOPs and bytes"
