@@ -18,8 +18,9 @@ std::string cudnn_attention_unavailable(const Backend& be) {
 AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested) {
   switch (requested) {
     case AttentionBackend::Auto:
-      if (be.device() != Device::CUDA) return AttentionBackend::Unfused;
-      return cudnn_attention_unavailable(be).empty() ? AttentionBackend::Cudnn : AttentionBackend::Flash;
+      // flash is not chosen by auto: without tensor cores it is expected to be slower than the
+      // unfused path's cuBLASLt GEMMs (docs/CUDA.md), and no GPU has measured it yet.
+      return cudnn_attention_unavailable(be).empty() ? AttentionBackend::Cudnn : AttentionBackend::Unfused;
     case AttentionBackend::Cudnn: {
       const std::string why = cudnn_attention_unavailable(be);
       if (!why.empty()) throw UsageError("--attention-backend cudnn: " + why);
@@ -31,8 +32,11 @@ AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend r
   return requested;
 }
 
-bool use_block_attention(const Backend& be, AttentionBackend requested) {
-  return resolve_attention_backend(be, requested) != AttentionBackend::Unfused;
+bool use_block_attention(const Backend& be, AttentionBackend requested, int context_parallel) {
+  const AttentionBackend a = resolve_attention_backend(be, requested);
+  if (a == AttentionBackend::Cudnn)  // unreachable until a cuDNN path exists (cudnn_attention_unavailable)
+    throw UsageError("--attention-backend cudnn: no cuDNN attention path is built");
+  return context_parallel > 1 || a != AttentionBackend::Unfused;
 }
 
 }  // namespace ptdp

@@ -16,13 +16,14 @@ enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
 std::string cudnn_attention_unavailable(const Backend& be);
 
 // The kernels `requested` means on `be`: auto is cudnn where cuDNN's fused attention runs on the
-// backend's device, else flash on the CUDA backend, and unfused on the CPU backend. A request for
+// backend's device, else unfused (flash only when asked: it has no tensor cores yet). A request for
 // cudnn that the backend cannot run is a UsageError naming --attention-backend and the reason.
 AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested);
 
 // Whether the layers compute attention with the block ops (flash_attention_forward/backward on
 // q, k, v split from the fused projection) rather than attention_forward/backward: every choice
-// but unfused, once resolved.
-bool use_block_attention(const Backend& be, AttentionBackend requested);
+// but unfused, once resolved, and always with context parallelism (context_parallel > 1: the ring
+// is made of blocks; validate_run refuses --attention-backend unfused there).
+bool use_block_attention(const Backend& be, AttentionBackend requested, int context_parallel = 1);
 
 }  // namespace ptdp

@@ -31,16 +31,19 @@ TEST(AttentionChoice, TheCpuBackendRunsUnfusedByDefaultAndFlashOnRequest) {
   EXPECT_FALSE(use_block_attention(*cpu, AttentionBackend::Auto));
   EXPECT_FALSE(use_block_attention(*cpu, AttentionBackend::Unfused));
   EXPECT_TRUE(use_block_attention(*cpu, AttentionBackend::Flash));
+  EXPECT_TRUE(use_block_attention(*cpu, AttentionBackend::Auto, 4));
   expect_cudnn_refused(*cpu, "the cpu backend has no cuDNN");
 }
 
 #ifdef PTDP_VGPU
-TEST(CudaAttentionChoice, TheVirtualGpuRunsFlashByDefaultAndRefusesCudnn) {
+TEST(CudaAttentionChoice, TheVirtualGpuRunsUnfusedByDefaultAndRefusesCudnn) {
   std::string reason;
   if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
   auto gpu = make_cuda_backend(0);
-  EXPECT_EQ(resolve_attention_backend(*gpu, AttentionBackend::Auto), AttentionBackend::Flash);
-  EXPECT_TRUE(use_block_attention(*gpu, AttentionBackend::Auto));
+  EXPECT_EQ(resolve_attention_backend(*gpu, AttentionBackend::Auto), AttentionBackend::Unfused);
+  EXPECT_FALSE(use_block_attention(*gpu, AttentionBackend::Auto));
+  EXPECT_TRUE(use_block_attention(*gpu, AttentionBackend::Auto, 2));  // context parallelism: blocks
+  EXPECT_TRUE(use_block_attention(*gpu, AttentionBackend::Flash));
   EXPECT_FALSE(use_block_attention(*gpu, AttentionBackend::Unfused));
   expect_cudnn_refused(*gpu, "the virtual GPU has no cuDNN");
 }
