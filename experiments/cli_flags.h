@@ -22,7 +22,6 @@ struct RunFlags {
   TokenizerOptions tokenizer;            // --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model
   std::vector<std::string> data_path;    // --data-path: Megatron's words (a prefix, or weights and prefixes)
   int max_position_embeddings = 0;       // --max-position-embeddings
-  std::string attention_backend;         // --attention-backend
   std::string recompute_method;          // --recompute-method
   int recompute_num_layers = 0;          // --recompute-num-layers
   std::vector<int64_t> rampup_batch_size;  // --rampup-batch-size START INCREMENT SAMPLES

@@ -108,8 +108,10 @@ TEST(CliMegatron, FlagsPtdpCannotHonourAreRefusedSayingWhy) {
   EXPECT_TRUE(IsUsageError(r, {"--rampup-batch-size 16 16 5859375", "every iteration at --global-batch-size"})) << r.err;
   r = with({"--step-batch-size-schedule", "0:16 2.4B:320 12B:1536"});  // the script's ramp since 2026
   EXPECT_TRUE(IsUsageError(r, {"--step-batch-size-schedule '0:16 2.4B:320 12B:1536'", "every iteration"})) << r.err;
-  r = with({"--attention-backend", "flash"});
-  EXPECT_TRUE(IsUsageError(r, {"--attention-backend flash", "unfused"})) << r.err;
+  r = with({"--attention-backend", "fused"});  // Megatron-core's name for cuDNN's attention
+  EXPECT_TRUE(IsUsageError(r, {"--attention-backend cudnn (Megatron-core's fused) needs --backend cuda"})) << r.err;
+  r = with({"--attention-backend", "sdpa"});
+  EXPECT_TRUE(IsUsageError(r, {"--attention-backend 'sdpa' must be"})) << r.err;
   r = with({"--recompute-granularity", "full", "--recompute-method", "block"});
   EXPECT_TRUE(IsUsageError(r, {"--recompute-method block", "give uniform"})) << r.err;
   r = with({"--recompute-method", "uniform"});

@@ -26,8 +26,18 @@ namespace ptdp {
 namespace {
 
 // The fields of the run and optimizer tables that simulate takes (the others are train's alone).
-constexpr const char* kSimulatedRunFlags[] = {"--experiment", "--ranks", "--precision", "--overlap-grad-reduce",
-                                              "--csv"};
+constexpr const char* kSimulatedRunFlags[] = {"--experiment",
+                                              "--ranks",
+                                              "--precision",
+                                              "--overlap-grad-reduce",
+                                              "--csv",
+                                              "--grad-reduce-in-bf16",
+                                              "--overlap-param-gather-with-optimizer-step",
+                                              "--use-precision-aware-optimizer",
+                                              "--main-params-dtype",
+                                              "--main-grads-dtype",
+                                              "--exp-avg-dtype",
+                                              "--exp-avg-sq-dtype"};
 
 struct SimulateFlags {
   RunFlags run;

@@ -27,9 +27,6 @@ void add_megatron_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--max-position-embeddings", f.max_position_embeddings,
                  "Megatron's position table size: at least --seq-length; gpt's learned table has --seq-length rows, so "
                  "it must equal --seq-length (llama: rotary, no table)");
-  app.add_option("--attention-backend", f.attention_backend,
-                 "Megatron's attention kernel choice: auto, unfused or local (ptdp computes attention unfused; flash "
-                 "and fused are refused)");
   app.add_option("--recompute-method", f.recompute_method,
                  "with --recompute full: uniform (ptdp recomputes each layer on its own, Megatron's uniform with "
                  "--recompute-num-layers 1); block is refused");
@@ -111,15 +108,6 @@ void check_rampup(const std::string& flag_and_value) {
 void apply_megatron_flags(const RunFlags& f, const std::function<bool(const char*)>& given, RunConfig& r) {
   apply_data_path(f, given, r);
   if (given("--max-position-embeddings")) check_position_embeddings(f, r);
-  if (given("--attention-backend")) {
-    const std::string& a = f.attention_backend;
-    if (a == "flash" || a == "fused")
-      usage_error("--attention-backend {}: ptdp's backends compute attention unfused (the s x s scores in memory); "
-                  "give auto, unfused or local",
-                  a);
-    if (a != "auto" && a != "unfused" && a != "local")
-      usage_error("--attention-backend '{}' must be auto, unfused, local, flash or fused", one_line(a));
-  }
   check_recompute(f, given, r);
   if (given("--rampup-batch-size"))
     check_rampup(fmt::format("--rampup-batch-size {}", fmt::join(f.rampup_batch_size, " ")));

@@ -18,7 +18,7 @@
 namespace ptdp {
 namespace {
 
-constexpr DType F32 = DType::F32;
+constexpr DType kContractF32 = DType::F32;
 
 // A call with one operand or size that breaks its op's contract, and the message that says so.
 struct Refusal {
@@ -32,95 +32,95 @@ std::vector<Refusal> layer_refusals() {
   return {
       {"linear output shape",
        [](Backend& be) {
-         Tensor y = be.empty({4, 2}, F32);
-         be.linear_forward(y, be.empty({4, 8}, F32), be.empty({3, 8}, F32), nullptr);
+         Tensor y = be.empty({4, 2}, kContractF32);
+         be.linear_forward(y, be.empty({4, 8}, kContractF32), be.empty({3, 8}, kContractF32), nullptr);
        },
        "linear output has shape [4, 2], expected [4, 3]"},
       {"linear weight grad dtype",
        [](Backend& be) {
          Tensor dw = be.empty({3, 8}, DType::F64);
-         be.linear_backward(nullptr, false, dw, nullptr, be.empty({4, 3}, F32), be.empty({4, 8}, F32),
-                            be.empty({3, 8}, F32));
+         be.linear_backward(nullptr, false, dw, nullptr, be.empty({4, 3}, kContractF32), be.empty({4, 8}, kContractF32),
+                            be.empty({3, 8}, kContractF32));
        },
        "linear weight grad is f64, expected f32"},
       {"linear input not 2-d",
        [](Backend& be) {
-         Tensor y = be.empty({4, 3}, F32);
-         be.linear_forward(y, be.empty({32}, F32), be.empty({3, 8}, F32), nullptr);
+         Tensor y = be.empty({4, 3}, kContractF32);
+         be.linear_forward(y, be.empty({32}, kContractF32), be.empty({3, 8}, kContractF32), nullptr);
        },
        "linear input must be 2-d, got [32]"},
       {"layernorm mean rows",
        [](Backend& be) {
-         Tensor y = be.empty({4, 8}, F32), mean = be.empty({3}, F32), rstd = be.empty({4}, F32);
-         be.layernorm_forward(y, mean, rstd, be.empty({4, 8}, F32), be.empty({8}, F32), be.empty({8}, F32), 1e-5);
+         Tensor y = be.empty({4, 8}, kContractF32), mean = be.empty({3}, kContractF32), rstd = be.empty({4}, kContractF32);
+         be.layernorm_forward(y, mean, rstd, be.empty({4, 8}, kContractF32), be.empty({8}, kContractF32), be.empty({8}, kContractF32), 1e-5);
        },
        "layernorm mean has shape [3], expected [4]"},
       {"layernorm weight undefined",
        [](Backend& be) {
-         Tensor y = be.empty({4, 8}, F32), mean = be.empty({4}, F32), rstd = be.empty({4}, F32);
-         be.layernorm_forward(y, mean, rstd, be.empty({4, 8}, F32), Tensor(), be.empty({8}, F32), 1e-5);
+         Tensor y = be.empty({4, 8}, kContractF32), mean = be.empty({4}, kContractF32), rstd = be.empty({4}, kContractF32);
+         be.layernorm_forward(y, mean, rstd, be.empty({4, 8}, kContractF32), Tensor(), be.empty({8}, kContractF32), 1e-5);
        },
        "layernorm weight is undefined"},
       {"layernorm input grad overlapping the output grad",
        [](Backend& be) {
-         Tensor both = be.empty({5, 8}, F32), dg = be.empty({8}, F32), db = be.empty({8}, F32);
+         Tensor both = be.empty({5, 8}, kContractF32), dg = be.empty({8}, kContractF32), db = be.empty({8}, kContractF32);
          Tensor dx = both.view(0, {4, 8}), dy = both.view(8, {4, 8});
-         be.layernorm_backward(dx, dg, db, dy, be.empty({4, 8}, F32), be.empty({8}, F32), be.empty({4}, F32),
-                               be.empty({4}, F32));
+         be.layernorm_backward(dx, dg, db, dy, be.empty({4, 8}, kContractF32), be.empty({8}, kContractF32), be.empty({4}, kContractF32),
+                               be.empty({4}, kContractF32));
        },
        "layernorm_backward: the input grad overlaps the output grad (the CUDA kernels need them apart)"},
       {"rmsnorm rstd dtype",
        [](Backend& be) {
-         Tensor y = be.empty({4, 8}, F32), rstd = be.empty({4}, DType::BF16);
-         be.rmsnorm_forward(y, rstd, be.empty({4, 8}, F32), be.empty({8}, F32), 1e-5);
+         Tensor y = be.empty({4, 8}, kContractF32), rstd = be.empty({4}, DType::BF16);
+         be.rmsnorm_forward(y, rstd, be.empty({4, 8}, kContractF32), be.empty({8}, kContractF32), 1e-5);
        },
        "rmsnorm rstd is bf16, expected f32"},
       {"rope odd head size",
        [](Backend& be) {
-         Tensor x = be.empty({4, 9}, F32);
+         Tensor x = be.empty({4, 9}, kContractF32);
          be.rope(x, x, 2, 1, 3, 1e4, false);
        },
        "rope: bad sizes s=2 a=1 hd=3 theta=10000 (hd must be even)"},
       {"rope rows not a multiple of s",
        [](Backend& be) {
-         Tensor x = be.empty({5, 6}, F32);
+         Tensor x = be.empty({5, 6}, kContractF32);
          be.rope(x, x, 2, 1, 2, 1e4, false);
        },
        "rope: qkv must be [b*s, 3*a*hd] with an even head size, got [5, 6] for s=2 a=1 hd=2"},
       {"swiglu odd input",
        [](Backend& be) {
-         Tensor y = be.empty({4, 3}, F32);
-         be.swiglu_forward(y, be.empty({4, 7}, F32));
+         Tensor y = be.empty({4, 3}, kContractF32);
+         be.swiglu_forward(y, be.empty({4, 7}, kContractF32));
        },
        "swiglu: input must be [n, 2f], got [4, 7]"},
       {"gelu output grad shape",
        [](Backend& be) {
-         Tensor dx = be.empty({4, 8}, F32);
-         be.gelu_backward(dx, be.empty({4, 8}, F32), be.empty({4, 7}, F32));
+         Tensor dx = be.empty({4, 8}, kContractF32);
+         be.gelu_backward(dx, be.empty({4, 8}, kContractF32), be.empty({4, 7}, kContractF32));
        },
        "gelu output grad has shape [4, 7], expected [4, 8]"},
       {"attention sizes",
        [](Backend& be) {
-         Tensor y = be.empty({0, 8}, F32), probs = be.empty({1, 2, 0, 0}, F32);
-         be.attention_forward(y, probs, be.empty({0, 24}, F32), 1, 0, 2, 4);
+         Tensor y = be.empty({0, 8}, kContractF32), probs = be.empty({1, 2, 0, 0}, kContractF32);
+         be.attention_forward(y, probs, be.empty({0, 24}, kContractF32), 1, 0, 2, 4);
        },
        "attention: bad sizes b=1 s=0 a=2 hd=4"},
       {"attention probs shape",
        [](Backend& be) {
-         Tensor y = be.empty({4, 8}, F32), probs = be.empty({1, 2, 3, 3}, F32);
-         be.attention_forward(y, probs, be.empty({4, 24}, F32), 1, 4, 2, 4);
+         Tensor y = be.empty({4, 8}, kContractF32), probs = be.empty({1, 2, 3, 3}, kContractF32);
+         be.attention_forward(y, probs, be.empty({4, 24}, kContractF32), 1, 4, 2, 4);
        },
        "attention probs has shape [1, 2, 3, 3], expected [1, 2, 4, 4]"},
       {"gqa groups",
        [](Backend& be) {
-         Tensor y = be.empty({4, 24}, F32);
-         be.gqa_expand(y, be.empty({4, 20}, F32), 4, 3, 2);
+         Tensor y = be.empty({4, 24}, kContractF32);
+         be.gqa_expand(y, be.empty({4, 20}, kContractF32), 4, 3, 2);
        },
        "gqa: 3 query groups must divide 4 heads (head size 2)"},
       {"gqa_reduce input shape",
        [](Backend& be) {
-         Tensor dx = be.empty({4, 16}, F32);
-         be.gqa_reduce(dx, be.empty({4, 16}, F32), 4, 2, 2);
+         Tensor dx = be.empty({4, 16}, kContractF32);
+         be.gqa_reduce(dx, be.empty({4, 16}, kContractF32), 4, 2, 2);
        },
        "gqa_reduce input has shape [4, 16], expected [4, 24]"},
   };
@@ -131,32 +131,32 @@ std::vector<Refusal> edge_refusals() {
   return {
       {"embedding tokens dtype",
        [](Backend& be) {
-         Tensor x = be.empty({4, 8}, F32);
-         be.embedding_forward(x, be.empty({4}, F32), be.empty({16, 8}, F32), 0, nullptr, 4);
+         Tensor x = be.empty({4, 8}, kContractF32);
+         be.embedding_forward(x, be.empty({4}, kContractF32), be.empty({16, 8}, kContractF32), 0, nullptr, 4);
        },
        "tokens is f32, expected i32"},
       {"embedding positions",
        [](Backend& be) {
-         Tensor x = be.empty({4, 8}, F32), wpe = be.empty({2, 8}, F32);
-         be.embedding_forward(x, be.empty({4}, DType::I32), be.empty({16, 8}, F32), 0, &wpe, 4);
+         Tensor x = be.empty({4, 8}, kContractF32), wpe = be.empty({2, 8}, kContractF32);
+         be.embedding_forward(x, be.empty({4}, DType::I32), be.empty({16, 8}, kContractF32), 0, &wpe, 4);
        },
        "position embedding [2, 8] too small for s=4 h=8"},
       {"xent v_valid",
        [](Backend& be) {
-         Tensor max = be.empty({4}, F32);
-         be.xent_row_max(max, be.empty({4, 8}, F32), 9);
+         Tensor max = be.empty({4}, kContractF32);
+         be.xent_row_max(max, be.empty({4, 8}, kContractF32), 9);
        },
        "xent_row_max: v_valid 9 outside [0, 8]"},
       {"xent targets",
        [](Backend& be) {
-         Tensor tgt = be.empty({4}, F32);
-         be.xent_target_logit(tgt, be.empty({4, 8}, F32), be.empty({5}, DType::I32), 0, 8);
+         Tensor tgt = be.empty({4}, kContractF32);
+         be.xent_target_logit(tgt, be.empty({4, 8}, kContractF32), be.empty({5}, DType::I32), 0, 8);
        },
        "targets has shape [5], expected [4]"},
       {"xent loss statistic",
        [](Backend& be) {
-         Tensor loss = be.empty({4}, F32);
-         be.xent_loss(loss, be.empty({3}, F32), be.empty({4}, F32), be.empty({4}, F32));
+         Tensor loss = be.empty({4}, kContractF32);
+         be.xent_loss(loss, be.empty({3}, kContractF32), be.empty({4}, kContractF32), be.empty({4}, kContractF32));
        },
        "cross-entropy max has shape [3], expected [4]"},
       {"xent loss dtype",
@@ -167,26 +167,26 @@ std::vector<Refusal> edge_refusals() {
        "the loss is f32 or f64, not bf16"},
       {"add rhs",
        [](Backend& be) {
-         Tensor y = be.empty({4, 2}, F32);
-         be.add(y, be.empty({4, 2}, F32), be.empty({8}, F32));
+         Tensor y = be.empty({4, 2}, kContractF32);
+         be.add(y, be.empty({4, 2}, kContractF32), be.empty({8}, kContractF32));
        },
        "add rhs has shape [8], expected [4, 2]"},
       {"add_ numel",
        [](Backend& be) {
-         Tensor y = be.empty({4}, F32);
-         be.add_(y, be.empty({3}, F32));
+         Tensor y = be.empty({4}, kContractF32);
+         be.add_(y, be.empty({3}, kContractF32));
        },
        "add_: 3 elements into 4"},
       {"adamw moment shape",
        [](Backend& be) {
-         Tensor p = be.empty({4}, F32), m = be.empty({2, 2}, F32), v = be.empty({4}, F32);
-         be.adamw(p, be.empty({4}, F32), m, v, AdamWParams{});
+         Tensor p = be.empty({4}, kContractF32), m = be.empty({2, 2}, kContractF32), v = be.empty({4}, kContractF32);
+         be.adamw(p, be.empty({4}, kContractF32), m, v, AdamWParams{});
        },
        "adamw m has shape [2, 2], expected [4]"},
       {"copy numel",
        [](Backend& be) {
-         Tensor dst = be.empty({4}, F32);
-         be.copy(dst, be.empty({3}, F32));
+         Tensor dst = be.empty({4}, kContractF32);
+         be.copy(dst, be.empty({3}, kContractF32));
        },
        "copy: 3 elements into 4"},
   };
@@ -240,16 +240,16 @@ TEST_P(OpContracts, EveryBackendRefusesABrokenCallWithTheSameMessage) {
 
 // An operand on the other side of the bus is refused naming it, before any arithmetic.
 TEST_P(OpContracts, AnOperandOnTheWrongDeviceIsRefusedNamingIt) {
-  Tensor y = be->empty({4, 8}, F32);
+  Tensor y = be->empty({4, 8}, kContractF32);
   if (be->device() == Device::CPU) {
     float host[32];
-    const Tensor device = Tensor::wrap(host, {4, 8}, F32, Device::CUDA);
+    const Tensor device = Tensor::wrap(host, {4, 8}, kContractF32, Device::CUDA);
     expect_refused([&] { be->gelu_forward(y, device); },
                    "gelu input is a device tensor: the cpu backend works on host tensors (download with the "
                    "device backend's copy)",
                    "a device input");
   } else {
-    const Tensor host = Tensor::empty({4, 8}, F32);
+    const Tensor host = Tensor::empty({4, 8}, kContractF32);
     expect_refused([&] { be->gelu_forward(y, host); },
                    "gelu input is a host tensor: the " + be->name() +
                        " backend works on device tensors (upload with Backend::copy)",

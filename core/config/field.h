@@ -27,7 +27,7 @@ using FieldAccess =
     std::variant<Member<int>, Member<int64_t>, Member<uint64_t>, Member<double>, Member<bool>, Member<std::string>,
                  Member<Arch>, Member<ScheduleKind>, Member<Recompute>, Member<Precision>, Member<BackendKind>,
                  Member<CommKind>, Member<DataOrder>, Member<LogFormat>, Member<StackKind>, Member<LrDecayStyle>,
-                 Member<WsdDecayStyle>, Member<CpComm>, Member<AttentionBackend>>;
+                 Member<WsdDecayStyle>, Member<CpComm>, Member<AttentionBackend>, Member<DType>>;
 
 // The struct a field belongs to: its table, and its group of flags in --help.
 enum class FieldGroup { Model, Parallel, Run, Optimizer };

@@ -1,7 +1,53 @@
 // OptimizerConfig's fields: AdamW and its learning-rate schedule.
+#include <fmt/format.h>
+
 #include "core/config/config_fields.h"
 
 namespace ptdp {
+
+namespace {
+
+// Megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam): the dtypes the
+// optimizer keeps its master weights, gradients and Adam moments in. Each changes the memory of a
+// step, so each is in the key; the state's dtypes are recorded in checkpoints (a resume across them
+// is refused).
+void add_precision_aware_fields(std::vector<Field>& v) {
+  const FieldGroup g = FieldGroup::Optimizer;
+  v.push_back(Field(PTDP_MEMBER(opt.precision_aware), "use_precision_aware_optimizer", g)
+                  .flags("--use-precision-aware-optimizer")
+                  .help("keep the optimizer's master weights, gradients and Adam moments in the dtypes "
+                        "--main-params-dtype, --main-grads-dtype, --exp-avg-dtype, --exp-avg-sq-dtype give "
+                        "(Megatron-core's flag; needs --zero 1 or 3)")
+                  .column()
+                  .key("0")
+                  .in_specs());
+  struct StateDtype {
+    DType& (*ref)(RunConfig&);
+    const char *name, *flag, *what, *choices;
+  };
+  const StateDtype dtypes[] = {
+      {PTDP_MEMBER(opt.main_params_dtype), "main_params_dtype", "--main-params-dtype", "the master weights",
+       "f32 | f16"},
+      {PTDP_MEMBER(opt.main_grads_dtype), "main_grads_dtype", "--main-grads-dtype",
+       "the gradients the optimizer reads", "f32 | bf16"},
+      {PTDP_MEMBER(opt.exp_avg_dtype), "exp_avg_dtype", "--exp-avg-dtype", "Adam's first moment",
+       "f32 | bf16 | f16"},
+      {PTDP_MEMBER(opt.exp_avg_sq_dtype), "exp_avg_sq_dtype", "--exp-avg-sq-dtype", "Adam's second moment",
+       "f32 | bf16 | f16"},
+  };
+  for (const StateDtype& d : dtypes)
+    v.push_back(Field(d.ref, d.name, g)
+                    .flags(d.flag)
+                    .help(fmt::format("{}: the dtype of {} with --use-precision-aware-optimizer (Megatron-core's "
+                                      "flag); each step reads it, computes in f32 and rounds back",
+                                      d.choices, d.what))
+                    .column()
+                    .key("f32")
+                    .in_specs()
+                    .checkpoint());
+}
+
+}  // namespace
 
 const std::vector<Field>& optimizer_fields() {
   static const std::vector<Field> fields = [] {
@@ -56,6 +102,7 @@ const std::vector<Field>& optimizer_fields() {
       if (f.name() == "lr" || f.name() == "min_lr" || f.name() == "lr_warmup_iters" || f.name() == "lr_decay_iters" ||
           f.name() == "weight_decay")
         f.checkpoint().resume_check(ResumeCheck::Schedule);
+    add_precision_aware_fields(v);
     return v;
   }();
   return fields;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
@@ -58,11 +61,7 @@ void validate_layout(RunConfig& c) {
   }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
   // Context parallelism (Megatron-core's rank order: tensor, context, data, pipeline): the world
-  // is t x c x p x d, and each of the 2c chunks of a sequence holds s / 2c tokens.
-  if (p.cp > 1 && c.model.seq_length % (2 * p.cp) != 0)
-    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each rank holds two of "
-                "the sequence's 2c chunks)",
-                p.cp, c.model.seq_length, p.cp);
+  // is t x c x p x d (the chunks' rules: validate_context_parallel).
   const int tpc = p.tp * p.pp * p.cp;
   if (p.dp == 0) {
     if (c.ranks == 0) {
@@ -83,6 +82,35 @@ void validate_layout(RunConfig& c) {
                 c.backend, world);
 }
 
+// Context parallelism: the sequence cut into 2c chunks, attention as block attention over the group.
+void validate_context_parallel(const RunConfig& c, const ParallelConfig& p) {
+  if (p.cp == 1) return;
+  const int64_t s = c.model.seq_length;
+  if (s % (2 * p.cp) != 0)
+    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each sequence is cut "
+                "into 2c equal chunks)",
+                p.cp, s, p.cp);
+  if (p.sequence_parallel && (int64_t(p.micro_batch) * s / p.cp) % p.tp != 0)
+    usage_error("--sequence-parallel with --context-parallel-size {} needs --tp {} to divide --micro-batch {} x "
+                "--seq-length {} / {} = {} (the rows of a context-parallel rank)",
+                p.cp, p.tp, p.micro_batch, s, p.cp, int64_t(p.micro_batch) * s / p.cp);
+  if (c.attention_backend == AttentionBackend::Unfused)
+    usage_error("--context-parallel-size {} needs block attention: --attention-backend unfused materialises the "
+                "[s, s] probabilities, which a context-parallel group never holds (use auto or flash)",
+                p.cp);
+  if (p.cp_comm == CpComm::A2A) {
+    const int heads = c.model.heads / p.tp, groups = c.model.groups() / p.tp;
+    if (heads % p.cp != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads of each tensor-parallel "
+                  "rank ({}: it exchanges heads for sequence)",
+                  p.cp, heads);
+    if (groups % p.cp != 0 && p.cp % groups != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} and the key/value heads of each "
+                  "tensor-parallel rank ({}) to divide one another (fewer are replicated to the ranks that read them)",
+                  p.cp, groups);
+  }
+}
+
 // The batch, the schedule and the sharding.
 void validate_schedule(const RunConfig& c, ParallelConfig& p) {
   if (p.global_batch == 0) p.global_batch = p.micro_batch * p.dp;
@@ -100,6 +128,7 @@ void validate_schedule(const RunConfig& c, ParallelConfig& p) {
     usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
                 "tensor-parallel rank holds an equal share of the rows)",
                 p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
+  validate_context_parallel(c, p);
   if (p.vpp > 1 && p.schedule != ScheduleKind::Interleaved) usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == ScheduleKind::Interleaved) {
     if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
@@ -118,6 +147,8 @@ void validate_run_settings(const RunConfig& c) {
     usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
                 c.initial_loss_scale);
   if (c.comm == CommKind::Nccl && c.backend != BackendKind::Cuda) usage_error("--comm nccl needs --backend cuda");
+  if (c.attention_backend == AttentionBackend::Cudnn && c.backend != BackendKind::Cuda)
+    usage_error("--attention-backend cudnn (Megatron-core's fused) needs --backend cuda (cuDNN runs on the GPU)");
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   if (c.eval_interval > 0 && c.eval_iters == 0)
@@ -151,6 +182,44 @@ void validate_run_settings(const RunConfig& c) {
   if (c.save_interval > 0 && c.save_dir.empty()) usage_error("--save-interval {} needs --save DIR", c.save_interval);
 }
 
+// Megatron-core's bf16 gradient reduction, precision-aware optimizer and parameter gather with the
+// optimizer step: the rules of its arguments and OptimizerConfig, in ptdp's terms.
+void validate_precision_options(const RunConfig& c) {
+  if (c.grad_reduce_bf16 && c.precision != Precision::Bf16)
+    usage_error("--grad-reduce-in-bf16 needs --precision bf16 (Megatron-core reduces the gradients in the weights' "
+                "dtype when it is bf16; this run's weights are {})",
+                c.precision);
+  const OptimizerConfig& o = c.opt;
+  const std::pair<const char*, DType> dtypes[] = {{"--main-params-dtype", o.main_params_dtype},
+                                                  {"--main-grads-dtype", o.main_grads_dtype},
+                                                  {"--exp-avg-dtype", o.exp_avg_dtype},
+                                                  {"--exp-avg-sq-dtype", o.exp_avg_sq_dtype}};
+  for (const auto& [flag, dt] : dtypes)
+    if (dt != DType::F32 && !o.precision_aware)
+      usage_error("{} {} needs --use-precision-aware-optimizer (without it the optimizer's state is f32)", flag,
+                  dtype_name(dt));
+  if (o.precision_aware && c.par.zero == 0)
+    usage_error("--use-precision-aware-optimizer needs a sharded optimizer: --zero 1 (the distributed optimizer, as "
+                "Megatron-core) or --zero 3");
+  if (o.main_params_dtype == DType::BF16)
+    usage_error("--main-params-dtype bf16: the master weights may be f32 or f16 (Megatron-core's choices)");
+  if (o.main_params_dtype != DType::F32 && c.precision == Precision::F32)
+    usage_error("--main-params-dtype {} needs 16-bit weights (--precision bf16 or f16): with f32 weights the weights "
+                "are the master weights",
+                dtype_name(o.main_params_dtype));
+  if (o.main_grads_dtype == DType::F16)
+    usage_error("--main-grads-dtype f16: the gradients the optimizer reads may be f32 or bf16 (Megatron-core's "
+                "choices)");
+  if (o.main_grads_dtype == DType::BF16 && !c.grad_reduce_bf16)
+    usage_error("--main-grads-dtype bf16 needs --grad-reduce-in-bf16 (the optimizer reads the gradients in bf16 only "
+                "where they were reduced in bf16; Megatron-core refuses it with gradients reduced in f32)");
+  if (c.overlap_param_gather_with_optimizer_step && c.par.zero != 1)
+    usage_error("--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)");
+  if (c.overlap_param_gather_with_optimizer_step && c.par.vpp < 2)
+    usage_error("--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism (--schedule "
+                "interleaved, --vpp 2 or more), as Megatron-core");
+}
+
 }  // namespace
 
 void validate_run(RunConfig& c) {
@@ -159,6 +228,7 @@ void validate_run(RunConfig& c) {
   validate_layout(c);
   validate_schedule(c, c.par);
   validate_run_settings(c);
+  validate_precision_options(c);
 }
 
 void require_supported(const RunConfig& c) {
@@ -169,6 +239,19 @@ void require_supported(const RunConfig& c) {
 #ifndef PTDP_HAVE_NCCL
   if (c.comm == CommKind::Nccl) usage_error("--comm nccl: this build has no NCCL communicator");
 #endif
+  // Transformer Engine keeps f16 optimizer state with a per-tensor scale; ptdp's optimizer stores
+  // 16-bit state in bf16 only.
+  const std::pair<const char*, DType> states[] = {{"--main-params-dtype", c.opt.main_params_dtype},
+                                                  {"--exp-avg-dtype", c.opt.exp_avg_dtype},
+                                                  {"--exp-avg-sq-dtype", c.opt.exp_avg_sq_dtype}};
+  for (const auto& [flag, dt] : states)
+    if (dt == DType::F16)
+      usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
+                  "per-tensor scaling, not implemented)",
+                  flag);
+  if (c.grad_reduce_bf16 && c.par.zero == 3)
+    usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "
+                "implemented)");
 
 }
 
@@ -181,6 +264,10 @@ LossScaleConfig loss_scale_config(const RunConfig& c) {
   l.window = c.loss_scale_window;
   l.hysteresis = c.hysteresis;
   return l;
+}
+
+bool uses_block_attention(const RunConfig& c) {
+  return c.par.cp > 1 || c.attention_backend == AttentionBackend::Flash;
 }
 
 DType precision_dtype(Precision precision) {

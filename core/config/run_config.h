@@ -81,6 +81,12 @@ struct RunConfig {
   LogFormat log_format = LogFormat::Ptdp;
   bool overlap_grad_reduce = false;          // data-parallel all-reduce during backward
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel bucket size in elements (>= kMinGradBucketElems)
+  // --grad-reduce-in-bf16 (Megatron-core's): the data-parallel sum of the f32 gradients done in bf16
+  // (each rank's gradient rounded to bf16, summed in bf16, the sum widened back to f32).
+  bool grad_reduce_bf16 = false;
+  // --overlap-param-gather-with-optimizer-step (Megatron-core's): the distributed optimizer's
+  // parameter all-gather overlapped with the optimizer step (interleaved schedule); timing only.
+  bool overlap_param_gather_with_optimizer_step = false;
   double comm_timeout_s = 300;               // a rank waiting longer for another stops the run
   std::string save_dir, load_dir;            // checkpoints (--save, --load)
   int save_interval = 0;                     // 0: save at the end only
@@ -116,6 +122,9 @@ struct RunConfig {
 LossScaleConfig loss_scale_config(const RunConfig& c);
 // The compute dtype of --precision.
 DType precision_dtype(Precision precision);
+// Whether the layers' attention runs as block attention (flash attention's form, the ring's
+// kernel): --attention-backend flash, or context parallelism. auto leaves the unfused kernels.
+bool uses_block_attention(const RunConfig& c);
 
 // The longest --comm-timeout, in seconds (11.6 days).
 inline constexpr double kMaxCommTimeoutS = 1e6;

@@ -36,7 +36,8 @@ void add_execution_fields(std::vector<Field>& v) {
                   .flags("--attention-backend")
                   .help(enum_choices<AttentionBackend>(true) +
                         ": the attention kernels (cudnn: cuDNN's fused attention; flash: ptdp's tiled kernel; unfused: "
-                        "the [s, s] probabilities materialised, as Megatron-LM of 2021)")
+                        "the [s, s] probabilities materialised, as Megatron-LM of 2021; Megatron-core's fused and local "
+                        "are cudnn and unfused)")
                   .column()
                   .key("auto")
                   .in_specs());
@@ -164,6 +165,20 @@ void add_data_parallel_fields(std::vector<Field>& v) {
                   .checkpoint([](const RunConfig& c) {  // --zero 1's pieces are chunks of the buckets
                     return c.par.zero == 1 ? std::optional(std::to_string(c.grad_bucket_elems)) : std::nullopt;
                   }));
+  v.push_back(Field(PTDP_MEMBER(grad_reduce_bf16), "grad_reduce_in_bf16", g)
+                  .flags("--grad-reduce-in-bf16")
+                  .help("sum the data-parallel gradients in bf16 (Megatron-core's flag; needs --precision bf16): each "
+                        "rank's f32 gradient rounded to bf16, summed in bf16, the sum kept as f32")
+                  .column()
+                  .key("0")
+                  .in_specs());
+  v.push_back(Field(PTDP_MEMBER(overlap_param_gather_with_optimizer_step), "overlap_param_gather_with_optimizer_step", g)
+                  .flags("--overlap-param-gather-with-optimizer-step")
+                  .help("the distributed optimizer's parameter all-gather overlapped with the optimizer step "
+                        "(Megatron-core's flag; needs --zero 1 and --schedule interleaved); the values are the same")
+                  .column()
+                  .key("0")
+                  .in_specs());
 }
 
 // Checkpoints.

@@ -5,7 +5,10 @@
 #include <string_view>
 #include <utility>
 
+#include "core/backend/attention_choice.h"
+#include "core/comm/cp_comm.h"
 #include "core/common/enum_names.h"
+#include "core/tensor/dtype.h"
 
 namespace ptdp {
 
@@ -15,19 +18,14 @@ enum class CommKind { Local, Mpi, Nccl };
 // The sample order of a dataset: ptdp (windows over the token stream, seeded Fisher-Yates) or
 // megatron (Megatron-core's GPTDataset/BlendedDataset: documents packed, --split, blends).
 enum class DataOrder { Ptdp, Megatron };
-enum class LogFormat { Ptdp, Megatron };
+enum class LogFormat { Ptdp, Megatron };  // the progress line: ptdp's, or Megatron-LM's training_log line
 // The software a simulated run models (--stack, core/sim/stack.h): Megatron-LM of the paper
 // (megatron-2021), of Korthikanti et al. (megatron-2022), Megatron-Core (mcore), Megatron-DeepSpeed,
 // or ptdp's own CUDA backend.
 enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };
-// How a context-parallel group computes attention (--cp-comm-type, Megatron-core's names): p2p
-// passes key/value blocks around a ring, a2a exchanges heads for sequence (Ulysses), allgather
-// gathers every key and value first.
-enum class CpComm { P2P, A2A, AllGather };
-// The attention kernels (--attention-backend, Megatron-core's flag): auto picks the fastest the
-// backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled kernel: online softmax, no
-// [s, s] probabilities), unfused (the probabilities materialised: what Megatron-LM of 2021 ran).
-enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };  // the progress line: ptdp's, or Megatron-LM's training_log line
+// CpComm (--cp-comm-type): core/comm/cp_comm.h.
+// The attention kernels (--attention-backend): AttentionBackend, core/backend/attention_choice.h
+// (the layers below the config resolve it against their backend).
 
 template <>
 struct EnumNames<Precision> {
@@ -66,18 +64,24 @@ struct EnumNames<StackKind> {
                                      std::pair{StackKind::Ptdp, std::string_view("ptdp")}};
 };
 
+// The dtypes a setting may name (the optimizer's state: --exp-avg-dtype ...): f32, bf16 and f16,
+// as --precision spells them (dtype_name names every DType).
 template <>
-struct EnumNames<CpComm> {
-  static constexpr std::array values{std::pair{CpComm::P2P, std::string_view("p2p")},
-                                     std::pair{CpComm::A2A, std::string_view("a2a")},
-                                     std::pair{CpComm::AllGather, std::string_view("allgather")}};
+struct EnumNames<DType> {
+  static constexpr std::array values{std::pair{DType::F32, std::string_view("f32")},
+                                     std::pair{DType::BF16, std::string_view("bf16")},
+                                     std::pair{DType::F16, std::string_view("f16")}};
 };
 template <>
 struct EnumNames<AttentionBackend> {
   static constexpr std::array values{std::pair{AttentionBackend::Auto, std::string_view("auto")},
                                      std::pair{AttentionBackend::Cudnn, std::string_view("cudnn")},
                                      std::pair{AttentionBackend::Flash, std::string_view("flash")},
-                                     std::pair{AttentionBackend::Unfused, std::string_view("unfused")}};
+                                     std::pair{AttentionBackend::Unfused, std::string_view("unfused")},
+                                     // Megatron-core's names: fused (Transformer Engine's cuDNN attention), local
+                                     // (Megatron's own, unfused)
+                                     std::pair{AttentionBackend::Cudnn, std::string_view("fused")},
+                                     std::pair{AttentionBackend::Unfused, std::string_view("local")}};
 };
 
 }  // namespace ptdp

@@ -17,6 +17,13 @@ struct OptimizerConfig {
   double weight_decay = 0.01;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clip_grad = 1.0;  // max global L2 norm; 0 disables clipping
+  // Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer): the dtypes of the
+  // master weights, of the gradients the step reads and of Adam's moments (f32, bf16 or f16; see
+  // validate_run for which each may be). Each step reads the stored values, computes in f32 and
+  // rounds the results back, as Transformer Engine's FusedAdam.
+  bool precision_aware = false;
+  DType main_params_dtype = DType::F32, main_grads_dtype = DType::F32;
+  DType exp_avg_dtype = DType::F32, exp_avg_sq_dtype = DType::F32;
 };
 
 struct StepInfo {
@@ -51,7 +58,7 @@ class AdamW {
   // Bytes this optimizer allocated: Adam's moments, and the f32 master weights and gradients
   // where they are not the model's own.
   int64_t own_bytes() const;
-  Tensor& exp_avg() { return m_; }                     // [state_numel()], the owned pieces in order
+  Tensor& exp_avg() { return m_; }  // [state_numel()] in --exp-avg-dtype, the owned pieces in order
   Tensor& exp_avg_sq() { return v_; }
   // The f32 master weights of the owned pieces, in order (a copy where they are the model's own
   // f32 weights and sharded), and their replacement (which also rounds them into the model's).
@@ -71,6 +78,7 @@ class AdamW {
   // Appends s, or extends the last segment when s continues it (flat, state and buffer alike).
   static void append_merged(std::vector<Segment>& out, const Segment& s);
   Tensor master_view(const Segment& s);
+  void update_16bit_state(const Segment& s, Tensor& master, Tensor& grad, const AdamWParams& p);
   Tensor master_grad_view(const Segment& s);
   Backend& be_;
   OptimizerConfig cfg_;

@@ -147,7 +147,9 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", cfg.precision, hw.name, hw.path,
                 cfg.precision);
   elem = HardwareProfile::element_bytes(cfg.precision);
+  knobs = precision_knobs(cfg);
   grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
+  if (knobs.grad_reduce_bf16 && cfg.precision != Precision::F32) grad_bytes = 2;  // --grad-reduce-in-bf16
   const int t = pc.tp;
   tensors = model_tensors(mc, mc.padded_vocab(t));
   params_per_layer = double(tensors.layer_numel(t));
@@ -186,7 +188,11 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and
   // check for inf (4+4), norm (4), Adam (grad, param, m, v read; param, m, v written: 28), copy
   // the master to fp16 (4+2), zero the gradient buffer (2). f32 training: no copies (4+28+4).
-  optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + grad_bytes;
+  // The precision-aware optimizer's dtypes scale each term by its tensor's bytes.
+  const double mg = knobs.main_grad_bytes, mp = knobs.main_param_bytes;
+  const double adam = mg + 2 * (mp + knobs.exp_avg_bytes + knobs.exp_avg_sq_bytes);
+  optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4
+                                                              : 2 + mg + 2 * mg + mg + adam + mp + 2 + grad_bytes;
 }
 
 int CostModel::node_of_stage(int stage) const {
@@ -236,6 +242,19 @@ double CostModel::dp_reduce_scatter(double params) const {
   if (grad_group(cfg.par) <= 1) return 0;
   if (shared_nics()) return net.allgather_nccl28(params * grad_bytes, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
   return net.reduce_scatter(params * grad_bytes, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
+}
+
+double CostModel::exposed_param_gather(double params, double optim, double first_forward) const {
+  const double gather = dp_allgather(params);
+  if (!stack.param_gather_overlap) return gather;
+  const int v = cfg.par.vpp;
+  if (!knobs.overlap_param_gather_with_optimizer_step || v < 2)
+    return std::max(0.0, gather - first_forward);
+  // Megatron-core (optimizer.py ChainedOptimizer._step): the first chunk's optimizer steps alone,
+  // then its all-gather starts (start_param_sync(force_dispatch=True)) while the other chunks step;
+  // their gathers wait for the forward pre-hooks as under --overlap-param-gather alone.
+  const double first = std::max(0.0, gather / v - optim * (v - 1) / v);
+  return first + std::max(0.0, gather * (v - 1) / v - first_forward);
 }
 
 double CostModel::dp_allgather(double params) const {

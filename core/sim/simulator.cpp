@@ -214,8 +214,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     t += optim;
     // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
     // first forward micro-batch, which hides up to that much of it.
-    double gather = zero1 ? cm.dp_allgather(params) : 0.0;
-    if (cm.stack.param_gather_overlap) gather = std::max(0.0, gather - st.forward / par.num_microbatches());
+    const double gather = zero1 ? cm.exposed_param_gather(params, optim, st.forward / par.num_microbatches()) : 0.0;
     t += gather;
     if (s == 0) {
       r.stage0.forward_s = st.forward;

@@ -90,6 +90,38 @@ class HostDeviceBackend final : public Backend {
     Tensor dh = hv(dqkv);
     cpu_->attention_backward(dh, hv(dy), hv(qkv), hv(probs), b, s, a, hd);
   }
+  void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, int b,
+                                  int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                  bool causal) override {
+    Tensor yh = hv(y), lh = hv(lse);
+    cpu_->flash_attention_forward(yh, lh, hv(q), hv(k), hv(v), b, sq, sk, a, g, hd, q_pos, k_pos, causal);
+  }
+  void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
+                                   int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {
+    Tensor dqh = hv(dq), dkh = hv(dk), dvh = hv(dv);
+    cpu_->flash_attention_backward(dqh, dkh, dvh, hv(dy), hv(q), hv(k), hv(v), hv(y), hv(lse), b, sq, sk, a, g, hd,
+                                   q_pos, k_pos, causal);
+  }
+  void do_attention_merge(Tensor& y, Tensor& lse, const Tensor& y2, const Tensor& lse2, int b, int sq, int a,
+                          int hd) override {
+    Tensor yh = hv(y), lh = hv(lse);
+    cpu_->attention_merge(yh, lh, hv(y2), hv(lse2), b, sq, a, hd);
+  }
+  void do_qkv_split(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int a, int g, int hd) override {
+    Tensor qh = hv(q), kh = hv(k), vh = hv(v);
+    cpu_->qkv_split(qh, kh, vh, hv(qkv), a, g, hd);
+  }
+  void do_qkv_join(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int a, int g,
+                   int hd) override {
+    Tensor dh = hv(dqkv);
+    cpu_->qkv_join(dh, hv(dq), hv(dk), hv(dv), a, g, hd);
+  }
+  void do_rope_rows(Tensor& y, const Tensor& x, const Tensor& positions, int heads, int hd, double theta,
+                    bool inverse) override {
+    Tensor yh = hv(y);
+    cpu_->rope_rows(yh, hv(x), hv(positions), heads, hd, theta, inverse);
+  }
   void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
     Tensor yh = hv(y);
     cpu_->gqa_expand(yh, hv(x), a, g, hd);

@@ -193,6 +193,72 @@ class CpuBackend final : public Backend {
     narrow(dw, dqkv);
   }
 
+  // Block attention: lse is in the kernel type already (acc_dtype), the rest widened like above.
+  void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, int b,
+                                  int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                  bool causal) override {
+    Tensor yw = working(y), qw = widen(q), kw = widen(k), vw = widen(v);
+    dispatch(q.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::flash_attention_forward<T>(yw.data<T>(), lse.data<T>(), qw.data<T>(), kw.data<T>(), vw.data<T>(), b, sq,
+                                      sk, a, g, hd, q_pos, k_pos, causal);
+    });
+    narrow(yw, y);
+  }
+  void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
+                                   int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {
+    Tensor dqw = widen(dq), dkw = widen(dk), dvw = widen(dv);  // they accumulate
+    Tensor dyw = widen(dy), qw = widen(q), kw = widen(k), vw = widen(v), yw = widen(y);
+    dispatch(q.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::flash_attention_backward<T>(dqw.data<T>(), dkw.data<T>(), dvw.data<T>(), dyw.data<T>(), qw.data<T>(),
+                                       kw.data<T>(), vw.data<T>(), yw.data<T>(), lse.data<T>(), b, sq, sk, a, g, hd,
+                                       q_pos, k_pos, causal);
+    });
+    narrow(dqw, dq);
+    narrow(dkw, dk);
+    narrow(dvw, dv);
+  }
+  void do_attention_merge(Tensor& y, Tensor& lse, const Tensor& y2, const Tensor& lse2, int b, int sq, int a,
+                          int hd) override {
+    Tensor yw = widen(y), y2w = widen(y2);
+    dispatch(y.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::attention_merge<T>(yw.data<T>(), lse.data<T>(), y2w.data<T>(), lse2.data<T>(), b, sq, a, hd);
+    });
+    narrow(yw, y);
+  }
+  void do_qkv_split(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int a, int g, int hd) override {
+    Tensor qw = working(q), kw = working(k), vw = working(v), xw = widen(qkv);
+    dispatch(qkv.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::qkv_split<T>(qw.data<T>(), kw.data<T>(), vw.data<T>(), xw.data<T>(), qkv.dim(0), a, g, hd);
+    });
+    narrow(qw, q);
+    narrow(kw, k);
+    narrow(vw, v);
+  }
+  void do_qkv_join(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int a, int g,
+                   int hd) override {
+    Tensor xw = working(dqkv), qw = widen(dq), kw = widen(dk), vw = widen(dv);
+    dispatch(dqkv.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::qkv_join<T>(xw.data<T>(), qw.data<T>(), kw.data<T>(), vw.data<T>(), dqkv.dim(0), a, g, hd);
+    });
+    narrow(xw, dqkv);
+  }
+  void do_rope_rows(Tensor& y, const Tensor& x, const Tensor& positions, int heads, int hd, double theta,
+                    bool inverse) override {
+    Tensor yw = working(y), xw = widen(x);
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      cpu::rope_rows<T>(yw.data<T>(), xw.data<T>(), positions.data<int32_t>(), x.dim(0), heads, hd, theta,
+                        inverse ? -1 : 1);
+    });
+    narrow(yw, y);
+  }
+
   void do_gqa_expand(Tensor& y, const Tensor& x, int a, int g, int hd) override {
     const int64_t n = x.dim(0);
     Tensor yw = working(y), xw = widen(x);

@@ -28,6 +28,19 @@ template <class T> void attention_forward(T* y, T* probs, const T* qkv, int b, i
 template <class T> void attention_backward(T* dqkv, const T* dy, const T* qkv, const T* probs, int b, int s,
                                            int a, int hd);
 
+// Block attention (block_attention.cpp): flash attention's form with position offsets and lse.
+template <class T> void flash_attention_forward(T* y, T* lse, const T* q, const T* k, const T* v, int b, int sq,
+                                                int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                                bool causal);
+template <class T> void flash_attention_backward(T* dq, T* dk, T* dv, const T* dy, const T* q, const T* k,
+                                                 const T* v, const T* y, const T* lse, int b, int sq, int sk, int a,
+                                                 int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
+template <class T> void attention_merge(T* y, T* lse, const T* y2, const T* lse2, int b, int sq, int a, int hd);
+template <class T> void qkv_split(T* q, T* k, T* v, const T* qkv, int64_t n, int a, int g, int hd);
+template <class T> void qkv_join(T* dqkv, const T* dq, const T* dk, const T* dv, int64_t n, int a, int g, int hd);
+template <class T> void rope_rows(T* y, const T* x, const int32_t* positions, int64_t n, int heads, int hd,
+                                  double theta, int sign);
+
 template <class T> void gqa_expand(T* y, const T* x, int64_t n, int a, int g, int hd);
 template <class T> void gqa_reduce(T* dx, const T* dy, int64_t n, int a, int g, int hd);
 
