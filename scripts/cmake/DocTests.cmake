@@ -21,4 +21,6 @@ set_tests_properties(Docs.EveryBlockIsClassified Docs.FlagsExist Docs.PathsExist
 # CliMpi.AcceptFleet* (`doctest: run ctest NAME`), so this test need not run alone; among the first
 # (COST), as one of the longest.
 set_tests_properties(Docs.ShellBlocksRun PROPERTIES LABELS docs TIMEOUT 300 PROCESSORS 2 COST 400)
-set_tests_properties(Docs.TheCheckerFindsPlantedFaults PROPERTIES LABELS docs TIMEOUT 120)
+set_tests_properties(Docs.TheCheckerFindsPlantedFaults PROPERTIES LABELS docs TIMEOUT 120 COST 60)
+# The flags check runs every ptdp subcommand's and project script's --help (34 s): among the first.
+set_tests_properties(Docs.FlagsExist PROPERTIES COST 100)
