@@ -222,6 +222,35 @@ TEST(CliParallelFlags, SequenceParallelNeedsTpToDivideTheRowsOfAMicroBatch) {
                  "--sequence-parallel needs --tp 4 to divide --micro-batch 1 x --seq-length 6 = 6");
 }
 
+TEST(CliParallelFlags, ContextParallelismNeedsTwoCChunksOfTheSequence) {
+  expect_refused({"--model", "tiny", "--context-parallel-size", "4", "--seq-length", "12"},
+                 "--context-parallel-size 4 needs --seq-length 12 to be a multiple of 2 x 4");
+}
+
+TEST(CliParallelFlags, ContextParallelismNeedsBlockAttention) {
+  expect_refused({"--model", "tiny", "--context-parallel-size", "2", "--attention-backend", "unfused"},
+                 "--context-parallel-size 2 needs block attention: --attention-backend unfused");
+}
+
+TEST(CliParallelFlags, AllToAllContextParallelismNeedsCToDivideTheHeads) {
+  // tiny: 4 heads; --tp 2 leaves 2 per rank, which c = 4 cannot split.
+  expect_refused({"--model", "tiny", "--tp", "2", "--context-parallel-size", "4", "--cp-comm-type", "a2a"},
+                 "--cp-comm-type a2a needs --context-parallel-size 4 to divide the heads of each tensor-parallel "
+                 "rank (2: it exchanges heads for sequence)");
+}
+
+TEST(CliParallelFlags, ContextParallelSequenceParallelNeedsTpToDivideTheRowsOfARank) {
+  expect_refused({"--model", "tiny", "--tp", "4", "--context-parallel-size", "4", "--seq-length", "24",
+                  "--sequence-parallel"},
+                 "--sequence-parallel with --context-parallel-size 4 needs --tp 4 to divide --micro-batch 1 x "
+                 "--seq-length 24 / 4 = 6");
+}
+
+TEST(CliParallelFlags, RanksMustBeAMultipleOfTheModelAndContextParallelRanks) {
+  expect_refused({"--model", "tiny", "--context-parallel-size", "2", "--ranks", "3"},
+                 "--ranks 3 must be a multiple of --tp 1 x --context-parallel-size 2 x --pp 1");
+}
+
 // ---- run flags ----
 
 TEST(CliRunFlags, CudaWithoutAGpuIsRefusedNamingTheReason) {

@@ -221,7 +221,7 @@ RunConfig as_run(const RunConfig& in, const Context& ctx, SweepKind kind) {
   c.ranks = 0;
   c.csv.clear();
   if (kind == SweepKind::Train) validate_run(c);
-  else c.ranks = c.par.tp * c.par.pp * c.par.dp;
+  else c.ranks = c.par.tp * c.par.cp * c.par.pp * c.par.dp;
   return c;
 }
 

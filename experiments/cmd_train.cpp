@@ -46,7 +46,7 @@ void preflight(const RunConfig& c, bool thread_ranks) {
   const MemoryEstimate one = estimate_single_rank_f32(m, c.par.micro_batch, c.par.recompute);
   // Ranks of this process: every data-parallel replica holds a whole model, split t ways.
   const int64_t local_ranks = c.comm == CommKind::Local ? c.ranks : 1;
-  const int64_t need = (one.state_bytes / c.par.tp + one.activation_bytes) * local_ranks;
+  const int64_t need = (one.state_bytes / c.par.tp + one.activation_bytes / c.par.cp) * local_ranks;
   const int64_t have = physical_memory_bytes();  // (the CUDA backend's allocator names an out-of-memory GPU)
   if (c.backend == BackendKind::Cpu && have > 0 && need > have)
     usage_error("--model {} (l={} h={} s={}) with --micro-batch {} on {} rank(s) here needs about {:.1f} GB "

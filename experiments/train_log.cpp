@@ -133,7 +133,8 @@ void TrainLog::started(const TrainingRun& run) {
              c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
              run.trainer().num_microbatches(), c.par.schedule, enum_name(c.par.recompute),
              c.par.scatter_gather && !c.par.sequence_parallel ? "on" : "off",
-             c.par.sequence_parallel ? ", sequence parallel" : "",
+             std::string(c.par.sequence_parallel ? ", sequence parallel" : "") +
+                 (c.par.cp > 1 ? fmt::format(", context parallel c={} ({})", c.par.cp, c.par.cp_comm) : ""),
              c.par.zero == 1   ? ", distributed optimizer (--zero 1)"
              : c.par.zero == 3 ? ", ZeRO-3"
                                : "",

@@ -40,7 +40,7 @@ const std::vector<Field>& parallel_fields() {
                     .column()
                     .key("1")
                     .in_specs()
-                    .checkpoint());
+                    .checkpoint({}, "--context-parallel-size"));
     v.push_back(Field(PTDP_MEMBER(par.cp_comm), "cp_comm_type", g)
                     .flags("--cp-comm-type")
                     .help(enum_choices<CpComm>(true) +

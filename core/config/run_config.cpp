@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
@@ -22,12 +25,19 @@ void validate_model_shape(const ModelConfig& c) {
                 c.hidden, c.heads, c.head_dim());
 }
 
+// "--tp T x --pp P", with " x --context-parallel-size C" where C > 1.
+std::string model_parallel_flags(const ParallelConfig& p) {
+  std::string out = fmt::format("--tp {} x --pp {}", p.tp, p.pp);
+  if (p.cp > 1) out += fmt::format(" x --context-parallel-size {}", p.cp);
+  return out;
+}
+
 // What tensor parallelism splits must divide by t; the stages' layers; d and the ranks.
 void validate_layout(RunConfig& c) {
   ParallelConfig& p = c.par;
   // Bounds that keep every product below in range (no layout needs more).
-  if (int64_t(p.tp) * p.pp * std::max(p.dp, 1) > (1 << 20))
-    usage_error("--tp {} x --pp {} x --dp {} must be at most {} ranks", p.tp, p.pp, std::max(p.dp, 1), 1 << 20);
+  if (int64_t(p.tp) * p.pp * p.cp * std::max(p.dp, 1) > (1 << 20))
+    usage_error("{} x --dp {} must be at most {} ranks", model_parallel_flags(p), std::max(p.dp, 1), 1 << 20);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
   // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
   // t); its newer all-gather path for t > groups is not implemented).
@@ -50,24 +60,55 @@ void validate_layout(RunConfig& c) {
                   p.pipeline_layout, v);
   }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
+  // Context parallelism (Megatron-core's rank order: tensor, context, data, pipeline): the world
+  // is t x c x p x d (the chunks' rules: validate_context_parallel).
+  const int tpc = p.tp * p.pp * p.cp;
   if (p.dp == 0) {
     if (c.ranks == 0) {
       p.dp = 1;
     } else {
-      if (c.ranks % (p.tp * p.pp) != 0)
-        usage_error("--ranks {} must be a multiple of --tp {} x --pp {}", c.ranks, p.tp, p.pp);
-      p.dp = c.ranks / (p.tp * p.pp);
+      if (c.ranks % tpc != 0) usage_error("--ranks {} must be a multiple of {}", c.ranks, model_parallel_flags(p));
+      p.dp = c.ranks / tpc;
     }
   }
-  const int world = p.tp * p.pp * p.dp;
+  const int world = tpc * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} (under mpirun: the number of processes) must equal --tp {} x --pp {} x --dp {} = {}",
-                c.ranks, p.tp, p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal {} x --dp {} = {}", c.ranks,
+                model_parallel_flags(p), p.dp, world);
   if (c.gemm_rate && (c.backend != BackendKind::Cpu || world != 1))
     usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
                 "has --backend {} and {} ranks)",
                 c.backend, world);
+}
+
+// Context parallelism: the sequence cut into 2c chunks, attention as block attention over the group.
+void validate_context_parallel(const RunConfig& c, const ParallelConfig& p) {
+  if (p.cp == 1) return;
+  const int64_t s = c.model.seq_length;
+  if (s % (2 * p.cp) != 0)
+    usage_error("--context-parallel-size {} needs --seq-length {} to be a multiple of 2 x {} (each sequence is cut "
+                "into 2c equal chunks)",
+                p.cp, s, p.cp);
+  if (p.sequence_parallel && (int64_t(p.micro_batch) * s / p.cp) % p.tp != 0)
+    usage_error("--sequence-parallel with --context-parallel-size {} needs --tp {} to divide --micro-batch {} x "
+                "--seq-length {} / {} = {} (the rows of a context-parallel rank)",
+                p.cp, p.tp, p.micro_batch, s, p.cp, int64_t(p.micro_batch) * s / p.cp);
+  if (c.attention_backend == AttentionBackend::Unfused)
+    usage_error("--context-parallel-size {} needs block attention: --attention-backend unfused materialises the "
+                "[s, s] probabilities, which a context-parallel group never holds (use auto or flash)",
+                p.cp);
+  if (p.cp_comm == CpComm::A2A) {
+    const int heads = c.model.heads / p.tp, groups = c.model.groups() / p.tp;
+    if (heads % p.cp != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} to divide the heads of each tensor-parallel "
+                  "rank ({}: it exchanges heads for sequence)",
+                  p.cp, heads);
+    if (groups % p.cp != 0 && p.cp % groups != 0)
+      usage_error("--cp-comm-type a2a needs --context-parallel-size {} and the key/value heads of each "
+                  "tensor-parallel rank ({}) to divide one another (fewer are replicated to the ranks that read them)",
+                  p.cp, groups);
+  }
 }
 
 // The batch, the schedule and the sharding.
@@ -87,6 +128,7 @@ void validate_schedule(const RunConfig& c, ParallelConfig& p) {
     usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
                 "tensor-parallel rank holds an equal share of the rows)",
                 p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
+  validate_context_parallel(c, p);
   if (p.vpp > 1 && p.schedule != ScheduleKind::Interleaved) usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == ScheduleKind::Interleaved) {
     if (p.vpp < 2) usage_error("--schedule interleaved needs --vpp of at least 2");
@@ -205,7 +247,7 @@ void require_supported(const RunConfig& c) {
   for (const auto& [flag, dt] : states)
     if (dt == DType::F16)
       usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
-                  "per-tensor scaling, not implemented); `ptdp simulate` accepts it",
+                  "per-tensor scaling, not implemented)",
                   flag);
   if (c.grad_reduce_bf16 && c.par.zero == 3)
     usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "
@@ -222,6 +264,10 @@ LossScaleConfig loss_scale_config(const RunConfig& c) {
   l.window = c.loss_scale_window;
   l.hysteresis = c.hysteresis;
   return l;
+}
+
+bool uses_block_attention(const RunConfig& c) {
+  return c.par.cp > 1 || c.attention_backend == AttentionBackend::Flash;
 }
 
 DType precision_dtype(Precision precision) {

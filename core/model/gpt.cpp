@@ -98,16 +98,57 @@ LayerDims Gpt::dims(int b) const {
   d.tp = tp_;
   d.bias_owner = shard_.tp_rank == 0;
   d.sp = shard_.sequence_parallel;
-  PTDP_CHECK(!d.sp || d.rows() % shard_.tp_size == 0, "sequence parallelism: t = {} must divide b*s = {}",
+  d.cp = cp_;
+  PTDP_CHECK(!d.sp || d.rows() % shard_.tp_size == 0, "sequence parallelism: t = {} must divide b*s/c = {}",
              shard_.tp_size, d.rows());
   d.llama = cfg_.arch == Arch::Llama;
   d.rope_theta = cfg_.rope_theta;
+  d.block = block_ || cp_.size > 1;
+  if (d.block && d.llama) d.positions = to_backend(be_, cp_positions(b, d.s, cp_));
   return d;
 }
 
-int64_t Gpt::stage_rows(int b) const { return dims(b).local_rows(); }
+void Gpt::set_attention(bool block, const ContextParallel& cp) {
+  PTDP_CHECK(cp.size == 1 || (block && cp.group && cp.group->size() == cp.size),
+             "context parallelism needs block attention and its group");
+  PTDP_CHECK(cfg_.seq_length % (2 * cp.size) == 0, "context parallelism: 2c = {} must divide the sequence length {}",
+             2 * cp.size, cfg_.seq_length);
+  block_ = block;
+  cp_ = cp;
+}
+
+int64_t Gpt::stage_rows(int b) const {
+  return int64_t(b) * cfg_.seq_length / cp_.size / (shard_.sequence_parallel ? shard_.tp_size : 1);
+}
 
 namespace {
+
+// Context parallelism: the rows of a chunk-ordered local table [s/c, h] and where they sit in
+// the whole position table: chunk `rank`, then chunk 2c - 1 - rank, s/(2c) rows each.
+template <class Fn>
+void each_local_chunk(const Tensor& whole, const Tensor& local, const ContextParallel& cp, Fn&& fn) {
+  const int64_t h = whole.dim(1), rows = local.dim(0) / 2;
+  const int chunks[2] = {cp.rank, 2 * cp.size - 1 - cp.rank};
+  for (int i = 0; i < 2; ++i) {
+    Tensor w = whole.view(chunks[i] * rows * h, {rows, h}), l = local.view(i * rows * h, {rows, h});
+    fn(w, l);
+  }
+}
+
+// The position embeddings of this rank's positions [s/c, h] (wpe itself without context parallelism).
+Tensor local_positions(Backend& be, const Tensor& wpe, const ContextParallel& cp) {
+  if (cp.size == 1) return wpe;
+  const int64_t s = wpe.dim(0);
+  Tensor local = be.empty({s / cp.size, wpe.dim(1)}, wpe.dtype());
+  each_local_chunk(wpe, local, cp, [&](Tensor& w, Tensor& l) { be.copy(l, w); });
+  return local;
+}
+
+// Adds the gradient of the local table to the rows of the whole one it came from.
+void add_local_positions(Backend& be, Tensor& gwpe, const Tensor& local, const ContextParallel& cp) {
+  each_local_chunk(gwpe, local, cp, [&](Tensor& w, Tensor& l) { be.add_(w, l); });
+}
+
 // The LayerNorm (RMSNorm) parameters: replicated, applied to the rows of this rank only under
 // sequence parallelism.
 bool norm_param(const std::string& name) {
@@ -149,8 +190,10 @@ int64_t Gpt::Cache::bytes() const {
   // The stage's input is also its first layer's kept input (the same tensor): count it once.
   const bool input_kept = !layers.empty() && layers.front().x.defined() && x_in.defined() &&
                           layers.front().x.raw() == x_in.raw();
+  // A chunk of no layer that holds the loss: the final LayerNorm's input is the stage's input.
+  const bool xl_is_input = xl.defined() && x_in.defined() && xl.raw() == x_in.raw();
   for (const Tensor* t : {&x_in, &xl, &lnf, &mean, &rstd, &logits, &max, &sum_exp})
-    if (t->defined() && !(t == &x_in && input_kept)) n += t->nbytes();
+    if (t->defined() && !(t == &x_in && input_kept) && !(t == &xl && xl_is_input)) n += t->nbytes();
   return n;
 }
 
@@ -167,10 +210,10 @@ std::unique_ptr<Gpt::Cache> Gpt::forward(int b, const Tensor& input, const Tenso
     c->x_in = be_.empty({nl, d.h}, dtype_);
     Tensor part = partial_rows(be_, d, c->x_in);
     const Buf w = params_of(0);
-    Tensor wpe = cfg_.tied_embedding() ? at(w, "wpe") : Tensor();  // llama: rotary positions, no table
+    Tensor wpe = cfg_.tied_embedding() ? local_positions(be_, at(w, "wpe"), cp_) : Tensor();  // llama: no table
     // wpe is added once, by tensor-parallel rank 0, before the sum.
     be_.embedding_forward(part, input, at(w, "wte"), vocab_start(), d.bias_owner && wpe.defined() ? &wpe : nullptr,
-                          d.s);
+                          d.s / cp_.size);
     release(0);
     reduce_rows(d, part, c->x_in);  // sum the vocab shards (sp: reduce-scatter to this rank's rows)
   } else {
@@ -276,9 +319,16 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
   if (shard_.pre) {
     const Buf eg = grads_of(0);
     Tensor gwte = at(eg, "wte"), gwpe = cfg_.tied_embedding() ? at(eg, "wpe") : Tensor();
+    // Context parallelism: the gradient of this rank's rows of wpe, added to them.
+    Tensor gwpe_local = gwpe;
+    if (gwpe.defined() && cp_.size > 1) {
+      gwpe_local = be_.empty({d.s / cp_.size, d.h}, gwpe.dtype());
+      be_.fill(gwpe_local, 0);
+    }
     // sp: the gradient of the reduce-scatter is the all-gather of this rank's rows
-    be_.embedding_backward(gwte, gwpe.defined() ? &gwpe : nullptr, sp_gather(be_, d, dx), c.tokens, vocab_start(),
-                           d.s);
+    be_.embedding_backward(gwte, gwpe.defined() ? &gwpe_local : nullptr, sp_gather(be_, d, dx), c.tokens,
+                           vocab_start(), d.s / cp_.size);
+    if (gwpe.defined() && cp_.size > 1) add_local_positions(be_, gwpe, gwpe_local, cp_);
     reduce(0);
   } else {
     PTDP_CHECK(dx_in != nullptr, "a stage without the embedding returns the gradient of its input");

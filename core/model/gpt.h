@@ -55,6 +55,14 @@ class Gpt {
   // passes ask for unit by unit (param_units); the whole buffers are freed. Whole model, t = 1.
   void use_param_source(ParamSource* source);
   bool sharded() const { return src_ != nullptr; }
+  // The attention: block attention (flash) or the unfused kernels, and the context-parallel group
+  // (size > 1 needs block): each forward then takes this rank's b*s/c tokens and targets (in
+  // cp_positions' order), adds the position embeddings of their positions (GPT; LLaMA: rotates at
+  // them) and returns the loss over them; stages take and return b*s/c rows (/t with sp). The
+  // position embedding's gradient reaches the rows of this rank's chunks only; the data-parallel
+  // and context-parallel reduction sums the rest.
+  void set_attention(bool block, const ContextParallel& cp = {});
+  const ContextParallel& context_parallel() const { return cp_; }
 
   // Activations of one micro-batch kept between its forward and backward pass.
   struct Cache {
@@ -67,7 +75,7 @@ class Gpt {
     int64_t bytes() const;
   };
 
-  // Forward of b sequences. First stage: `input` holds tokens [b*s] (i32); otherwise the
+  // Forward of b sequences (this rank's b*s/c tokens of them). First stage: `input` holds tokens [b*s] (i32); otherwise the
   // previous stage's activations [stage_rows(b), h] (so is *x_out, and the gradients). Last stage: targets [b*s] give the per-token loss
   // and *loss_sum receives its sum; otherwise *x_out receives this shard's output.
   std::unique_ptr<Cache> forward(int b, const Tensor& input, const Tensor* targets, Recompute mode,
@@ -107,6 +115,8 @@ class Gpt {
   Tensor params_, grads_;
   ParamSource* src_ = nullptr;
   std::vector<FlatRange> units_;
+  bool block_ = false;
+  ContextParallel cp_;
 };
 
 }  // namespace ptdp

@@ -234,6 +234,34 @@ TEST(GptGradient, FullRecomputationKeepsOnlyLayerInputs) {
   EXPECT_EQ(full->bytes(), expect);
 }
 
+// A chunk of no transformer layer that holds the loss (Megatron-core's standalone loss stage): the
+// final LayerNorm's input is the chunk's input, counted once; its gradient goes back as dx_in.
+TEST(GptGradient, ALossOnlyChunkCountsItsInputOnceAndPassesItsGradientBack) {
+  auto be = make_cpu_backend();
+  ModelConfig c = small_config();
+  ShardSpec loss_only;
+  loss_only.layer_begin = loss_only.layer_end = c.layers;
+  loss_only.pre = false;
+  Gpt model(c, loss_only, *be, DType::F32);
+  model.init(1);
+  Batch bt = random_batch(2, c.seq_length, c.vocab_size, 3);
+  Tensor x = Tensor::empty({2 * int64_t(c.seq_length), c.hidden}, DType::F32);
+  be->fill(x, 0.5);
+  double sum = 0;
+  auto cache = model.forward(2, x, &bt.targets, Recompute::None, nullptr, &sum);
+  ASSERT_TRUE(cache->layers.empty());
+  ASSERT_EQ(cache->xl.raw(), cache->x_in.raw());
+  int64_t expect = 0;
+  for (const Tensor* t : {&cache->x_in, &cache->lnf, &cache->mean, &cache->rstd, &cache->logits, &cache->max,
+                          &cache->sum_exp})
+    expect += t->nbytes();
+  EXPECT_EQ(cache->bytes(), expect);
+  Tensor dx;
+  model.backward(*cache, 1.0, nullptr, &dx);
+  ASSERT_EQ(dx.numel(), x.numel());
+  EXPECT_GT(be->sum_squares(dx), 0);
+}
+
 TEST(GptInit, InitialLossIsLogVocab) {
   auto be = make_cpu_backend();
   ModelConfig c;

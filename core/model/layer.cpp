@@ -2,6 +2,7 @@
 
 #include "core/backend/nvtx.h"
 #include "core/common/error.h"
+#include "core/model/block_attention_path.h"
 
 namespace ptdp {
 
@@ -65,10 +66,21 @@ Tensor qkv_grad(Backend& be, const LayerDims& d, const Tensor& dheads) {
   return dqkv;
 }
 
+Tensor attention_grad(Backend& be, const LayerDims& d, const LayerCache& c, const Tensor& datty) {
+  if (d.block) return block_attention_backward(be, d, c, datty);
+  Tensor dheads = be.empty({d.rows(), int64_t(3) * d.heads * d.hd}, datty.dtype());
+  be.attention_backward(dheads, datty, attention_qkv(be, d, c.qkv), c.probs, d.b, d.s, d.heads, d.hd);
+  if (d.llama) be.rope(dheads, dheads, d.s, d.heads, d.hd, d.rope_theta, true);  // the rotation's transpose
+  return qkv_grad(be, d, dheads);  // GQA: keys' and values' gradients summed per group
+}
+
 int64_t LayerCache::bytes() const {
   int64_t n = 0;
-  for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act})
+  for (const Tensor* t : {&x, &ln1, &mean1, &rstd1, &qkv, &probs, &atty, &x2, &ln2, &mean2, &rstd2, &fc, &act, &q, &k,
+                          &v, &attn.lse, &attn.q_full, &attn.k_full, &attn.v_full, &attn.y_full})
     if (t->defined()) n += t->nbytes();
+  // The attention output: atty itself, unless the block attention keeps a copy of its own.
+  if (attn.y.defined() && !(atty.defined() && attn.y.raw() == atty.raw())) n += attn.y.nbytes();
   return n;
 }
 
@@ -85,9 +97,13 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   be.layernorm_forward(c.ln1, c.mean1, c.rstd1, x, w.ln1_w, w.ln1_b, d.eps);
   c.qkv = be.empty({n, d.qkv_cols()}, dt);
   be.linear_forward(c.qkv, sp_gather(be, d, c.ln1), w.qkv_w, &w.qkv_b);  // sp: g-bar all-gather
-  c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
-  c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-  be.attention_forward(c.atty, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
+  if (d.block) {
+    block_attention_forward(be, d, c);
+  } else {
+    c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
+    c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
+    be.attention_forward(c.atty, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
+  }
   c.x2 = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, c.x2);
   be.linear_forward(part, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
@@ -117,6 +133,7 @@ void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const
     cache = LayerCache{};
     cache.x = x;
   }
+  else if (mode == Recompute::Selective && d.block) block_attention_drop_core(cache);
   else if (mode == Recompute::Selective) cache.probs = Tensor();
 }
 
@@ -129,6 +146,9 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
     Tensor y = be.empty({nl, d.h}, dt);
     if (d.llama) llama_forward_all(be, d, w, c.x, y, c);
     else forward_all(be, d, w, c.x, y, c);
+  } else if (mode == Recompute::Selective && d.block) {
+    NvtxRange r("recompute");
+    block_attention_recompute(be, d, c);
   } else if (mode == Recompute::Selective) {
     // Korthikanti et al.'s selective recomputation: the attention core (QK^T, softmax, the
     // product with V, whose output goes to scratch) from the kept qkv, for the probabilities.
@@ -156,9 +176,7 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   // Attention: x2 = x + proj(attn(qkv(ln1(x))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, &g.proj_b, sp_gather(be, d, dx2), c.atty, w.proj_w);
-  Tensor dheads = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
-  be.attention_backward(dheads, datty, attention_qkv(be, d, c.qkv), c.probs, d.b, d.s, d.heads, d.hd);
-  const Tensor dqkv = qkv_grad(be, d, dheads);  // GQA: keys' and values' gradients summed per group
+  const Tensor dqkv = attention_grad(be, d, c, datty);
   be.linear_backward(&part, false, g.qkv_w, &g.qkv_b, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
   be.copy(dx, dx2);

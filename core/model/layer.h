@@ -24,6 +24,7 @@
 #include "core/backend/backend.h"
 #include "core/comm/communicator.h"
 #include "core/common/enum_names.h"
+#include "core/model/context_attention.h"
 #include "core/model/params.h"
 
 namespace ptdp {
@@ -51,7 +52,14 @@ struct LayerDims {
   Communicator* tp = nullptr;
   bool bias_owner = true;
   bool sp = false;  // sequence parallelism (needs tp; rows() % t == 0)
-  int64_t rows() const { return int64_t(b) * s; }
+  // Block attention (block_attention_path.h): --attention-backend flash, or context parallelism
+  // (cp.size > 1: this rank holds chunks cp.rank and 2 cp.size - 1 - cp.rank of each of the b
+  // sequences, s / cp.size rows per sequence; s stays the whole sequence's length). LLaMA:
+  // positions (i32 [rows()], the backend's device) are each row's position in its sequence.
+  bool block = false;
+  ContextParallel cp;
+  Tensor positions;
+  int64_t rows() const { return int64_t(b) * s / cp.size; }
   int kv_heads() const { return groups > 0 ? groups : heads; }
   bool gqa() const { return kv_heads() != heads; }
   // Columns of this rank's QKV projection: (heads + 2 kv_heads) * hd (3 heads hd without GQA).
@@ -99,8 +107,18 @@ struct LayerWeights {
 // x, ln1, x2, ln2 are sbh each (n/t rows with sp), qkv 3sbh/t, atty sbh/t, fc and act 4sbh/t,
 // probs a*s*s*b/t; mean and rstd of both LayerNorms one f32 per row. With g query groups qkv is
 // sbh(1 + 2g/a)/t instead of 3sbh/t.
+//
+// Block attention (LayerDims::block; block_attention_path.h) keeps q, k, v (LLaMA: rotated) in
+// place of qkv, the same bytes, and no probabilities: attn holds the output's log-sum-exp (one f32
+// per row and head, 4*a*sb/t bytes; atty is its output; a2a also keeps the whole sequence's q, k, v
+// and output of its a/c heads, the size of q, k, v and atty again). Selective recomputation drops atty and
+// attn and reruns the attention core in backward:
+//   none:      e*sbh*(8 + 24/t) + 4*a*sb/t + 16*sb     selective: e*sbh*(7 + 24/t) + 16*sb
+// With context parallelism c, s is this rank's s/c tokens of each sequence in every formula.
 struct LayerCache {
   Tensor x, ln1, mean1, rstd1, qkv, probs, atty, x2, ln2, mean2, rstd2, fc, act;
+  Tensor q, k, v;    // block attention
+  CpAttnCache attn;  // block attention: the output and its log-sum-exp
   int64_t bytes() const;
 };
 
@@ -112,6 +130,10 @@ Tensor attention_qkv(Backend& be, const LayerDims& d, const Tensor& qkv);
 // the gradient of the kept qkv: dheads itself, or with grouped-query attention the keys' and
 // values' gradients summed over each group (Backend::gqa_reduce).
 Tensor qkv_grad(Backend& be, const LayerDims& d, const Tensor& dheads);
+
+// The gradient of the kept qkv from that of the attention output: the unfused attention's
+// backward (LLaMA: then the rotation's transpose) and qkv_grad, or the block attention's.
+Tensor attention_grad(Backend& be, const LayerDims& d, const LayerCache& c, const Tensor& datty);
 
 void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                    LayerCache& cache, Recompute mode);

@@ -1,5 +1,6 @@
 // The LLaMA layer, forward and hand-written backward (see layer.h).
 #include "core/backend/nvtx.h"
+#include "core/model/block_attention_path.h"
 #include "core/model/layer.h"
 
 namespace ptdp {
@@ -16,10 +17,15 @@ void llama_forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, c
   be.linear_forward(c.qkv, sp_gather(be, d, c.ln1), w.qkv_w, nullptr);  // sp: g-bar all-gather
   // q and k of each head rotated: in place (kept rotated), or with grouped-query attention in the
   // expanded copy attention reads (the compact qkv is kept as projected).
-  if (!d.gqa()) be.rope(c.qkv, c.qkv, d.s, d.heads, d.hd, d.rope_theta, false);
-  c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
-  c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
-  be.attention_forward(c.atty, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
+  // Block attention rotates its split q and k at their positions (block_attention_path.h).
+  if (d.block) {
+    block_attention_forward(be, d, c);
+  } else {
+    if (!d.gqa()) be.rope(c.qkv, c.qkv, d.s, d.heads, d.hd, d.rope_theta, false);
+    c.probs = be.empty({d.b, d.heads, d.s, d.s}, dt);
+    c.atty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
+    be.attention_forward(c.atty, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
+  }
   c.x2 = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, c.x2);
   be.linear_forward(part, c.atty, w.proj_w, nullptr);
@@ -57,10 +63,7 @@ void llama_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   // Attention: x2 = x + proj(attn(rope(qkv(rmsnorm(x)))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, nullptr, sp_gather(be, d, dx2), c.atty, w.proj_w);
-  Tensor dheads = be.empty({n, int64_t(3) * d.heads * d.hd}, dt);
-  be.attention_backward(dheads, datty, attention_qkv(be, d, c.qkv), c.probs, d.b, d.s, d.heads, d.hd);
-  be.rope(dheads, dheads, d.s, d.heads, d.hd, d.rope_theta, true);  // the rotation's transpose
-  const Tensor dqkv = qkv_grad(be, d, dheads);  // GQA: keys' and values' gradients summed per group
+  const Tensor dqkv = attention_grad(be, d, c, datty);  // LLaMA: after the rotation's transpose
   be.linear_backward(&part, false, g.qkv_w, nullptr, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
   be.copy(dx, dx2);

@@ -29,7 +29,8 @@ std::string chunk_names(const std::vector<int>& chunks) {  // "_chunks1_3_3_1" (
 }  // namespace
 
 std::string Layout::name() const {
-  return "t" + std::to_string(tp) + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
+  return "t" + std::to_string(tp) + (cp > 1 ? "_c" + std::to_string(cp) + "_" + std::string(enum_name(cp_comm)) : "") +
+         (flash ? "_flash" : "") + "_p" + std::to_string(pp) + "_d" + std::to_string(dp) + "_v" +
          std::to_string(vpp) + (first ? "_first" + std::to_string(first) : "") +
          (last ? "_last" + std::to_string(last) : "") + (embedding ? "_embsplit" : "") + (loss ? "_losssplit" : "") +
          chunk_names(chunks) +
@@ -75,7 +76,7 @@ bool nccl_ranks_fit(int ranks, int gpus, std::string* why) {
 
 RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainConfig& tc, const Layout& layout,
                          int iters, uint64_t seed) {
-  const Topology topo(layout.tp, layout.pp, layout.dp);
+  const Topology topo(layout.tp, layout.pp, layout.dp, layout.cp);
   if (topo.world() > 1) set_cpu_threads(1);  // ranks are threads or processes already
   std::unique_ptr<Backend> be;
   std::unique_ptr<Communicator> nccl, staged;  // device tensors go through the host communicator, or NCCL
@@ -99,6 +100,12 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
                         LayerSplit{c.layers, layout.pp, layout.vpp, layout.first, layout.last, layout.embedding,
                                    layout.loss, layout.chunks},
                         *be, g.tp.get(), seed, layout.dtype, layout.sequence_parallel);
+  ContextParallel cp;
+  cp.group = g.cp.get();
+  cp.size = layout.cp;
+  cp.rank = g.me.cp;
+  cp.comm = layout.cp_comm;
+  for (Gpt* chunk : stage.pointers()) chunk->set_attention(layout.flash || layout.cp > 1, cp);
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
   TrainConfig cfg = tc;
   cfg.overlap_grad_reduce = layout.overlap;
@@ -107,10 +114,16 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   cfg.recompute = layout.recompute;
   cfg.scatter_gather = layout.scatter_gather;
   cfg.zero = layout.zero;
-  Trainer trainer(stage.pointers(), data, cfg,
-                  TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()});
+  TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get()};
+  tg.cp = g.cp.get();
+  tg.dp_cp = g.dp_cp.get();
+  Trainer trainer(stage.pointers(), data, cfg, tg);
   RunResult out;
-  for (int i = 0; i < iters; ++i) out.losses.push_back(trainer.step().loss);
+  for (int i = 0; i < iters; ++i) {
+    const IterStats st = trainer.step();
+    out.losses.push_back(st.loss);
+    out.peak_activation_bytes = std::max(out.peak_activation_bytes, st.peak_activation_bytes);
+  }
   out.eval_loss = trainer.evaluate(data, int64_t(iters) * cfg.global_batch, 1);
   // Assemble the logical weights on every rank: each element is contributed once, by the
   // first data-parallel replica's tensor-parallel rank that holds it (tp rank 0 for
@@ -126,7 +139,7 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
     const int64_t n = has_vocab_rows(fe.name) ? c.padded_vocab(layout.tp) * c.hidden : shape_numel(fe.full_shape);
     Tensor full = Tensor::zeros({n}, DType::F64);
     auto it = mine.find(fe.name);
-    if (it != mine.end() && g.me.dp == 0) {
+    if (it != mine.end() && g.me.dp == 0 && g.me.cp == 0) {
       const ParamEntry& e = *it->second.first;
       if (g.me.tp == 0 || e.split_dim >= 0) {
         const float* p = it->second.second + e.offset;
@@ -143,7 +156,7 @@ RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layo
                          uint64_t seed) {
   RunResult out;
   std::mutex mu;
-  const Topology topo(layout.tp, layout.pp, layout.dp);
+  const Topology topo(layout.tp, layout.pp, layout.dp, layout.cp);
   run_local_ranks(topo.world(), [&](int rank, Communicator& world) {
     RunResult r = train_on_world(world, c, tc, layout, iters, seed);
     std::lock_guard<std::mutex> lock(mu);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/comm/communicator.h"
+#include "core/config/settings.h"
 #include "core/model/config.h"
 #include "core/train/trainer.h"
 
@@ -16,6 +17,7 @@ struct RunResult {
   std::vector<double> losses;                          // per iteration
   double eval_loss = 0;  // after training: Trainer::evaluate over the next global batch of the data
   std::map<std::string, std::vector<double>> weights;  // name -> logical (unsplit) tensor
+  int64_t peak_activation_bytes = 0;  // rank 0's most activation bytes stashed at once, over the iterations
 };
 
 struct Layout {
@@ -30,6 +32,9 @@ struct Layout {
   bool overlap = false;
   int64_t bucket_elems = 40'000'000;
   int zero = 0;              // 1: the distributed optimizer (sharded over dp)
+  int cp = 1;                // context-parallel size (block attention over the group)
+  CpComm cp_comm = CpComm::P2P;
+  bool flash = false;        // block attention without context parallelism (--attention-backend flash)
   DType dtype = DType::F32;  // bf16/f16: mixed precision (the weights compared are the f32 masters)
   // cpu | host-device (device plumbing on the CPU, testing/host_device_backend.h) | cuda (every
   // rank a thread on GPU 0). Not cpu: communicators stage device tensors through host memory.
@@ -43,7 +48,7 @@ struct Layout {
 void PrintTo(const Layout& l, std::ostream* os);
 
 // Trains `iters` steps of the model on synthetic data (seeded) with the given layout on
-// t*p*d local ranks (threads), and gathers the final weights from every shard. Layout fields
+// t*c*p*d local ranks (threads), and gathers the final weights from every shard. Layout fields
 // override those of tc.
 RunResult train_parallel(const ModelConfig& c, const TrainConfig& tc, const Layout& layout, int iters,
                          uint64_t seed);

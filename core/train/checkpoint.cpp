@@ -187,7 +187,7 @@ CheckpointLayout checkpoint_layout(const RunConfig& c, int tp_rank, int pp_rank,
   l.settings.push_back({"pp_rank", "pipeline rank", std::to_string(pp_rank)});
   if (c.par.zero > 0) l.settings.push_back({"dp_rank", "data-parallel rank", std::to_string(dp_rank)});
   l.tp_rank = tp_rank, l.pp_rank = pp_rank, l.pp = c.par.pp;
-  l.zero = c.par.zero, l.dp = c.par.dp, l.dp_rank = c.par.zero > 0 ? dp_rank : 0;
+  l.zero = c.par.zero, l.dp = c.par.dp * c.par.cp, l.dp_rank = c.par.zero > 0 ? dp_rank : 0;
   return l;
 }
 

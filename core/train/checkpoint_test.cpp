@@ -129,6 +129,13 @@ TEST(Checkpoint, AnotherLayoutOrADamagedShardIsRefusedClearly) {
   EXPECT_NE(usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); })
                 .find("the checkpoint was saved with --tp 1 --pp 1 --vpp 1"),
             std::string::npos);
+  RunConfig split = run;  // the same shard directory under context parallelism: refused by name
+  split.par.cp = 2;
+  other = checkpoint_layout(split, 0, 0, 0);
+  const std::string cp_refusal =
+      usage_message_of([&] { load_shard(ck, 1, other, m.pointers(), trainer.optimizers(), kId); });
+  EXPECT_NE(cp_refusal.find("--context-parallel-size 1, this run has --context-parallel-size 2"), std::string::npos)
+      << cp_refusal;
   RunConfig wide = run;
   wide.par.tp = 2;
   other = checkpoint_layout(wide, 1, 0, 0);  // its shard directory does not exist

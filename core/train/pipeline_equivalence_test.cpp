@@ -209,6 +209,20 @@ std::vector<Layout> pipeline_layouts() {
 
 INSTANTIATE_TEST_SUITE_P(PipelineLayout, Ptdp, ::testing::ValuesIn(pipeline_layouts()), layout_name);
 
+// Megatron-core's standalone embedding and loss virtual stages: "E|t*4|t*4|L" over p = 2, v = 2
+// (chunks of no transformer layer first on stage 0 and last on stage 1), t = 1 with full
+// recomputation, and t = 2, d = 2 with the data-parallel reduction overlapped.
+std::vector<Layout> standalone_edge_layouts() {
+  std::vector<Layout> out;
+  out.push_back(layout(1, 2, 1, ScheduleKind::Interleaved, Recompute::Full, true, false));
+  out.back().chunks = {0, 4, 4, 0};
+  out.push_back(layout(2, 2, 2, ScheduleKind::Interleaved, Recompute::None, true, true));
+  out.back().chunks = {0, 4, 4, 0};
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(StandaloneEdges, Ptdp, ::testing::ValuesIn(standalone_edge_layouts()), layout_name);
+
 // Interleaved, only the first chunk of stage 0 and the last chunk of the last stage are short: 6
 // layers + the embedding + the loss = 8 over p = 2, v = 2: stage 0 holds [0] [3, 4], stage 1 [1, 2] [5].
 TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
@@ -220,6 +234,27 @@ TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
     l.embedding = l.loss = true;
     testing::expect_same_training(ref, testing::train_parallel(six, train_cfg(), l, 3, 33));
   }
+}
+
+// Megatron-core's standalone embedding and loss virtual stages, chunks of no transformer layer:
+// "E|tt|tt|L" over p = 2, v = 2 (stage 0 holds the embedding alone, then layers 2-3; stage 1
+// layers 0-1, then the loss alone), and 6 layers with the embedding and the loss counted over
+// p = 4, v = 2 (one "layer" per chunk: the first is the embedding, the last the loss).
+TEST(PipelineLayout, StandaloneEmbeddingAndLossStagesMatchOneRank) {
+  ModelConfig four = model8();
+  four.layers = 4;
+  const RunResult ref4 = testing::train_parallel(four, train_cfg(), Layout{}, 3, 33);
+  for (int t : {1, 2}) {
+    Layout l = layout(t, 2, 1, ScheduleKind::Interleaved, Recompute::Selective, true, t == 2);
+    l.chunks = {0, 2, 2, 0};
+    testing::expect_same_training(ref4, testing::train_parallel(four, train_cfg(), l, 3, 33));
+  }
+  ModelConfig six = model8();
+  six.layers = 6;
+  const RunResult ref6 = testing::train_parallel(six, train_cfg(), Layout{}, 3, 33);
+  Layout l = layout(1, 4, 1, ScheduleKind::Interleaved, Recompute::None, true, false);
+  l.embedding = l.loss = true;
+  testing::expect_same_training(ref6, testing::train_parallel(six, train_cfg(), l, 3, 33));
 }
 
 // b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
@@ -311,6 +346,7 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, CudaPtdp, ::testing::ValuesIn(cuda_se
 INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2], uneven_layouts()[4]), layout_name);
 INSTANTIATE_TEST_SUITE_P(CountedEdges, CudaPtdp, ::testing::Values(counted_edge_layouts()[2]), layout_name);
 INSTANTIATE_TEST_SUITE_P(PipelineLayout, CudaPtdp, ::testing::Values(pipeline_layouts()[0]), layout_name);
+INSTANTIATE_TEST_SUITE_P(StandaloneEdges, CudaPtdp, ::testing::Values(standalone_edge_layouts()[0]), layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather

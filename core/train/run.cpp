@@ -16,6 +16,7 @@ TrainConfig train_config(const RunConfig& c) {
   tc.optimizer = c.opt;
   tc.optimizer.lr.batch = c.par.global_batch;  // Megatron's scheduler counts samples
   tc.overlap_grad_reduce = c.overlap_grad_reduce;
+  tc.grad_reduce_bf16 = c.grad_reduce_bf16;
   tc.grad_bucket_elems = c.grad_bucket_elems;
   tc.schedule = c.par.schedule;
   tc.scatter_gather = c.par.scatter_gather;
@@ -34,7 +35,7 @@ TrainingRun::TrainingRun(const RunConfig& c, Backend& backend, Communicator& wor
       world_(world),
       launched_(launched),
       o_(std::move(o)),
-      groups_(ParallelGroups::create(world, Topology(c.par.tp, c.par.pp, c.par.dp))) {}
+      groups_(ParallelGroups::create(world, Topology(c.par.tp, c.par.pp, c.par.dp, c.par.cp))) {}
 
 TrainingRun::~TrainingRun() = default;
 
@@ -46,9 +47,16 @@ void TrainingRun::build() {
   const ParallelGroups& g = groups_;
   model_ = build_stage_model(c_.model, c_.par.tp, g.me.tp, g.me.pp, c_.par.layer_split(c_.model.layers), backend_,
                              g.tp.get(), c_.seed, precision_dtype(c_.precision), c_.par.sequence_parallel);
-  trainer_ = std::make_unique<Trainer>(
-      model_.pointers(), *data_.train, train_config(c_),
-      TrainerGroups{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_});
+  ContextParallel cp;
+  cp.group = g.cp.get();
+  cp.size = c_.par.cp;
+  cp.rank = g.me.cp;
+  cp.comm = c_.par.cp_comm;
+  for (Gpt* chunk : model_.pointers()) chunk->set_attention(uses_block_attention(c_), cp);
+  TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};
+  tg.cp = g.cp.get();
+  tg.dp_cp = g.dp_cp.get();
+  trainer_ = std::make_unique<Trainer>(model_.pointers(), *data_.train, train_config(c_), tg);
   ckpt_ = checkpoint_layout();
   draw_save_id();
 }

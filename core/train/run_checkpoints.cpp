@@ -30,7 +30,9 @@ void TrainingRun::lock_checkpoint_dirs() {
 }
 
 CheckpointLayout TrainingRun::checkpoint_layout() const {
-  return ptdp::checkpoint_layout(c_, groups_.me.tp, groups_.me.pp, groups_.me.dp);
+  // Sharded state is sharded over data and context ranks together: its file is numbered by the
+  // rank in that group (the data-parallel rank without context parallelism).
+  return ptdp::checkpoint_layout(c_, groups_.me.tp, groups_.me.pp, groups_.me.cp + c_.par.cp * groups_.me.dp);
 }
 
 // The id of this run's saves, drawn on world rank 0 and given to every rank: each save's shards
@@ -90,10 +92,10 @@ void TrainingRun::restore() {
   if (o_.log) o_.log->loaded(it);
 }
 
-// Data-parallel rank 0 writes its (tp, pp) shard (sharded optimizer state: every data-parallel
-// rank its own); world rank 0 the marker, last.
+// Data-parallel and context-parallel rank 0 writes its (tp, pp) shard (sharded optimizer state:
+// every rank of the data-and-context group its own); world rank 0 the marker, last.
 void TrainingRun::write_checkpoint(const std::string& dir, const CheckpointState& st) {
-  const bool writes_shard = groups_.me.dp == 0 || c_.par.zero > 0;
+  const bool writes_shard = (groups_.me.dp == 0 && groups_.me.cp == 0) || c_.par.zero > 0;
   phase([&] {
     if (writes_shard) save_shard(dir, ckpt_, st, model_.pointers(), trainer_->optimizers());
   });

@@ -46,6 +46,19 @@ void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tok
   }
 }
 
+Tensor context_rows(const Tensor& x, int b, int s, const ContextParallel& cp) {
+  if (cp.size == 1) return x;
+  const Tensor pos = cp_positions(b, s, cp);
+  const int64_t sl = s / cp.size;
+  Tensor out = Tensor::empty({int64_t(b) * sl}, x.dtype());
+  const int32_t* p = pos.data<int32_t>();
+  const int32_t* in = x.data<int32_t>();
+  int32_t* o = out.data<int32_t>();
+  for (int j = 0; j < b; ++j)
+    for (int64_t i = 0; i < sl; ++i) o[j * sl + i] = in[int64_t(j) * s + p[j * sl + i]];
+  return out;
+}
+
 Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const TrainConfig& cfg,
                  const TrainerGroups& groups)
     : chunks_(std::move(chunks)), data_(data), cfg_(cfg), groups_(groups), scaler_(cfg.loss_scale) {
@@ -61,7 +74,7 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
     Gpt& g = chunk(0);
     PTDP_CHECK(v == 1 && stages() == 1 && g.shard().tp_size == 1, "--zero 3 needs t = p = 1");
     store_ = std::make_unique<ShardedParams>(g.backend(), param_units(g.layout(), g.config().layers), g.params(),
-                                             g.grads().dtype(), groups.dp);
+                                             g.grads().dtype(), grad_group());
     g.use_param_source(store_.get());
     opt_.push_back(std::make_unique<AdamW>(g.backend(), g.layout(), store_->params(), store_->grads(), cfg.optimizer,
                                            store_->owned(), true));
@@ -70,8 +83,8 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
   } else {
     const bool sharded = cfg.zero == 1;
     for (Gpt* c : chunks_) {
-      sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), groups.dp, cfg.grad_bucket_elems,
-                                                 cfg.overlap_grad_reduce, sharded));
+      sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), grad_group(), cfg.grad_bucket_elems,
+                                                 cfg.overlap_grad_reduce, sharded, cfg.grad_reduce_bf16));
       // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
       // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
       const ParamEntry* wte = c->layout().find("wte");
@@ -126,8 +139,8 @@ void Trainer::run_schedule(const std::vector<Action>& actions, const SampleSourc
         Tensor tokens = Tensor::empty({n}, DType::I32), targets = Tensor::empty({n}, DType::I32);
         if (g.shard().pre || g.shard().post) {
           load_microbatch(data, microbatch_start(a.microbatch), b, tokens, targets);
-          tokens = to_backend(g.backend(), tokens);
-          targets = to_backend(g.backend(), targets);
+          tokens = to_backend(g.backend(), context_rows(tokens, b, s, g.context_parallel()));
+          targets = to_backend(g.backend(), context_rows(targets, b, s, g.context_parallel()));
         }
         const Tensor input = g.shard().pre ? tokens : inputs.at(key);
         inputs.erase(key);
@@ -262,7 +275,8 @@ void Trainer::reduce_and_update(IterStats& st, double loss_sum) {
     st.opt_ms = ms_since(t1);
     return;
   }
-  if (cfg_.zero && groups_.dp && groups_.dp->size() > 1) groups_.dp->all_reduce(sq, ReduceOp::Sum);
+  if (Communicator* shards = grad_group(); cfg_.zero && shards && shards->size() > 1)
+    shards->all_reduce(sq, ReduceOp::Sum);
   if (groups_.mp && groups_.mp->size() > 1) groups_.mp->all_reduce(sq, ReduceOp::Sum);
   const double norm = std::sqrt(sq.data<double>()[0]);
   for (auto& o : opt_) {
@@ -331,7 +345,7 @@ IterStats Trainer::step() {
   st.p2p_wait_ms = link_->wait_ms();
   reduce_and_update(st, loss_sum);
   sum_scalar(groups_.pp, loss_sum);  // the loss lives on the last stage
-  sum_scalar(groups_.dp, loss_sum);
+  sum_scalar(grad_group(), loss_sum);  // each data-parallel and context-parallel rank's tokens
   st.loss = loss_sum / (double(cfg_.global_batch) * chunk(0).config().seq_length);
   st.time_ms = ms_since(t0);
   return st;
@@ -348,7 +362,7 @@ double Trainer::evaluate(const SampleSource& data, int64_t first_sample, int ite
     run_schedule(eval_actions_, data, first_sample + int64_t(i) * cfg_.global_batch, true, unused, loss_sum);
   }
   sum_scalar(groups_.pp, loss_sum);  // the loss lives on the last stage
-  sum_scalar(groups_.dp, loss_sum);
+  sum_scalar(grad_group(), loss_sum);
   return iters > 0 ? loss_sum / (double(iters) * cfg_.global_batch * chunk(0).config().seq_length) : 0.0;
 }
 

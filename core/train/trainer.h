@@ -9,7 +9,10 @@
 // the model gathers each unit before its forward and again before its backward, and each
 // unit's gradients are reduce-scattered after its backward (core/parallel/sharded_params.h).
 // One stage holds v model chunks (interleaved schedule) or one; each may be a
-// tensor-parallel slice.
+// tensor-parallel slice. With context parallelism (the chunks' Gpt::set_attention) every rank of a
+// context-parallel group reads the micro-batches of its data-parallel rank and keeps its chunks'
+// tokens; gradients are reduced (and sharded) over data and context ranks together, and the
+// loss is summed over both.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -33,6 +36,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
+  bool grad_reduce_bf16 = false;           // the data-parallel sum in bf16 (grad_sync.h)
   int zero = 0;                            // 0, 1 or 3 (see the top of this file)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   bool scatter_gather = true;
@@ -52,6 +56,11 @@ struct TrainerGroups {
   Communicator* tp = nullptr;
   Communicator* embedding = nullptr;  // first and last stage (null elsewhere)
   Communicator* world = nullptr;      // every rank (to agree on non-finite values)
+  // Context parallelism (c > 1): the group holding the other chunks of this rank's sequences, and
+  // the data-and-context group over which gradients are reduced and sharded (Megatron-core's
+  // dp-cp group; dp when null).
+  Communicator* cp = nullptr;
+  Communicator* dp_cp = nullptr;
 };
 
 struct IterStats {
@@ -90,6 +99,8 @@ class Trainer {
   int stages() const { return groups_.pp ? groups_.pp->size() : 1; }
   int stage() const { return groups_.pp ? groups_.pp->rank() : 0; }
   int num_microbatches() const { return cfg_.global_batch / (cfg_.micro_batch * dp_size()); }
+  // The group gradients are reduced and sharded over: data x context parallel (dp without c).
+  Communicator* grad_group() const { return groups_.dp_cp ? groups_.dp_cp : groups_.dp; }
   AdamW& optimizer(int chunk = 0) { return *opt_[chunk]; }
   // Every rank's f32 master weights of chunk j, whole (a collective over the data-parallel
   // group when sharded).
@@ -139,5 +150,8 @@ class Trainer {
 
 // Copies b samples starting at sample index `first` into token and target tensors [b*s].
 void load_microbatch(const SampleSource& data, int64_t first, int b, Tensor& tokens, Tensor& targets);
+// Context parallelism: the rows of tokens or targets [b*s] at this rank's positions
+// (cp_positions), [b*s/c]; x itself when c = 1.
+Tensor context_rows(const Tensor& x, int b, int s, const ContextParallel& cp);
 
 }  // namespace ptdp
