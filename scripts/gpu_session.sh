@@ -294,9 +294,14 @@ if ((dry)); then
   # The virtual GPU runs kernels on the CPU, thousands of times slower: the same commands at the
   # smallest sizes that still exercise every stage's logic, files and parsing.
   k_filter="Cuda/CudaOps.LayerNorm*/f32:Cuda/CudaOps.Swiglu*/bf16:CudaAllocator.*:CudaGemm.*"
-  g_filter="Grid/CudaPtdp.*/t2_p2_d1_v1_1f1b_full_sg:SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
+  # One layout for the grid stage's command, output and parsing: the layouts themselves are ctest's
+  # (this one in SequenceParallel/CudaPtdp:gpu, the grid's in Grid/CudaPtdp:gpu@K), each a minute of
+  # the dry run's time here.
+  g_filter="SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
   san_filter="Cuda/CudaOps.Gelu*/f32"
-  san_grid_filter="SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
+  # The dry run has no sanitizer: a grid layout would run again exactly as in test_grid; the
+  # stage's command (sanitize, a ptdp_tests filter) is the ops stages' and runs with their filter.
+  san_grid_filter=$san_filter
   device=cpu precision=f32
   gpt_shape="h=64,a=4,l=2,s=32,b=2,V=256"
   llama_shape="arch=llama,h=64,a=4,l=2,s=32,b=2,V=256"
@@ -304,7 +309,10 @@ if ((dry)); then
   llama_train=(--arch llama "${gpt_train[@]}")
   gqa_train=("${llama_train[@]}" --group-query-attention --num-query-groups 2 --ffn-hidden-size 160)
   tp_iters=(--iters 3 --warmup 1)
-  loss_iters=(--iters 3)
+  # Half tiny's layers and micro-batches (2 of 2 sequences): the stage's command, loss log and
+  # agreement; tiny's 10 steps against PyTorch on the CPU are ctest PyTorch.*.
+  loss_iters=(--iters 3 --model custom --layers 2 --hidden 64 --heads 4 --seq-length 32 --vocab-size 256
+              --global-batch 4)
   gqa_shape="arch=llama,h=64,a=4,g=2,l=2,s=32,b=2,V=256"
   long_shape="arch=llama,h=64,a=4,g=2,l=2,s=128,b=1,V=256"
   attn_backends=(flash unfused)      # cudnn is refused on the virtual GPU

@@ -67,6 +67,11 @@ if [[ "${1:-}" == "--changed" ]]; then
 fi
 
 scripts/setup_packages.sh
+# transformers for the export-hf tests (PyPI: Debian has none), fetched while the builds below run
+# (mostly network; the tests wait for it); without network those tests are skipped.
+hf_log=/tmp/ptdp-hf-venv.$$.log
+timeout 300 scripts/setup_hf_venv.sh build-vgpu/hf-venv >"$hf_log" 2>&1 &
+hf_pid=$!
 if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, the run was no faster)
   export PATH="/usr/local/cuda/bin:$PATH"
   # Only the sources that use CUDA, cuBLAS or NCCL (backend/cuda/, comm/nccl/): the rest of those
@@ -83,11 +88,14 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
   ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
   echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
 fi
-# transformers for the export-hf tests (PyPI: Debian has none); without network those tests are skipped.
-if timeout 300 scripts/setup_hf_venv.sh build-vgpu/hf-venv >/tmp/ptdp-hf-venv.$$.log 2>&1; then
+# The virtual-GPU build (test_vgpu.sh builds it again, a no-op then) while the packages download.
+# shellcheck disable=SC2086
+cmake -S . -B build-vgpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_VGPU=ON ${PTDP_CMAKE_ARGS:-} >/dev/null
+cmake --build build-vgpu -j "$(nproc)"
+if wait "$hf_pid"; then
   echo "test.sh: $(paste -sd" " build-vgpu/hf-venv/ready) in build-vgpu/hf-venv (the export-hf and TensorBoard tests)"
 else
-  echo "test.sh: no transformers from PyPI (the export-hf tests will be skipped): $(tail -1 /tmp/ptdp-hf-venv.$$.log)"
+  echo "test.sh: no transformers from PyPI (the export-hf tests will be skipped): $(tail -1 "$hf_log")"
 fi
-rm -f /tmp/ptdp-hf-venv.$$.log
+rm -f "$hf_log"
 scripts/test_vgpu.sh --all

@@ -7,6 +7,9 @@ BUILD, which is also first on PATH (so `ptdp` is BUILD/ptdp). Environment: OMP_W
 (as scripts/reproduce.sh: spinning OpenMP waits crawl on a busy 2-core machine), Open MPI allowed
 to run as root and to oversubscribe, and in gpu and cluster blocks no GPU visible (VGPU_DEVICES=0,
 CUDA_VISIBLE_DEVICES empty).
+A block whose override is `ctest NAME` (<!-- doctest: run ctest NAME -->) is not run here: ctest
+test NAME runs its commands (the same script, once per test run, not twice); the check is that
+BUILD registers a test of that name.
 """
 import os
 import re
@@ -200,6 +203,16 @@ def run_block(b, script, work, env):
     return proc.returncode, output, time.time() - t0
 
 
+CTEST_OVERRIDE = re.compile(r"^ctest\s+(\S+)$")
+
+
+def ctest_registered(build, name):
+    """Whether BUILD registers ctest test NAME (exactly that name)."""
+    proc = subprocess.run(["ctest", "--test-dir", build, "-N", "-R", f"^{re.escape(name)}$"],
+                          capture_output=True, text=True)
+    return proc.returncode == 0 and re.search(r"^Total Tests: 1$", proc.stdout, re.M) is not None
+
+
 def run_doc(doc, root, build, files, verbose):
     errors = []
     with tempfile.TemporaryDirectory(prefix="doc_test.") as work:
@@ -214,6 +227,16 @@ def run_doc(doc, root, build, files, verbose):
             if b.kind != "sh":
                 if verbose:
                     print(f"{b.where()}: {info}: {'parsed' if b.kind == 'toml' else 'not run'}")
+                continue
+            by_ctest = CTEST_OVERRIDE.match(b.override or "")
+            if by_ctest:
+                name = by_ctest.group(1)
+                known = ctest_registered(build, name)
+                if verbose:
+                    print(f"{b.where()}: {info}: run by ctest {name}{'' if known else ' (NOT REGISTERED)'}")
+                if not known:
+                    errors.append(f"{b.where()}: ctest {name} is not a test of {build} (ctest -N): the block "
+                                  "names the test that runs its commands")
                 continue
             script, rules = reduce_block(b)
             rc, output, seconds = run_block(b, script, work, env)
