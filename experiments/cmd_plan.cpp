@@ -25,7 +25,7 @@ namespace {
 struct PlanFlags {
   RunFlags run;
   std::string hardware, precision, csv;
-  int gpus = 0, global_batch = 0, top = 10, max_vpp = 8;
+  int gpus = 0, global_batch = 0, top = 10, max_vpp = 8, max_cp = 8;
   std::vector<int> micro_batches = {1, 2, 4, 8, 16};
   std::vector<int> zero_modes = {0};
   bool overlap_grad_reduce = false;
@@ -42,15 +42,18 @@ std::string placement_flags(const ParallelConfig& p) {
   return out.empty() ? out : " (" + out.substr(1) + ")";
 }
 
-void print_entry(const char* rank, const sim::PlanEntry& e) {
+// `cp`: the search has context parallelism (a c column, and why under each layout with c > 1).
+void print_entry(const char* rank, const sim::PlanEntry& e, bool cp) {
   const ParallelConfig& p = e.cfg.par;
   const sim::SimResult& r = e.result;
   std::string stages = describe_stages(p.layer_split(e.cfg.model.layers));
   if (!stages.empty()) stages += placement_flags(p);
-  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}{}\n",
-             rank, p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
+  const std::string c = cp ? fmt::format(" {:>2}", p.cp) : std::string();
+  fmt::print("{:>5} {:>3}{} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10.4g} {:>8.1f} {:>6.1f} {:>7.3f} {:>7.1f}{}\n",
+             rank, p.tp, c, p.pp, p.dp, p.vpp, p.micro_batch, p.num_microbatches(), p.schedule,
              enum_name(p.recompute), p.zero, r.iter_time_s, r.tflops_per_gpu, r.pct_peak, r.bubble_fraction,
              r.memory.peak / 1e9, stages.empty() ? "" : "  layers per stage " + stages);
+  if (!e.why.empty()) fmt::print("      why c = {}: {}\n", p.cp, e.why);
 }
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
@@ -70,6 +73,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   req.precision = base.precision;
   req.micro_batches = f.micro_batches;
   req.max_vpp = f.max_vpp;
+  req.max_cp = f.max_cp;
   req.zero_modes = f.zero_modes;
   req.top = f.top;
   req.stack = parse_enum<StackKind>(f.stack, "--stack");
@@ -91,21 +95,23 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
   const ModelConfig& m = req.model;
   fmt::print("ptdp plan: model {} (l={} h={} a={} s={} V={}), {} x {} ({}), global batch {}, {}\n", m.name, m.layers,
              m.hidden, m.heads, m.seq_length, m.vocab_size, f.gpus, hw.device, hw.name, f.global_batch, base.precision);
-  fmt::print("searched {} layouts (t, p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the others "
-             "cannot enter the top {})\n",
-             res.layouts, res.fit, res.simulated, f.top);
+  const bool cp = sim::software_stack(req.stack).context_parallel;
+  fmt::print("searched {} layouts (t, {}p, d, v, b, schedule, recompute, zero): {} fit in memory, {} simulated (the "
+             "others cannot enter the top {})\n",
+             res.layouts, cp ? "c, " : "", res.fit, res.simulated, f.top);
   if (res.best.empty() && res.fit == 0) {
     std::fprintf(stderr, "ptdp: out of memory: no layout of model %s fits on %d x %s\n", m.name.c_str(), f.gpus,
                  hw.device.c_str());
     return 1;
   }
   PTDP_CHECK(!res.best.empty(), "{} layouts fit in memory and none was simulated", res.fit);
-  fmt::print("{:>5} {:>3} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t",
-             "p", "d", "v", "b", "m", "schedule", "recompute", "zero", "iter (s)", "TFLOP/s", "%peak", "bubble", "mem GB");
-  for (size_t i = 0; i < res.best.size(); ++i) print_entry(std::to_string(i + 1).c_str(), res.best[i]);
+  fmt::print("{:>5} {:>3}{} {:>4} {:>5} {:>2} {:>3} {:>5}  {:<11} {:<9} {:>4} {:>10} {:>8} {:>6} {:>7} {:>7}\n", "rank", "t",
+             cp ? "  c" : "", "p", "d", "v", "b", "m", "schedule", "recompute", "zero", "iter (s)", "TFLOP/s", "%peak",
+             "bubble", "mem GB");
+  for (size_t i = 0; i < res.best.size(); ++i) print_entry(std::to_string(i + 1).c_str(), res.best[i], cp);
   if (res.heuristic) {
     const double ratio = res.heuristic->result.tflops_per_gpu / res.best.front().result.tflops_per_gpu;
-    print_entry("paper", *res.heuristic);
+    print_entry("paper", *res.heuristic, cp);
     fmt::print("paper heuristic: {}; {:.1f}% of the best predicted throughput\n", res.heuristic_note, 100 * ratio);
   } else {
     fmt::print("paper heuristic: {}\n", res.heuristic_note);
@@ -124,7 +130,7 @@ int run_plan(const CLI::App& app, PlanFlags& f) {
 std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* sub = app.add_subcommand(
-      "plan", "search t, p, d, v, b, schedule and recompute on a hardware profile; print the fastest that fit");
+      "plan", "search t, c, p, d, v, b, schedule and recompute on a hardware profile; print the fastest that fit");
   add_model_flags(*sub, f->run);
   sub->add_option("--gpus", f->gpus, "number of devices")->required();
   sub->add_option("--global-batch", f->global_batch, "global batch size B")->required();
@@ -133,6 +139,9 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
   sub->add_option("--top", f->top, "how many configurations to print")->capture_default_str();
   sub->add_option("--micro-batches", f->micro_batches, "micro-batch sizes to try")->delimiter(',')->capture_default_str();
   sub->add_option("--max-vpp", f->max_vpp, "largest interleaving degree v to try")->capture_default_str();
+  sub->add_option("--max-cp", f->max_cp,
+                  "largest context-parallel size c to try (powers of two; under a --stack with context parallelism)")
+      ->capture_default_str();
   sub->add_option("--zero-modes", f->zero_modes,
                   "sharded data parallelism to try: 0 (none), 1 (distributed optimizer), 3 (ZeRO-3, t = p = 1)")
       ->delimiter(',')

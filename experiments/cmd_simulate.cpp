@@ -26,8 +26,18 @@ namespace ptdp {
 namespace {
 
 // The fields of the run and optimizer tables that simulate takes (the others are train's alone).
-constexpr const char* kSimulatedRunFlags[] = {"--experiment", "--ranks", "--precision", "--overlap-grad-reduce",
-                                              "--csv"};
+constexpr const char* kSimulatedRunFlags[] = {"--experiment",
+                                              "--ranks",
+                                              "--precision",
+                                              "--overlap-grad-reduce",
+                                              "--csv",
+                                              "--grad-reduce-in-bf16",
+                                              "--overlap-param-gather-with-optimizer-step",
+                                              "--use-precision-aware-optimizer",
+                                              "--main-params-dtype",
+                                              "--main-grads-dtype",
+                                              "--exp-avg-dtype",
+                                              "--exp-avg-sq-dtype"};
 
 struct SimulateFlags {
   RunFlags run;
@@ -55,7 +65,8 @@ std::string kernel_work(const sim::Kernel& k) {
   }
   if (k.overlap == sim::Overlap::SmMargin) return sim::overlap_name(k.overlap);
   const std::string overlap = k.overlap == sim::Overlap::None ? "" : fmt::format(", {}", sim::overlap_name(k.overlap));
-  return fmt::format("{} of {:.4g} MB{}", sim::collective_name(k.collective), k.bytes / 1e6, overlap);
+  const char* group = k.group == sim::Group::Context ? " over the context-parallel group" : "";
+  return fmt::format("{} of {:.4g} MB{}{}", sim::collective_name(k.collective), k.bytes / 1e6, group, overlap);
 }
 
 // --explain: every kernel and collective of one micro-batch on one device with its time, in the
@@ -97,11 +108,13 @@ void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::Ha
   const ParallelConfig& p = r.par;
   if (f.gpus <= 0) usage_error("--gpus {} must be positive", f.gpus);
   if (app.count("--ranks") && r.ranks != f.gpus) usage_error("--gpus {} and --ranks {} must agree", f.gpus, r.ranks);
-  const int64_t tp_pp = int64_t(p.tp) * p.pp;  // in int64: 65536 x 65536 must not wrap to 0
+  // in int64: 65536 x 65536 must not wrap to 0; the context-parallel ranks count (t x c x p x d)
+  const int64_t tp_pp = int64_t(p.tp) * p.pp * std::max(p.cp, 1);
+  const std::string cp = p.cp > 1 ? fmt::format(" x --context-parallel-size {}", p.cp) : std::string();
   if (p.tp > 0 && p.pp > 0 && p.dp > 0 && tp_pp * p.dp != f.gpus)
-    usage_error("--gpus {} must equal --tp {} x --pp {} x --dp {} = {}", f.gpus, p.tp, p.pp, p.dp, tp_pp * p.dp);
+    usage_error("--gpus {} must equal --tp {} x --pp {}{} x --dp {} = {}", f.gpus, p.tp, p.pp, cp, p.dp, tp_pp * p.dp);
   if (p.tp > 0 && p.pp > 0 && f.gpus % tp_pp != 0)
-    usage_error("--gpus {} must be a multiple of --tp {} x --pp {}", f.gpus, p.tp, p.pp);
+    usage_error("--gpus {} must be a multiple of --tp {} x --pp {}{}", f.gpus, p.tp, p.pp, cp);
   r.ranks = f.gpus;
 }
 
@@ -123,8 +136,9 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
              m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e9, c.ranks, hw.device,
              hw.name);
   const std::string stages = describe_stages(p.layer_split(m.layers));
-  fmt::print("  layout t={} p={} d={} v={}{}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
-             p.tp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch,
+  const std::string cp = p.cp > 1 ? fmt::format(" c={} ({})", p.cp, p.cp_comm) : std::string();
+  fmt::print("  layout t={}{} p={} d={} v={}{}, b={} B={} m={}, {}, recompute {}, scatter/gather {}, {}{}{}, stack {}\n",
+             p.tp, cp, p.pp, p.dp, p.vpp, stages.empty() ? "" : " (layers per stage " + stages + ")", p.micro_batch,
              p.global_batch, p.num_microbatches(), p.schedule,
              enum_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",

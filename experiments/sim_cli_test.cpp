@@ -178,6 +178,32 @@ TEST(SimCli, PlanPrintsTheBestLayoutsBesideThePapersHeuristic) {
   EXPECT_EQ(lines_of(testing::text_of(dir.file("plan.csv"))).size(), 4u);  // header + 3 rows
 }
 
+// Under mcore the search has c: a c column, and why under each layout with c > 1; simulate names
+// the layout's c and refuses it under a stack without context parallelism.
+TEST(SimCli, PlanSearchesContextParallelismAndSaysWhy) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"plan", "--model", "llama3.1-405b", "--gpus", "576", "--global-batch", "252",
+                                     "--hardware", "h100-dgx", "--stack", "mcore", "--zero-modes", "1",
+                                     "--micro-batches", "1", "--top", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank   t  c    p     d"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +1 +8 +2 +9 +4 +7 +1 +63 +interleaved"))) << r.out;
+  EXPECT_NE(r.out.find("why c = 2: memory: with c = 1 (d = 8)"), std::string::npos) << r.out;
+  const std::vector<std::string> layout = {"simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "9",
+                                           "--context-parallel-size", "2", "--gpus", "576", "--zero", "1",
+                                           "--hardware", "h100-dgx", "--global-batch", "252", "--schedule",
+                                           "interleaved", "--vpp", "7", "--sequence-parallel"};
+  std::vector<std::string> mcore = layout;
+  mcore.insert(mcore.end(), {"--stack", "mcore"});
+  const CliResult s = run_ptdp(dir, mcore);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("layout t=8 c=2 (p2p) p=9 d=4"), std::string::npos) << s.out;
+  std::vector<std::string> old = layout;
+  old.insert(old.end(), {"--stack", "megatron-2022"});
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, old), {"--context-parallel-size 2: --stack megatron-2022 has no context "
+                                                "parallelism"}));
+}
+
 TEST(SimCli, PlanWithNothingFittingSaysSo) {
   TempDir dir;
   const CliResult r = run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "8", "--global-batch", "8", "--hardware",

@@ -595,8 +595,8 @@ overlap_grad_reduce = true
 }
 
 // A result file written before the zero and arch columns existed is still read (its rows are
-// zero 0, gpt), and refused for appending with the columns it lacks named.
-TEST(SweepSpecs, AFileWithoutTheZeroAndArchColumnsIsReadAndRefusedForAppending) {
+// zero 0, gpt), and appending to it brings it to today's header first, its rows kept.
+TEST(SweepSpecs, AFileWithoutTheZeroAndArchColumnsIsReadAndBroughtUpToDate) {
   TempDir dir;
   std::string header = result_header_line();
   header = header.substr(0, header.find(",zero,arch"));
@@ -605,10 +605,15 @@ TEST(SweepSpecs, AFileWithoutTheZeroAndArchColumnsIsReadAndRefusedForAppending) 
   const CliResult r = run_ptdp(dir, {"reproduce", write(dir, "mine.toml", kGoodSpec), "--mode", "simulate",
                                      "--out", dir.file("o")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t rows = lines_of(testing::text_of(dir.file("o/mine.csv"))).size();
   std::filesystem::copy_file(path, dir.file("o/mine.csv"), std::filesystem::copy_options::overwrite_existing);
-  const CliResult refused =
+  const CliResult again =
       run_ptdp(dir, {"reproduce", dir.file("mine.toml"), "--mode", "simulate", "--out", dir.file("o")});
-  EXPECT_TRUE(IsUsageError(refused, {"mine.csv", "older ptdp", "zero,arch"})) << refused.err;
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const std::vector<std::string> lines = lines_of(testing::text_of(dir.file("o/mine.csv")));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], result_header_line());
+  EXPECT_EQ(lines.size(), rows);  // every configuration again, under today's header
 }
 
 }  // namespace

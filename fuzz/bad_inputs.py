@@ -140,6 +140,12 @@ case("simulate --gpus 0", ["simulate", "--model", "gpt-1t", "--gpus", "0", "--ha
 case("simulate --gpus 1000 (tp 8 pp 64)", ["simulate", "--model", "gpt-1t", "--tp", "8", "--pp", "64", "--gpus", "1000", "--hardware", "a100-selene"])
 case("simulate --precision f16 on cpu", ["simulate", "--model", "small", "--precision", "f16", "--hardware", "cpu"])
 case("simulate --tp 65536 --pp 65536 --gpus 1", ["simulate", "--model", "tiny", "--tp", "65536", "--pp", "65536", "--gpus", "1", "--hardware", "cpu"])
+cp405 = ["simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "9", "--context-parallel-size", "2", "--gpus", "576", "--hardware", "h100-dgx"]
+case("simulate --context-parallel-size 2 --stack megatron-2022", cp405 + ["--stack", "megatron-2022"])
+case("simulate --context-parallel-size 2 --stack ptdp", cp405 + ["--stack", "ptdp"])
+case("simulate --context-parallel-size 2 --cp-comm-type a2a --stack mcore", cp405 + ["--stack", "mcore", "--cp-comm-type", "a2a"])
+case("simulate --context-parallel-size 3 (s 8192)", ["simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "9", "--context-parallel-size", "3", "--gpus", "216", "--stack", "mcore", "--hardware", "h100-dgx"])
+case("simulate --gpus 100 (tp 8 pp 9 cp 2)", cp405[:-4] + ["--gpus", "100", "--hardware", "h100-dgx", "--stack", "mcore"])
 case("plan --gpus 0", ["plan", "--model", "gpt-1t", "--gpus", "0", "--global-batch", "8", "--hardware", "a100-selene"])
 case("plan --gpus 7 --global-batch 512", ["plan", "--model", "gpt-1.7b", "--gpus", "7", "--global-batch", "512", "--hardware", "a100-selene"])
 # compare (CSV reader)

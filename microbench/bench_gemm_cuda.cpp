@@ -107,6 +107,66 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
   }
 }
 
+// The attention core's batched products at one head dimension: b * heads strided GEMMs of
+// Q K^T (m = n = s, k = hd) or P V (m = hd, n = s, k = s), as ptdp's attention_forward and
+// Megatron's baddbmm/bmm run them (Figure 7's model: h 4096 with 128 heads of 32; the same
+// hidden size with 64 heads of 64 and 32 of 128 beside it, to show what k = 32 costs).
+void BM_AttnGemmCuda(benchmark::State& state, bool scores, int64_t s, int64_t hd, int64_t batch,
+                     cudaDataType_t type) {
+  std::string reason;
+  if (cuda::device_count(&reason) == 0) {
+    state.SkipWithError(("no CUDA device: " + reason).c_str());
+    return;
+  }
+  try {
+    cublasHandle_t handle;
+    PTDP_CUBLAS_OK(cublasCreate(&handle));
+    std::unique_ptr<cublasContext, void (*)(cublasHandle_t)> own(handle, [](cublasHandle_t h) { cublasDestroy(h); });
+    const int64_t m = scores ? s : hd, n = s, k = scores ? hd : s;
+    DeviceBuffer a(size_t(batch) * m * k * 2), bm(size_t(batch) * k * n * 2), c(size_t(batch) * m * n * 2);
+    PTDP_CUDA_OK(cudaMemset(a.p, 0x3c, size_t(batch) * m * k * 2));
+    PTDP_CUDA_OK(cudaMemset(bm.p, 0x3c, size_t(batch) * k * n * 2));
+    const float alpha = 1.0f, beta = 0.0f;
+    auto gemm = [&] {
+      PTDP_CUBLAS_OK(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &alpha, a.p,
+                                                type, int(k), m * k, bm.p, type, int(k), k * n, &beta, c.p, type,
+                                                int(m), m * n, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    gemm();
+    PTDP_CUDA_OK(cudaDeviceSynchronize());
+    Events ev;
+    const harness::Clock clock{{}, [&](const std::function<void()>& calls) {
+                                 PTDP_CUDA_OK(cudaEventRecord(ev.start));
+                                 calls();
+                                 PTDP_CUDA_OK(cudaEventRecord(ev.stop));
+                                 PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
+                                 float ms = 0;
+                                 PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+                                 return ms / 1e3;
+                               }};
+    const double seconds = bench::time_iterations(state, harness::Workload{.run = gemm}, clock);
+    const double flops = 2.0 * m * n * k * batch;
+    state.counters["TFLOP/s"] = seconds > 0 ? flops * double(state.iterations()) / seconds / 1e12 : 0.0;
+    state.counters["hd"] = double(hd);
+    state.counters["batch"] = double(batch);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void register_attention_gemms() {
+  constexpr int64_t kHidden = 4096, kSeq = 2048;
+  for (int64_t hd : {32, 64, 128})
+    for (int64_t b : {1, 4, 16})
+      for (bool scores : {true, false})
+        for (auto [type, name] : {std::pair{CUDA_R_16F, "f16"}, std::pair{CUDA_R_16BF, "bf16"}})
+          benchmark::RegisterBenchmark(fmt::format("BM_AttnGemmCuda/hd:{}/b:{}/{}/{}", hd, b,
+                                                   scores ? "qk" : "pv", name).c_str(),
+                                       BM_AttnGemmCuda, scores, kSeq, hd, b * (kHidden / hd), type)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseManualTime();
+}
+
 // fwd: linear_forward (2mnk FLOPs); bwd: linear_backward with dx and dw (4mnk); dw: with no
 // dx, the weight-gradient product alone (2mnk).
 enum class Pass { Forward, Backward, WeightGrad };
@@ -181,6 +241,7 @@ void register_gemms() {
 
 int main(int argc, char** argv) {
   ptdp::register_gemms();
+  ptdp::register_attention_gemms();
   if (ptdp::bench::start_cuda_suite(&argc, argv, "bench_gemm_cuda") < 0) return 1;
   benchmark::AddCustomContext("rows", std::to_string(ptdp::kRows));
   benchmark::RunSpecifiedBenchmarks();

@@ -8,6 +8,7 @@
 //   build/bench_kernels_cuda --benchmark_out=results/microbench/bench_kernels_cuda.json --benchmark_out_format=json
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/backend/cuda/kernels.h"
 #include "microbench/bench_common.h"
@@ -133,6 +134,35 @@ Case attention_backward(Backend& be, DType dt) {
   return c;
 }
 
+// Block attention (flash_attention.cu) on the same sizes, causal, q_pos = k_pos = 0: TFLOP/s count
+// the products over the visible (query, key) pairs only (s (s + 1) / 2 per head), 4 hd per pair
+// forward, 8 hd backward (the work of the unfused path's causal half; the kernels recompute more).
+double causal_pairs() { return double(kBatch) * kHeads * double(kSeq) * double(kSeq + 1) / 2; }
+
+Case flash_forward(Backend& be, DType dt) {
+  const int64_t n = kBatch * kSeq, w = kHeads * kHeadDim;
+  auto q = random(be, {n, w}, dt, 1), k = random(be, {n, w}, dt, 2), v = random(be, {n, w}, dt, 3);
+  auto y = be.empty({n, w}, dt), lse = be.empty({kBatch, kHeads, kSeq}, DType::F32);
+  const int b = int(kBatch), s = int(kSeq), a = int(kHeads), hd = int(kHeadDim);
+  Case c{[=, &be]() mutable { be.flash_attention_forward(y, lse, q, k, v, b, s, s, a, a, hd, 0, 0, true); }};
+  c.flops = 4.0 * causal_pairs() * kHeadDim;
+  return c;
+}
+
+Case flash_backward(Backend& be, DType dt) {
+  const int64_t n = kBatch * kSeq, w = kHeads * kHeadDim;
+  auto q = random(be, {n, w}, dt, 1), k = random(be, {n, w}, dt, 2), v = random(be, {n, w}, dt, 3);
+  auto dy = random(be, {n, w}, dt, 4), y = be.empty({n, w}, dt), lse = be.empty({kBatch, kHeads, kSeq}, DType::F32);
+  auto dq = random(be, {n, w}, dt, 5), dk = random(be, {n, w}, dt, 6), dv = random(be, {n, w}, dt, 7);
+  const int b = int(kBatch), s = int(kSeq), a = int(kHeads), hd = int(kHeadDim);
+  be.flash_attention_forward(y, lse, q, k, v, b, s, s, a, a, hd, 0, 0, true);
+  Case c{[=, &be]() mutable {
+    be.flash_attention_backward(dq, dk, dv, dy, q, k, v, y, lse, b, s, s, a, a, hd, 0, 0, true);
+  }};
+  c.flops = 8.0 * causal_pairs() * kHeadDim;
+  return c;
+}
+
 Case embedding_forward(Backend& be, DType dt) {
   auto tok = random_tokens(be, kRows, kVocab * 8, 1);
   auto wte = random(be, {kVocab, kHidden}, dt, 2), wpe = random(be, {kSeq, kHidden}, dt, 3);
@@ -185,6 +215,23 @@ Case adamw(Backend& be, DType) {
           28.0 * kAdamParams};
 }
 
+// The optimizer's step as AdamW::step runs it with bf16 weights and clipping: the same parameters
+// in 256 segments, the gradient scaled, AdamW, the bf16 copy; one kernel per 32 segments.
+Case adamw_multi(Backend& be, DType) {
+  auto p = random(be, {kAdamParams}, DType::F32, 1), g = random(be, {kAdamParams}, DType::F32, 2);
+  auto m = random(be, {kAdamParams}, DType::F32, 3, 0, 0.1), v = random(be, {kAdamParams}, DType::F32, 4, 0, 0.01);
+  auto low = be.empty({kAdamParams}, DType::BF16);
+  std::vector<AdamWSegment> segs;
+  const int64_t per = kAdamParams / 256;
+  for (int64_t at = 0; at < kAdamParams; at += per)
+    segs.push_back({.param = at, .grad = at, .state = at, .lowp = at, .size = per, .weight_decay = 0.1});
+  return {[=, &be]() mutable {
+            be.adamw_multi(p, g, m, v, &low, segs,
+                           AdamWParams{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .step = 10}, 0.5);
+          },
+          34.0 * kAdamParams};
+}
+
 Case sum_squares(Backend& be, DType dt) {
   auto x = random(be, {kAdamParams}, dt, 1);
   // includes the copy of the result to the host and the stream synchronization
@@ -197,7 +244,8 @@ void register_kernels() {
       {"gelu_forward", gelu_forward},           {"gelu_backward", gelu_backward},
       {"residual_add", residual_add},           {"softmax_forward", softmax_forward},
       {"softmax_backward", softmax_backward},   {"attention_forward", attention_forward},
-      {"attention_backward", attention_backward}, {"embedding_forward", embedding_forward},
+      {"attention_backward", attention_backward}, {"flash_forward", flash_forward},
+      {"flash_backward", flash_backward},       {"embedding_forward", embedding_forward},
       {"embedding_backward", embedding_backward}, {"xent_forward", xent_forward},
       {"xent_backward", xent_backward},         {"sum_squares", sum_squares}};
   for (const auto& [name, setup] : cases)
@@ -206,6 +254,9 @@ void register_kernels() {
           ->Unit(benchmark::kMicrosecond)
           ->UseManualTime();
   benchmark::RegisterBenchmark("BM_KernelCuda/adamw/f32", BM_KernelCuda, Setup(adamw), DType::F32)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseManualTime();
+  benchmark::RegisterBenchmark("BM_KernelCuda/adamw_multi/f32", BM_KernelCuda, Setup(adamw_multi), DType::F32)
       ->Unit(benchmark::kMicrosecond)
       ->UseManualTime();
 }

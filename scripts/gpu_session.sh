@@ -22,6 +22,8 @@
 #              train --backend cuda
 #   pytorch    scripts/compare_pytorch.py: losses over 10 steps (f32, bf16), then tokens/s and MFU of
 #              ptdp, PyTorch eager and torch.compile (GPT 1.3B, LLaMA-7B shape with 4 layers; bf16, s 2048)
+#   attention  the same per --attention-backend (auto, flash, unfused) for GPT 1.3B, LLaMA-7B x 4,
+#              LLaMA-3 8B-shaped GQA x 4 and s 8192, with peak memory
 #   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured
 #   profile    GPU time per backend op (PTDP_OP_PROFILE) of the throughput models and a GQA LLaMA
 #   bench      GEMMs, fused kernels, one layer, copies, a GEMM overlapped with a collective's kernel
@@ -303,6 +305,10 @@ if ((dry)); then
   gqa_train=("${llama_train[@]}" --group-query-attention --num-query-groups 2 --ffn-hidden-size 160)
   tp_iters=(--iters 3 --warmup 1)
   loss_iters=(--iters 3)
+  gqa_shape="arch=llama,h=64,a=4,g=2,l=2,s=32,b=2,V=256"
+  long_shape="arch=llama,h=64,a=4,g=2,l=2,s=128,b=1,V=256"
+  attn_backends=(flash unfused)      # cudnn is refused on the virtual GPU
+  attn_impls=(ptdp pytorch-eager)    # torch.compile on the CPU: its own stages above
   fig7=(--scale small)
   accept_hw=vgpu
 else
@@ -320,6 +326,10 @@ else
              --ffn-hidden-size 14336 --seq-length 2048 --vocab-size 128256 --micro-batch 2)
   tp_iters=(--iters 8 --warmup 3)
   loss_iters=(--iters 10)
+  gqa_shape="arch=llama,h=4096,a=32,g=8,l=4,s=2048,b=2,V=128256"   # LLaMA-3 8B's attention and vocabulary
+  long_shape="arch=llama,h=4096,a=32,g=8,l=4,s=8192,b=1,V=128256"  # the same at s = 8192
+  attn_backends=(auto flash unfused)  # auto: cudnn where it runs, else flash
+  attn_impls=(ptdp pytorch-eager pytorch-compile)
   fig7=(--scale paper)
   accept_hw=""
 fi
@@ -390,6 +400,20 @@ stage pytorch_compile_gpt 75 "${tp[@]}" --shape "$gpt_shape" --implementations p
 stage pytorch_compile_llama 30 "${tp[@]}" --shape "$llama_shape" --implementations pytorch-compile \
   --out "$work/raw/compare_compile_llama.csv"
 
+# 2b. Each attention backend of ptdp (--attention-backend) against PyTorch eager and torch.compile
+# (both with SDPA), interleaved, with the peak memory of each: GPT 1.3B, LLaMA-7B x 4, a LLaMA-3
+# 8B-shaped GQA x 4 and the same at s = 8192. About 7 minutes on a GPU: a session of their own,
+# `--only attention_gpt,attention_llama,attention_gqa,attention_long` (a full session skips them).
+attn=("${tp[@]}" --implementations "${attn_impls[@]}" --ptdp-attention-backend "${attn_backends[@]}")
+attention_stage() {  # NAME BUDGET SHAPE
+  if ((!dry)) && [[ "$only" != *",$1,"* ]]; then skip "$1" "a session of its own (--only $1,...)"; return; fi
+  stage "$1" "$2" "${attn[@]}" --shape "$3" --out "$work/raw/compare_$1.csv"
+}
+attention_stage attention_gpt 150 "$gpt_shape"
+attention_stage attention_llama 90 "$llama_shape"
+attention_stage attention_gqa 90 "$gqa_shape"
+attention_stage attention_long 120 "$long_shape"
+
 # 3. The paper's Figure 7 on this GPU.
 # Six iterations a point (two untimed), not the 30 of a cluster run: the spec with iters and warmup set.
 # bf16, not the paper's f16: f16's dynamic loss scale starts at 2^32 and overflows for the first
@@ -418,6 +442,9 @@ bench() {  # NAME BUDGET FILTER [STAGE VAR=VALUE...]: benchmark NAME as STAGE (d
     "--benchmark_out=$work/raw/$name.json" --benchmark_out_format=json
 }
 bench bench_gemm_cuda 20 'BM_GemmCuda/gpt3-175b/t:(1|8)/.*/bf16|BM_LinearCuda/h:(2048|4096)/t:1/.*/bf16'
+# The attention core's strided-batched GEMMs at head dimension 32 (Figure 7's 128 heads) beside 64
+# and 128 at the same hidden size: the candidate for Figure 7's gap (docs/SIMULATOR.md, Fig. 7).
+bench bench_gemm_cuda 15 'BM_AttnGemmCuda/.*' attn_gemm_cuda
 bench bench_kernels_cuda 12 '.*'
 bench bench_layer_cuda 12 'h:(2048|4096)/t:1/.*/bf16'
 # A GEMM and a collective's stand-in kernel overlapped: what each costs the other (docs/SIMULATOR.md),

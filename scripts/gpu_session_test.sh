@@ -46,7 +46,7 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
   pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
-  test_nccl nccl_train sanitize_nccl; do
+  test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
 for s in bench_gemm_cuda ncu_kernels bench_nccl_shared; do
@@ -60,6 +60,8 @@ grep -q '^nccl,found,[0-9]' "$out/o/summary.csv" || fail "summary.csv names no N
 grep -q '^nccl,used by the nccl stages,' "$out/o/summary.csv" || fail "summary.csv does not say which NCCL the stages used"
 grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f32 loss agreement in summary.csv"
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
+grep -q '^pytorch,llama h=64 l=2 g=2 ptdp-flash/pytorch-eager,' "$out/o/summary.csv" ||
+  fail "no ratio of ptdp's flash attention over PyTorch eager for the GQA shape in summary.csv"
 awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {exit !found}' "$out/o/op_profile.csv" ||
   fail "op_profile.csv has no linear_forward row with FLOPs and bytes"
 # The profile covers the timed iterations only (the dry run: 3 run, 1 untimed): 2 gradient norms.

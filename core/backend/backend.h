@@ -22,6 +22,13 @@ struct AdamWParams {
   int64_t step = 1;  // 1-based, for bias correction
 };
 
+// A segment of adamw_multi: `size` elements at these offsets of the weights, the gradients, the
+// state (m and v) and the low-precision weights, updated with this weight decay.
+struct AdamWSegment {
+  int64_t param = 0, grad = 0, state = 0, lowp = 0, size = 0;
+  double weight_decay = 0;
+};
+
 // The dtype of parameter gradients and statistics for compute dtype dt (see above).
 inline DType acc_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
 
@@ -163,6 +170,13 @@ class Backend {
 
   // One AdamW step (decoupled weight decay) on f32 master weights: param, grad, m, v f32 [n].
   void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
+  // One optimizer step over a bucket of pieces of flat f32 buffers (master weights, gradients,
+  // Adam's m and v) and, optionally, the low-precision weights they round into. Per segment, in
+  // order: grad *= grad_scale (stored; skipped when grad_scale is 1), adamw with the segment's
+  // weight decay, lowp = the updated weights (copy's rounding). Exactly those ops per segment,
+  // which is what the base implementation runs; the CUDA backend runs one kernel per bucket.
+  void adamw_multi(Tensor& params, Tensor& grads, Tensor& m, Tensor& v, Tensor* lowp,
+                   std::span<const AdamWSegment> segments, const AdamWParams& p, double grad_scale);
 
   // Forgets what a per-op profile has summed so far (the CUDA backend's PTDP_OP_PROFILE), so that
   // it covers what follows only: `ptdp train` calls it when its untimed warm-up ends.
@@ -224,6 +238,8 @@ class Backend {
   virtual double do_sum(const Tensor& x) = 0;
   virtual double do_sum_squares(const Tensor& x) = 0;
   virtual void do_adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) = 0;
+  virtual void do_adamw_multi(Tensor& params, Tensor& grads, Tensor& m, Tensor& v, Tensor* lowp,
+                              std::span<const AdamWSegment> segments, const AdamWParams& p, double grad_scale);
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

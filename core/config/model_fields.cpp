@@ -18,7 +18,7 @@ const std::vector<Field>& model_fields() {
                     .flags("--model")
                     .bound_by_hand()
                     .help("model preset (tiny, small, gpt-1.7b ... gpt-1t, fig7-1b, ..., llama-tiny, llama-tiny-gqa, "
-                          "llama-7b ... llama-65b, llama2-70b, llama3-8b, llama3-70b)")
+                          "llama-7b ... llama-65b, llama2-70b, llama3-8b, llama3-70b, llama3.1-405b)")
                     .column()
                     .key());
     v.push_back(Field(PTDP_MEMBER(model.arch), "arch", g)

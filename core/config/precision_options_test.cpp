@@ -1,5 +1,5 @@
 // Megatron-core's precision knobs as flags: their values (f32 | bf16 | f16) and the rules of
-// Megatron-core's arguments and OptimizerConfig, each refusal naming the flag and the rule.
+// Megatron-core's arguments and OptimizerConfig, each precision_knobs_refusal naming the flag and the rule.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,7 +10,7 @@
 namespace ptdp {
 namespace {
 
-RunConfig bf16_run() {
+RunConfig precision_knobs_run() {
   RunConfig c;
   c.model = preset_config("tiny");
   c.precision = Precision::Bf16;
@@ -19,7 +19,7 @@ RunConfig bf16_run() {
   return c;
 }
 
-std::string refusal(RunConfig c, const std::function<void(RunConfig&)>& edit) {
+std::string precision_knobs_refusal(RunConfig c, const std::function<void(RunConfig&)>& edit) {
   edit(c);
   try {
     validate_run(c);
@@ -30,14 +30,14 @@ std::string refusal(RunConfig c, const std::function<void(RunConfig&)>& edit) {
   return "accepted";
 }
 
-void set(RunConfig& c, const char* name, const char* value) { find_field(name)->set_text(c, value); }
+void set_precision_knob(RunConfig& c, const char* name, const char* value) { find_field(name)->set_text(c, value); }
 
 TEST(PrecisionOptions, FlagsTakeMegatronCoresNamesAndDtypes) {
-  RunConfig c = bf16_run();
-  set(c, "exp_avg_dtype", "bf16");
-  set(c, "main_params_dtype", "f16");
-  set(c, "use_precision_aware_optimizer", "true");
-  set(c, "grad_reduce_in_bf16", "true");
+  RunConfig c = precision_knobs_run();
+  set_precision_knob(c, "exp_avg_dtype", "bf16");
+  set_precision_knob(c, "main_params_dtype", "f16");
+  set_precision_knob(c, "use_precision_aware_optimizer", "true");
+  set_precision_knob(c, "grad_reduce_in_bf16", "true");
   EXPECT_EQ(c.opt.exp_avg_dtype, DType::BF16);
   EXPECT_EQ(c.opt.main_params_dtype, DType::F16);
   EXPECT_TRUE(c.opt.precision_aware);
@@ -46,7 +46,7 @@ TEST(PrecisionOptions, FlagsTakeMegatronCoresNamesAndDtypes) {
   EXPECT_EQ(find_field("main_grads_dtype")->flag(), "--main-grads-dtype");
   EXPECT_EQ(find_field("overlap_param_gather_with_optimizer_step")->flag(), "--overlap-param-gather-with-optimizer-step");
   try {
-    set(c, "exp_avg_dtype", "fp8");
+    set_precision_knob(c, "exp_avg_dtype", "fp8");
     ADD_FAILURE() << "fp8 accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("--exp-avg-dtype 'fp8' must be f32, bf16 or f16"), std::string::npos)
@@ -55,7 +55,7 @@ TEST(PrecisionOptions, FlagsTakeMegatronCoresNamesAndDtypes) {
 }
 
 TEST(PrecisionOptions, MegatronCoresRulesAreRefusedNamingTheFlag) {
-  const RunConfig c = bf16_run();
+  const RunConfig c = precision_knobs_run();
   const std::vector<std::pair<std::function<void(RunConfig&)>, std::string>> cases = {
       {[](RunConfig& r) { r.grad_reduce_bf16 = true, r.precision = Precision::F32; },
        "--grad-reduce-in-bf16 needs --precision bf16"},
@@ -72,15 +72,15 @@ TEST(PrecisionOptions, MegatronCoresRulesAreRefusedNamingTheFlag) {
        "--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)"},
       {[](RunConfig& r) { r.overlap_param_gather_with_optimizer_step = true, r.par.zero = 1; },
        "--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism"},
-      // What ptdp's optimizer does not implement (`ptdp simulate` takes it).
+      // What ptdp's optimizer does not implement.
       {[](RunConfig& r) { r.opt.precision_aware = true, r.par.zero = 1, r.opt.exp_avg_sq_dtype = DType::F16; },
        "--exp-avg-sq-dtype f16: ptdp's optimizer keeps 16-bit state in bf16 only"},
   };
   for (const auto& [edit, needle] : cases) {
-    const std::string got = refusal(c, edit);
+    const std::string got = precision_knobs_refusal(c, edit);
     EXPECT_NE(got.find(needle), std::string::npos) << needle << " | got: " << got;
   }
-  EXPECT_EQ(refusal(c,
+  EXPECT_EQ(precision_knobs_refusal(c,
                     [](RunConfig& r) {
                       r.grad_reduce_bf16 = true, r.par.zero = 1, r.opt.precision_aware = true;
                       r.opt.exp_avg_dtype = r.opt.exp_avg_sq_dtype = r.opt.main_grads_dtype = DType::BF16;

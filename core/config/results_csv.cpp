@@ -191,18 +191,22 @@ ResultRow config_row(const RunConfig& c, const std::string& mode) {
   return r;
 }
 
+// An older ptdp's row in a column it lacked: the key's old default (what such a row meant), else
+// empty (nothing was recorded).
+std::string older_row_cell(const std::string& column) { return config_key_value(column, ""); }
+
 void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows) {
   std::vector<std::string> lines;
   for (const ResultRow& r : rows) lines.push_back(r.to_csv_line());
-  append_csv_lines(path, result_header_line(), lines);
+  append_csv_lines(path, result_header_line(), lines, older_row_cell);
 }
 
 void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update) {
-  update_csv_file(path, result_header_line(), update);
+  update_csv_file(path, result_header_line(), update, older_row_cell);
 }
 
 void check_result_csv(const std::string& path, const std::string& flag) {
-  check_csv_output(path, result_header_line(), flag);
+  check_csv_output(path, result_header_line(), flag, true);
 }
 
 }  // namespace ptdp

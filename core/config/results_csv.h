@@ -58,9 +58,12 @@ class ResultRow {
 ResultRow config_row(const RunConfig& c, const std::string& mode);
 
 // Appends rows under the file's lock (output_files.h: append_csv_lines), after the header when
-// the file is new; a file with another header is refused (UsageError) and left alone.
+// the file is new. A file of an older ptdp (its header a prefix of today's) is first brought to
+// today's header in place, its rows given each new key column's old default (else empty); a file
+// with another header is refused (UsageError) and left alone.
 void append_result_rows(const std::string& path, const std::vector<ResultRow>& rows);
-// Rewrites a result file in place under the same lock (output_files.h: update_csv_file).
+// Rewrites a result file in place under the same lock (output_files.h: update_csv_file), an older
+// ptdp's file brought up to date first as above.
 void update_result_file(const std::string& path, const std::function<std::string(const std::string&)>& update);
 // Checks, before any work is done, that rows can later be appended to `path` (output_files.h:
 // check_csv_output). UsageError naming `flag` otherwise.

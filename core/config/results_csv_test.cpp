@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -178,24 +180,43 @@ TEST(ResultsCsv, AFileWithAnotherHeaderIsLeftAlone) {
   EXPECT_EQ(testing::read_text(path), "a,b\n1,2\n");
 }
 
-// A file an older ptdp wrote (today's header up to a column it did not have) is named as such,
-// with the missing columns, and left alone.
-TEST(ResultsCsv, AFileFromAnOlderPtdpIsNamedAndLeftAlone) {
+// A file an older ptdp wrote (today's header up to columns it did not have) is brought to today's
+// header in place: its rows kept, each new key column given the key's old default (what such a row
+// meant), any other new column left empty; then the new row follows. The reason a refusal would
+// give still names the missing columns.
+TEST(ResultsCsv, AFileFromAnOlderPtdpIsBroughtUpToDateKeepingItsRows) {
   TempDir dir;
   const std::string path = dir.file("old.csv");
   const std::string h = result_header_line();
-  const std::string older = h.substr(0, h.rfind(','));  // without the last column
-  std::ofstream(path) << older << "\n";
-  try {
-    append_result_rows(path, {row_named("x")});
-    FAIL() << "no error";
-  } catch (const UsageError& e) {
-    const std::string last = h.substr(h.rfind(',') + 1);
-    EXPECT_NE(std::string(e.what()).find("written by an older ptdp: its header lacks the columns " + last),
-              std::string::npos)
-        << e.what();
+  const size_t cut = h.find(",cp,");
+  ASSERT_NE(cut, std::string::npos) << "the cp column (key, old default 1) is the test's probe";
+  const std::string older = h.substr(0, cut);  // a header from before context parallelism
+  const size_t old_cols = size_t(std::count(older.begin(), older.end(), ',')) + 1;
+  std::string old_row;
+  for (size_t i = 0; i < old_cols; ++i) old_row += (i ? "," : "") + std::string("v");
+  std::ofstream(path) << older << "\n" << old_row << "\n";
+  check_result_csv(path);  // taken before any work is done
+  append_result_rows(path, {row_named("x")});
+  const std::string text = testing::read_text(path);
+  ASSERT_EQ(text.substr(0, text.find('\n')), h);
+  const std::string row1 = text.substr(h.size() + 1, text.find('\n', h.size() + 1) - h.size() - 1);
+  std::vector<std::string> cells;
+  for (size_t at = 0;; ) {
+    const size_t e = row1.find(',', at);
+    cells.push_back(row1.substr(at, e == std::string::npos ? std::string::npos : e - at));
+    if (e == std::string::npos) break;
+    at = e + 1;
   }
-  EXPECT_EQ(testing::read_text(path), older + "\n");
+  ASSERT_EQ(cells.size(), result_columns().size()) << row1;
+  for (size_t i = 0; i < old_cols; ++i) EXPECT_EQ(cells[i], "v") << result_columns()[i];
+  auto cell = [&](const char* c) {
+    const auto& cols = result_columns();
+    return cells[size_t(std::find(cols.begin(), cols.end(), c) - cols.begin())];
+  };
+  EXPECT_EQ(cell("cp"), "1");  // a row from before context parallelism had one rank per sequence
+  EXPECT_EQ(cell("cp_comm_type"), "p2p");
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << "the header, the old row and the new one";
+  EXPECT_NE(foreign_header_reason(h, older).find("lacks the columns cp,"), std::string::npos);
   EXPECT_EQ(foreign_header_reason("a,b"), "exists but its header is not the result CSV header");
   EXPECT_EQ(foreign_header_reason(h.substr(0, 5)), "exists but its header is not the result CSV header");  // not at a comma
 }

@@ -25,15 +25,19 @@ void validate_model_shape(const ModelConfig& c) {
                 c.hidden, c.heads, c.head_dim());
 }
 
+// "--tp T x --pp P", with " x --context-parallel-size C" where C > 1.
+std::string model_parallel_flags(const ParallelConfig& p) {
+  std::string out = fmt::format("--tp {} x --pp {}", p.tp, p.pp);
+  if (p.cp > 1) out += fmt::format(" x --context-parallel-size {}", p.cp);
+  return out;
+}
+
 // What tensor parallelism splits must divide by t; the stages' layers; d and the ranks.
 void validate_layout(RunConfig& c) {
   ParallelConfig& p = c.par;
   // Bounds that keep every product below in range (no layout needs more).
-  // "--tp T x " and, with context parallelism, "--context-parallel-size C x " (the ranks' factors).
-  const std::string tc = fmt::format("--tp {} x {}", p.tp,
-                                     p.cp > 1 ? fmt::format("--context-parallel-size {} x ", p.cp) : std::string());
-  if (int64_t(p.tp) * p.cp * p.pp * std::max(p.dp, 1) > (1 << 20))
-    usage_error("{}--pp {} x --dp {} must be at most {} ranks", tc, p.pp, std::max(p.dp, 1), 1 << 20);
+  if (int64_t(p.tp) * p.pp * p.cp * std::max(p.dp, 1) > (1 << 20))
+    usage_error("{} x --dp {} must be at most {} ranks", model_parallel_flags(p), std::max(p.dp, 1), 1 << 20);
   if (c.model.heads % p.tp != 0) usage_error("--tp {} must divide --heads {}", p.tp, c.model.heads);
   // Each tensor-parallel rank holds whole query groups (Megatron-core's divide(num_query_groups,
   // t); its newer all-gather path for t > groups is not implemented).
@@ -56,19 +60,22 @@ void validate_layout(RunConfig& c) {
                   p.pipeline_layout, v);
   }
   if (const std::string e = layer_split_error(p.layer_split(c.model.layers)); !e.empty()) usage_error("{}", e);
+  // Context parallelism (Megatron-core's rank order: tensor, context, data, pipeline): the world
+  // is t x c x p x d (the chunks' rules: validate_context_parallel).
+  const int tpc = p.tp * p.pp * p.cp;
   if (p.dp == 0) {
     if (c.ranks == 0) {
       p.dp = 1;
     } else {
-      if (c.ranks % (p.tp * p.cp * p.pp) != 0) usage_error("--ranks {} must be a multiple of {}--pp {}", c.ranks, tc, p.pp);
-      p.dp = c.ranks / (p.tp * p.cp * p.pp);
+      if (c.ranks % tpc != 0) usage_error("--ranks {} must be a multiple of {}", c.ranks, model_parallel_flags(p));
+      p.dp = c.ranks / tpc;
     }
   }
-  const int world = p.tp * p.cp * p.pp * p.dp;
+  const int world = tpc * p.dp;
   if (c.ranks == 0) c.ranks = world;
   if (c.ranks != world)
-    usage_error("--ranks {} (under mpirun: the number of processes) must equal {}--pp {} x --dp {} = {}", c.ranks, tc,
-                p.pp, p.dp, world);
+    usage_error("--ranks {} (under mpirun: the number of processes) must equal {} x --dp {} = {}", c.ranks,
+                model_parallel_flags(p), p.dp, world);
   if (c.gemm_rate && (c.backend != BackendKind::Cpu || world != 1))
     usage_error("--gemm-rate compares one CPU rank's step with sgemm: it needs --backend cpu and one rank (this run "
                 "has --backend {} and {} ranks)",
@@ -240,7 +247,7 @@ void require_supported(const RunConfig& c) {
   for (const auto& [flag, dt] : states)
     if (dt == DType::F16)
       usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
-                  "per-tensor scaling, not implemented); `ptdp simulate` accepts it",
+                  "per-tensor scaling, not implemented)",
                   flag);
   if (c.grad_reduce_bf16 && c.par.zero == 3)
     usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "

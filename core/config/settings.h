@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/backend/attention_choice.h"
 #include "core/comm/cp_comm.h"
 #include "core/common/enum_names.h"
 #include "core/tensor/dtype.h"
@@ -23,10 +24,8 @@ enum class LogFormat { Ptdp, Megatron };  // the progress line: ptdp's, or Megat
 // or ptdp's own CUDA backend.
 enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };
 // CpComm (--cp-comm-type): core/comm/cp_comm.h.
-// The attention kernels (--attention-backend, Megatron-core's flag): auto picks the fastest the
-// backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled kernel: online softmax, no
-// [s, s] probabilities), unfused (the probabilities materialised: what Megatron-LM of 2021 ran).
-enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
+// The attention kernels (--attention-backend): AttentionBackend, core/backend/attention_choice.h
+// (the layers below the config resolve it against their backend).
 
 template <>
 struct EnumNames<Precision> {

@@ -56,6 +56,11 @@ const std::vector<ModelPreset>& model_presets() {
        "Llama 3 70B (Meta 2024; meta-llama/Meta-Llama-3-70B config.json): 70.6B, GQA 8 groups, ffn 28672, rope "
        "theta 500000, eps 1e-5",
        Arch::Llama, 8, 28672, 1e-5, 500000},
+      {"llama3.1-405b", 126, 16384, 128, 8192, 128256,
+       "Llama 3.1 405B (Meta 2024, The Llama 3 Herd of Models, Table 3; meta-llama/Llama-3.1-405B config.json): "
+       "405.9B, GQA 8 groups, ffn 53248, rope theta 500000, eps 1e-5 (the rope scaling of the 128K context is not "
+       "modelled)",
+       Arch::Llama, 8, 53248, 1e-5, 500000},
   };
   return presets;
 }

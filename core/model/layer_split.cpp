@@ -23,9 +23,12 @@ std::string layout_error(const LayerSplit& s) {
     return fmt::format("--pipeline-model-parallel-layout has {} virtual stages, --pp {} x --vpp {} = {}",
                        s.chunks.size(), s.p, s.v, s.p * s.v);
   int sum = 0;
-  for (int c : s.chunks) {
-    if (c < 1) return "--pipeline-model-parallel-layout: every virtual stage needs a transformer layer";
-    sum += c;
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    const bool edge = i == 0 || i + 1 == s.chunks.size();  // the embedding's or the loss's virtual stage
+    if (s.chunks[i] < (edge ? 0 : 1))
+      return "--pipeline-model-parallel-layout: every virtual stage but the first (the embedding's) and the last "
+             "(the loss's) needs a transformer layer";
+    sum += s.chunks[i];
   }
   if (sum != s.layers)
     return fmt::format("--pipeline-model-parallel-layout holds {} transformer layers, --layers is {}", sum, s.layers);
@@ -49,10 +52,8 @@ std::string counted_edges_error(const LayerSplit& s) {
   if (counted % (s.p * s.v) != 0)
     return s.v == 1 ? fmt::format("--pp {} must divide {} = {}", s.p, what, counted)
                     : fmt::format("--pp {} x --vpp {} must divide {} = {}", s.p, s.v, what, counted);
-  if (counted_chunk(s) - (s.embedding && s.loss && s.p * s.v == 1 ? 2 : 1) < 1)
-    return fmt::format("{} = {} over --pp {} x --vpp {} leaves a chunk without a transformer layer (each chunk "
-                       "holds {}, one of them is the {})",
-                       what, counted, s.p, s.v, counted_chunk(s), s.embedding ? "embedding" : "loss");
+  // A chunk of one counted layer that is the embedding (the loss) holds no transformer layer: a
+  // standalone embedding (loss) stage, as Megatron-core allows.
   return "";
 }
 }  // namespace
@@ -230,9 +231,9 @@ std::vector<int> parse_pipeline_layout(const std::string& layout, int p, int lay
   std::vector<int> chunks;
   for (int i = 0; i < n; ++i) {
     const int t = int(std::count(stages[i].begin(), stages[i].end(), 't'));
-    if (t == 0)
-      usage_error("{} '{}': virtual stage {} (stage {}, chunk {}) holds no transformer layer; ptdp needs at least "
-                  "one in each",
+    if (t == 0 && i != 0 && i != n - 1)  // the first and last may hold only the embedding or the loss
+      usage_error("{} '{}': virtual stage {} (stage {}, chunk {}) holds nothing (no transformer layer, embedding or "
+                  "loss); ptdp needs something in each",
                   kLayoutFlag, layout, i, i % p, i / p);
     chunks.push_back(t);
   }

@@ -32,7 +32,7 @@ struct LayerRange {
 };
 
 // Empty when the split is valid; else why not, naming the flags. Every chunk holds at least one
-// layer; the layers left after the first and last stages divide evenly over the others; each
+// layer, but the first (last) may hold only the embedding (the loss) where it is counted or laid out; the layers left after the first and last stages divide evenly over the others; each
 // stage's layers divide by v. With the embedding or the loss counted, L + 1 (+ 1) divides by p*v
 // and first/last are not given (Megatron-core refuses both at once).
 std::string layer_split_error(const LayerSplit& s);
@@ -51,7 +51,8 @@ std::string describe_stages(const LayerSplit& s);
 // transformer layer, L loss): the transformer layers of each virtual stage. A UsageError naming
 // the flag where Megatron-core refuses the layout (stages not a multiple of p, E not first or L
 // not last or either not once, t not --layers times) and where ptdp cannot run it: MTP layers (m),
-// a virtual stage without a transformer layer, E outside the first or L outside the last.
+// an empty virtual stage, E outside the first or L outside the last. The first (last) virtual stage
+// may hold only the embedding (the loss): a chunk of no transformer layer.
 std::vector<int> parse_pipeline_layout(const std::string& layout, int p, int layers);
 // The layout in one spelling: "E1|2|2|1L" (each virtual stage's transformer layers).
 std::string canonical_layout(const std::vector<int>& chunks);

@@ -88,7 +88,9 @@ TEST(LayerSplit, PlacementEqualsMegatronCoresForEveryValidSplit) {
                 ASSERT_EQ(got.begin, megatron_layer_offset(a, r, j)) << at;
                 ASSERT_EQ(got.size(), megatron_num_layers_to_build(a, r, j)) << at;
                 ASSERT_EQ(stage_layer_count(s, r) >= got.size(), true) << at;
-                ASSERT_GE(got.size(), 1);
+                // Only a counted embedding's (loss's) own chunk may be left with no transformer layer.
+                const bool edge = (embedding && r == 0 && j == 0) || (loss && r == p - 1 && j == v - 1);
+                ASSERT_GE(got.size(), edge ? 0 : 1) << at;
                 for (int l = got.begin; l < got.end; ++l) ++owner[l];
               }
             for (int l = 0; l < layers; ++l) ASSERT_EQ(owner[l], 1) << "layer " << l << " of " << layers;
@@ -164,8 +166,14 @@ TEST(LayerSplit, TheEmbeddingAndTheLossCountedAsLayers) {
             std::string::npos)
       << err({14, 4, 1, 0, 0, true, false});
   EXPECT_NE(err({14, 2, 2, 0, 0, false, true}).find("--pp 2 x --vpp 2 must divide --layers 14 + 1"), std::string::npos);
-  EXPECT_NE(err({6, 8, 1, 0, 0, true, true}).find("leaves a chunk without a transformer layer"), std::string::npos)
-      << err({6, 8, 1, 0, 0, true, true});
+  // One counted layer per chunk: the first chunk is the embedding alone, the last the loss alone
+  // (Megatron-core's standalone embedding and loss stages).
+  const LayerSplit edges{6, 8, 1, 0, 0, true, true};
+  EXPECT_EQ(err(edges), "");
+  EXPECT_EQ(chunk_layers(edges, 0, 0), (LayerRange{0, 0}));
+  EXPECT_EQ(chunk_layers(edges, 1, 0), (LayerRange{0, 1}));
+  EXPECT_EQ(chunk_layers(edges, 6, 0), (LayerRange{5, 6}));
+  EXPECT_EQ(chunk_layers(edges, 7, 0), (LayerRange{6, 6}));
 }
 
 // --pipeline-model-parallel-layout: parsed as Megatron-core parses it, placed as its
@@ -229,7 +237,7 @@ TEST(LayerSplit, LayoutsMegatronOrPtdpCannotRunAreRefusedNamingTheFlag) {
   };
   const std::vector<std::tuple<std::string, int, int, std::string>> cases = {
       {"Ettt|(tt|)*29,m|L", 32, 61, "multi-token prediction layers (m) are not implemented"},
-      {"E|t*4|t*4|L", 2, 8, "virtual stage 0 (stage 0, chunk 0) holds no transformer layer"},
+      {"Ett|||ttL", 2, 4, "virtual stage 1 (stage 1, chunk 0) holds nothing"},
       {"Ett|tt|ttL", 2, 6, "has 3 virtual stages, not a multiple of --pp 2"},
       {"tEt|ttL", 2, 4, "the embedding (E) must open the first virtual stage"},
       {"Ett|tLt", 2, 4, "the loss (L) must close the last virtual stage"},
@@ -245,6 +253,20 @@ TEST(LayerSplit, LayoutsMegatronOrPtdpCannotRunAreRefusedNamingTheFlag) {
     EXPECT_NE(got.find("--pipeline-model-parallel-layout"), std::string::npos) << got;
   }
   EXPECT_NE(layer_split_error({6, 2, 2, 1, 0, false, false, {1, 2, 2, 1}}).find("cannot be combined"), std::string::npos);
+}
+
+TEST(LayerSplit, LayoutsMayHoldTheEmbeddingOrTheLossAloneInAVirtualStage) {
+  const std::vector<int> chunks = parse_pipeline_layout("E|t*2|t*2|L", 2, 4);
+  EXPECT_EQ(chunks, (std::vector<int>{0, 2, 2, 0}));
+  const LayerSplit s{4, 2, 2, 0, 0, false, false, chunks};
+  ASSERT_EQ(layer_split_error(s), "");
+  EXPECT_EQ(chunk_layers(s, 0, 0), (LayerRange{0, 0}));  // the embedding alone
+  EXPECT_EQ(chunk_layers(s, 1, 0), (LayerRange{0, 2}));
+  EXPECT_EQ(chunk_layers(s, 0, 1), (LayerRange{2, 4}));
+  EXPECT_EQ(chunk_layers(s, 1, 1), (LayerRange{4, 4}));  // the loss alone
+  EXPECT_EQ(canonical_layout(chunks), "E0|2|2|0L");
+  EXPECT_NE(layer_split_error({4, 2, 2, 0, 0, false, false, {2, 0, 2, 0}}).find("every virtual stage but the first"),
+            std::string::npos);
 }
 
 TEST(LayerSplit, InvalidSplitsNameTheFlags) {

@@ -22,8 +22,13 @@ AdamW::AdamW(Backend& be, const ParamLayout& layout, Tensor params, Tensor grads
   grads_are_master_ = grads.dtype() == DType::F32;   // mixed precision accumulates gradients in f32 already
   master_ = master_is_params_ ? params : be.empty({held}, DType::F32);
   master_grads_ = grads_are_master_ ? grads : be.empty({held}, DType::F32);
-  m_ = be.empty({held}, DType::F32);
-  v_ = be.empty({held}, DType::F32);
+  // Adam's moments in their dtypes (--exp-avg-dtype, --exp-avg-sq-dtype): f32, or bf16 widened for
+  // each step and rounded back after it.
+  PTDP_CHECK(cfg.exp_avg_dtype != DType::F16 && cfg.exp_avg_sq_dtype != DType::F16 &&
+                 cfg.main_params_dtype == DType::F32,
+             "the optimizer keeps f32 master weights and f32 or bf16 moments");
+  m_ = be.empty({held}, cfg.exp_avg_dtype);
+  v_ = be.empty({held}, cfg.exp_avg_sq_dtype);
   be.fill(m_, 0);
   be.fill(v_, 0);
   for (const auto& en : layout.entries()) {  // the owned parts of each tensor, by weight-decay group
@@ -108,15 +113,48 @@ StepInfo AdamW::step_with_norm(double global_norm) {
   p.beta2 = cfg_.beta2;
   p.eps = cfg_.eps;
   p.step = step_;
-  for (const auto& s : segments_) {
-    Tensor pm = master_view(s), g = master_grad_view(s);
-    if (info.clipped) be_.scale_(g, coeff);
-    Tensor m = m_.view(s.state, {s.size()}), v = v_.view(s.state, {s.size()});
-    p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
-    be_.adamw(pm, g, m, v, p);
+  if (m_.dtype() != DType::F32 || v_.dtype() != DType::F32) {  // 16-bit optimizer state: its own pass
+    for (const auto& s : segments_) {
+      Tensor pm = master_view(s), g = master_grad_view(s);
+      if (info.clipped) be_.scale_(g, coeff);
+      p.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
+      update_16bit_state(s, pm, g, p);
+    }
+    refresh_params();
+    return info;
   }
-  refresh_params();
+  // Per segment: the clipping's scale, AdamW, and the rounding into bf16/f16 weights (refresh_params'
+  // copy), in one pass on backends that fuse them.
+  std::vector<AdamWSegment> segs;
+  segs.reserve(segments_.size());
+  for (const auto& s : segments_)
+    segs.push_back({.param = master_is_params_ ? s.buf : s.state,
+                    .grad = grads_are_master_ ? s.buf : s.state,
+                    .state = s.state,
+                    .lowp = s.buf,
+                    .size = s.size(),
+                    .weight_decay = s.decay ? cfg_.weight_decay : 0.0});
+  be_.adamw_multi(master_, master_grads_, m_, v_, master_is_params_ ? nullptr : &params_, segs, p,
+                  info.clipped ? coeff : 1.0);
   return info;
+}
+
+// The precision-aware optimizer's step (Transformer Engine's FusedAdam with bf16 moments): the stored
+// moments widened to f32, the f32 update, the moments rounded back to nearest even; in pieces of at
+// most kStatePiece elements, so the f32 copies stay small.
+void AdamW::update_16bit_state(const Segment& s, Tensor& master, Tensor& grad, const AdamWParams& p) {
+  constexpr int64_t kStatePiece = int64_t(1) << 22;
+  for (int64_t at = 0; at < s.size(); at += kStatePiece) {
+    const int64_t n = std::min(kStatePiece, s.size() - at);
+    Tensor m = m_.view(s.state + at, {n}), v = v_.view(s.state + at, {n});
+    Tensor mw = be_.empty({n}, DType::F32), vw = be_.empty({n}, DType::F32);
+    be_.copy(mw, m);
+    be_.copy(vw, v);
+    Tensor pm = master.view(at, {n}), g = grad.view(at, {n});
+    be_.adamw(pm, g, mw, vw, p);
+    be_.copy(m, mw);
+    be_.copy(v, vw);
+  }
 }
 
 void AdamW::refresh_params() {

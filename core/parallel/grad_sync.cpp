@@ -6,8 +6,14 @@
 
 namespace ptdp {
 
-GradSync::GradSync(Backend& be, Tensor grads, Communicator* dp, int64_t bucket_elems, bool overlap, bool sharded)
-    : be_(be), grads_(grads), dp_(dp && dp->size() > 1 ? dp : nullptr), overlap_(overlap), sharded_(sharded && dp_) {
+GradSync::GradSync(Backend& be, Tensor grads, Communicator* dp, int64_t bucket_elems, bool overlap, bool sharded,
+                   bool reduce_bf16)
+    : be_(be),
+      grads_(grads),
+      dp_(dp && dp->size() > 1 ? dp : nullptr),
+      overlap_(overlap),
+      sharded_(sharded && dp_),
+      bf16_(reduce_bf16) {
   PTDP_CHECK(bucket_elems > 0, "bucket size must be positive");
   for (int64_t end = grads.numel(); end > 0; end -= bucket_elems)
     buckets_.push_back(Bucket{std::max<int64_t>(0, end - bucket_elems), end, false, {}, {}});
@@ -32,11 +38,16 @@ void GradSync::launch(Bucket& b) {
   b.launched = true;
   if (!dp_) return;
   Tensor view = grads_.view(b.begin, {b.end - b.begin});
+  if (bf16_) {
+    b.narrow = be_.empty({b.end - b.begin}, DType::BF16);
+    be_.copy(b.narrow, view);
+    view = b.narrow;
+  }
   if (!sharded_) {
     b.handle = dp_->all_reduce_async(view, ReduceOp::Sum);
     return;
   }
-  b.reduced = be_.empty({mine(b).size()}, grads_.dtype());
+  b.reduced = be_.empty({mine(b).size()}, view.dtype());
   b.handle = dp_->reduce_scatter_async(view, b.reduced, ReduceOp::Sum);
 }
 
@@ -51,6 +62,11 @@ void GradSync::finish() {
     if (!b.launched) launch(b);
   for (auto& b : buckets_) {
     b.handle.wait();
+    if (b.narrow.defined() && !b.reduced.defined()) {
+      Tensor dst = grads_.view(b.begin, {b.end - b.begin});
+      be_.copy(dst, b.narrow);
+    }
+    b.narrow = Tensor();
     if (b.reduced.defined()) {
       const FlatRange r = mine(b);
       Tensor dst = grads_.view(r.begin, {r.size()});

@@ -7,6 +7,10 @@
 // all-reduced, so this rank ends with the sum of its chunk_range of every bucket only (its
 // `owned()` pieces, which its optimizer updates); gather_params() then all-gathers the updated
 // parameters of every bucket from their owners.
+//
+// In bf16 (--grad-reduce-in-bf16): each bucket is rounded to bf16, reduced in bf16 by the
+// communicator (CPU ranks: summed in f32 in rank order and rounded once; NCCL: its ring, rounding
+// at each step) and widened back into the f32 buffer.
 #pragma once
 #include <vector>
 
@@ -19,7 +23,8 @@ namespace ptdp {
 class GradSync {
  public:
   // bucket_elems: elements per bucket (Megatron's default bucket is 40M elements).
-  GradSync(Backend& be, Tensor grads, Communicator* dp, int64_t bucket_elems, bool overlap, bool sharded = false);
+  GradSync(Backend& be, Tensor grads, Communicator* dp, int64_t bucket_elems, bool overlap, bool sharded = false,
+           bool reduce_bf16 = false);
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
 
   // Buckets touching [begin, end) are never launched during backward (the tied embedding's
@@ -41,13 +46,14 @@ class GradSync {
     bool launched = false;
     CommHandle handle;
     Tensor reduced;  // sharded: this rank's reduced chunk, until it is copied back
+    Tensor narrow;   // in bf16: the bucket's bf16 copy, reduced in place (not sharded)
   };
   void launch(Bucket& b);
   FlatRange mine(const Bucket& b) const;
   Backend& be_;
   Tensor grads_;
   Communicator* dp_;
-  bool overlap_, sharded_;
+  bool overlap_, sharded_, bf16_;
   FlatRange held_{0, 0};
   std::vector<Bucket> buckets_;  // in backprop order: the last part of the buffer first
   std::vector<FlatRange> owned_;

@@ -19,10 +19,52 @@
 
 namespace ptdp {
 
+namespace {
+// An older ptdp wrote the same columns up to one it did not have yet.
+bool older_header(const std::string& h, const std::string& first_line) {
+  return !first_line.empty() && first_line.size() < h.size() && h.compare(0, first_line.size(), first_line) == 0 &&
+         h[first_line.size()] == ',';
+}
+
+// A cell as CSV writes it: quoted when it holds a comma, a quote or a line break.
+std::string csv_cell(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q.append(c == '"' ? "\"\"" : std::string(1, c));
+  return q + "\"";
+}
+
+// The content's first line without its line end.
+std::string first_line_in(const std::string& content) {
+  const std::string first = content.substr(0, content.find('\n'));
+  return !first.empty() && first.back() == '\r' ? first.substr(0, first.size() - 1) : first;
+}
+}  // namespace
+
+std::optional<std::string> upgraded_csv(const std::string& header, const std::string& content,
+                                        const ColumnFill& fill) {
+  const std::string old = first_line_in(content);
+  if (!fill || !older_header(header, old)) return std::nullopt;
+  std::string extra;  // the cells of the columns after the old header's last
+  for (size_t at = old.size() + 1; at <= header.size();) {
+    const size_t end = std::min(header.find(',', at), header.size());
+    extra.append(",").append(csv_cell(fill(header.substr(at, end - at))));
+    at = end + 1;
+  }
+  std::string out = header + "\n";
+  size_t at = content.find('\n');
+  while (at != std::string::npos && at + 1 < content.size()) {
+    const size_t end = content.find('\n', at + 1);
+    std::string line = content.substr(at + 1, (end == std::string::npos ? content.size() : end) - at - 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) out.append(line).append(extra).push_back('\n');
+    at = end;
+  }
+  return out;
+}
+
 std::string foreign_header_reason(const std::string& h, const std::string& first_line) {
-  // An older ptdp wrote the same columns up to one it did not have yet.
-  if (!first_line.empty() && first_line.size() < h.size() && h.compare(0, first_line.size(), first_line) == 0 &&
-      h[first_line.size()] == ',')
+  if (older_header(h, first_line))
     return fmt::format("was written by an older ptdp: its header lacks the columns {} (rows are never appended "
                        "under another header)",
                        h.substr(first_line.size() + 1));
@@ -213,7 +255,8 @@ void check_parent_directory(const std::filesystem::path& p, const std::string& f
 }
 }  // namespace
 
-void check_csv_output(const std::string& path, const std::string& header, const std::string& flag) {
+void check_csv_output(const std::string& path, const std::string& header, const std::string& flag,
+                      bool upgradable) {
   check_path_length(path, flag);
   namespace fs = std::filesystem;
   const fs::path p(path);
@@ -224,7 +267,8 @@ void check_csv_output(const std::string& path, const std::string& header, const 
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // follows symlinks; reading a FIFO would block
     usage_error("{} {}: is not a regular file (a FIFO, device or socket); rows go to a regular file", flag, path);
   if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0) usage_error("{} {}: is not writable", flag, path);
-  if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header)
+  if (fs::exists(p, ec) && st.st_size > 0 && first_line_of(path) != header &&
+      !(upgradable && older_header(header, first_line_of(path))))
     usage_error("{} {}: {}; choose another file", flag, path, foreign_header_reason(header, first_line_of(path)));
 }
 
@@ -334,8 +378,7 @@ class LockedFile {
 };
 
 std::string header_checked(const std::string& path, const std::string& header, const std::string& content) {
-  const std::string first = content.substr(0, content.find('\n'));
-  const std::string h = !first.empty() && first.back() == '\r' ? first.substr(0, first.size() - 1) : first;
+  const std::string h = first_line_in(content);
   if (h != header)
     throw UsageError(fmt::format("{}: {}; choose another --csv file", path, foreign_header_reason(header, h)));
   return content;
@@ -345,9 +388,15 @@ std::string header_checked(const std::string& path, const std::string& header, c
 
 // Under the file's lock, so that concurrent writers (threads, processes, MPI jobs) never lose a
 // row; each call's rows land together, after a header when the file was empty.
-void append_csv_lines(const std::string& path, const std::string& header, const std::vector<std::string>& lines) {
+void append_csv_lines(const std::string& path, const std::string& header, const std::vector<std::string>& lines,
+                      const ColumnFill& fill) {
   LockedFile f(path);
   const std::string content = f.read_all();
+  if (std::optional<std::string> up = upgraded_csv(header, content, fill)) {  // an older ptdp's file
+    for (const auto& l : lines) up->append(l).push_back('\n');
+    f.replace(content, *up);
+    return;
+  }
   std::string text;
   if (content.empty()) text.append(header).push_back('\n');
   else if (header_checked(path, header, content).back() != '\n') text.push_back('\n');
@@ -395,10 +444,11 @@ void check_output_dir(const std::string& path, const std::string& flag) {
 }
 
 void update_csv_file(const std::string& path, const std::string& header,
-                     const std::function<std::string(const std::string&)>& update) {
+                     const std::function<std::string(const std::string&)>& update, const ColumnFill& fill) {
   LockedFile f(path);
   const std::string content = f.read_all();
-  const std::string next = update(content.empty() ? content : header_checked(path, header, content));
+  const std::optional<std::string> up = upgraded_csv(header, content, fill);
+  const std::string next = update(content.empty() ? content : up ? *up : header_checked(path, header, content));
   f.replace(content, next);
 }
 

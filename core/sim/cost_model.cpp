@@ -68,7 +68,8 @@ EdgeCosts cost_edges(const KernelList& list, const KernelCosting& c) {
 void pipeline_sends(CostModel& cm, int per_node) {
   const ParallelConfig& pc = cm.cfg.par;
   const int t = pc.tp;
-  cm.act_bytes = double(cm.elem) * (double(pc.micro_batch) * cm.cfg.model.seq_length * cm.cfg.model.hidden);
+  // A context-parallel rank sends its own s / c tokens of each sequence.
+  cm.act_bytes = double(cm.elem) * (double(pc.micro_batch) * cm.cfg.model.seq_length / pc.cp * cm.cfg.model.hidden);
   // Sequence parallelism sends each rank's own rows: nothing to gather after.
   // DeepSpeed partitions every pipeline tensor over the tensor-parallel group whenever t > 1
   // (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = is_model_parallel), whatever
@@ -120,6 +121,11 @@ KernelCosting CostModel::costing() const {
   // NCCL's NVLink rings).
   c.nccl_sm_share =
       hw.sms > 0 && hw.nccl_channels > 0 && c.per_node == c.t ? double(hw.nccl_channels) / hw.sms : 0.0;
+  // The context-parallel group: ranks t apart (rank = tp + t (cp + c (dp + d pp))), so G/t of them
+  // share a node (one where t >= G); where c and G/t do not divide one another the slowest group
+  // has gcd(c, G/t) of its ranks in a node.
+  c.cp = cfg.par.cp;
+  c.cp_per_node = c.t >= hw.gpus_per_node ? 1 : std::gcd(c.cp, hw.gpus_per_node / c.t);
   return c;
 }
 
@@ -141,7 +147,9 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", cfg.precision, hw.name, hw.path,
                 cfg.precision);
   elem = HardwareProfile::element_bytes(cfg.precision);
+  knobs = precision_knobs(cfg);
   grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
+  if (knobs.grad_reduce_bf16 && cfg.precision != Precision::F32) grad_bytes = 2;  // --grad-reduce-in-bf16
   const int t = pc.tp;
   tensors = model_tensors(mc, mc.padded_vocab(t));
   params_per_layer = double(tensors.layer_numel(t));
@@ -180,11 +188,15 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   // Adam on fp32 master weights, per parameter: copy the fp16 gradient to fp32 (2+4), unscale and
   // check for inf (4+4), norm (4), Adam (grad, param, m, v read; param, m, v written: 28), copy
   // the master to fp16 (4+2), zero the gradient buffer (2). f32 training: no copies (4+28+4).
-  optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4 : 6 + 8 + 4 + 28 + 6 + grad_bytes;
+  // The precision-aware optimizer's dtypes scale each term by its tensor's bytes.
+  const double mg = knobs.main_grad_bytes, mp = knobs.main_param_bytes;
+  const double adam = mg + 2 * (mp + knobs.exp_avg_bytes + knobs.exp_avg_sq_bytes);
+  optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4
+                                                              : 2 + mg + 2 * mg + mg + adam + mp + 2 + grad_bytes;
 }
 
 int CostModel::node_of_stage(int stage) const {
-  const long long first_rank = 1LL * stage * cfg.par.tp * cfg.par.dp;
+  const long long first_rank = 1LL * stage * cfg.par.tp * cfg.par.cp * cfg.par.dp;
   return int(first_rank / hw.gpus_per_node);
 }
 
@@ -195,9 +207,14 @@ bool CostModel::cross_node(int from_stage, int to_stage) const {
 }
 
 namespace {
-// Data-parallel peers of a rank are t ranks apart: gpus_per_node / t of them share its node.
+// The ranks that reduce gradients together: the data-parallel group, with context parallelism the
+// combined data- and context-parallel group (Megatron-core's), d c ranks.
+int grad_group(const ParallelConfig& p) { return p.dp * p.cp; }
+
+// Its peers are t ranks apart (the context-parallel ranks first, then the data-parallel ones):
+// gpus_per_node / t of them share a node.
 int dp_peers_per_node(const ParallelConfig& p, const HardwareProfile& hw) {
-  return p.tp >= hw.gpus_per_node ? 1 : std::min(p.dp, hw.gpus_per_node / p.tp);
+  return p.tp >= hw.gpus_per_node ? 1 : std::min(grad_group(p), hw.gpus_per_node / p.tp);
 }
 
 // The data-parallel group of each GPU of node 0 (Megatron's rank order: tensor, data, then
@@ -216,25 +233,38 @@ std::vector<int> dp_groups_of_node(const ParallelConfig& p, const HardwareProfil
 bool CostModel::shared_nics() const { return stack.nccl_first_nic_per_switch && hw.pcie_switches > 0; }
 
 double CostModel::dp_allreduce(double params) const {
-  if (cfg.par.dp <= 1) return 0;
+  if (grad_group(cfg.par) <= 1) return 0;
   if (shared_nics()) return net.allreduce_nccl28(params * grad_bytes, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
-  return net.allreduce(params * grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+  return net.allreduce(params * grad_bytes, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::dp_reduce_scatter(double params) const {
-  if (cfg.par.dp <= 1) return 0;
+  if (grad_group(cfg.par) <= 1) return 0;
   if (shared_nics()) return net.allgather_nccl28(params * grad_bytes, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
-  return net.reduce_scatter(params * grad_bytes, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+  return net.reduce_scatter(params * grad_bytes, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
+}
+
+double CostModel::exposed_param_gather(double params, double optim, double first_forward) const {
+  const double gather = dp_allgather(params);
+  if (!stack.param_gather_overlap) return gather;
+  const int v = cfg.par.vpp;
+  if (!knobs.overlap_param_gather_with_optimizer_step || v < 2)
+    return std::max(0.0, gather - first_forward);
+  // Megatron-core (optimizer.py ChainedOptimizer._step): the first chunk's optimizer steps alone,
+  // then its all-gather starts (start_param_sync(force_dispatch=True)) while the other chunks step;
+  // their gathers wait for the forward pre-hooks as under --overlap-param-gather alone.
+  const double first = std::max(0.0, gather / v - optim * (v - 1) / v);
+  return first + std::max(0.0, gather * (v - 1) / v - first_forward);
 }
 
 double CostModel::dp_allgather(double params) const {
-  if (cfg.par.dp <= 1) return 0;
+  if (grad_group(cfg.par) <= 1) return 0;
   if (shared_nics()) return net.allgather_nccl28(params * elem, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
-  return net.allgather(params * elem, cfg.par.dp, dp_peers_per_node(cfg.par, hw));
+  return net.allgather(params * elem, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::dp_reduction(double params) const {
-  if (cfg.par.dp <= 1) return 0;
+  if (grad_group(cfg.par) <= 1) return 0;
   if (!stack.deepspeed_engine) return cfg.par.zero == 1 ? dp_reduce_scatter(params) : dp_allreduce(params);
   // DeepSpeed: bucketed all-reduces after the last micro-batch, also under ZeRO-1 with a pipeline
   // (reduce_gradients -> buffered_reduce_fallback) and under BF16_Optimizer, which casts its fp32

@@ -14,6 +14,7 @@
 #include "core/sim/hardware.h"
 #include "core/sim/kernels.h"
 #include "core/sim/network.h"
+#include "core/sim/precision_knobs.h"
 #include "core/sim/stack.h"
 
 namespace ptdp::sim {
@@ -107,6 +108,11 @@ struct CostModel {
   double params_embedding = 0;     // word embedding shard (and its copy on the last stage)
   double params_position = 0;
   double optimizer_bytes_per_param = 0;
+  // The data-parallel parameter all-gather left exposed after the step (--zero 1): under
+  // --overlap-param-gather the next forward's first micro-batch (`first_forward` seconds) hides
+  // up to that much; with --overlap-param-gather-with-optimizer-step the first chunk's share is
+  // dispatched after its own step and runs beside the other chunks' (`optim` seconds in all).
+  double exposed_param_gather(double params, double optim, double first_forward) const;
 
   double dp_allreduce(double params) const;  // the data-parallel gradient all-reduce
   // --zero 1 (Megatron's distributed optimizer): the gradients reduce-scattered over the
@@ -136,6 +142,7 @@ struct CostModel {
   int grad_bytes = 2;  // of a gradient element in the data-parallel reduction (the stack's, else opt's)
   int tied_grad_bytes = 2;  // of one in the tied embedding's all-reduce
   int elem = 2;     // bytes per element
+  PrecisionKnobs knobs;  // the run's (precision_knobs)
 };
 
 }  // namespace ptdp::sim

@@ -12,7 +12,10 @@ LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int el
   d.b = pc.micro_batch;
   d.s = mc.seq_length;
   d.h = mc.hidden;
-  d.rows = d.b * d.s;
+  d.cp = pc.cp;
+  d.cp_comm = pc.cp_comm;
+  d.sl = d.s / d.cp;
+  d.rows = d.b * d.sl;
   d.bsh = d.rows * d.h;
   d.hd = d.h / a;
   d.ht = d.h / d.t;
@@ -74,6 +77,12 @@ void KernelBuilder::collective(const char* name, Collective c, double bytes, Ove
   x.overlap = o;
   x.gemm = gemm;
   x.detail = detail;
+}
+
+void KernelBuilder::cp_collective(const char* name, Collective c, double bytes, Overlap o, int first, int span) {
+  collective(name, c, bytes, o, first);
+  list.back().span = span;
+  list.back().group = Group::Context;
 }
 
 // The collectives exist where the group does (t > 1); alone they would cost nothing.

@@ -27,6 +27,12 @@ struct LayerShape {
   // all-reduces (the same bytes on the wire: an all-reduce is a reduce-scatter and an all-gather).
   bool sp = false;
   double rowshare = 1;
+  // Context parallelism (--context-parallel-size): each rank holds sl = s / cp tokens of every
+  // sequence (chunks i and 2cp-1-i of 2cp), so rows = b sl; attention runs over the whole
+  // sequence as cp_comm says (cp_kernels.cpp).
+  int cp = 1;
+  CpComm cp_comm = CpComm::P2P;
+  double sl = 0;
 };
 LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int elem);
 
@@ -65,6 +71,9 @@ struct KernelBuilder {
   void membound(const char* name, double bytes);
   void collective(const char* name, Collective c, double bytes, Overlap o = Overlap::None, int gemm = -1,
                   const char* detail = nullptr);
+  // A collective of the context-parallel group; UnderKernels: under the `span` kernels from `first`.
+  void cp_collective(const char* name, Collective c, double bytes, Overlap o = Overlap::None, int first = -1,
+                     int span = 1);
 
  private:
   Kernel& add(const char* name, KernelKind kind);
@@ -97,6 +106,10 @@ void edge_kernels(KernelList& list, const LayerShape& d, const SoftwareStack& st
 void megatron_layer_forward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg,
                             bool core_only);
 void megatron_layer_backward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg);
+// The attention core under context parallelism (cp_kernels.cpp), flash attention's blocks with the
+// context-parallel group's communication: the p2p ring, the a2a exchanges or the all-gather.
+void cp_attention_forward(KernelBuilder& x, const LayerShape& d);
+void cp_attention_backward(KernelBuilder& x, const LayerShape& d);
 void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only);
 void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d);
 

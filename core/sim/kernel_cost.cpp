@@ -15,16 +15,20 @@ double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, dou
 namespace {
 
 double collective_time(const Kernel& x, const KernelCosting& c) {
-  const int t = c.t;
+  const bool context = x.group == Group::Context;
+  const int t = context ? c.cp : c.t;
+  const int per_node = context ? c.cp_per_node : c.per_node;
   switch (x.collective) {
+    case Collective::SendRecv: return t > 1 ? c.net.p2p(x.bytes, per_node < t) : 0.0;
+    case Collective::AllToAll: return c.net.alltoall(x.bytes, t, per_node);
     case Collective::AllReduce:
       // A group of whole nodes under NCCL 2.8 (CostModel::shared_nics): a flat ring whose channels
       // leave through the NICs of the node's GPUs, all of them one group's (network.h).
-      if (c.shared_nics && c.per_node == c.hw.gpus_per_node && c.per_node < t)
+      if (!context && c.shared_nics && c.per_node == c.hw.gpus_per_node && c.per_node < t)
         return c.net.allreduce_nccl28(x.bytes, t, std::vector<int>(size_t(c.hw.gpus_per_node), 0), 0);
-      return c.net.allreduce(x.bytes, t, c.per_node);
-    case Collective::AllGather: return c.net.allgather(x.bytes, t, c.per_node);
-    case Collective::ReduceScatter: return c.net.reduce_scatter(x.bytes, t, c.per_node);
+      return c.net.allreduce(x.bytes, t, per_node);
+    case Collective::AllGather: return c.net.allgather(x.bytes, t, per_node);
+    case Collective::ReduceScatter: return c.net.reduce_scatter(x.bytes, t, per_node);
   }
   return 0;
 }
@@ -39,7 +43,8 @@ double kernel_time(const Kernel& x, const KernelList& list, const KernelCosting&
       return (x.bytes / (c.hw.memory_bw * c.hw.membound_efficiency) + c.hw.launch_overhead_s) * x.part / x.whole;
     case KernelKind::TpComm: break;
   }
-  const double g = x.gemm >= 0 ? kernel_time(list[size_t(x.gemm)], list, c) : 0.0;
+  double g = 0;
+  for (int i = x.gemm; i >= 0 && i < x.gemm + x.span; ++i) g += kernel_time(list[size_t(i)], list, c);
   const double slowed = g * c.sm_margin;
   if (x.overlap == Overlap::SmMargin) return std::max(0.0, slowed - g);
   const double time = collective_time(x, c);
@@ -49,6 +54,7 @@ double kernel_time(const Kernel& x, const KernelList& list, const KernelCosting&
     case Overlap::RingExchange: return std::max(0.0, time - g * (c.t - 1) / c.t);
     case Overlap::SmBulk: return std::max(0.0, time - slowed);
     case Overlap::SmPipeline: return time / 4 + 3 * std::max(0.0, time - slowed) / 4;
+    case Overlap::UnderKernels: return std::max(0.0, time - g);
     case Overlap::SmMargin: break;
   }
   return time;
@@ -78,6 +84,8 @@ const char* collective_name(Collective c) {
     case Collective::AllReduce: return "all-reduce";
     case Collective::AllGather: return "all-gather";
     case Collective::ReduceScatter: return "reduce-scatter";
+    case Collective::SendRecv: return "send-recv";
+    case Collective::AllToAll: return "all-to-all";
   }
   return "?";
 }
@@ -90,6 +98,7 @@ const char* overlap_name(Overlap o) {
     case Overlap::SmBulk: return "bulk on 16 SMs under the GEMM";
     case Overlap::SmPipeline: return "pipelined on 16 SMs with the GEMM";
     case Overlap::SmMargin: return "the GEMM on SMs - 16";
+    case Overlap::UnderKernels: return "under the block's attention";
   }
   return "?";
 }

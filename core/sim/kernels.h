@@ -13,7 +13,13 @@ namespace ptdp::sim {
 
 enum class Phase { Forward, Recompute, Backward };
 enum class KernelKind { Gemm, Attention, Membound, TpComm };  // PassCost's four columns
-enum class Collective { AllReduce, AllGather, ReduceScatter };
+// SendRecv: every rank of the group sends one block to the next rank of its ring and receives one
+// from the previous (context parallelism's p2p ring); AllToAll: each rank's buffer split into n
+// parts, part j to rank j (the a2a variant's heads-for-sequence exchange).
+enum class Collective { AllReduce, AllGather, ReduceScatter, SendRecv, AllToAll };
+// The group a collective runs over: the tensor-parallel group, or the context-parallel group
+// (Megatron-core's rank order puts it between tensor and data: its ranks t apart).
+enum class Group { Tensor, Context };
 enum class Where { Layer, Embedding, Head };
 
 // How a tensor-parallel item shares time with the GEMM it names (Kernel::gemm); the mechanisms
@@ -26,6 +32,8 @@ enum class Overlap {
   SmBulk,        // TE's bulk overlap on 16 SMs: max(0, c - slowed)
   SmPipeline,    // TE's reduce-scatter pipelined over 4 chunks of the GEMM: c/4 + 3 max(0, c - slowed) / 4
   SmMargin,      // no collective: the GEMM's own slowdown on SMs - 16 SMs, slowed - g
+  UnderKernels,  // asynchronous beside the `span` kernels from Kernel::gemm on (the ring's block transfer
+                 // under the block's attention): max(0, c - their time)
 };
 
 struct Kernel {
@@ -45,6 +53,8 @@ struct Kernel {
   Collective collective = Collective::AllReduce;
   Overlap overlap = Overlap::None;
   int gemm = -1;  // index in the list of the GEMM an Overlap other than None runs beside
+  int span = 1;   // UnderKernels: how many kernels from `gemm` on it runs under
+  Group group = Group::Tensor;
   double flops() const { return 2 * m * n * k * batch; }
 };
 using KernelList = std::vector<Kernel>;
@@ -60,6 +70,8 @@ struct KernelCosting {
   bool shared_nics = false;  // NCCL 2.8's NIC choice (CostModel::shared_nics)
   double sm_margin = 1;      // SMs / (SMs - 16): a GEMM beside TE's SM-based overlaps
   double nccl_sm_share = 0;  // NCCL's channels / SMs inside a node (megatron-2022's overlap)
+  int cp = 1;                // context-parallel ranks
+  int cp_per_node = 1;       // of them in one node (the slowest group's)
 };
 
 // Seconds the item adds to its pass: a GEMM's achieved time, a memory-bound kernel's traffic, a
@@ -71,7 +83,7 @@ double gemm_time(const HardwareProfile& hw, double peak, int elem, double m, dou
 
 const char* phase_name(Phase p);         // "forward", "recompute", "backward"
 const char* kind_name(KernelKind k);     // PassCost's columns as `ptdp simulate` prints them
-const char* collective_name(Collective c);  // "all-reduce", "all-gather", "reduce-scatter"
+const char* collective_name(Collective c);  // "all-reduce", "all-gather", "reduce-scatter", "send-recv", "all-to-all"
 const char* overlap_name(Overlap o);     // "" for None
 
 }  // namespace ptdp::sim

@@ -11,6 +11,7 @@ namespace {
 // The attention core: Q K^T, softmax, dropout, P V. Flash attention: the scores stay on chip and
 // the causal mask skips the blocks above the diagonal (half the products).
 void attention_core_forward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg) {
+  if (d.cp > 1) return cp_attention_forward(x, d);  // flash attention's blocks (stack_refusal)
   const double s = d.s, hd = d.hd;
   if (stack.flash_attention) {
     x.attention("q k^T (flash)", s, s, hd, d.b * d.at / 2);
@@ -28,6 +29,7 @@ void attention_core_forward(KernelBuilder& x, const LayerShape& d, const Softwar
 // Its backward. The fused causal softmax's reads half of the gradient and of the output and
 // writes the whole gradient.
 void attention_core_backward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg) {
+  if (d.cp > 1) return cp_attention_backward(x, d);
   const double s = d.s, hd = d.hd;
   if (stack.flash_attention) {
     // The fused backward recomputes Q K^T and the softmax on chip: five products over the

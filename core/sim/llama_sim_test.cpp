@@ -34,7 +34,8 @@ TEST(SimLlama, OneDeviceHoldsExactlyTheModelsParameters) {
   const MemoryVerdict v = memory_verdict(c, selene());
   // 32000 is a multiple of 128: no padding. Embedding and untied output layer both on stage 0.
   EXPECT_DOUBLE_EQ(v.stages[0].params, double(params_exact(c.model)));
-  EXPECT_DOUBLE_EQ(v.stages[0].state, 20.0 * params_exact(c.model));
+  // bf16 accumulates and reduces gradients in fp32 (--accumulate-allreduce-grads-in-fp32): 18.
+  EXPECT_DOUBLE_EQ(v.stages[0].state, 18.0 * params_exact(c.model));
 }
 
 TEST(SimLlama, TheLastStageHoldsTheUntiedOutputLayerAndTheFirstNoPositionTable) {

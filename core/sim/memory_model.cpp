@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/parallel/schedule.h"
+#include "core/sim/precision_knobs.h"
+#include "core/sim/ptdp_memory.h"
 #include "core/sim/stack.h"
 #include "core/sim/zero3.h"
 
@@ -20,10 +22,38 @@ double state_bytes_per_param(Precision precision, int zero, int dp) {
   return state_bytes_per_param(precision);
 }
 
+StateBytes state_bytes(const RunConfig& cfg) { return state_bytes(cfg, precision_knobs(cfg)); }
+
+StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
+  const SoftwareStack stack = software_stack(cfg.stack);
+  const ParallelConfig& par = cfg.par;
+  const double d = std::max(par.dp * par.cp, 1);  // the distributed optimizer shards over d c ranks
+  if (stack.ptdp_kernels) {
+    const double b = ptdp_state_bytes_per_param(cfg, knobs);
+    return {b, b};
+  }
+  if (bf16_optimizer(stack, cfg.precision)) {
+    const double b = 2 + 2 + 4 + 12.0 / d;  // bf16 weight and gradient, unsharded fp32 gradient buffer
+    return {b, b};
+  }
+  const double table = state_bytes_per_param(cfg.precision, par.zero, par.dp * par.cp);
+  if (cfg.precision == Precision::F32 || par.zero == 3) return {table, table};
+  // The main-gradient buffer: fp32 where the stack accumulates in fp32 or the run is bf16
+  // (--accumulate-allreduce-grads-in-fp32), bf16 with --grad-reduce-in-bf16, else fp16.
+  const int stack_grad = stack.grad_bytes > 0 ? stack.grad_bytes : (cfg.precision == Precision::Bf16 ? 4 : 2);
+  const double buffer = knobs.grad_reduce_bf16 ? 2 : stack_grad;
+  const double dz = par.zero == 1 ? d : 1.0;
+  const double passes = 2 + buffer + knobs.adam_state_bytes() / dz;
+  // A master gradient of another dtype than the buffer is made in the step (main_grad.float())
+  // and freed by the next iteration's zero_grad(set_to_none=True); else it is the buffer itself.
+  const double step_copy = buffer != knobs.main_grad_bytes ? knobs.main_grad_bytes / dz : 0.0;
+  return {passes, passes + step_copy};
+}
+
 namespace {
 
 struct Dims {
-  double E, b, s, h, a, t, f, sbh;
+  double E, b, s, h, a, t, f, sbh;  // s: the tokens of a sequence on this rank (s / c)
   double g;  // key/value heads (query groups; a without grouped-query attention)
   bool llama;
   double rowshare;  // of the b*s rows a rank keeps outside the tensor-parallel GEMMs (1/t: sequence parallel)
@@ -31,7 +61,7 @@ struct Dims {
   explicit Dims(const RunConfig& c)
       : E(HardwareProfile::element_bytes(c.precision)),
         b(c.par.micro_batch),
-        s(c.model.seq_length),
+        s(double(c.model.seq_length) / c.par.cp),  // context parallelism: this rank's tokens
         h(c.model.hidden),
         a(c.model.heads),
         t(c.par.tp),
@@ -81,18 +111,37 @@ int peak_in_flight(const RunConfig& cfg, int stage) {
   return peak;
 }
 
-MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight,
-                             const Zero3Options& z3) {
-  const ParallelConfig& par = cfg.par;
-  const ModelConfig& mc = cfg.model;
+namespace {
+
+// What one (micro-batch, chunk) keeps and what a backward adds, for the run's stack. Lifetimes:
+//  - a layer's saved tensors: from its forward to its backward (per recompute mode); the number
+//    of (micro-batch, chunk) pairs alive at once is counted on the schedule's action list;
+//  - the chunk's output: until the backward in Megatron v2.5; freed once sent where the stack
+//    has deallocate_output_tensor (2022, mcore, ptdp) or partitions it (DeepSpeed, t > 1);
+//  - the working set: one layer's backward at a time (autograd frees a node's saved tensors
+//    after its backward), the loss head's logits on the last stage, the embedding's dense
+//    gradient on the first;
+//  - state: stage lifetime, the fp32 master gradients of fp16 runs only inside the step
+//    (state_bytes); CUDA context, NCCL buffers and workspaces: the profile's reserved memory.
+struct ActivationTerms {
+  double layer_act = 0;  // kept per layer per (micro-batch, chunk) in flight
+  double sent = 0;       // the chunk's output, kept until its backward
+  double layer_ws = 0;   // one layer's backward peak
+  double head_ws = 0;    // the loss head's peak (last stage)
+  double embed_ws = 0;   // the dense embedding gradient (first stage)
+  // Allocator factor on the kept activations. They are allocated during forwards among the
+  // forwards' temporaries and freed by backwards in another order (1F1B), leaving holes that the
+  // next micro-batch's tensors fill only in part: the caching allocator's fragmentation (the
+  // profile's allocator_overhead, fitted to Fig. 17). The working set is not scaled: every layer's
+  // backward asks for the same sizes in the same order, served from the blocks the previous
+  // layer's backward freed (best fit on equal sizes reuses them exactly).
+  double overhead = 1;
+};
+
+ActivationTerms megatron_terms(const RunConfig& cfg, const HardwareProfile& hw) {
   const Dims d(cfg);
-  const int p = par.pp, v = par.vpp;
-  if (in_flight.empty())
-    for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
-  const LayerSplit split = par.layer_split(mc.layers);
-  const double vt = double(mc.padded_vocab(par.tp)) / par.tp;
-  const ModelTensors tensors = model_tensors(mc, mc.padded_vocab(par.tp));
-  const double per_layer = double(tensors.layer_numel(par.tp));
+  const double vt = double(cfg.model.padded_vocab(cfg.par.tp)) / cfg.par.tp;
+  ActivationTerms out;
   // Kept per (micro-batch, chunk): the layers' activations and the chunk's output (Megatron v2.5
   // keeps the output tensor it sent until the backward).
   // (Megatron since 2022 frees the sent data: stack.h, free_pipeline_outputs.)
@@ -100,8 +149,8 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   // and all-gathers it again for the backward.
   const SoftwareStack stack = software_stack(cfg.stack);
   const bool freed = stack.free_pipeline_outputs || (stack.deepspeed_engine && d.t > 1);
-  const double sent = freed ? 0.0 : d.E * d.sbh * d.rowshare;
-  const double layer_act = layer_activation_bytes(cfg, par.recompute);
+  out.sent = freed ? 0.0 : d.E * d.sbh * d.rowshare;
+  out.layer_act = layer_activation_bytes(cfg, cfg.par.recompute);
   // Working set of one layer's backward (recomputed if need be), by liveness: autograd frees what
   // a module saved once its backward has run, so the peak is the larger of two moments.
   //  - The MLP's backward: every saved tensor of the layer, the incoming b*s*h gradient and the
@@ -119,45 +168,87 @@ MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, st
   const double attention_peak = scores > 0 ? core_saved + d.E * scores + d.E * d.sbh * (2 * d.rowshare + 1) +
                                                  5 * d.E * d.sbh / d.t
                                            : 0.0;
-  const double layer_ws = std::max(mlp_peak, attention_peak);
-  const double logits = d.b * d.s * vt;
+  // The p2p ring's receive buffers: two key/value blocks in flight (2 b (s/c) (2 g/t) hd E each).
+  const ParallelConfig& par = cfg.par;
+  const double ring = par.cp > 1 && par.cp_comm == CpComm::P2P ? 2 * d.E * d.b * d.s * 2 * d.g * d.h / d.a / d.t : 0.0;
+  out.layer_ws = std::max(mlp_peak, attention_peak) + ring;
+  out.head_ws = d.b * d.s * vt * (d.E + 4 + 4);  // fp16 logits, fp32 softmax and gradient
+  out.embed_ws = d.E * vt * d.h;
+  out.overhead = hw.allocator_overhead;
+  return out;
+}
 
-  const bool ds_bf16 = bf16_optimizer(stack, cfg.precision);
+// ptdp's executor (ptdp_memory.h): its allocator's peak counts the rounded sizes in use, and it
+// has no fragmentation beyond that rounding (one cudaMalloc a block, the cache released and the
+// allocation retried when the device is full: device_allocator.cpp); a sent output is freed;
+// the embedding's gradient accumulates into the f32 gradient buffer.
+ActivationTerms ptdp_terms(const RunConfig& cfg) {
+  ActivationTerms out;
+  out.layer_act = ptdp_layer_kept_bytes(cfg, cfg.par.recompute);
+  out.layer_ws = ptdp_backward_peak_bytes(cfg, cfg.par.recompute);
+  out.head_ws = ptdp_head_peak_bytes(cfg);
+  return out;
+}
+
+// The stage's parameters (uneven first and last stages: core/model/layer_split.h): its layers,
+// the embedding on the first (llama: no position table), the final norm, llama's untied output
+// layer and gpt's tied copy of the embedding (p > 1) on the last.
+double stage_params(const RunConfig& cfg, int s) {
+  const ParallelConfig& par = cfg.par;
+  const ModelConfig& mc = cfg.model;
+  const ModelTensors tensors = model_tensors(mc, mc.padded_vocab(par.tp));
+  double params = stage_layer_count(par.layer_split(mc.layers), s) * double(tensors.layer_numel(par.tp));
+  if (s == 0) params += double(ModelTensors::sum_numel(tensors.first, par.tp));
+  if (s == par.pp - 1) {
+    const bool tied_copy = tensors.tied && par.pp > 1;
+    params += double(ModelTensors::sum_numel(tensors.last, par.tp) +
+                     (tied_copy ? tensors.embedding().numel_per_rank(par.tp) : 0));
+  }
+  return params;
+}
+
+StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const ActivationTerms& a,
+                         const StateBytes& per_param, int s, int in_flight, const Zero3Options& z3) {
+  const ParallelConfig& par = cfg.par;
+  const double stage_layers = stage_layer_count(par.layer_split(cfg.model.layers), s);
+  StageMemory m;
+  m.params = stage_params(cfg, s);
+  double working = a.layer_ws;
+  if (s == 0) working = std::max(working, a.embed_ws);
+  if (s == par.pp - 1) working = std::max(working, a.head_ws);
+  m.state = m.params * per_param.backward;
+  m.step_state = m.params * per_param.step;
+  if (par.zero == 3) {
+    // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
+    const double E = HardwareProfile::element_bytes(cfg.precision);
+    const double persistent = zero3_persistent_params(cfg, z3) * 2 * E * (1 - 1.0 / std::max(par.dp, 1));
+    m.state += persistent;
+    m.step_state += persistent;
+    working += zero3_gathered_bytes(cfg, z3);
+  }
+  m.in_flight = in_flight;
+  m.activations = m.in_flight * (stage_layers / par.vpp * a.layer_act + a.sent) * a.overhead;
+  m.working = working;
+  m.reserved = hw.reserved_bytes;
+  return m;
+}
+
+}  // namespace
+
+MemoryVerdict memory_verdict(const RunConfig& cfg, const HardwareProfile& hw, std::vector<int> in_flight,
+                             const Zero3Options& z3) {
+  const StateBytes per_param = state_bytes(cfg);
+  const int p = cfg.par.pp;
+  if (in_flight.empty())
+    for (int s = 0; s < p; ++s) in_flight.push_back(peak_in_flight(cfg, s));
+  const ActivationTerms terms =
+      software_stack(cfg.stack).ptdp_kernels ? ptdp_terms(cfg) : megatron_terms(cfg, hw);
   MemoryVerdict out;
   out.capacity = hw.memory_bytes;
-  out.zero = par.zero;
-  out.dp = par.dp;
+  out.zero = cfg.par.zero;
+  out.dp = cfg.par.dp * cfg.par.cp;  // the distributed optimizer shards over d c ranks
   for (int s = 0; s < p; ++s) {
-    StageMemory m;
-    // Each stage holds its own layers (uneven first and last stages: core/model/layer_split.h).
-    const double stage_layers = stage_layer_count(split, s);
-    m.params = stage_layers * per_layer;
-    double working = layer_ws;
-    if (s == 0) {
-      m.params += double(ModelTensors::sum_numel(tensors.first, par.tp));  // llama: no position table
-      working = std::max(working, d.E * vt * d.h);  // dense embedding gradient
-    }
-    if (s == p - 1) {
-      // The final norm and llama's own untied output layer; gpt's tied copy of the embedding when p > 1.
-      const bool tied_copy = tensors.tied && p > 1;
-      m.params += double(ModelTensors::sum_numel(tensors.last, par.tp) +
-                         (tied_copy ? tensors.embedding().numel_per_rank(par.tp) : 0));
-      working = std::max(working, logits * (d.E + 4 + 4));  // fp16 logits, fp32 softmax and gradient
-    }
-    // DeepSpeed's BF16_Optimizer (megatron-deepspeed, bf16): bf16 weights and gradients, an
-    // unsharded fp32 gradient buffer, the fp32 master weights and Adam moments sharded over d.
-    m.state = m.params * (ds_bf16 ? 2 + 2 + 4 + 12.0 / std::max(par.dp, 1)
-                                  : state_bytes_per_param(cfg.precision, par.zero, par.dp));
-    if (par.zero == 3) {
-      // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
-      const double persistent = zero3_persistent_params(cfg, z3);
-      m.state += persistent * 2 * d.E * (1 - 1.0 / std::max(par.dp, 1));
-      working += zero3_gathered_bytes(cfg, z3);
-    }
-    m.in_flight = in_flight[s];
-    m.activations = m.in_flight * (stage_layers / v * layer_act + sent) * hw.allocator_overhead;
-    m.working = working * hw.allocator_overhead;
-    m.reserved = hw.reserved_bytes;
+    const StageMemory m = stage_memory(cfg, hw, terms, per_param, s, in_flight[s], z3);
     if (m.total() > out.peak) {
       out.peak = m.total();
       out.worst_stage = s;

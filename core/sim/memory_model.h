@@ -1,12 +1,14 @@
 // Memory per device: weights, gradients and optimizer state, the activations the schedule keeps
 // in flight (per recompute mode), working sets and reserved memory; predicts out-of-memory.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/config/run_config.h"
 #include "core/sim/cost_model.h"
 #include "core/sim/hardware.h"
+#include "core/sim/precision_knobs.h"
 
 namespace ptdp::sim {
 
@@ -19,6 +21,29 @@ double state_bytes_per_param(Precision precision);
 // (fp32 master weight and gradient, Adam m and v): 4 + 16/d (f32: 8 + 8/d); --zero 3 keeps 1/d of
 // everything: 20/d (f32: 16/d).
 double state_bytes_per_param(Precision precision, int zero, int dp);
+
+// Bytes of state per parameter of the run's stack at the two moments an iteration can peak.
+// Megatron, mixed precision (docs/user-guide/features/dist_optimizer.md's table: fp16 parameters
+// and gradients 20, 4 + 16/d distributed; bf16 parameters with fp32 gradients 18, 6 + 12/d):
+//  - fp32 main gradients (bf16, which sets --accumulate-allreduce-grads-in-fp32, and every stack
+//    with stack.grad_bytes 4): the contiguous fp32 buffer lives for the run and is the master
+//    gradient itself (main_grad.float() returns it): the table's 18 / 6 + 12/d at both moments.
+//  - fp16 main gradients (v2.5's fp16 runs: no contiguous buffer): the optimizer step makes the
+//    fp32 master gradients (main_param.grad = main_grad.float()) and train_step's
+//    optimizer.zero_grad(set_to_none=True) frees them before the next forward (6985e58938
+//    megatron/training.py train_step, optimizer.py zero_grad): 4/d bytes fewer while
+//    activations are alive.
+// DeepSpeed's BF16_Optimizer, ZeRO-3 and f32 as state_bytes_per_param; ptdp: ptdp_memory.h.
+struct StateBytes {
+  double backward = 0;  // during the forward and backward passes, beside the activations
+  double step = 0;      // during the gradient reduction and the optimizer step (activations freed)
+};
+StateBytes state_bytes(const RunConfig& cfg);
+// The same under explicit precision knobs (precision_knobs.h): the gradient buffer in bf16 with
+// --grad-reduce-in-bf16, the master weight and Adam's moments in their dtypes (sharded over d
+// with --zero 1), the master gradient's own copy (its dtype, made in the step) where it differs
+// from the buffer's.
+StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs);
 
 // Activations one layer keeps for its backward, per micro-batch, on one device (Korthikanti et
 // al. 2022, without sequence parallelism): none: sbh(4E + 2 + 12E/t) + (2E+1) a s^2 b / t;
@@ -34,12 +59,15 @@ int peak_in_flight(const RunConfig& cfg, int stage);
 
 struct StageMemory {
   double params = 0;       // parameters held by the device
-  double state = 0;        // their weights, gradients and optimizer state
+  double state = 0;        // their weights, gradients and optimizer state during the passes
+  double step_state = 0;   // the same during the optimizer step, when no activation is alive
   double activations = 0;  // kept for backward at the peak, with the allocator overhead
   double working = 0;      // transient working set (one layer's backward, the logits)
   double reserved = 0;     // context, communicator buffers, workspaces
   int in_flight = 0;       // (micro-batch, chunk) pairs held at the peak
-  double total() const { return state + activations + working + reserved; }
+  // What the allocator hands out at the peak: the passes' moment or the optimizer step's.
+  double in_use() const { return std::max(state + activations + working, step_state); }
+  double total() const { return in_use() + reserved; }
 };
 
 struct MemoryVerdict {

@@ -86,6 +86,15 @@ double Network::allgather(double bytes, int n, int per_node) const {
   return std::max(intra, inter) + latency(n, nodes) / 2;
 }
 
+double Network::alltoall(double bytes, int n, int per_node) const {
+  if (n <= 1 || bytes <= 0) return 0;
+  const int k = std::clamp(per_node, 1, n);
+  const int nodes = (n + k - 1) / k;
+  const double intra = double(k - 1) / n * bytes / hw_.nvlink_busbw;
+  const double inter = nodes > 1 ? double(n - k) / n * bytes / nic_bw_per_device() : 0.0;
+  return std::max(intra, inter) + latency(n, nodes) / 2;
+}
+
 double Network::sharded_collective(double bytes, int n, int per_node, bool flat) const {
   if (n <= 1 || bytes <= 0) return 0;
   const int k = std::clamp(per_node, 1, n);

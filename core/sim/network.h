@@ -34,6 +34,10 @@ class Network {
   // NIC, (n-1)/n * bytes at one NIC's bandwidth (as DeepSpeed ran it for the paper); otherwise
   // node-aware like allgather(): a node's traffic spread over all its NICs.
   double sharded_collective(double bytes, int n, int per_node, bool flat) const;
+  // All-to-all of a `bytes` buffer on each of n ranks, per_node per node: each rank keeps 1/n and
+  // sends (n-1)/n of it, the part for ranks of its node over NVLink, the rest over its own NIC; the
+  // slower of the two sets the time, plus an all-gather's latency.
+  double alltoall(double bytes, int n, int per_node) const;
   // Sending `bytes` from one device to one device, inside a node or across nodes.
   double p2p(double bytes, bool cross_node) const;
   // Bandwidth one device gets across nodes, bytes/s.

@@ -30,13 +30,14 @@ Precision precision_of(const PlanRequest& req, const HardwareProfile& hw) {
 }
 
 RunConfig make_config(const PlanRequest& req, Precision precision, int t, int p, int d, int v, int b,
-                      ScheduleKind schedule, Recompute rc) {
+                      ScheduleKind schedule, Recompute rc, int cp = 1) {
   RunConfig c;
   c.experiment = "plan";
   c.model = req.model;
   c.par.tp = t;
   c.par.pp = p;
   c.par.dp = d;
+  c.par.cp = cp;
   c.par.vpp = v;
   c.par.micro_batch = b;
   c.par.global_batch = req.global_batch;
@@ -46,12 +47,22 @@ RunConfig make_config(const PlanRequest& req, Precision precision, int t, int p,
   c.stack = req.stack;
   const SoftwareStack stack = software_stack(req.stack);
   c.par.sequence_parallel = t > 1 && stack.sequence_parallel;
-  c.ranks = t * p * d;
+  c.ranks = t * cp * p * d;
   c.backend = precision == Precision::F32 ? BackendKind::Cpu : BackendKind::Cuda;
   c.precision = precision;
   // DeepSpeed trains bf16 with its BF16_Optimizer, which always shards (stack.h).
   if (bf16_optimizer(stack, precision) && d > 1) c.par.zero = 1;
   return c;
+}
+
+// The context-parallel sizes tried with t: 1, and under a stack with context parallelism the
+// powers of two up to req.max_cp that divide N / t and s / 2.
+std::vector<int> cp_sizes(const PlanRequest& req, int t) {
+  std::vector<int> out{1};
+  if (!software_stack(req.stack).context_parallel) return out;
+  for (int c = 2; c <= req.max_cp; c *= 2)
+    if ((req.gpus / t) % c == 0 && req.model.seq_length % (2 * c) == 0) out.push_back(c);
+  return out;
 }
 
 
@@ -64,6 +75,7 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   if (req.global_batch > kMaxPlanGlobalBatch)
     usage_error("--global-batch {} must be at most {}", req.global_batch, kMaxPlanGlobalBatch);
   if (req.top <= 0) usage_error("--top {} must be positive", req.top);
+  if (req.max_cp < 1) usage_error("--max-cp {} must be positive", req.max_cp);
   for (int b : req.micro_batches)
     if (b <= 0 || b > kMaxPlanGlobalBatch)
       usage_error("--micro-batches: {} must be in [1, {}]", b, kMaxPlanGlobalBatch);
@@ -174,67 +186,88 @@ std::vector<LayerSplit> stage_splits(int layers, int p, int v) {
   return out;
 }
 
+namespace {
+
+struct Candidate {
+  RunConfig cfg;
+  double lower_bound;
+};
+
+// One (t, c, p, d, b): every schedule, placement, recomputation and sharding of it that the stack
+// runs, counted in `out`; those that fit in memory become candidates.
+struct LayoutSearch {
+  const PlanRequest& req;
+  const HardwareProfile& hw;
+  const SimOptions& opt;
+  Precision prec;
+  PlanResult& out;
+  std::vector<Candidate>& cands;
+
+  void add(int t, int cp, int p, int d, int b) {
+    const ModelConfig& model = req.model;
+    const int m = req.global_batch / d / b;
+    struct Sched {
+      ScheduleKind kind;
+      LayerSplit split;
+    };
+    std::vector<Sched> scheds;
+    for (const LayerSplit& s : stage_splits(model.layers, p, 1)) {
+      scheds.push_back({ScheduleKind::OneFOneB, s});
+      if (p > 1) scheds.push_back({ScheduleKind::GPipe, s});
+    }
+    if (p > 1 && m % p == 0)
+      for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
+        if (int64_t(m) * v <= kMaxSimMicrobatches)
+          for (const LayerSplit& s : stage_splits(model.layers, p, v)) scheds.push_back({ScheduleKind::Interleaved, s});
+    for (const Sched& s : scheds)
+      for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+        for (int zero : req.zero_modes) try_one(make_config(req, prec, t, p, d, s.split.v, b, s.kind, rc, cp), s.split, zero);
+  }
+
+  void try_one(RunConfig c, const LayerSplit& split, int zero) {
+    const ParallelConfig& pc = c.par;
+    if (zero > 0 && pc.dp * pc.cp == 1) return;                      // nothing to shard over
+    if (zero == 3 && (pc.tp > 1 || pc.pp > 1)) return;                // ZeRO-3 without model parallelism
+    if (zero == 3 && req.model.arch == Arch::Llama) return;          // replayed for GPT's modules only
+    c.par.zero = zero;
+    c.par.first_stage_layers = split.first, c.par.last_stage_layers = split.last;
+    c.par.embedding_in_split = split.embedding, c.par.loss_in_split = split.loss;
+    if (!stack_refusal(c).empty()) return;  // a schedule or sharding the stack does not have
+    ++out.layouts;
+    if (!memory_verdict(c, hw, {}, opt.zero3).fits) return;
+    ++out.fit;
+    const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
+    if (!std::isfinite(lb))  // the profile's bounds (hardware.h) keep it finite
+      usage_error("{}: the simulated iteration time of a layout is {} with this profile's numbers; check the "
+                  "profile's values",
+                  hw.path, lb);
+    cands.push_back({std::move(c), lb});
+  }
+};
+
+}  // namespace
+
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt) {
   check_request(req, hw);
   const Precision prec = precision_of(req, hw);
   const ModelConfig& model = req.model;
   PlanResult out;
-
-  struct Candidate {
-    RunConfig cfg;
-    double lower_bound;
-  };
   std::vector<Candidate> cands;
+  LayoutSearch search{req, hw, opt, prec, out, cands};
   for (int t : divisors(req.gpus)) {
     // heads, whole query groups and the MLP split over t
     if (model.heads % t != 0 || model.groups() % t != 0 || model.ffn_hidden() % t != 0) continue;
-    for (int p : divisors(req.gpus / t)) {
-      const std::vector<LayerSplit> plain = stage_splits(model.layers, p, 1);
-      if (plain.empty()) continue;
-      const int d = req.gpus / (t * p);
-      if (req.global_batch % d != 0) continue;
-      for (int b : req.micro_batches) {
-        if ((req.global_batch / d) % b != 0) continue;
-        const int m = req.global_batch / d / b;
-        if (m > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
-        struct Sched {
-          ScheduleKind kind;
-          LayerSplit split;
-        };
-        std::vector<Sched> scheds;
-        for (const LayerSplit& s : plain) {
-          scheds.push_back({ScheduleKind::OneFOneB, s});
-          if (p > 1) scheds.push_back({ScheduleKind::GPipe, s});
-        }
-        if (p > 1 && m % p == 0)
-          for (int v = 2; v <= std::min(req.max_vpp, model.layers / p); ++v)  // v <= l / p chunks
-            if (int64_t(m) * v <= kMaxSimMicrobatches)
-              for (const LayerSplit& s : stage_splits(model.layers, p, v)) scheds.push_back({ScheduleKind::Interleaved, s});
-        for (const Sched& s : scheds) {
-          for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-            for (int zero : req.zero_modes) {
-              if (zero > 0 && d == 1) continue;                    // nothing to shard over
-              if (zero == 3 && (t > 1 || p > 1)) continue;          // ZeRO-3 without model parallelism
-              if (zero == 3 && model.arch == Arch::Llama) continue;  // replayed for GPT's modules only
-              RunConfig c = make_config(req, prec, t, p, d, s.split.v, b, s.kind, rc);
-              c.par.zero = zero;
-              c.par.first_stage_layers = s.split.first, c.par.last_stage_layers = s.split.last;
-              c.par.embedding_in_split = s.split.embedding, c.par.loss_in_split = s.split.loss;
-              if (!stack_refusal(c).empty()) continue;  // a schedule or sharding the stack does not have
-              ++out.layouts;
-              if (!memory_verdict(c, hw, {}, opt.zero3).fits) continue;
-              ++out.fit;
-              const double lb = iteration_lower_bound(c, CostModel(c, hw, opt));
-              if (!std::isfinite(lb))  // the profile's bounds (hardware.h) keep it finite
-                usage_error("{}: the simulated iteration time of a layout is {} with this profile's numbers; check "
-                            "the profile's values",
-                            hw.path, lb);
-              cands.push_back({std::move(c), lb});
-            }
-          }
+    for (int cp : cp_sizes(req, t))
+      for (int p : divisors(req.gpus / t / cp)) {
+        if (stage_splits(model.layers, p, 1).empty()) continue;
+        const int d = req.gpus / (t * cp * p);
+        if (req.global_batch % d != 0) continue;
+        for (int b : req.micro_batches) {
+          if ((req.global_batch / d) % b != 0) continue;
+          if (req.global_batch / d / b > kMaxSimMicrobatches) continue;  // beyond what the simulator replays
+          search.add(t, cp, p, d, b);
         }
       }
-    }
   }
   if (out.layouts == 0)
     usage_error("--gpus {} and --global-batch {}: no layout of t, p, d divides model {} (heads {}, layers {}) and the batch",
@@ -260,9 +293,56 @@ PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOpti
   std::sort(done.begin(), done.end(),
             [](const PlanEntry& a, const PlanEntry& b) { return a.result.iter_time_s < b.result.iter_time_s; });
   if (int(done.size()) > req.top) done.resize(req.top);
+  for (PlanEntry& e : done) e.why = cp_reason(e, hw, opt);
   out.best = std::move(done);
   out.heuristic = paper_heuristic(req, hw, opt, &out.heuristic_note);
   return out;
+}
+
+namespace {
+
+// The same layout without context parallelism, its c ranks given to d; where the global batch does
+// not divide (or the interleaved schedule's micro-batches do not), one of as many micro-batches a
+// pipeline, for the memory check. *same_batch: the first case.
+RunConfig without_cp(const RunConfig& cfg, bool* same_batch) {
+  RunConfig twin = cfg;
+  ParallelConfig& p = twin.par;
+  p.dp *= p.cp;
+  p.cp = 1;
+  twin.ranks = p.tp * p.pp * p.dp;
+  const int64_t per_step = int64_t(p.micro_batch) * p.dp;
+  *same_batch = p.global_batch % per_step == 0 &&
+                (p.schedule != ScheduleKind::Interleaved || (p.global_batch / per_step) % p.pp == 0);
+  if (!*same_batch) p.global_batch = int(cfg.par.num_microbatches() * per_step);
+  return twin;
+}
+
+}  // namespace
+
+std::string cp_reason(const PlanEntry& e, const HardwareProfile& hw, const SimOptions& opt) {
+  const ParallelConfig& p = e.cfg.par;
+  if (p.cp <= 1) return {};
+  bool same_batch = false;
+  const RunConfig twin = without_cp(e.cfg, &same_batch);
+  const MemoryVerdict mem = memory_verdict(twin, hw, {}, opt.zero3);
+  const double act = mem.stages[size_t(mem.worst_stage)].activations / 1e9;
+  const double act_cp = e.result.memory.stages[size_t(mem.worst_stage)].activations / 1e9;
+  if (!mem.fits)
+    return fmt::format("memory: with c = 1 (d = {}) a device needs {:.1f} GB of its {:.1f} GB (activations {:.1f} GB; "
+                       "{:.1f} GB with c = {})",
+                       twin.par.dp, mem.peak / 1e9, mem.capacity / 1e9, act, act_cp, p.cp);
+  if (!same_batch)
+    return fmt::format("batch: c = 1 would fit ({:.1f} GB) but d = {} does not divide the global batch {} into "
+                       "micro-batches of {}{}",
+                       mem.peak / 1e9, twin.par.dp, p.global_batch, p.micro_batch,
+                       p.schedule == ScheduleKind::Interleaved ? ", a multiple of p = " + std::to_string(p.pp) +
+                                                                     " of them a pipeline"
+                                                               : std::string());
+  const SimResult r = simulate(twin, hw, opt);
+  return fmt::format("compute: c = 1 (d = {}, m = {}) fits ({:.1f} GB) but takes {:.3f} s, {:+.1f}% (bubble {:.3f}; "
+                     "here {:.3f})",
+                     twin.par.dp, twin.par.num_microbatches(), mem.peak / 1e9, r.iter_time_s,
+                     100 * (r.iter_time_s / e.result.iter_time_s - 1), r.bubble_fraction, e.result.bubble_fraction);
 }
 
 }  // namespace ptdp::sim

@@ -1,6 +1,6 @@
-// The planner: searches tensor, pipeline and data parallel sizes, interleaving, micro-batch size,
-// schedule and recomputation for a model on N devices, drops what does not fit in memory, and
-// ranks the rest by simulated throughput; also evaluates the paper's heuristic choice.
+// The planner: searches tensor, context, pipeline and data parallel sizes, interleaving,
+// micro-batch size, schedule and recomputation for a model on N devices, drops what does not fit in
+// memory, and ranks the rest by simulated throughput; also evaluates the paper's heuristic choice.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -26,6 +26,9 @@ struct PlanRequest {
   std::optional<Precision> precision;          // none: the profile's default
   std::vector<int> micro_batches = {1, 2, 4, 8, 16};
   int max_vpp = 8;                             // largest interleaving degree tried
+  // Largest context-parallel size c tried, in powers of two (under a stack with context
+  // parallelism, stack.h; c = 1 only otherwise): c must divide N / t and s / 2.
+  int max_cp = 8;
   int top = 10;                                // how many of the best to keep
   bool exhaustive = false;                     // simulate every layout that fits (no pruning)
   // Sharded data parallelism to try (--zero-modes): 0 plain; 1 the distributed optimizer (d > 1);
@@ -43,6 +46,9 @@ struct PlanRequest {
 struct PlanEntry {
   RunConfig cfg;
   SimResult result;
+  // For c > 1: why context parallelism, against the same layout with its c ranks given to d
+  // instead (cp_reason); empty for c = 1.
+  std::string why;
 };
 
 struct PlanResult {
@@ -56,6 +62,12 @@ struct PlanResult {
 
 // UsageError when the request is impossible (no layout divides the model and the batch).
 PlanResult plan(const PlanRequest& req, const HardwareProfile& hw, const SimOptions& opt = {});
+
+// Why `e` (c > 1) runs context parallelism: the same t, p, v, b, schedule and recomputation with
+// c = 1 and d c data-parallel ranks, as "memory: ..." when that does not fit, "batch: ..." when d c
+// does not divide the global batch (or the interleaved schedule's micro-batches), else "compute:
+// ..." with both iteration times and bubbles. Empty for c = 1.
+std::string cp_reason(const PlanEntry& e, const HardwareProfile& hw, const SimOptions& opt = {});
 
 // The layer placements the planner tries for p stages of v chunks: the even split when p v divides
 // the layers; uneven ones (Megatron-core's --decoder-first/last-pipeline-num-layers) with lighter

@@ -225,5 +225,55 @@ TEST(SimPlanner, ImpossibleRequestsAreUsageErrors) {
   EXPECT_THROW(plan(request("gpt-1.7b", 11, 512), selene()), UsageError);
 }
 
+// Llama 3.1 405B on 576 H100s with NVIDIA's global batch of 252 (its DGX Cloud recipe: t 8, p 9,
+// c 2, v 7): under mcore the planner searches c and proposes c = 2, and the reason it gives comes
+// from the model's own numbers (the same layout with c = 1 does not fit, or is slower), not from a
+// rule about c.
+TEST(SimPlanner, Llama405bOn576H100sTakesContextParallelismForMemoryOrCompute) {
+  PlanRequest r = request("llama3.1-405b", 576, 252, 3);
+  r.stack = StackKind::Mcore;
+  r.zero_modes = {1};
+  r.micro_batches = {1};
+  const HardwareProfile hw = load_profile("h100-dgx");
+  const PlanResult res = plan(r, hw);
+  ASSERT_FALSE(res.best.empty());
+  const PlanEntry& best = res.best.front();
+  EXPECT_EQ(best.cfg.par.cp, 2);
+  const bool memory = best.why.rfind("memory:", 0) == 0, compute = best.why.rfind("compute:", 0) == 0;
+  EXPECT_TRUE(memory || compute) << best.why;
+  EXPECT_EQ(best.why, cp_reason(best, hw)) << "recomputed from the layout";
+  for (const PlanEntry& e : res.best) EXPECT_EQ(e.why.empty(), e.cfg.par.cp == 1);
+}
+
+// Without a stack that has context parallelism the search is the one it was: c = 1 only.
+TEST(SimPlanner, StacksWithoutContextParallelismSearchOnlyCEqualsOne) {
+  PlanRequest r = request("gpt-1.7b", 64, 512, 50);
+  r.exhaustive = true;
+  for (const PlanEntry& e : plan(r, selene()).best) EXPECT_EQ(e.cfg.par.cp, 1);
+}
+
+// cp_reason's three answers, each from the layout's own numbers: Llama 3 8B fits without context
+// parallelism on 8 H100s, so c = 2 there is a matter of time ("compute"), or of the batch when d c
+// does not divide it.
+TEST(SimPlanner, TheReasonForContextParallelismComesFromTheSameLayoutWithoutIt) {
+  const HardwareProfile hw = load_profile("h100-dgx");
+  RunConfig c;
+  c.model = preset_config("llama3-8b");
+  c.par.tp = 2, c.par.cp = 2, c.par.pp = 1, c.par.dp = 2;
+  c.par.micro_batch = 1, c.par.global_batch = 8;
+  c.par.sequence_parallel = true, c.par.zero = 1;
+  c.stack = StackKind::Mcore;
+  c.backend = BackendKind::Cuda;
+  c.precision = Precision::Bf16;
+  validate_run(c);
+  const PlanEntry e{c, simulate(c, hw)};
+  const std::string why = cp_reason(e, hw);
+  EXPECT_EQ(why.rfind("compute: c = 1 (d = 4, m = 2) fits", 0), 0u) << why;
+  c.par.global_batch = 6;  // d c = 4 does not divide it
+  EXPECT_EQ(cp_reason({c, simulate(c, hw)}, hw).rfind("batch: c = 1 would fit", 0), 0u);
+  c.par.cp = 1, c.par.dp = 4, c.par.global_batch = 8;
+  EXPECT_EQ(cp_reason({c, simulate(c, hw)}, hw), "");
+}
+
 }  // namespace
 }  // namespace ptdp::sim

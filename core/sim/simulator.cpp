@@ -97,7 +97,7 @@ int megatron_tensors_per_layer(const ModelTensors& m) {
 // Throughput columns from the iteration time.
 void fill_throughput(SimResult& r, const RunConfig& cfg, double peak) {
   const ParallelConfig& par = cfg.par;
-  const double gpus = double(par.tp) * par.pp * par.dp;
+  const double gpus = double(par.tp) * par.pp * par.cp * par.dp;
   const double B = par.global_batch;
   r.tflops_per_gpu = flops_eq3(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
   r.model_tflops_per_gpu = flops_model(cfg.model, par.global_batch) / r.iter_time_s / gpus / 1e12;
@@ -205,7 +205,8 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     }
     const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
     t += emb;
-    double optim = cm.optimizer_step(zero1 ? params / par.dp : params);
+    // The distributed optimizer shards over the data- and context-parallel ranks together.
+    double optim = cm.optimizer_step(zero1 ? params / (par.dp * par.cp) : params);
     // DeepSpeed's step reads the gradient norm (and fp16's overflow check) one parameter tensor at
     // a time, each .item() a host sync.
     if (cm.stack.deepspeed_engine)
@@ -213,8 +214,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     t += optim;
     // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
     // first forward micro-batch, which hides up to that much of it.
-    double gather = zero1 ? cm.dp_allgather(params) : 0.0;
-    if (cm.stack.param_gather_overlap) gather = std::max(0.0, gather - st.forward / par.num_microbatches());
+    const double gather = zero1 ? cm.exposed_param_gather(params, optim, st.forward / par.num_microbatches()) : 0.0;
     t += gather;
     if (s == 0) {
       r.stage0.forward_s = st.forward;

@@ -51,6 +51,21 @@ TEST(SimSimulator, InterleavingShrinksTheBubbleByV) {
   EXPECT_GT(inter.tflops_per_gpu, plain.tflops_per_gpu);
 }
 
+// Megatron-core's standalone embedding and loss virtual stages: the first chunk of stage 0 holds
+// the embedding alone, the last of stage 11 the loss alone; each chunk is timed by its own layers,
+// so the two 8-layer chunks make their stages (9 and 10, 12 layers each) slower than the even split.
+TEST(SimSimulator, StandaloneEmbeddingAndLossStagesAreTimedByTheirChunks) {
+  const RunConfig even = paper_run(96, 12288, 96, 8, 12, 1, 1, 24, 2);
+  RunConfig c = even;
+  c.par.pipeline_layout = "E|(t*4|)*20,t*8|t*8|L";
+  validate_run(c);
+  ASSERT_EQ(c.par.layout_chunks.front(), 0);
+  ASSERT_EQ(c.par.layout_chunks.back(), 0);
+  const SimResult r = simulate(c, selene());
+  EXPECT_GT(r.iter_time_s, 0);
+  EXPECT_GT(r.iter_time_s, simulate(even, selene()).iter_time_s);
+}
+
 TEST(SimSimulator, ScatterGatherHelpsPipelinesAcrossNodes) {
   RunConfig c = paper_run(96, 12288, 96, 8, 12, 1, 1, 36, 4);
   const double with = simulate(c, selene()).tflops_per_gpu;

@@ -30,6 +30,7 @@ SoftwareStack software_stack(StackKind kind) {
       return s;
     }
     s.flash_attention = true;
+    s.context_parallel = true;  // r0.8: the p2p ring only
     s.tp_comm_overlap = true;
     s.dp_overlap = true;
     s.param_gather_overlap = true;
@@ -65,10 +66,39 @@ bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg) {
   return (cfg.par.micro_batch * heads) % per_block == 0;
 }
 
+namespace {
+
+// What the stack's context parallelism cannot run (empty: nothing to refuse).
+std::string cp_refusal(const RunConfig& cfg, const SoftwareStack& s) {
+  const ParallelConfig& p = cfg.par;
+  if (p.cp <= 1) return {};
+  if (s.ptdp_kernels)
+    return fmt::format("--context-parallel-size {}: --stack ptdp has no context-parallel model in the simulator "
+                       "(its kernel list is ptdp's unfused attention); choose --stack mcore for Megatron-core's, or "
+                       "--context-parallel-size 1",
+                       p.cp);
+  if (!s.context_parallel)
+    return fmt::format("--context-parallel-size {}: --stack {} has no context parallelism (it came to Megatron-core "
+                       "in core_v0.4.0, December 2023); choose --stack mcore, or --context-parallel-size 1",
+                       p.cp, cfg.stack);
+  if (p.cp_comm != CpComm::P2P && !s.cp_comm_types)
+    return fmt::format("--cp-comm-type {}: --stack {} (Megatron-Core r0.8, 2024) has only the p2p ring; a2a and "
+                       "allgather came with core_v0.10.0 (February 2025); use --cp-comm-type p2p",
+                       p.cp_comm, cfg.stack);
+  if (p.zero == 3)
+    return fmt::format("--zero 3 with --context-parallel-size {}: the ZeRO-3 replay has no context parallelism; use "
+                       "--zero 0 or 1",
+                       p.cp);
+  return {};
+}
+
+}  // namespace
+
 std::string stack_refusal(const RunConfig& cfg) {
   const StackKind name = cfg.stack;
   const SoftwareStack s = software_stack(name);
   const ParallelConfig& p = cfg.par;
+  if (std::string cp = cp_refusal(cfg, s); !cp.empty()) return cp;
   if (p.sequence_parallel && !s.sequence_parallel)
     return fmt::format("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. "
                        "2022 to Megatron-LM); choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",

@@ -72,6 +72,14 @@ struct SoftwareStack {
   //    all-reduced in fp32;
   //  - no interleaving, no sequence parallelism, no fused gradient accumulation, no overlap.
   bool deepspeed_engine = false;
+  // Context parallelism (--context-parallel-size): the p2p ring of key/value blocks through
+  // Transformer Engine's attention, in Megatron-core since core_v0.4.0 (2023-12; --context-parallel-size,
+  // commit 292543d342 of 2023-10-12).
+  bool context_parallel = false;
+  // The other variants of --cp-comm-type (a2a, allgather; a2a+p2p with hierarchical groups):
+  // Megatron-core core_v0.10.0 (2025-02; commits 91a8a4c8dc of 2024-10-21 and 645c329d07 of
+  // 2024-11-15). None of the stacks here is that recent.
+  bool cp_comm_types = false;
   // ptdp's own CUDA backend (core/backend/cuda) runs the layer: its ops' kernels (ptdp_kernels.cpp),
   // no dropout, the attention core unfused with its head permutations.
   bool ptdp_kernels = false;
@@ -97,8 +105,8 @@ bool fused_causal_softmax(const SoftwareStack& s, const RunConfig& cfg);
 SoftwareStack software_stack(StackKind kind);
 
 // The run's stack (as software_stack(cfg.stack)) after checking that it has what the run asks
-// for: UsageError naming both flags for --sequence-parallel or --recompute selective under a
-// stack without it (megatron-2021, megatron-deepspeed), under megatron-deepspeed for a schedule other than
+// for: UsageError naming both flags for --sequence-parallel, --recompute selective or
+// --context-parallel-size (and a --cp-comm-type) under a stack without it (megatron-2021, megatron-deepspeed), under megatron-deepspeed for a schedule other than
 // 1f1b, --zero 3 with a pipeline, and bf16 without --zero 1 where d > 1 (DeepSpeed's
 // BF16_Optimizer shards), and --zero 3 under ptdp (the ZeRO-3 replay is DeepSpeed's engine). stack_refusal gives that message, empty when the stack runs cfg.
 SoftwareStack checked_stack(const RunConfig& cfg);

@@ -222,6 +222,27 @@ TEST(CountedEdges, InterleavedChunksOfUnequalSizeMatchOneRank) {
   }
 }
 
+// Megatron-core's standalone embedding and loss virtual stages, chunks of no transformer layer:
+// "E|tt|tt|L" over p = 2, v = 2 (stage 0 holds the embedding alone, then layers 2-3; stage 1
+// layers 0-1, then the loss alone), and 6 layers with the embedding and the loss counted over
+// p = 4, v = 2 (one "layer" per chunk: the first is the embedding, the last the loss).
+TEST(PipelineLayout, StandaloneEmbeddingAndLossStagesMatchOneRank) {
+  ModelConfig four = model8();
+  four.layers = 4;
+  const RunResult ref4 = testing::train_parallel(four, train_cfg(), Layout{}, 3, 33);
+  for (int t : {1, 2}) {
+    Layout l = layout(t, 2, 1, ScheduleKind::Interleaved, Recompute::Selective, true, t == 2);
+    l.chunks = {0, 2, 2, 0};
+    testing::expect_same_training(ref4, testing::train_parallel(four, train_cfg(), l, 3, 33));
+  }
+  ModelConfig six = model8();
+  six.layers = 6;
+  const RunResult ref6 = testing::train_parallel(six, train_cfg(), Layout{}, 3, 33);
+  Layout l = layout(1, 4, 1, ScheduleKind::Interleaved, Recompute::None, true, false);
+  l.embedding = l.loss = true;
+  testing::expect_same_training(ref6, testing::train_parallel(six, train_cfg(), l, 3, 33));
+}
+
 // b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
 TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
   for (int t : {2, 4}) {

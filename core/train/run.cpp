@@ -16,6 +16,7 @@ TrainConfig train_config(const RunConfig& c) {
   tc.optimizer = c.opt;
   tc.optimizer.lr.batch = c.par.global_batch;  // Megatron's scheduler counts samples
   tc.overlap_grad_reduce = c.overlap_grad_reduce;
+  tc.grad_reduce_bf16 = c.grad_reduce_bf16;
   tc.grad_bucket_elems = c.grad_bucket_elems;
   tc.schedule = c.par.schedule;
   tc.scatter_gather = c.par.scatter_gather;

@@ -84,7 +84,7 @@ Trainer::Trainer(std::vector<Gpt*> chunks, const SampleSource& data, const Train
     const bool sharded = cfg.zero == 1;
     for (Gpt* c : chunks_) {
       sync_.push_back(std::make_unique<GradSync>(c->backend(), c->grads(), grad_group(), cfg.grad_bucket_elems,
-                                                 cfg.overlap_grad_reduce, sharded));
+                                                 cfg.overlap_grad_reduce, sharded, cfg.grad_reduce_bf16));
       // Sharded: the tied embedding's gradient is summed with the other end of the pipeline
       // before its buckets are reduce-scattered (the two ends lay it out at different offsets).
       const ParamEntry* wte = c->layout().find("wte");

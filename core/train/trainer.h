@@ -36,6 +36,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int64_t grad_bucket_elems = 40'000'000;  // data-parallel all-reduce bucket (Megatron's default)
   bool overlap_grad_reduce = false;        // start each bucket's all-reduce during backward
+  bool grad_reduce_bf16 = false;           // the data-parallel sum in bf16 (grad_sync.h)
   int zero = 0;                            // 0, 1 or 3 (see the top of this file)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   bool scatter_gather = true;

@@ -2,6 +2,7 @@
 // cuBLASLt products (gemm.h) and kernels (kernels.h) on the backend's stream.
 #include "core/backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,14 @@ namespace {
 using cuda::GemmShape;
 
 char* bytes(const Tensor& t) { return static_cast<char*>(t.raw()); }
+
+// The (query, key) pairs a block's causal mask leaves visible in one head of one sequence.
+double visible_pairs(int sq, int sk, int64_t q_pos, int64_t k_pos, bool causal) {
+  if (!causal) return double(sq) * sk;
+  double n = 0;
+  for (int64_t i = 0; i < sq; ++i) n += double(std::clamp<int64_t>(q_pos + i - k_pos + 1, 0, sk));
+  return n;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -368,6 +377,72 @@ class CudaBackend final : public Backend {
     cuda::permute_heads(dqkv.raw(), dqh.raw(), dt, b, s, a, w, false, stream_);
   }
 
+  // Block attention (flash_attention.cu): tiled, online softmax, no [s, s] buffer. Counted as the
+  // products over the visible (query, key) pairs and one pass over the inputs and outputs.
+  void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, int b,
+                                  int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                  bool causal) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "flash_attention_forward", stream_);
+    const DType dt = q.dtype();
+    const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
+    r.count(4.0 * pairs * hd, double(dtype_size(dt)) * (q.numel() + k.numel() + v.numel() + y.numel()) +
+                                  4.0 * lse.numel());
+    const cuda::FlashShape s{b, sq, sk, a, g, hd, q_pos, k_pos, causal};
+    cuda::flash_attention_forward(y.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), dt, s, stream_);
+  }
+
+  void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
+                                   int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "flash_attention_backward", stream_);
+    const DType dt = q.dtype();
+    const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
+    // S and dP in both the dk/dv and the dq pass, dV, dK and dQ: 7 products of hd per pair
+    const double e = double(dtype_size(dt));
+    r.count(14.0 * pairs * hd, e * (2.0 * y.numel() + 2.0 * (q.numel() + dy.numel() + k.numel() + v.numel()) +
+                                    2.0 * (dq.numel() + dk.numel() + dv.numel())) +
+                                   16.0 * lse.numel());
+    Tensor delta = empty({int64_t(b) * a * sq}, DType::F32);
+    const cuda::FlashShape s{b, sq, sk, a, g, hd, q_pos, k_pos, causal};
+    cuda::flash_attention_backward(dq.raw(), dk.raw(), dv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
+                                   lse.data<float>(), delta.data<float>(), dt, s, stream_);
+  }
+
+  void do_attention_merge(Tensor& y, Tensor& lse, const Tensor& y2, const Tensor& lse2, int b, int sq, int a,
+                          int hd) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "attention_merge", stream_);
+    const DType dt = y.dtype();
+    r.count(6.0 * y.numel(), 3.0 * dtype_size(dt) * y.numel() + 12.0 * lse.numel());
+    cuda::attention_merge(y.raw(), lse.data<float>(), y2.raw(), lse2.data<float>(), dt, b, sq, a, hd, stream_);
+  }
+
+  void do_qkv_split(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int a, int g, int hd) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "qkv_split", stream_);
+    r.count(0, 2.0 * double(qkv.nbytes()));
+    cuda::qkv_split(q.raw(), k.raw(), v.raw(), qkv.raw(), qkv.dtype(), qkv.dim(0), a, g, hd, stream_);
+  }
+
+  void do_qkv_join(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int a, int g,
+                   int hd) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "qkv_join", stream_);
+    r.count(0, 2.0 * double(dqkv.nbytes()));
+    cuda::qkv_join(dqkv.raw(), dq.raw(), dk.raw(), dv.raw(), dqkv.dtype(), dqkv.dim(0), a, g, hd, stream_);
+  }
+
+  void do_rope_rows(Tensor& y, const Tensor& x, const Tensor& positions, int heads, int hd, double theta,
+                    bool inverse) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "rope_rows", stream_);
+    r.count(6.0 * x.numel(), 2.0 * double(x.nbytes()) + 4.0 * x.dim(0));
+    cuda::rope_rows(y.raw(), x.raw(), positions.data<int32_t>(), x.dtype(), x.dim(0), heads, hd, theta, inverse,
+                    stream_);
+  }
+
   void do_embedding_forward(Tensor& x, const Tensor& tokens, const Tensor& wte, int64_t vocab_start, const Tensor* wpe,
                             int s) override {
     on_device();
@@ -472,6 +547,34 @@ class CudaBackend final : public Backend {
     const float decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
     cuda::adamw(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, float(p.lr),
                 float(p.beta1), float(p.beta2), float(p.eps), decay, c1, c2, stream_);
+  }
+
+  // Up to AdamWTable::kMax segments per launch: one kernel does scale_, adamw and copy's work.
+  void do_adamw_multi(Tensor& params, Tensor& grads, Tensor& m, Tensor& v, Tensor* lowp,
+                      std::span<const AdamWSegment> segments, const AdamWParams& p, double grad_scale) override {
+    on_device();
+    cuda::OpScope r(prof_.get(), "adamw_multi", stream_);
+    int64_t n = 0;
+    for (const AdamWSegment& s : segments) n += s.size;
+    const double per = 28.0 + (grad_scale != 1.0 ? 4.0 : 0.0) + (lowp ? double(dtype_size(lowp->dtype())) : 0.0);
+    r.count(13.0 * n, per * n);
+    const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, double(p.step))));
+    const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, double(p.step))));
+    cuda::AdamWTable t{};
+    const auto flush = [&] {
+      if (t.count == 0) return;
+      cuda::adamw_multi(params.data<float>(), grads.data<float>(), m.data<float>(), v.data<float>(),
+                        lowp ? lowp->raw() : nullptr, lowp ? lowp->dtype() : DType::F32, t, float(p.lr),
+                        float(p.beta1), float(p.beta2), float(p.eps), c1, c2, grad_scale, stream_);
+      t.count = 0;
+    };
+    for (const AdamWSegment& s : segments) {
+      if (s.size == 0) continue;
+      t.entry[t.count++] = {s.param, s.grad, s.state, s.lowp, s.size,
+                            static_cast<float>(1.0 - p.lr * s.weight_decay)};
+      if (t.count == cuda::AdamWTable::kMax) flush();
+    }
+    flush();
   }
 
  private:

@@ -1,6 +1,7 @@
 // Element-wise kernels: fill, dtype conversion, add, scale, f64 sums, AdamW, bias broadcast.
 #include <cmath>
 
+#include "core/backend/cuda/adamw.cuh"
 #include "core/backend/cuda/device_types.cuh"
 #include "core/backend/cuda/kernels.h"
 
@@ -54,13 +55,11 @@ __global__ void sum_finish_kernel(double* out, const double* partials, int count
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
                              float eps, float decay, float c1, float c2) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
-    const float mi = b1 * m[i] + (1.0f - b1) * gi;
-    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamw_element(pi, g[i], mi, vi, lr, b1, b2, eps, decay, c1, c2);
     m[i] = mi;
     v[i] = vi;
-    const float mhat = mi * c1, vhat = vi * c2;
-    p[i] = p[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
+    p[i] = pi;
   }
 }
 

@@ -21,6 +21,19 @@ constexpr int kSumPartials = 1024;
 void sum(double* out, const void* x, DType dt, int64_t n, bool squares, double* partials, cudaStream_t st);
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
            float decay, float c1, float c2, cudaStream_t st);
+// adamw_multi.cu: per entry of t (offsets into the flat buffers), grad *= grad_scale (when not 1),
+// adamw with the entry's decay factor (1 - lr * weight_decay), lowp = the weights rounded to lowp_dt
+// (when lowp is not null); one launch.
+struct AdamWTable {
+  static constexpr int kMax = 32;
+  struct Entry {
+    int64_t param, grad, state, lowp, size;
+    float decay;
+  } entry[kMax];
+  int count;
+};
+void adamw_multi(float* p, float* g, float* m, float* v, void* lowp, DType lowp_dt, const AdamWTable& t, float lr,
+                 float beta1, float beta2, float eps, float c1, float c2, double grad_scale, cudaStream_t st);
 // y[j * ld + i] = bias[i] for i < m, j < n (a bias broadcast over the columns of column-major y)
 void bias_broadcast(void* y, const void* bias, DType dt, int64_t m, int64_t n, int64_t ld, cudaStream_t st);
 
@@ -69,6 +82,34 @@ void causal_softmax_backward(void* dp, const void* p, DType dt, int64_t rows, in
 // then run as one strided batch of b * a products.
 void permute_heads(void* out, const void* in, DType dt, int64_t b, int64_t s, int64_t a, int64_t w, bool to_heads,
                    cudaStream_t st);
+
+// ---- flash_attention.cu (block attention, Backend::flash_attention_forward's contract) ----
+constexpr int kFlashMaxHead = 128;  // head sizes the kernels take
+struct FlashShape {
+  int b, sq, sk, a, g, hd;
+  int64_t q_pos, k_pos;
+  bool causal;
+};
+// q [b*sq, a*hd], k and v [b*sk, g*hd]; y [b*sq, a*hd] and lse [b, a, sq] overwritten.
+void flash_attention_forward(void* y, float* lse, const void* q, const void* k, const void* v, DType dt,
+                             const FlashShape& s, cudaStream_t st);
+// dq, dk, dv accumulate (+=); `delta` is scratch of b*a*sq floats.
+void flash_attention_backward(void* dq, void* dk, void* dv, const void* dy, const void* q, const void* k,
+                              const void* v, const void* y, const float* lse, float* delta, DType dt,
+                              const FlashShape& s, cudaStream_t st);
+// (y, lse) <- the merge of (y, lse) and (y2, lse2), in place.
+void attention_merge(void* y, float* lse, const void* y2, const float* lse2, DType dt, int b, int sq, int a, int hd,
+                     cudaStream_t st);
+
+// ---- qkv_rope.cu ----
+// qkv [n, g*(a/g + 2)*hd] -> q [n, a*hd], k and v [n, g*hd]; qkv_join the transpose.
+void qkv_split(void* q, void* k, void* v, const void* qkv, DType dt, int64_t n, int a, int g, int hd,
+               cudaStream_t st);
+void qkv_join(void* dqkv, const void* dq, const void* dk, const void* dv, DType dt, int64_t n, int a, int g, int hd,
+              cudaStream_t st);
+// Every head of x [n, heads*hd] rotated by positions[row] (device i32 [n]); y may be x.
+void rope_rows(void* y, const void* x, const int32_t* positions, DType dt, int64_t n, int heads, int hd, double theta,
+               bool inverse, cudaStream_t st);
 
 // ---- embed_xent.cu ----
 void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte_rows, int64_t vocab_start,

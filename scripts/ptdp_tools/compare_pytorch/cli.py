@@ -67,13 +67,15 @@ def main(argv=None) -> int:
 
     th = sub.add_parser("throughput", parents=[common], help="TFLOP/s per GPU of ptdp, PyTorch eager, torch.compile")
     th.add_argument("--shape", type=parse_shape, action="append",
-                    help="h=,a=,l=,s=,b=,V=[,B=][,arch=gpt|llama] (repeatable; default: " + " and ".join(DEFAULT_SHAPES) + ")")
+                    help="h=,a=,l=,s=,b=,V=[,B=][,g=][,arch=gpt|llama] (g: query groups; repeatable; default: " + " and ".join(DEFAULT_SHAPES) + ")")
     th.add_argument("--iters", type=int, default=10)
     th.add_argument("--warmup", type=int, default=3, help="first iterations left out of the timing")
     th.add_argument("--recompute", choices=["none", "full"], default="full",
                     help="activation recomputation on both sides (Eq. 3 counts full recomputation)")
     th.add_argument("--implementations", nargs="+", default=["ptdp", "pytorch-eager", "pytorch-compile"],
                     choices=["ptdp", "pytorch-eager", "pytorch-compile"])
+    th.add_argument("--ptdp-attention-backend", nargs="+", choices=["auto", "cudnn", "flash", "unfused"],
+                    help="run ptdp once per attention backend (--attention-backend), as implementation ptdp-<backend>")
     th.add_argument("--tf32", action="store_true", help="allow TF32 GEMMs with --precision f32")
     th.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the device's peak rate in this precision (TFLOP/s): adds the mfu column, model FLOPs "

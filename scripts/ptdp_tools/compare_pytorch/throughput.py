@@ -25,7 +25,7 @@ DEFAULT_SHAPES = ["h=2048,a=16,l=4,s=2048,b=4,V=51200", "h=4096,a=32,l=4,s=2048,
 CSV_COLUMNS = ["implementation", "status", "device", "precision", "recompute", "arch", "layers", "hidden", "heads",
                "seq_length", "vocab_size", "micro_batch", "global_batch", "iters", "warmup", "iter_time_ms",
                "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "tokens_per_s", "peak_mem_gb", "note", "git_sha", "host", "torch_version",
-               "timestamp", "command", "pair", "threads", "ratio_min", "ratio_median", "ratio_max"]
+               "timestamp", "command", "pair", "threads", "ratio_min", "ratio_median", "ratio_max", "query_groups"]
 
 
 def flops_iteration(shape: dict, recompute: str) -> tuple:
@@ -44,7 +44,7 @@ def flops_iteration(shape: dict, recompute: str) -> tuple:
 
 def parse_shape(text: str) -> dict:
     keys = {"h": "hidden", "a": "heads", "l": "layers", "s": "seq_length", "b": "micro_batch", "V": "vocab_size",
-            "B": "global_batch"}
+            "B": "global_batch", "g": "query_groups"}
     out = {"arch": "gpt"}
     for part in text.split(","):
         k, _, v = part.strip().partition("=")
@@ -54,7 +54,7 @@ def parse_shape(text: str) -> dict:
             out["arch"] = v
             continue
         if k not in keys or not v.strip().isdigit() or int(v) <= 0:
-            raise argparse.ArgumentTypeError(f"shape '{text}': '{part}' is not one of h=, a=, l=, s=, b=, V=, B= "
+            raise argparse.ArgumentTypeError(f"shape '{text}': '{part}' is not one of h=, a=, l=, s=, b=, V=, B=, g= "
                                              "with a positive integer, or arch=gpt|llama")
         out[keys[k]] = int(v)
     missing = [k for k in ("h", "a", "l", "s", "b", "V") if keys[k] not in out]
@@ -64,6 +64,11 @@ def parse_shape(text: str) -> dict:
         raise argparse.ArgumentTypeError(f"shape '{text}': a={out['heads']} must divide h={out['hidden']}")
     if out["arch"] == "llama" and (out["hidden"] // out["heads"]) % 2:
         raise argparse.ArgumentTypeError(f"shape '{text}': arch=llama needs an even head size h/a")
+    if out.get("query_groups", out["heads"]) == out["heads"]:
+        out.pop("query_groups", None)  # multi-head attention
+    elif out["heads"] % out["query_groups"] or out["arch"] != "llama":
+        raise argparse.ArgumentTypeError(f"shape '{text}': g={out['query_groups']} (grouped-query attention) needs "
+                                         f"arch=llama and must divide a={out['heads']}")
     out.setdefault("global_batch", out["micro_batch"])
     if out["global_batch"] % out["micro_batch"]:
         raise argparse.ArgumentTypeError(f"shape '{text}': b={out['micro_batch']} must divide B={out['global_batch']}")
@@ -76,7 +81,8 @@ def time_pytorch(torch, a, shape: dict, compiled: bool) -> dict:
     L, h, heads, s, V = shape["layers"], shape["hidden"], shape["heads"], shape["seq_length"], shape["vocab_size"]
     b, B = shape["micro_batch"], shape["global_batch"]
     torch.manual_seed(a.seed)
-    model = build_model(torch, L, h, heads, s, V, dtype, dev, a.recompute, a.attention, arch=shape["arch"])
+    model = build_model(torch, L, h, heads, s, V, dtype, dev, a.recompute, a.attention, arch=shape["arch"],
+                        kv_heads=shape.get("query_groups", 0))
     with torch.no_grad():
         for e, (_, p) in zip(model.entries, model.ptdp_params()):
             if e.decay:
@@ -118,7 +124,7 @@ def time_pytorch(torch, a, shape: dict, compiled: bool) -> dict:
     return {"iter_time_ms": statistics.median(times), "peak_mem_gb": peak, "note": "; ".join(note)}
 
 
-def time_ptdp(a, shape: dict, backend: str) -> dict:
+def time_ptdp(a, shape: dict, backend: str, attention: str = "") -> dict:
     with tempfile.TemporaryDirectory(prefix="ptdp_compare_") as d:
         out = os.path.join(d, "ptdp.csv")
         cmd = [a.ptdp, "train", "--arch", shape["arch"], "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads",
@@ -127,6 +133,10 @@ def time_ptdp(a, shape: dict, backend: str) -> dict:
                "--backend", backend, "--precision", a.precision, "--recompute", a.recompute, "--iters", str(a.iters),
                "--warmup", str(a.warmup), "--seed", str(a.seed), "--data", "synthetic", "--experiment",
                "compare-pytorch", "--log-interval", str(a.iters), "--csv", out]
+        if shape.get("query_groups"):
+            cmd += ["--group-query-attention", "--num-query-groups", str(shape["query_groups"])]
+        if attention:
+            cmd += ["--attention-backend", attention]
         r = run_ptdp(cmd, "throughput", threads=a.threads)
         if r.returncode != 0:
             last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
@@ -168,16 +178,20 @@ def cmd_throughput(a) -> int:
     for shape in shapes:
         flops, model_flops = flops_iteration(shape, a.recompute)
         tokens = shape["global_batch"] * shape["seq_length"]
-        rates = {impl: [] for impl in a.implementations}  # tokens/s per pair
+        # ptdp once per --ptdp-attention-backend (implementation ptdp-<backend>), else once as ptdp
+        impls = [i for impl in a.implementations
+                 for i in ([f"ptdp-{b}" for b in a.ptdp_attention_backend] if impl == "ptdp" and
+                           a.ptdp_attention_backend else [impl])]
+        rates = {impl: [] for impl in impls}  # tokens/s per pair
         for pair in range(a.pairs):
             # Interleaved: every pair runs each implementation once, in turn, so that a slow
             # moment of a shared machine falls on both sides of the ratio.
-            for impl in a.implementations:
+            for impl in impls:
                 row = {**base, **shape, "implementation": impl, "status": "ok", "command": script_cmd,
                        "pair": pair + 1}
                 try:
-                    if impl == "ptdp":
-                        row.update(time_ptdp(a, shape, backend))
+                    if impl == "ptdp" or impl.startswith("ptdp-"):
+                        row.update(time_ptdp(a, shape, backend, impl[len("ptdp-"):]))
                     elif impl == "pytorch-compile" and not hasattr(torch, "compile"):
                         row.update(status="skipped", note=f"torch.compile is not available in torch {torch.__version__}")
                     else:
@@ -203,20 +217,21 @@ def cmd_throughput(a) -> int:
                       f"  {row.get('note', '')}", flush=True)
                 rows.append(row)
         # ptdp against each PyTorch implementation: the tokens/s ratio of each pair.
-        for other in a.implementations:
-            if other == "ptdp" or "ptdp" not in rates:
-                continue
-            ratios = [p / o for p, o in zip(rates["ptdp"], rates[other])]
-            if len(ratios) != a.pairs or not ratios:
-                continue
-            ratios.sort()
-            row = {**base, **shape, "implementation": f"ratio ptdp/{other}", "status": "ok", "command": script_cmd,
-                   "pair": len(ratios), "ratio_min": ratios[0], "ratio_median": statistics.median(ratios),
-                   "ratio_max": ratios[-1],
-                   "note": f"tokens/s of ptdp over {other}, {len(ratios)} interleaved pairs"}
-            print(f"  ptdp / {other}: median {row['ratio_median']:.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f}) "
-                  f"over {len(ratios)} pairs", flush=True)
-            rows.append(row)
+        for mine in [i for i in impls if i.startswith("ptdp")]:
+            for other in a.implementations:
+                if other == "ptdp":
+                    continue
+                ratios = [p / o for p, o in zip(rates[mine], rates[other])]
+                if len(ratios) != a.pairs or not ratios:
+                    continue
+                ratios.sort()
+                row = {**base, **shape, "implementation": f"ratio {mine}/{other}", "status": "ok",
+                       "command": script_cmd, "pair": len(ratios), "ratio_min": ratios[0],
+                       "ratio_median": statistics.median(ratios), "ratio_max": ratios[-1],
+                       "note": f"tokens/s of {mine} over {other}, {len(ratios)} interleaved pairs"}
+                print(f"  {mine} / {other}: median {row['ratio_median']:.3f} (min {ratios[0]:.3f}, "
+                      f"max {ratios[-1]:.3f}) over {len(ratios)} pairs", flush=True)
+                rows.append(row)
     write_csv(a.out, rows)
     print(f"wrote {len(rows)} row(s) to {a.out}")
     return 1 if failed else 0

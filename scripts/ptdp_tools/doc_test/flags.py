@@ -22,7 +22,8 @@ EXTERNAL_FLAGS = {
     "apt-get": "--no-install-recommends",
     "Megatron-LM (docs/SIMULATOR.md)": "--gradient-accumulation-fusion --tp-comm-overlap "
     "--overlap-param-gather --accumulate-allreduce-grads-in-fp32 --normalization --swiglu "
-    "--position-embedding-type --disable-bias-linear --untie-embeddings-and-output-weights",
+    "--position-embedding-type --disable-bias-linear --untie-embeddings-and-output-weights "
+    "--hierarchical-context-parallel-sizes",
     "Megatron-DeepSpeed (docs/SIMULATOR.md)": "--partition-activations --checkpoint-activations "
     "--pp-partition-method",
 }

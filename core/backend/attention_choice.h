@@ -1,0 +1,28 @@
+// Which attention kernels a run uses (--attention-backend, Megatron-core's flag): auto resolved
+// per backend and device, and the refusal of a choice the backend cannot run.
+#pragma once
+#include <string>
+
+namespace ptdp {
+
+class Backend;
+
+// auto picks the fastest the backend has; cudnn (cuDNN's fused attention), flash (ptdp's tiled
+// kernel: online softmax, no [s, s] probabilities), unfused (the probabilities materialised: what
+// Megatron-LM of 2021 ran).
+enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
+
+// Why `be` cannot run cuDNN's fused attention; empty when it can.
+std::string cudnn_attention_unavailable(const Backend& be);
+
+// The kernels `requested` means on `be`: auto is cudnn where cuDNN's fused attention runs on the
+// backend's device, else flash on the CUDA backend, and unfused on the CPU backend. A request for
+// cudnn that the backend cannot run is a UsageError naming --attention-backend and the reason.
+AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested);
+
+// Whether the layers compute attention with the block ops (flash_attention_forward/backward on
+// q, k, v split from the fused projection) rather than attention_forward/backward: every choice
+// but unfused, once resolved.
+bool use_block_attention(const Backend& be, AttentionBackend requested);
+
+}  // namespace ptdp

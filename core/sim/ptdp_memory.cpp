@@ -1,0 +1,79 @@
+#include "core/sim/ptdp_memory.h"
+
+#include <algorithm>
+
+#include "core/sim/hardware.h"
+
+namespace ptdp::sim {
+
+namespace {
+
+// Element counts of one layer on one rank (core/model/layer.h LayerDims): rows n = b*s, the
+// rows kept outside the tensor-parallel GEMMs nl (n/t with sequence parallelism).
+struct PtdpDims {
+  double E, n, nl, h, t, s, b, heads, kv, hd, f;
+  bool llama;
+  explicit PtdpDims(const RunConfig& c)
+      : E(HardwareProfile::element_bytes(c.precision)),
+        n(double(c.par.micro_batch) * c.model.seq_length),
+        nl(c.par.sequence_parallel && c.par.tp > 1 ? n / c.par.tp : n),
+        h(c.model.hidden),
+        t(c.par.tp),
+        s(c.model.seq_length),
+        b(c.par.micro_batch),
+        heads(double(c.model.heads) / c.par.tp),
+        kv(double(c.model.groups()) / c.par.tp),
+        hd(double(c.model.hidden) / c.model.heads),
+        f(c.model.ffn_hidden()),
+        llama(c.model.arch == Arch::Llama) {}
+  double stat() const { return E < 4 ? 4.0 : E; }           // acc_dtype: f32 statistics
+  double probs() const { return E * b * heads * s * s; }    // one s x s tensor per head
+  double heads_cols() const { return heads * hd; }          // the attention's output columns
+  double qkv_cols() const { return (heads + 2 * kv) * hd; }
+  bool gqa() const { return kv != heads; }
+};
+
+}  // namespace
+
+double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode) {
+  const PtdpDims d(cfg);
+  if (mode == Recompute::Full) return d.E * d.nl * d.h;  // x only
+  const double norms = d.E * d.nl * d.h * 4 + d.stat() * d.nl * (d.llama ? 2 : 4);  // x ln1 x2 ln2, stats
+  const double mlp = d.E * d.n * (d.llama ? 3 : 2) * d.f / d.t;                     // fc (gate|up), act
+  const double attn = d.E * d.n * (d.qkv_cols() + d.heads_cols());                   // qkv, atty
+  return norms + mlp + attn + (mode == Recompute::None ? d.probs() : 0.0);
+}
+
+double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
+  const PtdpDims d(cfg);
+  // The whole cache exists again during the backward (recomputed where the mode dropped it).
+  const double cache = ptdp_layer_kept_bytes(cfg, Recompute::None) - ptdp_layer_kept_bytes(cfg, mode);
+  const double rows_h = d.E * d.nl * d.h;
+  // Full recomputation's forward writes a y it keeps to the function's end.
+  const double recomputed_y = mode == Recompute::Full ? rows_h : 0.0;
+  const double sp_part = d.nl < d.n ? d.E * d.n * d.h : 0.0;  // partial_rows before the reduce-scatter
+  const double mlp_grads = d.E * d.n * (d.llama ? 3 : 1) * d.f / d.t;  // dact (llama: and dfc)
+  const double held = 2 * rows_h /* dln dx2 */ + sp_part + d.E * d.n * d.heads_cols() /* datty */ +
+                      d.E * d.n * 3 * d.heads_cols() /* dheads */ + 2 * rows_h /* dy, dx */;
+  // attention_qkv expands the groups to every head for the op (GQA only).
+  const double expanded = d.gqa() ? d.E * d.n * 3 * d.heads_cols() : 0.0;
+  const double op = d.E * d.n * d.heads_cols() * (3 + 3 + 1) + d.probs();  // qh, dqh, dyh, dP
+  return cache + recomputed_y + mlp_grads + held + expanded + op;
+}
+
+double ptdp_head_peak_bytes(const RunConfig& cfg) {
+  const PtdpDims d(cfg);
+  const double vocab = double(cfg.model.padded_vocab(cfg.par.tp)) / cfg.par.tp;
+  return 2 * d.E * d.n * vocab + d.E * d.nl * d.h * 2 + 4 * d.stat() * d.n;  // logits, dlogits; lnf, dlnf
+}
+
+double ptdp_state_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs) {
+  const double E = HardwareProfile::element_bytes(cfg.precision);
+  const bool mixed = E < 4;
+  // The master copy (mixed only), m and v.
+  const double sharded = (mixed ? knobs.main_param_bytes : 0.0) + knobs.exp_avg_bytes + knobs.exp_avg_sq_bytes;
+  const double d = cfg.par.zero == 1 ? std::max(cfg.par.dp, 1) : 1;
+  return E + 4 + sharded / d;
+}
+
+}  // namespace ptdp::sim
