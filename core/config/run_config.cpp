@@ -266,10 +266,6 @@ LossScaleConfig loss_scale_config(const RunConfig& c) {
   return l;
 }
 
-bool uses_block_attention(const RunConfig& c) {
-  return c.par.cp > 1 || c.attention_backend == AttentionBackend::Flash;
-}
-
 DType precision_dtype(Precision precision) {
   switch (precision) {
     case Precision::Bf16: return DType::BF16;

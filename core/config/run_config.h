@@ -122,9 +122,6 @@ struct RunConfig {
 LossScaleConfig loss_scale_config(const RunConfig& c);
 // The compute dtype of --precision.
 DType precision_dtype(Precision precision);
-// Whether the layers' attention runs as block attention (flash attention's form, the ring's
-// kernel): --attention-backend flash, or context parallelism. auto leaves the unfused kernels.
-bool uses_block_attention(const RunConfig& c);
 
 // The longest --comm-timeout, in seconds (11.6 days).
 inline constexpr double kMaxCommTimeoutS = 1e6;

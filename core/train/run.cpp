@@ -1,5 +1,6 @@
 #include "core/train/run.h"
 
+#include "core/backend/attention_choice.h"
 #include "core/backend/backend.h"
 #include "core/train/rank_phase.h"
 
@@ -52,7 +53,10 @@ void TrainingRun::build() {
   cp.size = c_.par.cp;
   cp.rank = g.me.cp;
   cp.comm = c_.par.cp_comm;
-  for (Gpt* chunk : model_.pointers()) chunk->set_attention(uses_block_attention(c_), cp);
+  // Block attention: what --attention-backend resolves to on this backend (auto: flash on CUDA,
+  // unfused on the CPU), and always under context parallelism (the unfused kernels are refused).
+  const bool block = cp.size > 1 || use_block_attention(backend_, c_.attention_backend);
+  for (Gpt* chunk : model_.pointers()) chunk->set_attention(block, cp);
   TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};
   tg.cp = g.cp.get();
   tg.dp_cp = g.dp_cp.get();
