@@ -248,7 +248,7 @@ TEST(CliParallelFlags, ContextParallelSequenceParallelNeedsTpToDivideTheRowsOfAR
 
 TEST(CliParallelFlags, RanksMustBeAMultipleOfTheModelAndContextParallelRanks) {
   expect_refused({"--model", "tiny", "--context-parallel-size", "2", "--ranks", "3"},
-                 "--ranks 3 must be a multiple of --tp 1 x --context-parallel-size 2 x --pp 1");
+                 "--ranks 3 must be a multiple of --tp 1 x --pp 1 x --context-parallel-size 2");
 }
 
 // ---- run flags ----

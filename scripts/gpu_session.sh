@@ -321,7 +321,7 @@ if ((dry)); then
   accept_hw=vgpu
 else
   k_filter="Cuda*:MixedPrecision.Cuda*"
-  g_filter="*/CudaPtdp.*:*/CudaGqa.*"  # every layout: the grid, SP, uneven stages, GQA
+  g_filter="*/CudaPtdp.*:*/CudaGqa.*:*/CudaContextParallelism.*"  # every layout: the grid, SP, uneven stages, GQA, CP
   san_filter="Cuda/CudaOps.*/bf16:CudaBackend.AdamWMatchesCpu:Cuda/CudaBlockAttention.*/bf16:Cuda/CudaAdamWMulti.*/bf16"
   san_grid_filter="Uneven/CudaPtdp.*:SequenceParallel/CudaPtdp.*:Grid/CudaGqa.*"  # the newest layouts
   device=cuda precision=bf16

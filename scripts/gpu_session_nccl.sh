@@ -21,7 +21,7 @@ if ((dry)); then
   nccl_ok=1
 elif [[ -n "$nccl_used" ]]; then
   nccl_env=(env NCCL_MULTI_RANK_GPU_ENABLE=1 "PTDP_NCCL_DIR=$(dirname "$nccl_used")")
-  nccl_filter="NcclComm.*:Nccl/CudaPtdp.*:Grid/CudaGqa.*nccl*"
+  nccl_filter="NcclComm.*:Nccl/CudaPtdp.*:Grid/CudaGqa.*nccl*:Grid/CudaContextParallelism.*nccl*"
   nccl_san_filter="Nccl/CudaPtdp.*/t2_p2_d1_v1_1f1b_selective_nosg_nccl"
   nccl_ok=1
 else

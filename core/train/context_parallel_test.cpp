@@ -119,6 +119,15 @@ std::vector<CpLayout> cpu_layouts() {
   Layout z3gqa = cp_layout(1, 2, 1, 2, C::A2A, R::Full);
   z3gqa.zero = 3;
   add(2, z3gqa);
+  // The device plumbing on the CPU (host memory labelled as device memory; every exchange staged).
+  for (C comm : {C::P2P, C::A2A}) {
+    Layout hd = cp_layout(2, 2, 2, 1, comm, R::Selective, K::Interleaved);
+    hd.backend = "host-device";
+    add(1, hd);
+  }
+  Layout hd_z3 = cp_layout(1, 2, 1, 2, C::AllGather, R::Full);
+  hd_z3.backend = "host-device", hd_z3.zero = 3;
+  add(0, hd_z3);
   // Block attention on one rank and without context parallelism (--attention-backend flash).
   for (int m : {0, 1, 2, 3})
     for (R r : {R::None, R::Selective, R::Full}) {

@@ -1,7 +1,6 @@
 #include "core/train/run.h"
 
 #include "core/backend/attention_choice.h"
-
 #include "core/backend/backend.h"
 #include "core/train/rank_phase.h"
 
@@ -54,7 +53,9 @@ void TrainingRun::build() {
   cp.size = c_.par.cp;
   cp.rank = g.me.cp;
   cp.comm = c_.par.cp_comm;
-  for (Gpt* chunk : model_.pointers()) chunk->set_attention(use_block_attention(backend_, c_.attention_backend, c_.par.cp), cp);
+  // Block attention: what --attention-backend resolves to on this backend (attention_choice.h: auto
+  // is cuDNN where it exists, else unfused), and always under context parallelism.
+  for (Gpt* chunk : model_.pointers()) chunk->set_attention(use_block_attention(backend_, c_.attention_backend, cp.size), cp);
   TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};
   tg.cp = g.cp.get();
   tg.dp_cp = g.dp_cp.get();
