@@ -205,6 +205,25 @@ TEST(SimCli, PlanSearchesContextParallelismAndSaysWhy) {
                                                 "parallelism"}));
 }
 
+// --fp8-format: simulated under --stack mcore on a profile with an FP8 peak; refused elsewhere,
+// and by `train` (ptdp's executor has no FP8), each naming the flag.
+TEST(SimCli, Fp8IsSimulatedUnderMcoreOnHopperAndRefusedElsewhere) {
+  TempDir dir;
+  const std::vector<std::string> run = {"simulate", "--model", "llama3-8b", "--gpus", "8", "--fp8-format", "hybrid"};
+  std::vector<std::string> ok = run;
+  ok.insert(ok.end(), {"--tp", "2", "--zero", "1", "--recompute", "full", "--stack", "mcore", "--hardware", "h100-dgx"});
+  const CliResult s = run_ptdp(dir, ok);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  std::vector<std::string> old = run;
+  old.insert(old.end(), {"--stack", "megatron-2022", "--hardware", "h100-dgx"});
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, old), {"--fp8-format hybrid: --stack megatron-2022 has no FP8 model"}));
+  std::vector<std::string> ampere = run;
+  ampere.insert(ampere.end(), {"--stack", "mcore", "--hardware", "a100-selene"});
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, ampere), {"--fp8-format hybrid: hardware profile 'a100-selene'"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--fp8-format", "e4m3"}),
+                           {"--fp8-format is not a flag of ptdp train"}));
+}
+
 TEST(SimCli, PlanWithNothingFittingSaysSo) {
   TempDir dir;
   const CliResult r = run_ptdp(dir, {"plan", "--model", "gpt-1t", "--gpus", "8", "--global-batch", "8", "--hardware",

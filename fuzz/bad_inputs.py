@@ -144,6 +144,9 @@ cp405 = ["simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "9", "--co
 case("simulate --context-parallel-size 2 --stack megatron-2022", cp405 + ["--stack", "megatron-2022"])
 case("simulate --context-parallel-size 2 --stack ptdp", cp405 + ["--stack", "ptdp"])
 case("simulate --context-parallel-size 2 --cp-comm-type a2a --stack mcore", cp405 + ["--stack", "mcore", "--cp-comm-type", "a2a"])
+fp8 = ["simulate", "--model", "llama3-8b", "--gpus", "8", "--fp8-format", "hybrid"]
+case("simulate --fp8-format hybrid --stack megatron-2022", fp8 + ["--stack", "megatron-2022", "--hardware", "h100-dgx"])
+case("simulate --fp8-format hybrid --stack mcore --hardware a100-selene", fp8 + ["--stack", "mcore", "--hardware", "a100-selene"])
 case("simulate --context-parallel-size 3 (s 8192)", ["simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "9", "--context-parallel-size", "3", "--gpus", "216", "--stack", "mcore", "--hardware", "h100-dgx"])
 case("simulate --gpus 100 (tp 8 pp 9 cp 2)", cp405[:-4] + ["--gpus", "100", "--hardware", "h100-dgx", "--stack", "mcore"])
 case("plan --gpus 0", ["plan", "--model", "gpt-1t", "--gpus", "0", "--global-batch", "8", "--hardware", "a100-selene"])

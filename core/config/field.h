@@ -26,7 +26,7 @@ struct Member {
 using FieldAccess =
     std::variant<Member<int>, Member<int64_t>, Member<uint64_t>, Member<double>, Member<bool>, Member<std::string>,
                  Member<Arch>, Member<ScheduleKind>, Member<Recompute>, Member<Precision>, Member<BackendKind>,
-                 Member<CommKind>, Member<DataOrder>, Member<LogFormat>, Member<StackKind>, Member<LrDecayStyle>,
+                 Member<CommKind>, Member<DataOrder>, Member<LogFormat>, Member<StackKind>, Member<Fp8Format>, Member<LrDecayStyle>,
                  Member<WsdDecayStyle>, Member<CpComm>, Member<AttentionBackend>, Member<DType>>;
 
 // The struct a field belongs to: its table, and its group of flags in --help.

@@ -108,6 +108,9 @@ struct RunConfig {
   // code), megatron-2022, mcore, megatron-deepspeed, or ptdp (its own CUDA backend's kernels).
   // `ptdp train` runs ptdp's own code and leaves it as it is.
   StackKind stack = StackKind::Megatron2021;
+  // Simulated only (--fp8-format; docs/SIMULATOR.md, "FP8"): the linear layers' GEMMs in FP8 under
+  // Transformer Engine's delayed scaling. `ptdp train` has no FP8 and does not take the flag.
+  Fp8Format fp8_format = Fp8Format::None;
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
   // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.

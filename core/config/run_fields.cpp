@@ -332,6 +332,15 @@ void add_simulated_fields(std::vector<Field>& v) {
                   .column(RowUse::Simulated)
                   .key("")
                   .in_specs());
+  v.push_back(Field(PTDP_MEMBER(fp8_format), "fp8_format", g)
+                  .flags("--fp8-format")
+                  .bound_by_hand()  // by `ptdp simulate` alone: ptdp's executor has no FP8
+                  .help("simulated FP8 of the linear layers' GEMMs (Transformer Engine's delayed scaling): none, "
+                        "e4m3, or hybrid (e5m2 gradients); needs --stack mcore and a Hopper profile "
+                        "(compute.peak_tflops_fp8); docs/SIMULATOR.md, \"FP8\"")
+                  .column(RowUse::Simulated)
+                  .key("")
+                  .in_specs());
 }
 
 }  // namespace

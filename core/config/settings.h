@@ -23,6 +23,9 @@ enum class LogFormat { Ptdp, Megatron };  // the progress line: ptdp's, or Megat
 // (megatron-2021), of Korthikanti et al. (megatron-2022), Megatron-Core (mcore), Megatron-DeepSpeed,
 // or ptdp's own CUDA backend.
 enum class StackKind { Megatron2021, Megatron2022, Mcore, MegatronDeepspeed, Ptdp };
+// A simulated run's FP8 (--fp8-format, Megatron-core's flag; Transformer Engine's delayed scaling):
+// none, e4m3 everywhere, or hybrid (e4m3 forward, e5m2 gradients). Same cost for both formats.
+enum class Fp8Format { None, E4m3, Hybrid };
 // CpComm (--cp-comm-type): core/comm/cp_comm.h.
 // The attention kernels (--attention-backend): AttentionBackend, core/backend/attention_choice.h
 // (the layers below the config resolve it against their backend).
@@ -62,6 +65,13 @@ struct EnumNames<StackKind> {
                                      std::pair{StackKind::Mcore, std::string_view("mcore")},
                                      std::pair{StackKind::MegatronDeepspeed, std::string_view("megatron-deepspeed")},
                                      std::pair{StackKind::Ptdp, std::string_view("ptdp")}};
+};
+
+template <>
+struct EnumNames<Fp8Format> {
+  static constexpr std::array values{std::pair{Fp8Format::None, std::string_view("none")},
+                                     std::pair{Fp8Format::E4m3, std::string_view("e4m3")},
+                                     std::pair{Fp8Format::Hybrid, std::string_view("hybrid")}};
 };
 
 // The dtypes a setting may name (the optimizer's state: --exp-avg-dtype ...): f32, bf16 and f16,

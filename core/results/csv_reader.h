@@ -12,7 +12,7 @@ namespace ptdp {
 class CsvTable {
  public:
   // The most columns one read can ask for.
-  static constexpr size_t kMaxColumns = 48;
+  static constexpr size_t kMaxColumns = 64;
 
   // Reads `columns` (unique names, 1..kMaxColumns) of every row of `path`. The first line is
   // the header; it may hold other columns in any order (they are ignored). Fields may be

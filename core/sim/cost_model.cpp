@@ -97,6 +97,7 @@ KernelCosting CostModel::costing() const {
   KernelCosting c{hw, net};
   c.peak = peak;
   c.elem = elem;
+  c.fp8_peak = hw.peak_fp8;
   c.t = cfg.par.tp;
   // A tensor-parallel group is t consecutive ranks, so where t neither divides a node's G GPUs nor
   // is a multiple of G some groups straddle nodes. Groups start at multiples of t and nodes at
@@ -147,6 +148,10 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
     usage_error("--precision {}: hardware profile '{}' ({}) has no {} peak", cfg.precision, hw.name, hw.path,
                 cfg.precision);
   elem = HardwareProfile::element_bytes(cfg.precision);
+  if (cfg.fp8_format != Fp8Format::None && !(hw.peak_fp8 > 0))
+    usage_error("--fp8-format {}: hardware profile '{}' ({}) has no FP8 peak (compute.peak_tflops_fp8: Hopper's "
+                "tensor cores on); use an H100 or H200 profile, or leave out --fp8-format",
+                cfg.fp8_format, hw.name, hw.path);
   knobs = precision_knobs(cfg);
   grad_bytes = stack.grad_bytes > 0 ? stack.grad_bytes : opt.grad_bytes;
   if (knobs.grad_reduce_bf16 && cfg.precision != Precision::F32) grad_bytes = 2;  // --grad-reduce-in-bf16

@@ -149,6 +149,8 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
   hw.peak_f16 = r.bounded("compute.peak_tflops_f16", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
   hw.peak_bf16 = r.bounded("compute.peak_tflops_bf16", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
   hw.peak_f32 = r.bounded("compute.peak_tflops_f32", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
+  if (root.at_path("compute.peak_tflops_fp8"))
+    hw.peak_fp8 = r.bounded("compute.peak_tflops_fp8", Range::NonNegative, b.least_tflops, b.most_tflops) * T;
   hw.launch_overhead_s = r.bounded("compute.launch_overhead_us", Range::NonNegative, 0, b.most_us) * us;
   if (root.at_path("compute.sms")) hw.sms = static_cast<int>(r.count("compute.sms", 1 << 16));
   if (!(hw.peak(hw.default_precision) > 0))

@@ -44,6 +44,8 @@ struct HardwareProfile {
   int pcie_switches = 0;
   // Dense peak per precision, FLOP/s (0: the precision is not available).
   double peak_f16 = 0, peak_bf16 = 0, peak_f32 = 0;
+  // Dense FP8 tensor-core peak, FLOP/s (compute.peak_tflops_fp8, optional; 0: no FP8, Hopper on).
+  double peak_fp8 = 0;
   GemmCurve gemm;
   std::vector<GemmPoint> gemm_points;
   double launch_overhead_s = 0;      // per kernel

@@ -1,5 +1,7 @@
 #include "core/sim/kernel_builder.h"
 
+#include <algorithm>
+
 namespace ptdp::sim {
 
 LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int elem) {
@@ -30,6 +32,8 @@ LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int el
   d.gqa = mc.gqa();
   d.sp = pc.sequence_parallel && d.t > 1;
   d.rowshare = d.sp ? 1.0 / d.t : 1.0;
+  d.fp8 = cfg.fp8_format != Fp8Format::None;
+  if (d.fp8 && pc.micro_batch * pc.dp > 0) d.weight_cast_share = 1.0 / std::max(1, pc.num_microbatches());
   return d;
 }
 
@@ -50,11 +54,19 @@ Kernel& KernelBuilder::add(const char* name, KernelKind kind) {
 }
 
 int KernelBuilder::gemm(const char* name, double m, double n, double k, const char* detail) {
+  Kernel g;
+  g.name = name;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.detail = detail;
+  if (fp8) fp8_casts(*this, g);
   Kernel& x = add(name, KernelKind::Gemm);
   x.m = m;
   x.n = n;
   x.k = k;
   x.detail = detail;
+  x.fp8 = fp8;
   return int(list.size()) - 1;
 }
 

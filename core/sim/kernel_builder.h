@@ -33,6 +33,10 @@ struct LayerShape {
   int cp = 1;
   CpComm cp_comm = CpComm::P2P;
   double sl = 0;
+  // --fp8-format: the layer's linear GEMMs in FP8 (fp8_kernels.cpp); TE casts the weights on a
+  // step's first micro-batch only, so each micro-batch carries weight_cast_share = 1/m of it.
+  bool fp8 = false;
+  double weight_cast_share = 1;
 };
 LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int elem);
 
@@ -54,6 +58,8 @@ struct KernelBuilder {
   int module = -1;
   bool pre = false;
   const char* op = nullptr;
+  bool fp8 = false;  // GEMMs run in FP8, each with its casts (fp8_kernels.cpp)
+  double weight_cast_share = 1;
 
   // The following kernels run in `module` (before its weights are used when `pre`), in `op`.
   KernelBuilder& in(int m, bool before_weights = false, const char* backend_op = nullptr) {
@@ -100,6 +106,12 @@ struct EdgeParams {
   double grad_bytes_per_param = 0;
 };
 void edge_kernels(KernelList& list, const LayerShape& d, const SoftwareStack& stack, const EdgeParams& p);
+
+// FP8 (--fp8-format, fp8_kernels.cpp): the casts to FP8 before a linear GEMM `g` of the list (its
+// input, and in the forward its weight, each with the transposed copy the backward needs), and the
+// layer's amax history and scale update of one pass.
+void fp8_casts(KernelBuilder& x, const Kernel& g);
+void fp8_amax_update(KernelBuilder& x);
 
 // Megatron's layer (layer_kernels.cpp) and ptdp's (ptdp_kernels.cpp), one pass; `core_only`:
 // selective recomputation's attention core alone.

@@ -38,6 +38,10 @@ double collective_time(const Kernel& x, const KernelCosting& c) {
 double kernel_time(const Kernel& x, const KernelList& list, const KernelCosting& c) {
   switch (x.kind) {
     case KernelKind::Gemm:
+      // FP8: the profile's FP8 peak times the same efficiency curve as 16-bit GEMMs (an assumption:
+      // docs/SIMULATOR.md, "FP8"), 1-byte operands.
+      if (x.fp8) return gemm_time(c.hw, c.fp8_peak, 1, x.m, x.n, x.k, x.batch);
+      return gemm_time(c.hw, c.peak, c.elem, x.m, x.n, x.k, x.batch);
     case KernelKind::Attention: return gemm_time(c.hw, c.peak, c.elem, x.m, x.n, x.k, x.batch);
     case KernelKind::Membound:
       return (x.bytes / (c.hw.memory_bw * c.hw.membound_efficiency) + c.hw.launch_overhead_s) * x.part / x.whole;

@@ -55,6 +55,7 @@ struct Kernel {
   int gemm = -1;  // index in the list of the GEMM an Overlap other than None runs beside
   int span = 1;   // UnderKernels: how many kernels from `gemm` on it runs under
   Group group = Group::Tensor;
+  bool fp8 = false;  // Gemm: FP8 operands at the profile's FP8 peak (--fp8-format)
   double flops() const { return 2 * m * n * k * batch; }
 };
 using KernelList = std::vector<Kernel>;
@@ -72,6 +73,7 @@ struct KernelCosting {
   double nccl_sm_share = 0;  // NCCL's channels / SMs inside a node (megatron-2022's overlap)
   int cp = 1;                // context-parallel ranks
   int cp_per_node = 1;       // of them in one node (the slowest group's)
+  double fp8_peak = 0;       // FLOP/s of FP8 GEMMs (--fp8-format; 0: none)
 };
 
 // Seconds the item adds to its pass: a GEMM's achieved time, a memory-bound kernel's traffic, a

@@ -125,6 +125,9 @@ void attention_backward(KernelBuilder& x, const LayerShape& d, const SoftwareSta
 void megatron_layer_forward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg,
                             bool core_only) {
   const TpRules r = tp_rules(stack, d);
+  x.fp8 = d.fp8;  // the linear layers only: attention and the output layer stay 16-bit
+  x.weight_cast_share = d.weight_cast_share;
+  if (d.fp8) fp8_amax_update(x);
   if (core_only) {
     attention_core_forward(x.in(kModuleQkv), d, stack, cfg);
     return;
@@ -142,6 +145,9 @@ void megatron_layer_forward(KernelBuilder& x, const LayerShape& d, const Softwar
 
 void megatron_layer_backward(KernelBuilder& x, const LayerShape& d, const SoftwareStack& stack, const RunConfig& cfg) {
   const TpRules r = tp_rules(stack, d);
+  x.fp8 = d.fp8;
+  x.weight_cast_share = d.weight_cast_share;
+  if (d.fp8) fp8_amax_update(x);
   mlp_backward(x, d, r);
   attention_backward(x, d, stack, cfg, r);
 }

@@ -73,11 +73,26 @@ struct Dims {
         flash(software_stack(c.stack).flash_attention) {}
 };
 
-}  // namespace
+// --fp8-format: Transformer Engine saves the linear layers' inputs for the weight gradient as
+// their FP8 copies (1 byte, not E): QKV's and fc1's (the norms' outputs, rowshare each), proj's and
+// fc2's (b s h / t and b s f / t).
+double fp8_saved_input_savings(const RunConfig& cfg, const Dims& d) {
+  if (cfg.fp8_format == Fp8Format::None) return 0;
+  return (d.E - 1) * d.sbh * (2 * d.rowshare + (1 + d.f / d.h) / d.t);
+}
 
-double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
+// --fp8-format: the FP8 weights TE casts on a step's first micro-batch and keeps for the others
+// (1 byte per parameter of the stage's layers).
+double fp8_weight_cache_bytes(const RunConfig& cfg, int s) {
+  if (cfg.fp8_format == Fp8Format::None) return 0;
+  const ParallelConfig& par = cfg.par;
+  const ModelTensors tensors = model_tensors(cfg.model, cfg.model.padded_vocab(par.tp));
+  return stage_layer_count(par.layer_split(cfg.model.layers), s) * double(tensors.layer_numel(par.tp));
+}
+
+// A layer's kept activations with every tensor 16-bit (a full recomputation's aside).
+double layer_activation_bytes_16bit(const RunConfig& cfg, Recompute mode) {
   const Dims d(cfg);
-  if (mode == Recompute::Full) return d.E * d.sbh * d.rowshare;
   // Flash attention keeps the softmax statistics (fp32, one per row and head), not the scores.
   const double attention_core =
       d.flash ? 4 * d.a * d.s * d.b / d.t
@@ -95,6 +110,14 @@ double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
   // q, k, v, the projection input, fc's output and GeLU's output (f = 4h each: 12 for MHA).
   const double dense = d.sbh * ((4 * d.E + 2) * d.rowshare + (qkv + 1 + 2 * d.f / d.h) * d.E / d.t);
   return mode == Recompute::Selective ? dense : dense + attention_core;
+}
+
+}  // namespace
+
+double layer_activation_bytes(const RunConfig& cfg, Recompute mode) {
+  const Dims d(cfg);
+  if (mode == Recompute::Full) return d.E * d.sbh * d.rowshare;
+  return layer_activation_bytes_16bit(cfg, mode) - fp8_saved_input_savings(cfg, d);
 }
 
 int peak_in_flight(const RunConfig& cfg, int stage) {
@@ -216,8 +239,8 @@ StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const 
   double working = a.layer_ws;
   if (s == 0) working = std::max(working, a.embed_ws);
   if (s == par.pp - 1) working = std::max(working, a.head_ws);
-  m.state = m.params * per_param.backward;
-  m.step_state = m.params * per_param.step;
+  m.state = m.params * per_param.backward + fp8_weight_cache_bytes(cfg, s);
+  m.step_state = m.params * per_param.step + fp8_weight_cache_bytes(cfg, s);
   if (par.zero == 3) {
     // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
     const double E = HardwareProfile::element_bytes(cfg.precision);

@@ -99,6 +99,13 @@ std::string stack_refusal(const RunConfig& cfg) {
   const SoftwareStack s = software_stack(name);
   const ParallelConfig& p = cfg.par;
   if (std::string cp = cp_refusal(cfg, s); !cp.empty()) return cp;
+  if (cfg.fp8_format != Fp8Format::None && name != StackKind::Mcore)
+    return fmt::format("--fp8-format {}: --stack {} has no FP8 model (FP8 is Transformer Engine's, modelled for "
+                       "Megatron-core); choose --stack mcore, or leave out --fp8-format",
+                       cfg.fp8_format, name);
+  if (cfg.fp8_format != Fp8Format::None && cfg.precision == Precision::F32)
+    return fmt::format("--fp8-format {}: FP8 runs beside 16-bit activations and weights; use --precision bf16",
+                       cfg.fp8_format);
   if (p.sequence_parallel && !s.sequence_parallel)
     return fmt::format("--sequence-parallel: --stack {} has no sequence parallelism (it came with Korthikanti et al. "
                        "2022 to Megatron-LM); choose --stack megatron-2022 or mcore, or leave out --sequence-parallel",
