@@ -7,6 +7,29 @@ namespace ptdp {
 namespace {
 // The placement flags are in the key through the one column that spells the placement.
 constexpr const char* kInStageLayers = "in the key as the column stage_layers, the placement in one spelling";
+
+// Context parallelism's size and how its groups exchange keys and values.
+void add_context_parallel_fields(std::vector<Field>& v, FieldGroup g) {
+  v.push_back(Field(PTDP_MEMBER(par.cp), "cp", g)
+                  .flags("--cp,--context-parallel-size")
+                  .help("context-parallel size c: each sequence cut into 2c chunks, rank i of a context-parallel "
+                        "group holding chunks i and 2c-1-i (Megatron-core's causal load balancing)")
+                  .positive()
+                  .at_most(4096)
+                  .column()
+                  .key("1")
+                  .in_specs()
+                  .checkpoint({}, "--context-parallel-size"));
+  v.push_back(Field(PTDP_MEMBER(par.cp_comm), "cp_comm_type", g)
+                  .flags("--cp-comm-type")
+                  .help(enum_choices<CpComm>(true) +
+                        ": how a context-parallel group exchanges keys and values (a ring of blocks, heads for "
+                        "sequence, or all of them gathered)")
+                  .column()
+                  .key("p2p")
+                  .in_specs());
+}
+
 }  // namespace
 
 const std::vector<Field>& parallel_fields() {
@@ -31,24 +54,7 @@ const std::vector<Field>& parallel_fields() {
                     .key()
                     .in_specs()
                     .checkpoint());
-    v.push_back(Field(PTDP_MEMBER(par.cp), "cp", g)
-                    .flags("--cp,--context-parallel-size")
-                    .help("context-parallel size c: each sequence cut into 2c chunks, rank i of a context-parallel "
-                          "group holding chunks i and 2c-1-i (Megatron-core's causal load balancing)")
-                    .positive()
-                    .at_most(4096)
-                    .column()
-                    .key("1")
-                    .in_specs()
-                    .checkpoint({}, "--context-parallel-size"));
-    v.push_back(Field(PTDP_MEMBER(par.cp_comm), "cp_comm_type", g)
-                    .flags("--cp-comm-type")
-                    .help(enum_choices<CpComm>(true) +
-                          ": how a context-parallel group exchanges keys and values (a ring of blocks, heads for "
-                          "sequence, or all of them gathered)")
-                    .column()
-                    .key("p2p")
-                    .in_specs());
+    add_context_parallel_fields(v, g);
     v.push_back(Field(PTDP_MEMBER(par.dp), "dp", g)
                     .flags("--dp")
                     .help("data-parallel size d (default: ranks / (t*p))")
