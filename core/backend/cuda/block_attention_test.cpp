@@ -16,13 +16,13 @@
 #include "core/backend/backend.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/testing/op_fixture.h"
 #include "core/common/rng.h"
 
 namespace ptdp::block_attention_test {
 namespace {
 
 constexpr DType F32 = DType::F32;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Case {
   int b, sq, sk, a, g, hd;
@@ -46,49 +46,15 @@ const Case kCases[] = {
     {1, 20, 30, 4, 2, 32, 100, 0, true},
 };
 
+using testing::kNaN;
+using testing::rounded;
 Tensor uniform(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
-  Tensor t = Tensor::empty(std::move(shape), F32);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(lo + (hi - lo) * uniform01(4242, stream, uint64_t(i)));
-  return t;
+  return testing::uniform_host(std::move(shape), 4242, stream, lo, hi);
 }
 
-Tensor rounded(const Tensor& x, DType dt) {
-  Tensor t = Tensor::empty(x.shape(), dt), r = Tensor::empty(x.shape(), F32);
-  t.copy_from(x);
-  r.copy_from(t);
-  return r;
-}
-
-class CudaBlockAttention : public ::testing::TestWithParam<DType> {
+class CudaBlockAttention : public testing::CudaOpTest {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
-    gpu = make_cuda_backend(0);
-    dt = GetParam();
-    tol = dt == F32 ? 1e-5 : 1e-2;
-  }
-
-  Tensor input(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
-    return rounded(uniform(std::move(shape), stream, lo, hi), dt);
-  }
-  Tensor up(const Tensor& host, DType d) {
-    Tensor t = gpu->empty(host.shape(), d);
-    gpu->copy(t, host);
-    return t;
-  }
-  Tensor up(const Tensor& host) { return up(host, host.dtype() == DType::I32 ? DType::I32 : dt); }
-  Tensor poisoned(Shape shape, DType d) {
-    Tensor t = gpu->empty(std::move(shape), d);
-    gpu->fill(t, kNaN);
-    return t;
-  }
-  Tensor down(const Tensor& dev) {
-    Tensor h = Tensor::empty(dev.shape(), F32);
-    gpu->copy(h, dev);
-    return h;
-  }
+  CudaBlockAttention() : CudaOpTest(4242) {}
 
   // Norm-wise relative error; non-finite values (lse's -inf) must match in place and kind.
   void expect_close(const Tensor& dev, const Tensor& ref, const std::string& what, double tolerance = -1) {
@@ -118,9 +84,6 @@ class CudaBlockAttention : public ::testing::TestWithParam<DType> {
   }
 
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  std::unique_ptr<Backend> gpu;
-  DType dt = F32;
-  double tol = 1e-5;
 };
 
 TEST_P(CudaBlockAttention, FlashForwardMatchesCpu) {

@@ -16,13 +16,13 @@
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/gemm.h"
+#include "core/backend/cuda/testing/op_fixture.h"
 #include "core/common/rng.h"
 
 namespace ptdp {
 namespace {
 
 constexpr DType F32 = DType::F32;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 #define PTDP_SKIP_WITHOUT_GPU()                                                        \
   do {                                                                                 \
@@ -30,12 +30,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
     if (cuda::device_count(&reason_) == 0) GTEST_SKIP() << "no GPU here: " << reason_; \
   } while (0)
 
+using testing::kNaN;
+using testing::rounded;
 // Host f32 tensor, uniform in [lo, hi).
 Tensor uniform(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
-  Tensor t = Tensor::empty(std::move(shape), F32);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(lo + (hi - lo) * uniform01(2024, stream, uint64_t(i)));
-  return t;
+  return testing::uniform_host(std::move(shape), 2024, stream, lo, hi);
 }
 
 Tensor tokens(int64_t n, int64_t lo, int64_t hi, uint64_t stream) {
@@ -45,49 +44,13 @@ Tensor tokens(int64_t n, int64_t lo, int64_t hi, uint64_t stream) {
   return t;
 }
 
-// Host f32 values as stored in dt (rounded to nearest even).
-Tensor rounded(const Tensor& x, DType dt) {
-  Tensor t = Tensor::empty(x.shape(), dt), r = Tensor::empty(x.shape(), F32);
-  t.copy_from(x);
-  r.copy_from(t);
-  return r;
-}
-
 std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) {
   return std::string(dtype_name(info.param));
 }
 
-class CudaOps : public ::testing::TestWithParam<DType> {
+class CudaOps : public testing::CudaOpTest {
  protected:
-  void SetUp() override {
-    PTDP_SKIP_WITHOUT_GPU();
-    gpu = make_cuda_backend(0);
-    dt = GetParam();
-    tol = dt == F32 ? 1e-5 : 1e-2;
-  }
-
-  // Random input as the CPU sees it: already rounded to the compute dtype.
-  Tensor input(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
-    return rounded(uniform(std::move(shape), stream, lo, hi), dt);
-  }
-  // A device copy of host values in dtype d.
-  Tensor up(const Tensor& host, DType d) {
-    Tensor t = gpu->empty(host.shape(), d);
-    gpu->copy(t, host);
-    return t;
-  }
-  Tensor up(const Tensor& host) { return up(host, host.dtype() == DType::I32 ? DType::I32 : dt); }
-  // A device output of dtype d filled with NaN.
-  Tensor poisoned(Shape shape, DType d) {
-    Tensor t = gpu->empty(std::move(shape), d);
-    gpu->fill(t, kNaN);
-    return t;
-  }
-  Tensor down(const Tensor& dev) {
-    Tensor h = Tensor::empty(dev.shape(), F32);
-    gpu->copy(h, dev);
-    return h;
-  }
+  CudaOps() : CudaOpTest(2024) {}
   Tensor cpu_empty(Shape shape) { return Tensor::empty(std::move(shape), F32); }
 
   // Norm-wise relative error of the device result against the CPU reference.
@@ -120,9 +83,6 @@ class CudaOps : public ::testing::TestWithParam<DType> {
   }
 
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  std::unique_ptr<Backend> gpu;
-  DType dt = F32;
-  double tol = 1e-5;
 };
 
 TEST_P(CudaOps, LinearForwardMatchesCpuWithAndWithoutBias) {

@@ -1,0 +1,79 @@
+// What the CUDA op tests share: seeded host inputs rounded to the compute dtype, and a fixture
+// over the compute dtypes that moves tensors to and from the GPU (skipped where there is none).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/device_info.h"
+#include "core/common/rng.h"
+
+namespace ptdp::testing {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Host f32 tensor, uniform in [lo, hi), from counter-based draws (seed, stream, element).
+inline Tensor uniform_host(Shape shape, uint64_t seed, uint64_t stream, double lo = -1, double hi = 1) {
+  Tensor t = Tensor::empty(std::move(shape), DType::F32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(lo + (hi - lo) * uniform01(seed, stream, uint64_t(i)));
+  return t;
+}
+
+// Host f32 values as stored in dt (rounded to nearest even).
+inline Tensor rounded(const Tensor& x, DType dt) {
+  Tensor t = Tensor::empty(x.shape(), dt), r = Tensor::empty(x.shape(), DType::F32);
+  t.copy_from(x);
+  r.copy_from(t);
+  return r;
+}
+
+// A test over the compute dtypes (the parameter) on GPU 0, with tolerance 1e-5 in f32 and 1e-2 in
+// 16 bits; `seed` is the draws' seed of input().
+class CudaOpTest : public ::testing::TestWithParam<DType> {
+ protected:
+  explicit CudaOpTest(uint64_t seed) : seed_(seed) {}
+  void SetUp() override {
+    std::string reason;
+    if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+    gpu = make_cuda_backend(0);
+    dt = GetParam();
+    tol = dt == DType::F32 ? 1e-5 : 1e-2;
+  }
+
+  // Random input as the CPU sees it: already rounded to the compute dtype.
+  Tensor input(Shape shape, uint64_t stream, double lo = -1, double hi = 1) {
+    return rounded(uniform_host(std::move(shape), seed_, stream, lo, hi), dt);
+  }
+  // A device copy of host values in dtype d.
+  Tensor up(const Tensor& host, DType d) {
+    Tensor t = gpu->empty(host.shape(), d);
+    gpu->copy(t, host);
+    return t;
+  }
+  Tensor up(const Tensor& host) { return up(host, host.dtype() == DType::I32 ? DType::I32 : dt); }
+  // A device output of dtype d filled with NaN.
+  Tensor poisoned(Shape shape, DType d) {
+    Tensor t = gpu->empty(std::move(shape), d);
+    gpu->fill(t, kNaN);
+    return t;
+  }
+  Tensor down(const Tensor& dev) {
+    Tensor h = Tensor::empty(dev.shape(), DType::F32);
+    gpu->copy(h, dev);
+    return h;
+  }
+
+  std::unique_ptr<Backend> gpu;
+  DType dt = DType::F32;
+  double tol = 1e-5;
+
+ private:
+  uint64_t seed_;
+};
+
+}  // namespace ptdp::testing
