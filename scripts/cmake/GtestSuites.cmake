@@ -14,14 +14,18 @@
 # --gtest_filter, so a test is in exactly one of them.
 # PER_TEST: one ctest test per GoogleTest test instead (named SUITE.TEST, labelled the same way),
 # for binaries whose tests are separate processes anyway (the CLI tests start ptdp).
+# CHECK_ONCE regex: the GPU tests of the suites it matches run with VGPU_ACCESS_CHECK=once (each
+# distinct kernel launch checked once, vgpu/README.md): the training runs, whose steps repeat the
+# launches of the first; the kernel tests keep every launch checked.
 function(ptdp_gtest_suites target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_TEST" "" "LABELS;ENVIRONMENT")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_TEST" "CHECK_ONCE" "LABELS;ENVIRONMENT")
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
   string(REPLACE ";" "," labels "${arg_LABELS}")
   string(REPLACE ";" "|" env "${arg_ENVIRONMENT}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DOUT=${ctest_file} "-DLABELS=${labels}"
             "-DENVIRONMENT=${env}" -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -DPER_TEST=${arg_PER_TEST}
+            "-DCHECK_ONCE=${arg_CHECK_ONCE}"
             -P ${PROJECT_SOURCE_DIR}/scripts/cmake/gtest_suites.cmake
     COMMENT "Listing the test suites of ${target}"
     VERBATIM)

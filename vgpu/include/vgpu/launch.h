@@ -36,6 +36,9 @@ struct KernelSpec {
   // stay within the allocations of (kernel/access_check.h); null when not known.
   const void* const* args = nullptr;
   size_t nargs = 0;
+  // The parameters' values, hashed with each data pointer left out (its allocation stands in for
+  // it: kernel/access_check.h, VGPU_ACCESS_CHECK=once); 0 when a parameter's bytes have padding.
+  uint64_t params_id = 0;
 };
 using ThreadBody = void (*)(const void* closure);  // runs the kernel for the current fiber
 
@@ -130,6 +133,37 @@ template <class T> void collect_pointer(const T& v, int arg, std::vector<Pointer
   }
 }
 
+// FNV-1a over the parameters' values (KernelSpec::params_id): a data pointer counts as a marker,
+// an aggregate's fields one by one, anything else by its bytes when it has no padding; otherwise
+// the launch has no identity (known = false).
+struct ParamHash {
+  uint64_t h = 0xcbf29ce484222325ull;
+  bool known = true;
+  void mix(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  }
+  template <class T> void value(const T& v) {
+    if constexpr (is_data_pointer_v<T>) {
+      mix("p", 1);
+    } else if constexpr (std::has_unique_object_representations_v<T>) {
+      mix(&v, sizeof v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      mix(&v, sizeof v);  // no padding (not "unique" only because +0 == -0)
+    } else {
+      known = false;
+    }
+  }
+  template <class T> void param(const T& v) {
+    if constexpr (std::is_class_v<T> && std::is_aggregate_v<T> && field_count<T>() > 0)
+      std::apply([&](const auto&... f) { (value(f), ...); }, field_refs(v));
+    else if constexpr (std::is_class_v<T> && std::is_empty_v<T>)
+      mix("e", 1);
+    else
+      value(v);
+  }
+};
+
 template <class Kernel, class Args> struct Closure {
   Kernel kernel;
   Args args;
@@ -165,6 +199,9 @@ template <class... P> class Launcher {
           (detail::collect_pointer(a, ++i, pointers), ...);
         },
         closure->args);
+    detail::ParamHash id;
+    std::apply([&](const auto&... a) { (id.param(a), ...); }, closure->args);
+    spec.params_id = !id.known ? 0 : id.h != 0 ? id.h : 1;
     detail::submit_launch(spec, stream_, pointers, std::move(closure), &detail::run_closure<C>);
   }
 

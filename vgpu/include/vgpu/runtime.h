@@ -59,8 +59,12 @@ struct Site {
 Site capture_site(std::string what, const char* file = nullptr, int line = 0);
 // The per-access checks of instrumented kernels (src/kernel/access_check.h): on unless
 // VGPU_ACCESS_CHECK=0; a test may turn them off for its own launches (kernels already running
-// keep the setting they started with).
+// keep the setting they started with). Once (VGPU_ACCESS_CHECK=once): only the first of each
+// distinct launch is checked (same kernel, site, grid, block, parameters, and for each pointer
+// argument its allocation's size, its offset there and its aliasing); setting it starts afresh.
+enum class AccessChecks { Off = 0, Every = 1, Once = 2 };
 void set_access_checks(bool on);
+void set_access_checks(AccessChecks mode);
 bool access_checks();
 // The executable's __shared__ variables that no red zone follows, by name: an index past one of
 // them may land in the next variable unseen. device.h declares a red zone before each variable;

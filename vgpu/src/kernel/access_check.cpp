@@ -81,17 +81,71 @@ void host_access(const void* p, size_t bytes, unsigned flags, const void* pc, co
 }
 
 namespace {
-std::atomic<int> g_access_override{-1};  // -1: the environment's setting
+// -1: the environment's setting; else a vgpu::AccessChecks.
+std::atomic<int> g_access_override{-1};
+
+int access_check_mode() {
+  const int o = g_access_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  static const int env = [] {  // VGPU_ACCESS_CHECK: 0, once, anything else every launch
+    const char* v = std::getenv("VGPU_ACCESS_CHECK");
+    if (v && std::strcmp(v, "0") == 0) return static_cast<int>(AccessChecks::Off);
+    if (v && std::strcmp(v, "once") == 0) return static_cast<int>(AccessChecks::Once);
+    return static_cast<int>(AccessChecks::Every);
+  }();
+  return env;
 }
 
-bool access_checks_enabled() {
-  const int o = g_access_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o != 0;
-  static const bool on = [] {
-    const char* v = std::getenv("VGPU_ACCESS_CHECK");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
+// The launches checked so far under AccessChecks::Once, by identity (launch_identity).
+std::mutex g_seen_mu;
+std::unordered_set<uint64_t> g_seen;
+
+// A launch's identity, FNV-1a over: the kernel and its site, the configuration, the parameters'
+// values (KernelSpec::params_id, without the pointers) and for each pointer argument what the
+// checks depend on: its allocation's extent, its offset there and which earlier argument shares
+// the allocation (an in-place launch is another launch). The addresses themselves change from
+// step to step.
+uint64_t launch_identity(const detail::KernelSpec& spec) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  };
+  mix(spec.name, std::strlen(spec.name));
+  if (spec.file) mix(spec.file, std::strlen(spec.file));
+  mix(&spec.line, sizeof spec.line);
+  const unsigned dims[] = {spec.grid.x, spec.grid.y, spec.grid.z, spec.block.x, spec.block.y, spec.block.z};
+  mix(dims, sizeof dims);
+  mix(&spec.shmem, sizeof spec.shmem);
+  mix(&spec.params_id, sizeof spec.params_id);
+  std::shared_lock<std::shared_mutex> lock(rt::registry().mu);
+  std::vector<const rt::AllocRecord*> recs(spec.nargs);
+  for (size_t a = 0; a < spec.nargs; ++a) {
+    const rt::AllocRecord* r = spec.args[a] ? rt::find_locked(spec.args[a]) : nullptr;
+    recs[a] = r;
+    size_t shared_with = a;
+    for (size_t e = 0; e < a; ++e)
+      if (recs[e] == r) {
+        shared_with = e;
+        break;
+      }
+    const size_t where[] = {r ? r->bytes : 0, r ? rt::offset_of(*r, spec.args[a]) : 0, shared_with,
+                            spec.args[a] ? size_t{1} : size_t{0}};
+    mix(where, sizeof where);
+  }
+  return h;
+}
+}  // namespace
+
+bool access_checks_enabled() { return access_check_mode() != static_cast<int>(AccessChecks::Off); }
+
+bool access_check_launch(const detail::KernelSpec& spec) {
+  const int mode = access_check_mode();
+  if (mode != static_cast<int>(AccessChecks::Once)) return mode == static_cast<int>(AccessChecks::Every);
+  if (spec.params_id == 0) return true;  // a parameter with padding: no identity, always checked
+  const uint64_t id = launch_identity(spec);
+  std::lock_guard<std::mutex> lock(g_seen_mu);
+  return g_seen.insert(id).second;
 }
 
 bool argument_check_enabled() {
@@ -105,7 +159,14 @@ bool argument_check_enabled() {
 }  // namespace vgpu::kernel
 
 namespace vgpu {
-void set_access_checks(bool on) { kernel::g_access_override.store(on ? 1 : 0); }
+void set_access_checks(bool on) { set_access_checks(on ? AccessChecks::Every : AccessChecks::Off); }
+void set_access_checks(AccessChecks mode) {
+  if (mode == AccessChecks::Once) {
+    std::lock_guard<std::mutex> lock(kernel::g_seen_mu);
+    kernel::g_seen.clear();
+  }
+  kernel::g_access_override.store(static_cast<int>(mode));
+}
 bool access_checks() { return kernel::access_checks_enabled(); }
 }  // namespace vgpu
 

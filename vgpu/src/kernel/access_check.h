@@ -13,7 +13,8 @@
 //     or to an allocation that none of the launch's pointer arguments points into (an index that
 //     jumped a guard zone into a neighbour); VGPU_ARGUMENT_CHECK=0 turns the latter off, for
 //     kernels that follow pointers stored in device memory
-// VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each).
+// VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each); =once
+// checks each distinct launch once (access_check_launch).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -94,6 +95,13 @@ extern constinit thread_local AccessLog* t_read_log __attribute__((tls_model("in
 
 // Whether the checks are on (vgpu::set_access_checks, else VGPU_ACCESS_CHECK, default 1).
 bool access_checks_enabled();
+// Whether this launch is checked: with the checks on, every launch; under VGPU_ACCESS_CHECK=once
+// only the first of each distinct launch of the process (same kernel, site, grid, block, shared
+// memory, parameter values, and each pointer argument's allocation size, offset and aliasing:
+// launch_identity in access_check.cpp): the repeated steps of a training run are
+// checked once. A data-dependent fault (an index read from memory) that only a repeat meets is
+// missed then; the kernel tests run with every launch checked.
+bool access_check_launch(const detail::KernelSpec& spec);
 
 // An instrumented access outside any kernel that lands in device or pinned memory
 // (runtime/arena.h): the host dereferencing a device pointer is reported; for pinned memory, the

@@ -562,6 +562,57 @@ TEST(AccessCheck, AKernelsReadPastItsArgumentsFirstByteRacesWithAnotherStreamsWr
   cudaFree(out);
 }
 
+// ---- VGPU_ACCESS_CHECK=once: each distinct launch checked once ----
+
+__global__ void shift_left(const float* a, float* b, int n) {  // races with itself when a == b
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i + 1 < n) b[i] = a[i + 1];
+}
+
+// A training run repeats its first step's launches on buffers at other addresses: those repeats
+// are not checked again, but a launch that differs in what the checks depend on is: a scalar
+// argument, the size of an argument's allocation, an argument's offset, or two arguments in one
+// allocation. An unchecked launch's output still counts as written.
+TEST(AccessCheck, OnceChecksEachDistinctLaunchOnce) {
+  vgpu::set_access_checks(vgpu::AccessChecks::Once);
+  std::vector<float*> held;  // every buffer stays allocated: each launch is on new addresses
+  auto read = [&held](size_t elems, long long i, int offset = 0) {
+    float* x = zeros<float>(elems);
+    float* y = zeros<float>(1);
+    held.insert(held.end(), {x, y});
+    return violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at)(x + offset, y, i); });
+  };
+  EXPECT_TRUE(any_contains(read(100, 100), "out of bounds: kernel read_at"));
+  EXPECT_TRUE(read(100, 100).empty()) << "the same launch on other buffers is not checked again";
+  EXPECT_TRUE(any_contains(read(100, 101), "out of bounds: kernel read_at")) << "another index";
+  EXPECT_TRUE(read(100, 99).empty());
+  EXPECT_TRUE(any_contains(read(100, 99, 1), "out of bounds: kernel read_at")) << "another offset";
+  EXPECT_TRUE(any_contains(read(90, 100), "out of bounds: kernel read_at")) << "another allocation size";
+  for (float* p : held) cudaFree(p);
+
+  float* a = upload(std::vector<float>(256, 1.0f));
+  float* b = zeros<float>(256);
+  auto shift = [](const float* from, float* to) {
+    return violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(2, 128, st, shift_left)(from, to, 255); });
+  };
+  EXPECT_TRUE(shift(a + 1, b).empty());
+  const auto in_place = shift(a + 1, a);  // offsets and sizes as before, but one allocation
+  EXPECT_TRUE(any_contains(in_place, "race: ")) << "one allocation is another launch: " << joined(in_place);
+
+  float* c = nullptr;
+  ASSERT_EQ(cudaMalloc(&c, 256 * sizeof(float)), cudaSuccess);
+  const auto unchecked = shift(b + 1, c);  // as shift(a + 1, b): not checked; c still counts as written
+  EXPECT_TRUE(unchecked.empty()) << joined(unchecked);
+  float* y = zeros<float>(1);
+  const auto m = violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, read_at_beside)(c, c, y, 253); });
+  EXPECT_TRUE(m.empty()) << joined(m);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cudaFree(y);
+  vgpu::set_access_checks(true);
+}
+
 // ---- Correct kernels stay quiet ----
 
 __global__ void scale_grid_stride(const float* x, float* y, int n) {

@@ -658,7 +658,7 @@ cudaError_t Runner::run(const detail::KernelSpec& spec, detail::ThreadBody body,
   reads_.clear();
   t_write_log = &writes_;
   t_read_log = &reads_;
-  tracking_ = access_checks_enabled();
+  tracking_ = access_check_launch(spec);
   if (tracking_) {
     tracker_.begin(spec, closure, stacks_, static_cast<uint32_t>(warps_.size()));
     t_access_tracker = &tracker_;
