@@ -118,8 +118,9 @@ TEST(SimFp8, RefusedOutsideMcoreAndOnAProfileWithoutAnFp8Peak) {
   }
 }
 
-// NeMo 24.12's FP8 pre-training table on H100 (results/paper/nemo-fp8-h100.csv). Nothing of the
-// model was set from it. Tolerance: 20% a point, stated before the comparison was run (the h100-dgx
+// NeMo 24.12's FP8 pre-training table on H100 (results/paper/nemo-fp8-h100.csv), run with NeMo's
+// performance scripts, which reduce gradients in bf16 under FP8 (scripts/performance: the plugin's
+// grad_reduce_in_fp32 = False): --grad-reduce-in-bf16. Nothing of the model was set from it. Tolerance: 20% a point, stated before the comparison was run (the h100-dgx
 // profile's GEMM efficiency is an assumption, and FP8 GEMMs are assumed to reach the same fraction
 // of their peak); the error per point is printed and given in docs/SIMULATOR.md.
 TEST(SimFp8, Llama3OnH100AgainstNemosPublishedFp8Throughput) {
@@ -133,16 +134,17 @@ TEST(SimFp8, Llama3OnH100AgainstNemosPublishedFp8Throughput) {
   };
   for (const Point& p : {Point{"llama3-8b", 8, 1, 2, 1, 1}, Point{"llama3-70b", 64, 4, 2, 4, 5}}) {
     const int dp = p.gpus / (p.tp * p.cp * p.pp);
-    const SimResult r = simulate(fp8_llama3(p.preset, p.tp, p.cp, p.pp, dp, p.vpp, 128), fp8_h100());
+    RunConfig c = fp8_llama3(p.preset, p.tp, p.cp, p.pp, dp, p.vpp, 128);
+    c.grad_reduce_bf16 = true;
+    const SimResult r = simulate(c, fp8_h100());
     const SimResult bf16 = simulate(fp8_llama3(p.preset, p.tp, p.cp, p.pp, dp, p.vpp, 128, Fp8Format::None), fp8_h100());
     const double ours = r.tokens_per_s / p.gpus, published = paper.at(p.preset);
     const double err = ours / published - 1;
     fmt::print("{}: published {:.0f} tokens/s/GPU, simulated {:.0f} ({:+.1f}%; bf16 {:.0f}), {:.1f} GB ({})\n", p.preset,
                published, ours, 100 * err, bf16.tokens_per_s / p.gpus, r.memory.peak / 1e9,
                r.memory.fits ? "fits" : "judged out of memory");
-    // Memory is not asserted here: the 8B layout, which ran, is judged out of memory by the
-    // activation model (docs/SIMULATOR.md, "FP8"), a gap of the memory model, not of FP8's costs.
     EXPECT_LE(std::abs(err), 0.20) << p.preset;
+    EXPECT_TRUE(r.memory.fits) << p.preset << ": " << r.memory.describe("H100");  // both ran on 80 GB
   }
 }
 
