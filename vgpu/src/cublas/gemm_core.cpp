@@ -1,11 +1,12 @@
 // The GEMM arithmetic over OpenBLAS: widen 16-bit operands to f32, one cblas_sgemm per batch,
-// the bias epilogue in f32, then a single round-to-nearest-even store into D's type.
+// the bias and GELU epilogues in f32, then a single round-to-nearest-even store into D's type.
 #include "cublas/gemm_core.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -48,10 +49,41 @@ const float* as_f32(const Matrix& x, int64_t i, std::vector<float>& buf, int64_t
 }
 
 void add_bias(const GemmProblem& p, int64_t i, float* out, int64_t ldo) {
-  if (!p.bias) return;
+  if (!p.bias || p.bgrad) return;
   const void* bias = at(p.bias, p.bias_type, i * p.bias_stride);
   for (int64_t j = 0; j < p.n; ++j)
     for (int64_t r = 0; r < p.m; ++r) out[j * ldo + r] += load_f32(bias, p.bias_type, r);
+}
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+
+// The GELU epilogues on batch i's f32 result (gemm_core.h, Activation).
+void activation(const GemmProblem& p, int64_t i, float* out, int64_t ldo) {
+  if (p.act == Activation::None) return;
+  void* aux = p.aux ? const_cast<char*>(at(p.aux, p.aux_type, i * p.aux_stride)) : nullptr;
+  float* grad = nullptr;
+  if (p.bgrad) {
+    grad = grow(scratch().a, p.m);
+    std::fill(grad, grad + p.m, 0.0f);
+  }
+  for (int64_t j = 0; j < p.n; ++j)
+    for (int64_t r = 0; r < p.m; ++r) {
+      float& v = out[j * ldo + r];
+      if (p.act == Activation::Gelu) {
+        if (aux) store_f32(aux, p.aux_type, j * p.aux_ld + r, v);
+        v = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
+      } else {
+        const float x = load_f32(aux, p.aux_type, j * p.aux_ld + r);
+        const float th = std::tanh(kGeluC * (x + 0.044715f * x * x * x));
+        const float du = kGeluC * (1.0f + 3.0f * 0.044715f * x * x);
+        v *= 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+        if (grad) grad[r] += v;
+      }
+    }
+  if (grad) {
+    void* bias = const_cast<char*>(at(p.bias, p.bias_type, i * p.bias_stride));
+    for (int64_t r = 0; r < p.m; ++r) store_f32(bias, p.bias_type, r, grad[r]);
+  }
 }
 
 // out (m x n, leading dimension ldo) = alpha op(A_i) op(B_i) + beta out, with out already holding
@@ -84,6 +116,7 @@ void compute_gemm(const GemmProblem& p) {
       float* out = const_cast<float*>(reinterpret_cast<const float*>(at(p.d.ptr, p.d.type, i * p.d.stride)));
       product(p, i, out, p.d.ld);
       add_bias(p, i, out, p.d.ld);
+      activation(p, i, out, p.d.ld);
       continue;
     }
     float* t = grow(scratch().t, p.m * p.n);
@@ -94,6 +127,7 @@ void compute_gemm(const GemmProblem& p) {
     }
     product(p, i, t, p.m);
     add_bias(p, i, t, p.m);
+    activation(p, i, t, p.m);
     void* d = const_cast<char*>(at(p.d.ptr, p.d.type, i * p.d.stride));
     for (int64_t j = 0; j < p.n; ++j)
       for (int64_t r = 0; r < p.m; ++r) store_f32(d, p.d.type, j * p.d.ld + r, t[j * p.m + r]);

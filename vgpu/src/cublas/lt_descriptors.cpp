@@ -69,10 +69,18 @@ AttrSlot desc_slot(cublasLtMatmulDescOpaque_t* d, cublasLtMatmulDescAttributes_t
       return slot(d->bias_stride);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
       return slot(d->bias_type);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return slot(d->aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return slot(d->aux_ld);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+      return slot(d->aux_stride);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+      return slot(d->aux_type);
     case CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET:
       return slot(d->sm_count);
     default:
-      return {};  // auxiliary epilogue buffers, fp8 scales, amax: not in the vgpu subset
+      return {};  // fp8 scales, amax: not in the vgpu subset
   }
 }
 

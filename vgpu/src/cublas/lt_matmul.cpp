@@ -18,6 +18,28 @@ namespace {
 
 bool is_input_type(uint32_t t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
 
+// What an epilogue of the subset does (cublasLt.h, cublasLtEpilogue_t).
+struct Epilogue {
+  bool known = true;
+  bool bias = false;   // a bias vector added to each column of D
+  bool bgrad = false;  // the bias vector is an output: the sums of D's rows
+  bool aux = false;    // the GELU input matrix: written (GELU) or read (DGELU)
+  Activation act = Activation::None;
+};
+Epilogue decode_epilogue(uint32_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return {};
+    case CUBLASLT_EPILOGUE_BIAS: return {true, true};
+    case CUBLASLT_EPILOGUE_GELU: return {true, false, false, false, Activation::Gelu};
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return {true, true, false, false, Activation::Gelu};
+    case CUBLASLT_EPILOGUE_GELU_AUX: return {true, false, false, true, Activation::Gelu};
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return {true, true, false, true, Activation::Gelu};
+    case CUBLASLT_EPILOGUE_DGELU: return {true, false, false, true, Activation::DGelu};
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return {true, false, true, true, Activation::DGelu};
+    default: return {false};
+  }
+}
+
 Matrix as_matrix(const cublasLtMatrixLayoutOpaque_t* l, const void* ptr) {
   return Matrix{ptr, cudaDataType(l->type), int64_t(l->rows), int64_t(l->cols), l->ld, l->stride};
 }
@@ -30,14 +52,15 @@ cublasStatus_t build_problem(const cublasLtMatmulDescOpaque_t* desc, const cubla
                              const cublasLtMatrixLayoutOpaque_t* B, const cublasLtMatrixLayoutOpaque_t* C,
                              const cublasLtMatrixLayoutOpaque_t* D, GemmProblem* out) {
   // The subset: f32 compute and scale with host alpha/beta; TRANSC "currently only CUBLAS_OP_N is
-  // supported"; the DEFAULT and BIAS epilogues.
+  // supported"; the DEFAULT, BIAS and GELU epilogues (GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS,
+  // DGELU, DGELU_BGRAD).
   if (desc->compute != CUBLAS_COMPUTE_32F && desc->compute != CUBLAS_COMPUTE_32F_PEDANTIC)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (desc->scale != CUDA_R_32F || desc->pointer_mode != CUBLASLT_POINTER_MODE_HOST || desc->transc != CUBLAS_OP_N ||
       desc->fill != CUBLAS_FILL_MODE_FULL)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc->epilogue != CUBLASLT_EPILOGUE_BIAS)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const Epilogue epi = decode_epilogue(desc->epilogue);
+  if (!epi.known) return CUBLAS_STATUS_NOT_SUPPORTED;
   for (const auto* l : {A, B, C, D}) {
     if (l->order != CUBLASLT_ORDER_COL || l->plane_offset != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     // ROWS / COLS: "usually only values that can be expressed as int32_t are supported".
@@ -48,8 +71,16 @@ cublasStatus_t build_problem(const cublasLtMatmulDescOpaque_t* desc, const cubla
   if (A->type != B->type || !is_input_type(A->type) || C->type != D->type ||
       (D->type != A->type && D->type != CUDA_R_32F))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
+  const bool bias = epi.bias || epi.bgrad;
   if (bias && desc->bias_type != -1 && uint32_t(desc->bias_type) != D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // The GELU input matrix: D's type (AUX_DATA_TYPE unset, or set to it); AUX_LD "must be divisible
+  // by 8 and be no less than the number of rows in the output matrix", AUX_BATCH_STRIDE "must be
+  // divisible by 8".
+  if (epi.aux) {
+    if (desc->aux_type != -1 && uint32_t(desc->aux_type) != D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (desc->aux_ld % 8 != 0 || desc->aux_ld < int64_t(D->rows) || desc->aux_stride % 8 != 0 || desc->aux_stride < 0)
+      return CUBLAS_STATUS_INVALID_VALUE;
+  }
 
   auto op_ok = [](int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; };
   if (!op_ok(desc->transa) || !op_ok(desc->transb)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -82,6 +113,12 @@ cublasStatus_t build_problem(const cublasLtMatmulDescOpaque_t* desc, const cubla
   p.bias = bias ? desc->bias : nullptr;
   p.bias_type = cudaDataType(D->type);
   p.bias_stride = desc->bias_stride;
+  p.act = epi.act;
+  p.bgrad = epi.bgrad;
+  p.aux = epi.aux ? desc->aux : nullptr;
+  p.aux_type = cudaDataType(D->type);
+  p.aux_ld = desc->aux_ld;
+  p.aux_stride = desc->aux_stride;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -119,6 +156,21 @@ bool check_alignments(const GemmProblem& p, const AlgoRecord& algo) {
     report_violation("misaligned operand", m.str());
     ok = false;
   }
+  if (p.aux) {
+    const int64_t stride_bytes = p.aux_stride * int64_t(dtype_size(p.aux_type));
+    const int64_t bad = misaligned_batch(p.aux, stride_bytes, p.batch, algo.aux_align);
+    if (bad >= 0) {
+      std::ostringstream m;
+      m << "cublasLtMatmul: the GELU input matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, batch " << bad
+        << ") is at " << describe_alignment(static_cast<const char*>(p.aux) + bad * stride_bytes)
+        << ", but cublasLtMatmulAlgoGetHeuristic chose the algorithm for one aligned to " << algo.aux_align
+        << " bytes: it takes the expected alignment from the AUX_POINTER value the descriptor holds when it is "
+           "called, a null pointer counting as fully aligned (256 bytes). Set AUX_POINTER to the real buffer "
+           "before asking the heuristic.";
+      report_violation("misaligned operand", m.str());
+      ok = false;
+    }
+  }
   if (p.bias) {
     const int64_t stride_bytes = p.bias_stride * int64_t(dtype_size(p.bias_type));
     const int64_t bad = misaligned_batch(p.bias, stride_bytes, p.batch, algo.bias_align);
@@ -138,6 +190,10 @@ bool check_alignments(const GemmProblem& p, const AlgoRecord& algo) {
 }
 
 }  // namespace
+
+bool epilogue_adds_bias(uint32_t e) { return decode_epilogue(e).bias; }
+bool epilogue_has_aux(uint32_t e) { return decode_epilogue(e).aux; }
+
 }  // namespace vgpu::blas
 
 using vgpu::blas::Kind;
@@ -175,6 +231,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
   // cublasLtMatmulAlgoGetHeuristic() depend on its value to determine expected pointer alignment."
   // (With batches, every batch's bias: the batch stride counts as well.)
   rec.bias_align = operationDesc->bias ? vgpu::blas::alignment_of(operationDesc->bias) : 256;
+  // AUX_POINTER likewise ("depend on its value to determine expected pointer alignment").
+  rec.aux_align = operationDesc->aux ? vgpu::blas::alignment_of(operationDesc->aux) : 256;
+  if (p.batch > 1 && operationDesc->aux_stride != 0) {
+    const uint64_t stride_bytes = uint64_t(operationDesc->aux_stride) * vgpu::blas::dtype_size(p.aux_type);
+    rec.aux_align = std::min(rec.aux_align, vgpu::blas::alignment_of(reinterpret_cast<const void*>(stride_bytes)));
+  }
   if (p.batch > 1 && operationDesc->bias_stride != 0) {
     const uint64_t stride_bytes = uint64_t(operationDesc->bias_stride) * vgpu::blas::dtype_size(p.bias_type);
     rec.bias_align = std::min(rec.bias_align, vgpu::blas::alignment_of(reinterpret_cast<const void*>(stride_bytes)));
@@ -223,8 +285,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   // In-place (C == D) needs C and D laid out alike.
   if (C == D && (Cdesc->ld != Ddesc->ld || Cdesc->stride != Ddesc->stride || Cdesc->type != Ddesc->type))
     return kInvalid;
-  // The BIAS epilogue needs its bias vector.
-  if (computeDesc->epilogue == CUBLASLT_EPILOGUE_BIAS && !computeDesc->bias) return kInvalid;
+  // The BIAS and BGRAD epilogues need their bias vector, the AUX ones their matrix.
+  if ((p.bias == nullptr && (p.bgrad || vgpu::blas::epilogue_adds_bias(computeDesc->epilogue))) ||
+      (p.aux == nullptr && vgpu::blas::epilogue_has_aux(computeDesc->epilogue)))
+    return kInvalid;
   // INVALID_VALUE "if the parameters are unexpectedly NULL, in conflict or in an impossible configuration".
   if (workspaceSizeInBytes > 0 && !workspace) return kInvalid;
   if (algo) {

@@ -13,7 +13,8 @@ struct cublasLtContext : vgpu::blas::Object {
 };
 
 // Defaults from cublasLtMatmulDescAttributes_t: scale type = compute type's, host pointer mode,
-// no transposes, full fill mode, EPILOGUE_DEFAULT, no bias, bias data type -1 (D's type).
+// no transposes, full fill mode, EPILOGUE_DEFAULT, no bias, bias data type -1 (D's type), no
+// epilogue auxiliary buffer (leading dimension and batch stride 0, data type -1: D's type).
 struct cublasLtMatmulDescOpaque_t : vgpu::blas::Object {
   int32_t compute = CUBLAS_COMPUTE_32F;
   int32_t scale = CUDA_R_32F;
@@ -24,6 +25,9 @@ struct cublasLtMatmulDescOpaque_t : vgpu::blas::Object {
   const void* bias = nullptr;
   int64_t bias_stride = 0;
   int32_t bias_type = -1;
+  const void* aux = nullptr;
+  int64_t aux_ld = 0, aux_stride = 0;
+  int32_t aux_type = -1;
   int32_t sm_count = 0;
 };
 
@@ -57,6 +61,7 @@ struct AlgoRecord {
   static constexpr uint64_t kMagic = 0x56475055414c474fULL;  // "VGPUALGO"
   uint32_t align[4] = {256, 256, 256, 256};                  // A, B, C, D
   uint32_t bias_align = 256;
+  uint32_t aux_align = 256;
 };
 cublasLtMatmulAlgo_t encode_algo(const AlgoRecord& r);
 bool decode_algo(const cublasLtMatmulAlgo_t& a, AlgoRecord* r);  // false: not from the heuristic

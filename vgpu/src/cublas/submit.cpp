@@ -66,18 +66,23 @@ cublasStatus_t submit_gemm(const GemmCall& call) {
   const GemmProblem& p = call.p;
   const bool product = p.m > 0 && p.n > 0 && p.batch > 0;
   Matrix bias{p.bias, p.bias_type, p.m, 1, p.m, p.bias_stride};
+  Matrix aux{p.aux, p.aux_type, p.m, p.n, p.aux_ld, p.aux_stride};
+  const bool writes_aux = p.act == Activation::Gelu;
   // What the GPU kernel touches: A and B when there is a product term, C when beta != 0 (BLAS:
-  // "when beta is zero, C does not have to be a valid input"), the bias, and D.
+  // "when beta is zero, C does not have to be a valid input"), the bias (written by BGRAD), the
+  // GELU input matrix (written by GELU_AUX, read by DGELU), and D.
   const Operand ops[] = {
       {"A", p.a, p.batch, Access::Read, product && p.k > 0},
       {"B", p.b, p.batch, Access::Read, product && p.k > 0},
       {"C", p.c, p.batch, Access::Read, product && p.beta != 0.0f},
-      {"bias", bias, p.bias_stride == 0 ? 1 : p.batch, Access::Read, product && p.bias != nullptr},
+      {"bias", bias, p.bias_stride == 0 ? 1 : p.batch, p.bgrad ? Access::Write : Access::Read,
+       product && p.bias != nullptr},
+      {"aux", aux, p.batch, writes_aux ? Access::Write : Access::Read, product && p.aux != nullptr},
       {"D", p.d, p.batch, Access::Write, product},
   };
   bool ok = true;
   std::vector<Range> ranges;
-  ranges.reserve(5);
+  ranges.reserve(6);
   const std::string api = call.api;
   for (const Operand& o : ops) {
     if (!o.used) continue;
@@ -92,7 +97,7 @@ cublasStatus_t submit_gemm(const GemmCall& call) {
   if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
   if (!product) return CUBLAS_STATUS_SUCCESS;  // nothing to compute or touch
 
-  enqueue(call.stream, capture_site(call.api), std::move(ranges), [call, bias]() -> cudaError_t {
+  enqueue(call.stream, capture_site(call.api), std::move(ranges), [call, bias, aux, writes_aux]() -> cudaError_t {
     const GemmProblem& q = call.p;
     const std::string api = call.api;
     // Reads of never-written device memory are reported (checked here, on the worker, so that
@@ -106,12 +111,16 @@ cublasStatus_t submit_gemm(const GemmCall& call) {
       check("B", q.b, q.batch);
     }
     if (q.beta != 0.0f) check("C", q.c, q.batch);
-    if (q.bias) check("bias", bias, q.bias_stride == 0 ? 1 : q.batch);
+    if (q.bias && !q.bgrad) check("bias", bias, q.bias_stride == 0 ? 1 : q.batch);
+    if (q.aux && !writes_aux) check("aux", aux, q.batch);
     {
       const OneBlasThread one;
       compute_gemm(q);
     }
-    for_each_run(q.d, q.batch, [](const void* ptr, size_t bytes) { mark_initialized(ptr, bytes); });
+    auto written = [](const void* ptr, size_t bytes) { mark_initialized(ptr, bytes); };
+    for_each_run(q.d, q.batch, written);
+    if (q.aux && writes_aux) for_each_run(aux, q.batch, written);
+    if (q.bias && q.bgrad) for_each_run(bias, q.bias_stride == 0 ? 1 : q.batch, written);
     return cudaSuccess;
   }, /*self_contained=*/true);
   return CUBLAS_STATUS_SUCCESS;
