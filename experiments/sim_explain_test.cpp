@@ -60,8 +60,9 @@ TEST(SimExplain, ThePtdpStackNamesTheBackendOpOfEachKernel) {
   args.insert(args.end(), {"--stack", "ptdp", "--explain"});
   const CliResult r = run_ptdp(dir, args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* op : {"[layernorm_forward]", "[linear_forward]", "[attention_forward]", "[add_]", "[gelu_forward]",
-                         "[linear_backward]", "[attention_backward]", "[layernorm_backward]", "[copy]"})
+  for (const char* op : {"[layernorm_forward]", "[linear_forward]", "[attention_forward]", "[add_]",
+                         "[linear_gelu_forward]", "[linear_backward]", "[linear_gelu_backward]", "[attention_backward]",
+                         "[layernorm_backward]", "[copy]"})
     EXPECT_NE(r.out.find(op), std::string::npos) << op << " in\n" << r.out;
   EXPECT_NE(r.out.find("all-reduce of 50.33 MB"), std::string::npos) << r.out;  // b s h fp16 over t = 8
 }

@@ -11,6 +11,16 @@ int64_t Backend::mark() {
 
 double Backend::elapsed_ms(int64_t from, int64_t to) { return double(to - from) / 1e6; }
 
+void Backend::do_linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) {
+  do_linear_forward(pre, x, w, &b);
+  do_gelu_forward(y, pre);
+}
+void Backend::do_linear_gelu_backward(Tensor& dpre, Tensor& dw2, Tensor* db2, const Tensor& dy, const Tensor& y,
+                                      const Tensor& w2, const Tensor& pre) {
+  do_linear_backward(&dpre, false, dw2, db2, dy, y, w2);
+  do_gelu_backward(dpre, pre, dpre);
+}
+
 namespace {
 [[noreturn]] void no_llama_op(const Backend& be, const char* op) {
   throw RuntimeError(std::string("the ") + be.name() + " backend has no " + op + " (needed by --arch llama)");

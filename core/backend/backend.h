@@ -93,6 +93,14 @@ class Backend {
   // GeLU, tanh approximation (GPT-2 / Megatron)
   void gelu_forward(Tensor& y, const Tensor& x);
   void gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
+  // A linear layer and the GeLU after it (the MLP's fc): pre = x w^T + b, y = gelu(pre), pre kept
+  // for the backward. Its backward seen from the next linear layer (fc2, whose input is y): dpre =
+  // (dy w2) gelu'(pre), dw2 += dy^T y, db2 += column sums of dy (db2 may be null): the same as
+  // linear_backward then gelu_backward, which is what a backend without a fused form runs (the
+  // CUDA backend: cuBLASLt's GELU_AUX_BIAS and DGELU epilogues).
+  void linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b);
+  void linear_gelu_backward(Tensor& dpre, Tensor& dw2, Tensor* db2, const Tensor& dy, const Tensor& y,
+                            const Tensor& w2, const Tensor& pre);
 
   // Causal self-attention core. qkv [b*s, a*3*hd], per head q | k | v (Megatron's fused
   // layout, so that heads split contiguously over tensor-parallel ranks); probs [b, a, s, s]
@@ -202,6 +210,9 @@ class Backend {
   virtual void do_swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);
   virtual void do_gelu_forward(Tensor& y, const Tensor& x) = 0;
   virtual void do_gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) = 0;
+  virtual void do_linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b);
+  virtual void do_linear_gelu_backward(Tensor& dpre, Tensor& dw2, Tensor* db2, const Tensor& dy, const Tensor& y,
+                                       const Tensor& w2, const Tensor& pre);
   virtual void do_attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) = 0;
   virtual void do_attention_backward(Tensor& dqkv, const Tensor& dy, const Tensor& qkv, const Tensor& probs, int b,
                                      int s, int a, int hd) = 0;

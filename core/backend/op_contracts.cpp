@@ -205,6 +205,29 @@ void Backend::gelu_backward(Tensor& dx, const Tensor& x, const Tensor& dy) {
   do_gelu_backward(dx, x, dy);
 }
 
+void Backend::linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const OpCheck c(*this, "linear_gelu_forward");
+  const auto [dt, n, in, out] = linear_dims(c, x, w);
+  c.expect(b, "linear bias", {out}, dt);
+  c.expect(pre, "gelu input", {n, out}, dt);
+  c.expect(y, "gelu output", {n, out}, dt);
+  c.expect_apart(y, pre, "the gelu output", "the gelu input");
+  do_linear_gelu_forward(y, pre, x, w, b);
+}
+
+void Backend::linear_gelu_backward(Tensor& dpre, Tensor& dw2, Tensor* db2, const Tensor& dy, const Tensor& y,
+                                   const Tensor& w2, const Tensor& pre) {
+  const OpCheck c(*this, "linear_gelu_backward");
+  const auto [dt, n, in, out] = linear_dims(c, y, w2);
+  c.expect(dy, "linear output grad", {n, out}, dt);
+  c.expect(dw2, "linear weight grad", {out, in}, acc_dtype(dt));
+  if (db2) c.expect(*db2, "linear bias grad", {out}, acc_dtype(dt));
+  c.expect(pre, "gelu input", {n, in}, dt);
+  c.expect(dpre, "gelu input grad", {n, in}, dt);
+  c.expect_apart(dpre, pre, "the gelu input grad", "the gelu input");
+  do_linear_gelu_backward(dpre, dw2, db2, dy, y, w2, pre);
+}
+
 void Backend::attention_forward(Tensor& y, Tensor& probs, const Tensor& qkv, int b, int s, int a, int hd) {
   const OpCheck c(*this, "attention_forward");
   const DType dt = c.compute_dtype(qkv);

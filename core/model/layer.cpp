@@ -114,9 +114,8 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   c.rstd2 = be.empty({nl}, acc_dtype(dt));
   be.layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, w.ln2_w, w.ln2_b, d.eps);
   c.fc = be.empty({n, d.ffn}, dt);
-  be.linear_forward(c.fc, sp_gather(be, d, c.ln2), w.fc_w, &w.fc_b);
   c.act = be.empty({n, d.ffn}, dt);
-  be.gelu_forward(c.act, c.fc);
+  be.linear_gelu_forward(c.act, c.fc, sp_gather(be, d, c.ln2), w.fc_w, w.fc_b);
   part = partial_rows(be, d, y);
   be.linear_forward(part, c.act, w.fc2_w, d.bias_owner ? &w.fc2_b : nullptr);
   reduce_rows(d, part, y);  // g
@@ -163,9 +162,8 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
     return;
   }
   // MLP: y = x2 + fc2(gelu(fc(ln2(x2))))
-  Tensor dact = be.empty({n, d.ffn}, dt);
-  be.linear_backward(&dact, false, g.fc2_w, &g.fc2_b, sp_gather(be, d, dy), c.act, w.fc2_w);
-  be.gelu_backward(dact, c.fc, dact);
+  Tensor dact = be.empty({n, d.ffn}, dt);  // the gradient of fc's output, through the GeLU
+  be.linear_gelu_backward(dact, g.fc2_w, &g.fc2_b, sp_gather(be, d, dy), c.act, w.fc2_w, c.fc);
   Tensor dln = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, dln);
   be.linear_backward(&part, false, g.fc_w, &g.fc_b, dact, sp_gather(be, d, c.ln2), w.fc_w);

@@ -1,10 +1,14 @@
 // ptdp's own transformer layer as its CUDA backend runs it (--stack ptdp; core/model/layer.cpp,
 // llama_layer.cpp, core/backend/cuda/cuda_backend.cpp): each Backend op one call, its kernels in
 // the op's order, each op's bytes as its op profile counts them (op_profile.h; the column-sum
-// partials of the norms' backward left out). No dropout; biases in the GEMM epilogue; residual
-// adds and GeLU their own kernels; the attention core unfused: the heads permuted to [b a, s, 3 hd],
+// partials of the norms' backward left out). No dropout; biases in the GEMM epilogue; GeLU in fc's
+// GEMM epilogue and its gradient in fc2's dgrad GEMM (cuBLASLt GELU_AUX_BIAS, DGELU) where the MLP
+// width on the device is a multiple of 8 (else their own kernels); residual adds their own
+// kernels; the attention core unfused: the heads permuted to [b a, s, 3 hd],
 // Q K^T, the causal softmax in place (it reads the scores on and below the diagonal and writes whole
 // rows), P V, the heads permuted back. Collectives block, beside no GEMM.
+#include <cmath>
+
 #include "core/sim/kernel_builder.h"
 
 namespace ptdp::sim {
@@ -30,6 +34,18 @@ void linear_backward(KernelBuilder& x, const LayerShape& d, const char* name, do
   if (!d.llama) x.membound("bias grad", d.E * d.rows * n + 8 * n);
   if (column && d.t > 1)
     x.collective(name, d.sp ? Collective::ReduceScatter : Collective::AllReduce, d.E * d.bsh, Overlap::None, -1, "dgrad");
+}
+
+// Whether the CUDA backend runs GeLU in the GEMM epilogues (cuBLASLt's AUX_LD: a multiple of 8).
+bool gelu_in_epilogue(const LayerShape& d) { return !d.llama && std::fmod(d.ft, 8.0) == 0; }
+
+// fc2's backward with fc's GeLU gradient in the dgrad GEMM's epilogue (linear_gelu_backward):
+// linear_backward's wgrad and bias gradient, then the dgrad GEMM, its own op.
+void linear_gelu_backward(KernelBuilder& x, const LayerShape& d) {
+  if (d.sp) x.collective("fc2", Collective::AllGather, d.E * d.bsh, Overlap::None, -1, "output grad");
+  x.run_in("linear_backward").gemm("fc2", d.ft, d.h, d.rows, "wgrad");
+  x.membound("bias grad", d.E * d.rows * d.h + 8 * d.h);
+  x.run_in("linear_gelu_backward").gemm("fc2", d.rows, d.ft, d.h, "dgrad");
 }
 
 // LayerNorm (llama: RMSNorm) of this rank's rows, with its f32 statistics.
@@ -101,9 +117,14 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
   residual(x, d);
   norm_forward(x, d, "ln2");
   x.in(kModuleFc);
-  linear_forward(x, d, "fc", d.fc_out, d.h, true);
-  if (d.llama) x.run_in("swiglu_forward").membound("swiglu", 3 * d.E * d.rows * d.ft);
-  else x.run_in("gelu_forward").membound("gelu", 2 * d.E * d.rows * d.ft);
+  if (gelu_in_epilogue(d)) {
+    if (d.sp) x.collective("fc", Collective::AllGather, d.E * d.bsh);
+    x.run_in("linear_gelu_forward").gemm("fc", d.rows, d.fc_out, d.h);
+  } else {
+    linear_forward(x, d, "fc", d.fc_out, d.h, true);
+    if (d.llama) x.run_in("swiglu_forward").membound("swiglu", 3 * d.E * d.rows * d.ft);
+    else x.run_in("gelu_forward").membound("gelu", 2 * d.E * d.rows * d.ft);
+  }
   x.in(kModuleFc2);
   linear_forward(x, d, "fc2", d.h, d.ft, false);
   residual(x, d);
@@ -111,10 +132,15 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
 
 void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d) {
   x.in(kModuleFc2);
-  linear_backward(x, d, "fc2", d.h, d.ft, false);
-  x.in(kModuleFc);
-  if (d.llama) x.run_in("swiglu_backward").membound("swiglu backward", 5 * d.E * d.rows * d.ft);
-  else x.run_in("gelu_backward").membound("gelu backward", 3 * d.E * d.rows * d.ft);
+  if (gelu_in_epilogue(d)) {
+    linear_gelu_backward(x, d);
+    x.in(kModuleFc);
+  } else {
+    linear_backward(x, d, "fc2", d.h, d.ft, false);
+    x.in(kModuleFc);
+    if (d.llama) x.run_in("swiglu_backward").membound("swiglu backward", 5 * d.E * d.rows * d.ft);
+    else x.run_in("gelu_backward").membound("gelu backward", 3 * d.E * d.rows * d.ft);
+  }
   linear_backward(x, d, "fc", d.fc_out, d.h, true);
   norm_backward(x.in(kModuleProj, true), d, "ln2 backward");
   x.in(kModuleProj);

@@ -193,6 +193,39 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // fc and its GeLU in one cuBLASLt product (GELU_AUX_BIAS): writes pre and y, reads x, w, b.
+  void do_linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) override {
+    on_device();
+    const DType dt = x.dtype();
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+    const GemmShape g{.trans_a = true, .trans_b = false, .m = out, .n = n, .k = in, .lda = in, .ldb = in,
+                      .ldc = out, .ab = dt, .c = dt};
+    if (!gemm_->has_gelu(g, w.raw(), x.raw(), y.raw(), b.raw(), pre.raw(), false))
+      return Backend::do_linear_gelu_forward(y, pre, x, w, b);  // no such cuBLASLt product: the two ops
+    cuda::OpScope r(prof_.get(), "linear_gelu_forward", stream_);
+    const double e = double(dtype_size(dt));
+    r.count(2.0 * n * in * out, e * (double(n) * in + double(out) * in + 2.0 * n * out + out));  // the GEMM's FLOPs
+    PTDP_CHECK(gemm_->run_gelu(g, w.raw(), x.raw(), y.raw(), b.raw(), pre.raw()), "linear_gelu_forward: no product");
+  }
+
+  // fc2's dw and db as linear_backward's (first: the next op is fc's linear_backward), then dpre =
+  // (dy w2) gelu'(pre) in one cuBLASLt product (DGELU) in place of its dx and gelu_backward.
+  void do_linear_gelu_backward(Tensor& dpre, Tensor& dw2, Tensor* db2, const Tensor& dy, const Tensor& y,
+                               const Tensor& w2, const Tensor& pre) override {
+    on_device();
+    const DType dt = y.dtype();
+    const int64_t n = y.dim(0), in = y.dim(1), out = w2.dim(0);
+    const GemmShape g{.trans_a = false, .trans_b = false, .m = in, .n = n, .k = out, .lda = in, .ldb = out,
+                      .ldc = in, .ab = dt, .c = dt};
+    if (!gemm_->has_gelu(g, w2.raw(), dy.raw(), dpre.raw(), nullptr, pre.raw(), true))
+      return Backend::do_linear_gelu_backward(dpre, dw2, db2, dy, y, w2, pre);
+    do_linear_backward(nullptr, false, dw2, db2, dy, y, w2);
+    cuda::OpScope r(prof_.get(), "linear_gelu_backward", stream_);
+    const double e = double(dtype_size(dt));
+    r.count(2.0 * n * in * out, e * (double(out) * in + double(n) * out + 2.0 * n * in));  // the GEMM's FLOPs
+    PTDP_CHECK(gemm_->run_dgelu(g, w2.raw(), dy.raw(), dpre.raw(), pre.raw()), "linear_gelu_backward: no product");
+  }
+
   void do_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
                             double eps) override {
     on_device();

@@ -192,6 +192,33 @@ TEST_P(CudaOps, GeluForwardAndBackwardMatchCpu) {
   expect_close(dx, rdx, "gelu dx");
 }
 
+// fc and its GeLU, fused on the GPU where cuBLASLt's epilogues take the MLP width (a multiple of
+// 8: GELU_AUX_BIAS forward, DGELU backward), the two ops otherwise (203): both as the CPU's
+// linear_forward + gelu_forward and linear_backward + gelu_backward.
+TEST_P(CudaOps, LinearGeluForwardAndBackwardMatchTheUnfusedOps) {
+  const int64_t n = 37, h = 96;
+  const DType acc = acc_dtype(dt);
+  for (int64_t f : {200, 203}) {
+    Tensor x = input({n, h}, 60), w = input({f, h}, 61), b = input({f}, 62);
+    Tensor ry = cpu_empty({n, f}), rpre = cpu_empty({n, f});
+    cpu->linear_gelu_forward(ry, rpre, x, w, b);
+    Tensor y = poisoned({n, f}, dt), pre = poisoned({n, f}, dt);
+    gpu->linear_gelu_forward(y, pre, up(x), up(w), up(b));
+    expect_close(pre, rpre, "fc output (the gelu input)");
+    expect_close(y, ry, "gelu output");
+    // fc2 [h, f] after it: dpre = (dy w2) gelu'(pre); dw2 and db2 accumulate.
+    Tensor w2 = input({h, f}, 63), dy = input({n, h}, 64), act = rounded(ry, dt), kept = rounded(rpre, dt);
+    Tensor dw0 = uniform({h, f}, 65), db0 = uniform({h}, 66);
+    Tensor rdpre = cpu_empty({n, f}), rdw = dw0.clone(), rdb = db0.clone();
+    cpu->linear_gelu_backward(rdpre, rdw, &rdb, dy, act, w2, kept);
+    Tensor gdpre = poisoned({n, f}, dt), gdw = up(dw0, acc), gdb = up(db0, acc);
+    gpu->linear_gelu_backward(gdpre, gdw, &gdb, up(dy), up(act), up(w2), up(kept));
+    expect_close(gdpre, rdpre, "gelu input grad");
+    expect_close(gdw, rdw, "fc2 dw (accumulated in f32)");
+    expect_close(gdb, rdb, "fc2 db (accumulated in f32)");
+  }
+}
+
 struct AttnShape {
   int b, s, a, hd;
 };

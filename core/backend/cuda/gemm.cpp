@@ -80,12 +80,13 @@ GemmRunner::~GemmRunner() {
   if (workspace_) cudaFree(workspace_);
 }
 
-GemmRunner::Plan& GemmRunner::plan(const GemmShape& g, bool bias, const void* a, const void* b, const void* c,
-                                   const void* bias_ptr) {
+GemmRunner::Plan& GemmRunner::plan(const GemmShape& g, const Epilogue& e, const void* a, const void* b,
+                                   const void* c) {
   const Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c,
-                int64_t(g.ab), int64_t(g.c), bias, operand_alignment(a, g.lda, g.stride_a, g.batch, g.ab),
+                int64_t(g.ab), int64_t(g.c), int64_t(e.kind), operand_alignment(a, g.lda, g.stride_a, g.batch, g.ab),
                 operand_alignment(b, g.ldb, g.stride_b, g.batch, g.ab),
-                operand_alignment(c, g.ldc, g.stride_c, g.batch, g.c), bias ? alignment(bias_ptr) : 0, 0};
+                operand_alignment(c, g.ldc, g.stride_c, g.batch, g.c), e.bias ? alignment(e.bias) : 0,
+                e.aux ? alignment(e.aux) : 0};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
@@ -94,15 +95,21 @@ GemmRunner::Plan& GemmRunner::plan(const GemmShape& g, bool bias, const void* a,
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  if (e.kind != CUBLASLT_EPILOGUE_DEFAULT)
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e.kind, sizeof(e.kind)));
+  // The vectors are set before the heuristic, which may pick an algorithm for their alignment;
+  // later calls of this plan have vectors of the same alignment (it is part of the key).
+  if (e.bias) {
     const cudaDataType_t bt = cuda_type(g.c);
-    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
-    // Set before the heuristic, which may pick an algorithm for the bias's alignment; later
-    // calls of this plan have a bias of the same alignment (it is part of the key).
     PTDP_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof(e.bias)));
+  }
+  if (e.aux) {
+    const int64_t ld = g.ldc;
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    PTDP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
   }
   p->a = make_layout(g.ab, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
   p->b = make_layout(g.ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
@@ -148,24 +155,54 @@ void GemmRunner::run(const GemmShape& g, float alpha, const void* a, const void*
     if (bias) bias_broadcast(c, bias, g.c, g.m, g.n, g.ldc, stream_);
     return;
   }
-  if (bias && alignment(bias) >= 16) {
-    Plan& p = plan(g, true, a, b, c, bias);
-    if (p.has_algo) {
-      PTDP_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-      PTDP_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo, workspace_,
-                                       kWorkspaceBytes, stream_));
-      return;
-    }
-  }
+  if (bias && alignment(bias) >= 16 && run_epilogue(g, {CUBLASLT_EPILOGUE_BIAS, bias, nullptr}, alpha, a, b, c))
+    return;
   if (bias) {  // y = bias, then y += x w^T
     bias_broadcast(c, bias, g.c, g.m, g.n, g.ldc, stream_);
     beta = 1.0f;
   }
-  Plan& p = plan(g, false, a, b, c, nullptr);
+  Plan& p = plan(g, {}, a, b, c);
   if (!p.has_algo) return run_fallback(g, alpha, a, b, beta, c);
   PTDP_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo, workspace_,
                                    kWorkspaceBytes, stream_));
+}
+
+bool GemmRunner::run_epilogue(const GemmShape& g, const Epilogue& e, float alpha, const void* a, const void* b,
+                              void* c) {
+  Plan& p = plan(g, e, a, b, c);
+  if (!p.has_algo) return false;
+  if (e.bias)
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof(e.bias)));
+  if (e.aux)
+    PTDP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
+  const float beta = 0.0f;
+  PTDP_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo, workspace_,
+                                   kWorkspaceBytes, stream_));
+  return true;
+}
+
+// AUX_LD "must be divisible by 8"; the vectors at least 16-byte aligned (as the bias path asks).
+static bool gelu_epilogue_fits(const GemmShape& g, const void* bias, const void* aux) {
+  return g.batch == 1 && g.k > 0 && g.m > 0 && g.n > 0 && g.ldc % 8 == 0 && alignment(aux) >= 16 &&
+         (!bias || alignment(bias) >= 16);
+}
+
+bool GemmRunner::has_gelu(const GemmShape& g, const void* a, const void* b, const void* c, const void* bias,
+                          const void* aux, bool backward) {
+  if (!gelu_epilogue_fits(g, bias, aux)) return false;
+  const Epilogue e{backward ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, aux};
+  return plan(g, e, a, b, c).has_algo;
+}
+
+bool GemmRunner::run_gelu(const GemmShape& g, const void* a, const void* b, void* c, const void* bias, void* aux) {
+  if (!gelu_epilogue_fits(g, bias, aux)) return false;
+  return run_epilogue(g, {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, aux}, 1.0f, a, b, c);
+}
+
+bool GemmRunner::run_dgelu(const GemmShape& g, const void* a, const void* b, void* c, const void* aux) {
+  if (!gelu_epilogue_fits(g, nullptr, aux)) return false;
+  return run_epilogue(g, {CUBLASLT_EPILOGUE_DGELU, nullptr, aux}, 1.0f, a, b, c);
 }
 
 void GemmRunner::run_fallback(const GemmShape& g, float alpha, const void* a, const void* b, float beta, void* c) {

@@ -44,8 +44,9 @@ class LtEpilogue : public ::testing::Test {
     cublasLtDestroy(lt_);
   }
 
+  // aux_then: the aux pointer of the product, when another than the heuristic's.
   cublasStatus_t run(cudaDataType t, cublasLtEpilogue_t epi, DeviceMatrix& a, DeviceMatrix& b, DeviceMatrix& d,
-                     void* bias, void* aux, int64_t ld_aux = aux_ld) {
+                     void* bias, void* aux, int64_t ld_aux = aux_ld, void* aux_then = nullptr) {
     LtPlan plan;
     EXPECT_EQ(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
     testing::set_desc(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
@@ -63,6 +64,7 @@ class LtEpilogue : public ::testing::Test {
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.a, plan.b, plan.d, plan.d, plan.pref, 1, &r,
                                                       &count);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (aux_then) testing::set_desc(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_then, sizeof(aux_then));
     const float alpha = 1.0f, beta = 0.0f;
     s = cublasLtMatmul(lt_, plan.op, &alpha, a.dev, plan.a, b.dev, plan.b, &beta, d.dev, plan.d, d.dev, plan.d,
                        &r.algo, nullptr, 0, stream_);
@@ -134,6 +136,16 @@ TEST_F(LtEpilogue, TheAuxMatrixFollowsCublasLtsRules) {
   // The epilogue's buffers must be given.
   EXPECT_EQ(run(t, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, a, b, d, bias.dev, nullptr), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(run(t, CUBLASLT_EPILOGUE_DGELU_BGRAD, a, b, d, nullptr, aux.dev), CUBLAS_STATUS_INVALID_VALUE);
+  // An aux matrix less aligned at the product than at the heuristic (which reads AUX_POINTER's
+  // alignment) is reported and refused.
+  {
+    vgpu::CaptureViolations cap;
+    void* shifted = static_cast<char*>(aux.dev) + 16;  // ld 24 floats: the matrix still fits
+    EXPECT_EQ(run(t, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, a, b, d, bias.dev, aux.dev, 16, shifted),
+              CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_TRUE(any_contains(cap.messages(), "misaligned operand", "EPILOGUE_AUX_POINTER", "aligned to 256 bytes"))
+        << joined(cap.messages());
+  }
   // An aux matrix nothing wrote, read by DGELU, is reported (initcheck).
   void* fresh = nullptr;
   ASSERT_EQ(cudaMalloc(&fresh, aux.host.bytes.size()), cudaSuccess);

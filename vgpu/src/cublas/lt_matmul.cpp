@@ -135,6 +135,25 @@ int64_t misaligned_batch(const void* ptr, int64_t stride_bytes, int64_t batch, u
   return -1;
 }
 
+// A vector of the epilogue (the bias, the GELU input matrix) less aligned, in some batch, than the
+// heuristic took it for: reported. The heuristic reads its alignment from the pointer (and batch
+// stride) the descriptor holds when it is called.
+bool vector_aligned(const char* what, const char* attr, const void* ptr, int64_t stride_bytes, int64_t batch,
+                    uint32_t promised) {
+  const int64_t bad = misaligned_batch(ptr, stride_bytes, batch, promised);
+  if (bad < 0) return true;
+  std::ostringstream m;
+  m << "cublasLtMatmul: the " << what << " (CUBLASLT_MATMUL_DESC_" << attr << ", batch " << bad << ") is at "
+    << describe_alignment(static_cast<const char*>(ptr) + bad * stride_bytes)
+    << ", but cublasLtMatmulAlgoGetHeuristic chose the algorithm for one aligned to " << promised
+    << " bytes: it takes the expected alignment from the " << attr
+    << " value (and batch stride) the descriptor holds when it is called, a null pointer counting as fully aligned "
+       "(256 bytes). Set "
+    << attr << " to the real buffer (or one equally aligned) before asking the heuristic.";
+  report_violation("misaligned operand", m.str());
+  return false;
+}
+
 // Holds cublasLtMatmul to the alignments the heuristic was promised (the vgpu's check: on a GPU
 // the algorithm's vector loads would fault or misbehave). Reports each broken promise.
 bool check_alignments(const GemmProblem& p, const AlgoRecord& algo) {
@@ -156,36 +175,12 @@ bool check_alignments(const GemmProblem& p, const AlgoRecord& algo) {
     report_violation("misaligned operand", m.str());
     ok = false;
   }
-  if (p.aux) {
-    const int64_t stride_bytes = p.aux_stride * int64_t(dtype_size(p.aux_type));
-    const int64_t bad = misaligned_batch(p.aux, stride_bytes, p.batch, algo.aux_align);
-    if (bad >= 0) {
-      std::ostringstream m;
-      m << "cublasLtMatmul: the GELU input matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, batch " << bad
-        << ") is at " << describe_alignment(static_cast<const char*>(p.aux) + bad * stride_bytes)
-        << ", but cublasLtMatmulAlgoGetHeuristic chose the algorithm for one aligned to " << algo.aux_align
-        << " bytes: it takes the expected alignment from the AUX_POINTER value the descriptor holds when it is "
-           "called, a null pointer counting as fully aligned (256 bytes). Set AUX_POINTER to the real buffer "
-           "before asking the heuristic.";
-      report_violation("misaligned operand", m.str());
-      ok = false;
-    }
-  }
-  if (p.bias) {
-    const int64_t stride_bytes = p.bias_stride * int64_t(dtype_size(p.bias_type));
-    const int64_t bad = misaligned_batch(p.bias, stride_bytes, p.batch, algo.bias_align);
-    if (bad >= 0) {
-      std::ostringstream m;
-      m << "cublasLtMatmul: the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER, batch " << bad << ") is at "
-        << describe_alignment(static_cast<const char*>(p.bias) + bad * stride_bytes)
-        << ", but cublasLtMatmulAlgoGetHeuristic chose the algorithm for a bias aligned to " << algo.bias_align
-        << " bytes: it takes the expected bias alignment from the BIAS_POINTER value (and bias batch stride) the "
-           "descriptor holds when it is called, a null pointer counting as fully aligned (256 bytes). Set "
-           "BIAS_POINTER to the real bias (or one equally aligned) before asking the heuristic.";
-      report_violation("misaligned operand", m.str());
-      ok = false;
-    }
-  }
+  if (p.aux && !vector_aligned("GELU input matrix", "EPILOGUE_AUX_POINTER", p.aux,
+                               p.aux_stride * int64_t(dtype_size(p.aux_type)), p.batch, algo.aux_align))
+    ok = false;
+  if (p.bias && !vector_aligned("bias", "BIAS_POINTER", p.bias, p.bias_stride * int64_t(dtype_size(p.bias_type)),
+                                p.batch, algo.bias_align))
+    ok = false;
   return ok;
 }
 
