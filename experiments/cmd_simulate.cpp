@@ -204,6 +204,7 @@ std::pair<CLI::App*, std::function<int()>> add_simulate_command(CLI::App& app) {
   sub->add_option("--gpus", f->gpus, "number of devices (default: t*p*d)");
   add_field_flag(*sub, "--stack", f->run);
   add_field_flag(*sub, "--fp8-format", f->run);
+  add_field_flag(*sub, "--fp8-param-gather", f->run);
   sub->add_flag("--explain", f->explain,
                 "also print every kernel and collective of one micro-batch with its time (the cost model's list)");
   return {sub, [sub, f]() { return run_simulate(*sub, *f); }};

@@ -214,6 +214,14 @@ TEST(SimCli, Fp8IsSimulatedUnderMcoreOnHopperAndRefusedElsewhere) {
   ok.insert(ok.end(), {"--tp", "2", "--zero", "1", "--recompute", "full", "--stack", "mcore", "--hardware", "h100-dgx"});
   const CliResult s = run_ptdp(dir, ok);
   EXPECT_EQ(s.exit_code, 0) << s.err;
+  std::vector<std::string> gather = ok;
+  gather.push_back("--fp8-param-gather");
+  const CliResult g = run_ptdp(dir, gather);
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out, s.out);  // the weights' memory and gather differ
+  std::vector<std::string> no_fp8 = {"simulate", "--model", "llama3-8b", "--gpus", "8", "--fp8-param-gather", "--stack",
+                                     "mcore", "--hardware", "h100-dgx"};
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, no_fp8), {"--fp8-param-gather", "needs --fp8-format e4m3 or hybrid"}));
   std::vector<std::string> old = run;
   old.insert(old.end(), {"--stack", "megatron-2022", "--hardware", "h100-dgx"});
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, old), {"--fp8-format hybrid: --stack megatron-2022 has no FP8 model"}));

@@ -111,6 +111,9 @@ struct RunConfig {
   // Simulated only (--fp8-format; docs/SIMULATOR.md, "FP8"): the linear layers' GEMMs in FP8 under
   // Transformer Engine's delayed scaling. `ptdp train` has no FP8 and does not take the flag.
   Fp8Format fp8_format = Fp8Format::None;
+  // Simulated only (--fp8-format with --fp8-param-gather, Megatron-core's flag): the layers'
+  // weights kept in FP8 (no 16-bit copy beside the FP8 one) and all-gathered in FP8.
+  bool fp8_param_gather = false;
   // f16 loss scaling, Megatron's flags: --loss-scale S > 0 fixes the scale; 0 scales
   // dynamically from --initial-loss-scale (halved after --hysteresis overflows, not below
   // --min-loss-scale; doubled after --loss-scale-window clean steps). f32 and bf16: scale 1.

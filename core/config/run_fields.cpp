@@ -341,6 +341,15 @@ void add_simulated_fields(std::vector<Field>& v) {
                   .column(RowUse::Simulated)
                   .key("")
                   .in_specs());
+  v.push_back(Field(PTDP_MEMBER(fp8_param_gather), "fp8_param_gather", g)
+                  .flags("--fp8-param-gather")
+                  .bound_by_hand()  // by `ptdp simulate` alone, as --fp8-format
+                  .help("simulated with --fp8-format: the layers' weights kept in FP8 only (no 16-bit copy) and "
+                        "the distributed optimizer's parameter all-gather in FP8, as NeMo's FP8 recipes set it "
+                        "(Megatron-core's --fp8-param-gather); docs/SIMULATOR.md, \"FP8\"")
+                  .column(RowUse::Simulated)
+                  .key("")
+                  .in_specs());
 }
 
 }  // namespace

@@ -159,6 +159,12 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   tensors = model_tensors(mc, mc.padded_vocab(t));
   params_per_layer = double(tensors.layer_numel(t));
   params_embedding = double(tensors.embedding().numel_per_rank(t));
+  gather_elem = elem;
+  if (cfg.fp8_param_gather) {
+    const double layers = params_per_layer * mc.layers;
+    const double rest = double(ModelTensors::sum_numel(tensors.first, t) + ModelTensors::sum_numel(tensors.last, t));
+    gather_elem = (layers + rest * elem) / (layers + rest);
+  }
   for (const ModelTensor& x : tensors.first)  // gpt's position table; llama: rotary, none
     if (&x != &tensors.embedding()) params_position += double(x.numel_per_rank(t));
   double parts[kLayerModules];
@@ -264,8 +270,8 @@ double CostModel::exposed_param_gather(double params, double optim, double first
 
 double CostModel::dp_allgather(double params) const {
   if (grad_group(cfg.par) <= 1) return 0;
-  if (shared_nics()) return net.allgather_nccl28(params * elem, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
-  return net.allgather(params * elem, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
+  if (shared_nics()) return net.allgather_nccl28(params * gather_elem, cfg.par.dp, dp_groups_of_node(cfg.par, hw), 0);
+  return net.allgather(params * gather_elem, grad_group(cfg.par), dp_peers_per_node(cfg.par, hw));
 }
 
 double CostModel::dp_reduction(double params) const {

@@ -142,6 +142,9 @@ struct CostModel {
   int grad_bytes = 2;  // of a gradient element in the data-parallel reduction (the stack's, else opt's)
   int tied_grad_bytes = 2;  // of one in the tied embedding's all-reduce
   int elem = 2;     // bytes per element
+  // Bytes per parameter of the distributed optimizer's all-gather: elem, or with --fp8-param-gather
+  // 1 for the layers' weights and elem for the rest, averaged over the model's parameters.
+  double gather_elem = 2;
   PrecisionKnobs knobs;  // the run's (precision_knobs)
 };
 

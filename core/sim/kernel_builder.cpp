@@ -34,6 +34,9 @@ LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int el
   d.rowshare = d.sp ? 1.0 / d.t : 1.0;
   d.fp8 = cfg.fp8_format != Fp8Format::None;
   if (d.fp8 && pc.micro_batch * pc.dp > 0) d.weight_cast_share = 1.0 / std::max(1, pc.num_microbatches());
+  // --fp8-param-gather: the weight is FP8 already; only its transpose is made (1 byte read, 1
+  // written: half of the 16-bit cast-transpose's 4).
+  if (cfg.fp8_param_gather) d.weight_cast_share *= 0.5;
   return d;
 }
 

@@ -34,7 +34,8 @@ struct LayerShape {
   CpComm cp_comm = CpComm::P2P;
   double sl = 0;
   // --fp8-format: the layer's linear GEMMs in FP8 (fp8_kernels.cpp); TE casts the weights on a
-  // step's first micro-batch only, so each micro-batch carries weight_cast_share = 1/m of it.
+  // step's first micro-batch only, so each micro-batch carries weight_cast_share = 1/m of it (half
+  // that with --fp8-param-gather: the transpose alone).
   bool fp8 = false;
   double weight_cast_share = 1;
 };

@@ -81,13 +81,15 @@ double fp8_saved_input_savings(const RunConfig& cfg, const Dims& d) {
   return (d.E - 1) * d.sbh * (2 * d.rowshare + (1 + d.f / d.h) / d.t);
 }
 
-// --fp8-format: the FP8 weights TE casts on a step's first micro-batch and keeps for the others
-// (1 byte per parameter of the stage's layers).
-double fp8_weight_cache_bytes(const RunConfig& cfg, int s) {
+// --fp8-format: what FP8 adds to the stage's layer weights, per parameter: the FP8 copy TE casts on
+// a step's first micro-batch and keeps for the others (1 byte), or with --fp8-param-gather the
+// weights themselves held in FP8 instead of 16 bits (1 - E bytes: the state counts E for them).
+double fp8_weight_bytes(const RunConfig& cfg, int s) {
   if (cfg.fp8_format == Fp8Format::None) return 0;
   const ParallelConfig& par = cfg.par;
   const ModelTensors tensors = model_tensors(cfg.model, cfg.model.padded_vocab(par.tp));
-  return stage_layer_count(par.layer_split(cfg.model.layers), s) * double(tensors.layer_numel(par.tp));
+  const double per_param = cfg.fp8_param_gather ? 1 - HardwareProfile::element_bytes(cfg.precision) : 1;
+  return per_param * stage_layer_count(par.layer_split(cfg.model.layers), s) * double(tensors.layer_numel(par.tp));
 }
 
 // A layer's kept activations with every tensor 16-bit (a full recomputation's aside).
@@ -239,8 +241,8 @@ StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const 
   double working = a.layer_ws;
   if (s == 0) working = std::max(working, a.embed_ws);
   if (s == par.pp - 1) working = std::max(working, a.head_ws);
-  m.state = m.params * per_param.backward + fp8_weight_cache_bytes(cfg, s);
-  m.step_state = m.params * per_param.step + fp8_weight_cache_bytes(cfg, s);
+  m.state = m.params * per_param.backward + fp8_weight_bytes(cfg, s);
+  m.step_state = m.params * per_param.step + fp8_weight_bytes(cfg, s);
   if (par.zero == 3) {
     // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
     const double E = HardwareProfile::element_bytes(cfg.precision);

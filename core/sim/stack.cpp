@@ -103,6 +103,8 @@ std::string stack_refusal(const RunConfig& cfg) {
     return fmt::format("--fp8-format {}: --stack {} has no FP8 model (FP8 is Transformer Engine's, modelled for "
                        "Megatron-core); choose --stack mcore, or leave out --fp8-format",
                        cfg.fp8_format, name);
+  if (cfg.fp8_param_gather && cfg.fp8_format == Fp8Format::None)
+    return "--fp8-param-gather keeps the weights in FP8 for the FP8 GEMMs: it needs --fp8-format e4m3 or hybrid";
   if (cfg.fp8_format != Fp8Format::None && cfg.precision == Precision::F32)
     return fmt::format("--fp8-format {}: FP8 runs beside 16-bit activations and weights; use --precision bf16",
                        cfg.fp8_format);
