@@ -318,6 +318,7 @@ if ((dry)); then
   attn_backends=(flash unfused)      # cudnn is refused on the virtual GPU
   attn_impls=(ptdp pytorch-eager)    # torch.compile on the CPU: its own stages above
   fig7=(--scale small)
+  dispatch_shapes=(--shape "$gpt_shape" --iters 3 --warmup 1)
   accept_hw=vgpu
 else
   k_filter="Cuda*:MixedPrecision.Cuda*"
@@ -339,6 +340,9 @@ else
   attn_backends=(auto flash unfused)  # auto: cudnn where it runs, else flash
   attn_impls=(ptdp pytorch-eager pytorch-compile)
   fig7=(--scale paper)
+  # Figure 7's 1B model (128 heads of 32) at b = 1 and 8, and GPT 1.3B (16 heads of 128).
+  dispatch_shapes=(--shape "h=4096,a=128,l=4,s=2048,b=1,V=51200" --shape "h=4096,a=128,l=4,s=2048,b=8,V=51200"
+                   --shape "$gpt_shape")
   accept_hw=""
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -421,6 +425,12 @@ attention_stage attention_gpt 150 "$gpt_shape"
 attention_stage attention_llama 90 "$llama_shape"
 attention_stage attention_gqa 90 "$gqa_shape"
 attention_stage attention_long 120 "$long_shape"
+
+# 2c. The host's dispatch time per kernel of an eager PyTorch step, Figure 7's question
+# (docs/SIMULATOR.md): one micro-batch's forward and backward eager against the same work replayed
+# as a CUDA graph, with the kernel count. On the virtual GPU: eager on the CPU, the graph skipped.
+stage dispatch 60 "${cmp[@]}" dispatch --device "$device" --precision "$precision" "${dispatch_shapes[@]}" \
+  --out "$work/raw/dispatch.csv"
 
 # 3. The paper's Figure 7 on this GPU.
 # Six iterations a point (two untimed), not the 30 of a cluster run: the spec with iters and warmup set.

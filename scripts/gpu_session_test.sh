@@ -46,7 +46,7 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
   pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
-  test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long; do
+  test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long dispatch; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
 for s in bench_gemm_cuda ncu_kernels bench_nccl_shared; do

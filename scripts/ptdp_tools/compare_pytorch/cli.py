@@ -6,6 +6,9 @@
   compare_pytorch.py throughput  TFLOP/s per GPU (the paper's Eq. 3) of ptdp, PyTorch eager and
                                  torch.compile on the same device, for given model shapes;
                                  writes results/gpu/compare_pytorch.csv atomically
+  compare_pytorch.py dispatch    the host's dispatch time per kernel of an eager PyTorch step: one
+                                 micro-batch's forward and backward eager against the same work
+                                 replayed as a CUDA graph, with the number of kernels
 
 Exit codes: 0 agreement / measured, 1 disagreement or a failed measurement, 2 refused (one
 line: no PyTorch, no ptdp binary, --device cuda without a GPU, bad arguments).
@@ -17,6 +20,7 @@ import os
 
 from ptdp_tools import repo
 from ptdp_tools.cli import Parser
+from ptdp_tools.compare_pytorch.dispatch import cmd_dispatch
 from ptdp_tools.compare_pytorch.env import PROG, check_ptdp
 from ptdp_tools.compare_pytorch.loss import LOSS_RTOL, cmd_loss
 from ptdp_tools.compare_pytorch.throughput import DEFAULT_SHAPES, cmd_throughput, parse_shape
@@ -88,6 +92,15 @@ def main(argv=None) -> int:
                          "0: each side's default")
     th.add_argument("--out", default=os.path.join(repo.ROOT, "results", "gpu", "compare_pytorch.csv"))
 
+    di = sub.add_parser("dispatch", parents=[common],
+                        help="eager forward and backward against a CUDA graph replay: host time per kernel")
+    di.add_argument("--shape", type=parse_shape, action="append", required=True,
+                    help="h=,a=,l=,s=,b=,V=[,g=][,arch=gpt|llama] (repeatable)")
+    di.add_argument("--iters", type=int, default=20)
+    di.add_argument("--warmup", type=int, default=5, help="first calls left out of the timing")
+    di.add_argument("--recompute", choices=["none", "full"], default="none")
+    di.add_argument("--out", default=os.path.join(repo.ROOT, "results", "gpu", "dispatch.csv"))
+
     a = p.parse_args(argv)
     if a.precision is None:
         a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
@@ -119,6 +132,9 @@ def main(argv=None) -> int:
             p.error(f"--arch llama needs an even head size (--hidden {a.hidden} / --heads {a.heads})")
         if a.global_batch % a.micro_batch:
             p.error(f"--micro-batch {a.micro_batch} must divide --global-batch {a.global_batch}")
+    elif a.command == "dispatch":
+        if a.iters <= a.warmup or a.warmup < 0:
+            p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
     else:
         if a.iters <= a.warmup or a.warmup < 0:
             p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
@@ -128,7 +144,7 @@ def main(argv=None) -> int:
             p.error(f"--threads {a.threads} must be 0 (default) or more")
         if a.peak_tflops < 0:
             p.error(f"--peak-tflops {a.peak_tflops} must be positive (or 0: no mfu column)")
-    if a.command == "loss" or "ptdp" in a.implementations:
+    if a.command == "loss" or (a.command == "throughput" and "ptdp" in a.implementations):
         a.ptdp = check_ptdp(a.ptdp)
-    return cmd_loss(a) if a.command == "loss" else cmd_throughput(a)
+    return {"loss": cmd_loss, "throughput": cmd_throughput, "dispatch": cmd_dispatch}[a.command](a)
 
