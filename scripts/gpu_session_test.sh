@@ -56,6 +56,8 @@ grep -q '^tests,test_kernels passed,[1-9]' "$out/o/summary.csv" || fail "no pass
 grep -q '^tests,test_kernels failed,0,' "$out/o/summary.csv" || fail "failed kernel tests in summary.csv"
 grep -q '^tests,test_nccl passed,[1-9]' "$out/o/summary.csv" || fail "no passed NCCL tests in summary.csv"
 grep -q '^tests,test_nccl failed,0,' "$out/o/summary.csv" || fail "failed NCCL tests in summary.csv"
+grep -q '^dispatch,h=64 a=4 l=2 b=2,,us per kernel,skipped,"eager [0-9.]* ms' "$out/o/summary.csv" ||
+  fail "summary.csv has no dispatch row with the eager time (skipped graph) of the dry run's shape"
 grep -q '^nccl,found,[0-9]' "$out/o/summary.csv" || fail "summary.csv names no NCCL found by the probe"
 grep -q '^nccl,used by the nccl stages,' "$out/o/summary.csv" || fail "summary.csv does not say which NCCL the stages used"
 grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f32 loss agreement in summary.csv"

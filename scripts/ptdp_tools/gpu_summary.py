@@ -162,6 +162,18 @@ def loss_rows(work: str) -> list:
     return out
 
 
+def dispatch_rows(work: str) -> list:
+    """The host's dispatch time per kernel of an eager PyTorch step, per shape (stage dispatch)."""
+    out = []
+    for r in read_csv(os.path.join(work, "raw", "dispatch.csv")):
+        shape = f"h={r.get('hidden')} a={r.get('heads')} l={r.get('layers')} b={r.get('micro_batch')}"
+        out.append({"section": "dispatch", "item": shape, "value": r.get("dispatch_us_per_kernel", ""),
+                    "unit": "us per kernel", "status": r.get("status", ""),
+                    "note": f"eager {r.get('eager_ms', '')} ms, CUDA graph {r.get('graph_ms', '')} ms, "
+                            f"{r.get('kernels', '')} kernels; {r.get('note', '')}"})
+    return out
+
+
 def compare_rows(work: str) -> tuple:
     """The merged compare_pytorch rows, and summary rows with the ptdp / PyTorch ratios."""
     rows = []
@@ -398,6 +410,7 @@ def main(argv=None) -> int:
             summary += gtest_rows(a.work, s["stage"])
     summary += sanitizer_rows(a.work, stages)
     summary += loss_rows(a.work)
+    summary += dispatch_rows(a.work)
     compare, rows = compare_rows(a.work)
     summary += rows
     fig7, rows = fig7_rows(a.work)
