@@ -92,7 +92,7 @@ TEST(SimFp8, MemoryAddsTheFp8WeightsAndKeepsTheLinearInputsInOneByte) {
   const RunConfig plain = fp8_llama3("llama3-8b", 2, 1, 1, 4, 1, 8, Fp8Format::None);
   const MemoryVerdict a = memory_verdict(fp8, fp8_h100()), b = memory_verdict(plain, fp8_h100());
   const ModelTensors tensors = model_tensors(fp8.model, fp8.model.padded_vocab(2));
-  EXPECT_DOUBLE_EQ(a.stages[0].state - b.stages[0].state, 32.0 * double(tensors.layer_numel(2)));
+  EXPECT_DOUBLE_EQ(a.stages[0].state - b.stages[0].state, 2 * 32.0 * double(tensors.layer_numel(2)));
   // t 2 with sequence parallelism: the norms' outputs 1/t of b s h each, proj's input b s h / t,
   // fc2's b s f / t; one byte saved per element.
   const double sbh = 8192.0 * 4096, f = 14336, h = 4096, t = 2;
@@ -102,9 +102,9 @@ TEST(SimFp8, MemoryAddsTheFp8WeightsAndKeepsTheLinearInputsInOneByte) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(plain, Recompute::Full), layer_activation_bytes(fp8, Recompute::Full));
 }
 
-// --fp8-param-gather: the layers' weights held in FP8 instead of bf16 plus a cached FP8 copy (2
-// bytes a layer parameter less), only their transpose made per step, and the distributed
-// optimizer's all-gather moving 1 byte for each layer parameter.
+// --fp8-param-gather: the layers' weights held in FP8 (with their cached transpose) instead of bf16
+// plus the cached FP8 copy and transpose (2 bytes a layer parameter less), only their transpose
+// made per step, and the distributed optimizer's all-gather moving 1 byte for each layer parameter.
 TEST(SimFp8, ParamGatherKeepsTheWeightsInFp8AndGathersThemInFp8) {
   RunConfig plain = fp8_llama3("llama3-8b", 1, 1, 1, 8, 1, 64);
   RunConfig gather = plain;

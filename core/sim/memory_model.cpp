@@ -81,14 +81,16 @@ double fp8_saved_input_savings(const RunConfig& cfg, const Dims& d) {
   return (d.E - 1) * d.sbh * (2 * d.rowshare + (1 + d.f / d.h) / d.t);
 }
 
-// --fp8-format: what FP8 adds to the stage's layer weights, per parameter: the FP8 copy TE casts on
-// a step's first micro-batch and keeps for the others (1 byte), or with --fp8-param-gather the
-// weights themselves held in FP8 instead of 16 bits (1 - E bytes: the state counts E for them).
+// --fp8-format: what FP8 adds to the stage's layer weights, per parameter: the FP8 copy and its
+// transpose that TE casts on a step's first micro-batch and keeps for the others (2 bytes:
+// `weight1_fp8` and `weight1_t_fp8`, TE's TransformerEngineBaseModule.set_fp8_weights), or with
+// --fp8-param-gather the weights themselves held in FP8 with their cached transpose instead of
+// 16 bits (2 - E bytes: the state counts E for them).
 double fp8_weight_bytes(const RunConfig& cfg, int s) {
   if (cfg.fp8_format == Fp8Format::None) return 0;
   const ParallelConfig& par = cfg.par;
   const ModelTensors tensors = model_tensors(cfg.model, cfg.model.padded_vocab(par.tp));
-  const double per_param = cfg.fp8_param_gather ? 1 - HardwareProfile::element_bytes(cfg.precision) : 1;
+  const double per_param = cfg.fp8_param_gather ? 2 - HardwareProfile::element_bytes(cfg.precision) : 2;
   return per_param * stage_layer_count(par.layer_split(cfg.model.layers), s) * double(tensors.layer_numel(par.tp));
 }
 
