@@ -26,6 +26,51 @@ from ptdp_tools.compare_pytorch.loss import LOSS_RTOL, cmd_loss
 from ptdp_tools.compare_pytorch.throughput import DEFAULT_SHAPES, cmd_throughput, parse_shape
 
 
+def check_loss_args(p, a) -> None:
+    """The loss command's model from --model and the flags; p.error on a broken rule."""
+    presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256), "llama-tiny": (4, 64, 4, 32, 256),
+               "llama-tiny-gqa": (4, 64, 4, 32, 256)}
+    if a.arch is None:
+        a.arch = "llama" if a.model.startswith("llama-tiny") else "gpt"
+    if a.num_query_groups is None:
+        a.num_query_groups = 2 if a.model == "llama-tiny-gqa" else 0
+    given = [a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size]
+    if a.model == "custom":
+        if any(v is None for v in given):
+            p.error("--model custom needs --layers --hidden --heads --seq-length --vocab-size")
+    else:
+        base = presets[a.model]
+        a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size = (
+            g if g is not None else d for g, d in zip(given, base))
+    for name in ("layers", "hidden", "heads", "seq_length", "vocab_size", "micro_batch", "global_batch", "iters"):
+        if getattr(a, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} {getattr(a, name)} must be positive")
+    if a.hidden % a.heads:
+        p.error(f"--heads {a.heads} must divide --hidden {a.hidden}")
+    if a.num_query_groups < 0 or (a.num_query_groups and a.heads % a.num_query_groups):
+        p.error(f"--num-query-groups {a.num_query_groups} must divide --heads {a.heads}")
+    if a.num_query_groups == a.heads:
+        a.num_query_groups = 0  # multi-head attention
+    if a.arch == "llama" and (a.hidden // a.heads) % 2:
+        p.error(f"--arch llama needs an even head size (--hidden {a.hidden} / --heads {a.heads})")
+    if a.global_batch % a.micro_batch:
+        p.error(f"--micro-batch {a.micro_batch} must divide --global-batch {a.global_batch}")
+
+
+def check_timing_args(p, a) -> None:
+    """throughput's and dispatch's counts; p.error on a broken rule."""
+    if a.iters <= a.warmup or a.warmup < 0:
+        p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
+    if a.command == "dispatch":
+        return
+    if a.pairs < 1:
+        p.error(f"--pairs {a.pairs} must be 1 or more")
+    if a.threads < 0:
+        p.error(f"--threads {a.threads} must be 0 (default) or more")
+    if a.peak_tflops < 0:
+        p.error(f"--peak-tflops {a.peak_tflops} must be positive (or 0: no mfu column)")
+
+
 def main(argv=None) -> int:
     p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     common = Parser(add_help=False)
@@ -105,45 +150,9 @@ def main(argv=None) -> int:
     if a.precision is None:
         a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
     if a.command == "loss":
-        presets = {"tiny": (4, 64, 4, 32, 256), "small": (4, 256, 8, 256, 256), "llama-tiny": (4, 64, 4, 32, 256),
-                   "llama-tiny-gqa": (4, 64, 4, 32, 256)}
-        if a.arch is None:
-            a.arch = "llama" if a.model.startswith("llama-tiny") else "gpt"
-        if a.num_query_groups is None:
-            a.num_query_groups = 2 if a.model == "llama-tiny-gqa" else 0
-        given = [a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size]
-        if a.model == "custom":
-            if any(v is None for v in given):
-                p.error("--model custom needs --layers --hidden --heads --seq-length --vocab-size")
-        else:
-            base = presets[a.model]
-            a.layers, a.hidden, a.heads, a.seq_length, a.vocab_size = (
-                g if g is not None else d for g, d in zip(given, base))
-        for name in ("layers", "hidden", "heads", "seq_length", "vocab_size", "micro_batch", "global_batch", "iters"):
-            if getattr(a, name) <= 0:
-                p.error(f"--{name.replace('_', '-')} {getattr(a, name)} must be positive")
-        if a.hidden % a.heads:
-            p.error(f"--heads {a.heads} must divide --hidden {a.hidden}")
-        if a.num_query_groups < 0 or (a.num_query_groups and a.heads % a.num_query_groups):
-            p.error(f"--num-query-groups {a.num_query_groups} must divide --heads {a.heads}")
-        if a.num_query_groups == a.heads:
-            a.num_query_groups = 0  # multi-head attention
-        if a.arch == "llama" and (a.hidden // a.heads) % 2:
-            p.error(f"--arch llama needs an even head size (--hidden {a.hidden} / --heads {a.heads})")
-        if a.global_batch % a.micro_batch:
-            p.error(f"--micro-batch {a.micro_batch} must divide --global-batch {a.global_batch}")
-    elif a.command == "dispatch":
-        if a.iters <= a.warmup or a.warmup < 0:
-            p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
+        check_loss_args(p, a)
     else:
-        if a.iters <= a.warmup or a.warmup < 0:
-            p.error(f"--warmup {a.warmup} must be in [0, --iters {a.iters})")
-        if a.pairs < 1:
-            p.error(f"--pairs {a.pairs} must be 1 or more")
-        if a.threads < 0:
-            p.error(f"--threads {a.threads} must be 0 (default) or more")
-        if a.peak_tflops < 0:
-            p.error(f"--peak-tflops {a.peak_tflops} must be positive (or 0: no mfu column)")
+        check_timing_args(p, a)
     if a.command == "loss" or (a.command == "throughput" and "ptdp" in a.implementations):
         a.ptdp = check_ptdp(a.ptdp)
     return {"loss": cmd_loss, "throughput": cmd_throughput, "dispatch": cmd_dispatch}[a.command](a)

@@ -40,6 +40,20 @@ Epilogue decode_epilogue(uint32_t e) {
   }
 }
 
+// The epilogue's vectors: the bias of D's type (BIAS_DATA_TYPE -1: D's type); the GELU input
+// matrix of D's type too (AUX_DATA_TYPE unset, or set to it), AUX_LD "must be divisible by 8 and be
+// no less than the number of rows in the output matrix", AUX_BATCH_STRIDE "must be divisible by 8".
+cublasStatus_t check_epilogue_vectors(const cublasLtMatmulDescOpaque_t* desc, const cublasLtMatrixLayoutOpaque_t* D,
+                                      const Epilogue& epi) {
+  if ((epi.bias || epi.bgrad) && desc->bias_type != -1 && uint32_t(desc->bias_type) != D->type)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!epi.aux) return CUBLAS_STATUS_SUCCESS;
+  if (desc->aux_type != -1 && uint32_t(desc->aux_type) != D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc->aux_ld % 8 != 0 || desc->aux_ld < int64_t(D->rows) || desc->aux_stride % 8 != 0 || desc->aux_stride < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 Matrix as_matrix(const cublasLtMatrixLayoutOpaque_t* l, const void* ptr) {
   return Matrix{ptr, cudaDataType(l->type), int64_t(l->rows), int64_t(l->cols), l->ld, l->stride};
 }
@@ -72,15 +86,7 @@ cublasStatus_t build_problem(const cublasLtMatmulDescOpaque_t* desc, const cubla
       (D->type != A->type && D->type != CUDA_R_32F))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const bool bias = epi.bias || epi.bgrad;
-  if (bias && desc->bias_type != -1 && uint32_t(desc->bias_type) != D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
-  // The GELU input matrix: D's type (AUX_DATA_TYPE unset, or set to it); AUX_LD "must be divisible
-  // by 8 and be no less than the number of rows in the output matrix", AUX_BATCH_STRIDE "must be
-  // divisible by 8".
-  if (epi.aux) {
-    if (desc->aux_type != -1 && uint32_t(desc->aux_type) != D->type) return CUBLAS_STATUS_NOT_SUPPORTED;
-    if (desc->aux_ld % 8 != 0 || desc->aux_ld < int64_t(D->rows) || desc->aux_stride % 8 != 0 || desc->aux_stride < 0)
-      return CUBLAS_STATUS_INVALID_VALUE;
-  }
+  if (const cublasStatus_t s = check_epilogue_vectors(desc, D, epi); s != CUBLAS_STATUS_SUCCESS) return s;
 
   auto op_ok = [](int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; };
   if (!op_ok(desc->transa) || !op_ok(desc->transb)) return CUBLAS_STATUS_INVALID_VALUE;
