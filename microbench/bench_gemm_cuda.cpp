@@ -61,7 +61,9 @@ struct Events {
   }
 };
 
-void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t, cudaDataType_t type) {
+// Runs body(handle) with a cuBLAS handle on device 0, or marks the benchmark skipped with the
+// reason: no GPU, or a call that failed.
+template <class Body> void with_cublas(benchmark::State& state, Body body) {
   std::string reason;
   if (cuda::device_count(&reason) == 0) {
     state.SkipWithError(("no CUDA device: " + reason).c_str());
@@ -71,6 +73,35 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
     cublasHandle_t handle;
     PTDP_CUBLAS_OK(cublasCreate(&handle));
     std::unique_ptr<cublasContext, void (*)(cublasHandle_t)> own(handle, [](cublasHandle_t h) { cublasDestroy(h); });
+    body(handle);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// Google Benchmark's loop over `call` after one untimed call (heuristics, workspace, first
+// touch), each batch of calls timed with CUDA events on the default stream; with `flush`, its
+// bytes are set before the first event (the L2 cache emptied, outside the timing). The seconds.
+double time_with_events(benchmark::State& state, const std::function<void()>& call,
+                        const DeviceBuffer* flush = nullptr, size_t flush_bytes = 0) {
+  call();
+  PTDP_CUDA_OK(cudaDeviceSynchronize());
+  Events ev;
+  const harness::Clock clock{{}, [&](const std::function<void()>& calls) {
+                               if (flush) PTDP_CUDA_OK(cudaMemsetAsync(flush->p, 0, flush_bytes));
+                               PTDP_CUDA_OK(cudaEventRecord(ev.start));
+                               calls();
+                               PTDP_CUDA_OK(cudaEventRecord(ev.stop));
+                               PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
+                               float ms = 0;
+                               PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+                               return ms / 1e3;
+                             }};
+  return bench::time_iterations(state, harness::Workload{.run = call}, clock);
+}
+
+void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t, cudaDataType_t type) {
+  with_cublas(state, [&](cublasHandle_t handle) {
     int l2 = 0;
     PTDP_CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
     DeviceBuffer x(m * k * 2), w(n * k * 2), y(m * n * 2), flush(size_t(2) * l2);
@@ -82,29 +113,14 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
                                   x.p, type, int(k), &beta, y.p, type, int(n), CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
     };
-    gemm();  // heuristics, workspace, first touch
-    PTDP_CUDA_OK(cudaDeviceSynchronize());
-    Events ev;
-    // CUDA events on the default stream around each call, after a memset of twice the L2 size.
-    const harness::Clock clock{{}, [&](const std::function<void()>& calls) {
-                                 PTDP_CUDA_OK(cudaMemsetAsync(flush.p, 0, size_t(2) * l2));
-                                 PTDP_CUDA_OK(cudaEventRecord(ev.start));
-                                 calls();
-                                 PTDP_CUDA_OK(cudaEventRecord(ev.stop));
-                                 PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
-                                 float ms = 0;
-                                 PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-                                 return ms / 1e3;
-                               }};
-    const double seconds = bench::time_iterations(state, harness::Workload{.run = gemm}, clock);
+    // After a memset of twice the L2 size.
+    const double seconds = time_with_events(state, gemm, &flush, size_t(2) * l2);
     state.counters["TFLOP/s"] = seconds > 0 ? 2.0 * m * n * k * double(state.iterations()) / seconds / 1e12 : 0.0;
     state.counters["m"] = double(m);
     state.counters["n"] = double(n);
     state.counters["k"] = double(k);
     state.counters["t"] = t;
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 // The attention core's batched products at one head dimension: b * heads strided GEMMs of
@@ -113,15 +129,7 @@ void BM_GemmCuda(benchmark::State& state, int64_t m, int64_t n, int64_t k, int t
 // hidden size with 64 heads of 64 and 32 of 128 beside it, to show what k = 32 costs).
 void BM_AttnGemmCuda(benchmark::State& state, bool scores, int64_t s, int64_t hd, int64_t batch,
                      cudaDataType_t type) {
-  std::string reason;
-  if (cuda::device_count(&reason) == 0) {
-    state.SkipWithError(("no CUDA device: " + reason).c_str());
-    return;
-  }
-  try {
-    cublasHandle_t handle;
-    PTDP_CUBLAS_OK(cublasCreate(&handle));
-    std::unique_ptr<cublasContext, void (*)(cublasHandle_t)> own(handle, [](cublasHandle_t h) { cublasDestroy(h); });
+  with_cublas(state, [&](cublasHandle_t handle) {
     const int64_t m = scores ? s : hd, n = s, k = scores ? hd : s;
     DeviceBuffer a(size_t(batch) * m * k * 2), bm(size_t(batch) * k * n * 2), c(size_t(batch) * m * n * 2);
     PTDP_CUDA_OK(cudaMemset(a.p, 0x3c, size_t(batch) * m * k * 2));
@@ -132,26 +140,12 @@ void BM_AttnGemmCuda(benchmark::State& state, bool scores, int64_t s, int64_t hd
                                                 type, int(k), m * k, bm.p, type, int(k), k * n, &beta, c.p, type,
                                                 int(m), m * n, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    gemm();
-    PTDP_CUDA_OK(cudaDeviceSynchronize());
-    Events ev;
-    const harness::Clock clock{{}, [&](const std::function<void()>& calls) {
-                                 PTDP_CUDA_OK(cudaEventRecord(ev.start));
-                                 calls();
-                                 PTDP_CUDA_OK(cudaEventRecord(ev.stop));
-                                 PTDP_CUDA_OK(cudaEventSynchronize(ev.stop));
-                                 float ms = 0;
-                                 PTDP_CUDA_OK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-                                 return ms / 1e3;
-                               }};
-    const double seconds = bench::time_iterations(state, harness::Workload{.run = gemm}, clock);
+    const double seconds = time_with_events(state, gemm);
     const double flops = 2.0 * m * n * k * batch;
     state.counters["TFLOP/s"] = seconds > 0 ? flops * double(state.iterations()) / seconds / 1e12 : 0.0;
     state.counters["hd"] = double(hd);
     state.counters["batch"] = double(batch);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 void register_attention_gemms() {
