@@ -17,27 +17,14 @@
 #include "core/sim/memory_model.h"
 #include "core/sim/simulator.h"
 #include "core/sim/stack.h"
+#include "core/sim/testing/mcore_run.h"
 
 namespace ptdp::sim {
 namespace {
 
 // Llama 3.1 405B as NVIDIA's DGX Cloud recipe runs it (bf16, mcore, a distributed optimizer).
 RunConfig llama405b(int tp, int cp, int pp, int dp, int vpp, int B, int layers = 126) {
-  RunConfig c;
-  c.experiment = "simulate";
-  c.model = preset_config("llama3.1-405b");
-  c.model.layers = layers;
-  c.par.tp = tp, c.par.cp = cp, c.par.pp = pp, c.par.dp = dp, c.par.vpp = vpp;
-  c.par.micro_batch = 1, c.par.global_batch = B;
-  c.par.schedule = vpp > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
-  c.par.recompute = Recompute::None;
-  c.par.sequence_parallel = tp > 1;
-  c.par.zero = 1;
-  c.stack = StackKind::Mcore;
-  c.backend = BackendKind::Cuda;
-  c.precision = Precision::Bf16;
-  validate_run(c);
-  return c;
+  return testing::mcore_run("llama3.1-405b", tp, cp, pp, dp, vpp, B, layers);
 }
 
 const HardwareProfile& h100() {

@@ -17,6 +17,7 @@
 #include "core/sim/memory_model.h"
 #include "core/sim/simulator.h"
 #include "core/sim/stack.h"
+#include "core/sim/testing/mcore_run.h"
 #include "core/sim/testing/paper_data.h"
 
 namespace ptdp::sim {
@@ -25,19 +26,8 @@ namespace {
 // Llama 3 as NeMo's FP8 recipes run it: mcore, bf16 with FP8 linear layers, the distributed
 // optimizer, no recomputation (results/paper/README.md, nemo-fp8-h100.csv).
 RunConfig fp8_llama3(const std::string& preset, int tp, int cp, int pp, int dp, int vpp, int B,
-                 Fp8Format fp8 = Fp8Format::Hybrid) {
-  RunConfig c;
-  c.experiment = "simulate";
-  c.model = preset_config(preset);
-  c.par.tp = tp, c.par.cp = cp, c.par.pp = pp, c.par.dp = dp, c.par.vpp = vpp;
-  c.par.micro_batch = 1, c.par.global_batch = B;
-  c.par.schedule = vpp > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB;
-  c.par.recompute = Recompute::None;
-  c.par.sequence_parallel = tp > 1;
-  c.par.zero = 1;
-  c.stack = StackKind::Mcore;
-  c.backend = BackendKind::Cuda;
-  c.precision = Precision::Bf16;
+                     Fp8Format fp8 = Fp8Format::Hybrid) {
+  RunConfig c = testing::mcore_run(preset, tp, cp, pp, dp, vpp, B);
   c.fp8_format = fp8;
   validate_run(c);
   return c;
