@@ -66,6 +66,13 @@ Tensor neg_inf_lse(Backend& be, Shape shape, DType dt) {
 
 // ---- p2p: key/value blocks around the ring --------------------------------------------------
 
+// One step of the ring posted: `out` to the next rank of the group, `in` from the previous one.
+void ring_shift(const ContextParallel& cp, const Dims& d, const Tensor& out, Tensor& in, int tag,
+                std::vector<CommHandle>& hs) {
+  hs.push_back(cp.group->isend(out, (d.rank + 1) % d.C, tag));
+  hs.push_back(cp.group->irecv(in, (d.rank + d.C - 1) % d.C, tag));
+}
+
 // The (local q half, kv half) pairs of a step whose kv comes from rank src: causal on the diagonal,
 // whole where the kv chunk precedes, skipped where it follows.
 template <class F>
@@ -80,7 +87,6 @@ void for_each_visible_pair(const Dims& d, int src, F&& f) {
 void p2p_forward(Backend& be, const ContextParallel& cp, const Dims& d, const Tensor& q, const Tensor& k,
                  const Tensor& v, Tensor& y, CpAttnCache& cache) {
   const DType dt = q.dtype();
-  const int next = (d.rank + 1) % d.C, prev = (d.rank + d.C - 1) % d.C;
   Tensor kv = pack_kv(be, k, v), incoming = be.empty(kv.shape(), dt);
   cache.lse = neg_inf_lse(be, {2 * d.b, d.a, d.cs}, dt);
   be.fill(y, 0);
@@ -88,8 +94,7 @@ void p2p_forward(Backend& be, const ContextParallel& cp, const Dims& d, const Te
   std::vector<CommHandle> hs;
   for (int t = 0; t < d.C; ++t) {
     if (t < d.C - 1) {  // the next step's block travels while this one is computed
-      hs.push_back(cp.group->isend(kv, next, kTagKv));
-      hs.push_back(cp.group->irecv(incoming, prev, kTagKv));
+      ring_shift(cp, d, kv, incoming, kTagKv, hs);
       count(1, kv.numel(), dt);
     }
     const int src = (d.rank - t + d.C) % d.C;
@@ -111,7 +116,6 @@ void p2p_forward(Backend& be, const ContextParallel& cp, const Dims& d, const Te
 void p2p_backward(Backend& be, const ContextParallel& cp, const Dims& d, const Tensor& dy, const Tensor& q,
                   const Tensor& k, const Tensor& v, const CpAttnCache& cache, Tensor& dq, Tensor& dk, Tensor& dv) {
   const DType dt = q.dtype();
-  const int next = (d.rank + 1) % d.C, prev = (d.rank + d.C - 1) % d.C;
   Tensor kv = pack_kv(be, k, v), kv_in = be.empty(kv.shape(), dt);
   Tensor dkv = be.empty(kv.shape(), dt), dkv_in = be.empty(kv.shape(), dt);
   be.fill(dkv, 0);
@@ -119,8 +123,7 @@ void p2p_backward(Backend& be, const ContextParallel& cp, const Dims& d, const T
   std::vector<CommHandle> hs;
   for (int t = 0; t < d.C; ++t) {
     if (t < d.C - 1) {
-      hs.push_back(cp.group->isend(kv, next, kTagKv));
-      hs.push_back(cp.group->irecv(kv_in, prev, kTagKv));
+      ring_shift(cp, d, kv, kv_in, kTagKv, hs);
       count(0, kv.numel(), dt);
     }
     const int src = (d.rank - t + d.C) % d.C;
@@ -133,8 +136,7 @@ void p2p_backward(Backend& be, const ContextParallel& cp, const Dims& d, const T
                                     d.half(cache.y, j, qh), d.half_lse(cache.lse, j, qh), 1, d.cs, d.cs, d.a, d.g,
                                     d.hd, q_pos, k_pos, causal);
       });
-    hs.push_back(cp.group->isend(dkv, next, kTagDkv));
-    hs.push_back(cp.group->irecv(dkv_in, prev, kTagDkv));
+    ring_shift(cp, d, dkv, dkv_in, kTagDkv, hs);
     count(1, dkv.numel(), dt);
     wait_all(hs);
     std::swap(kv, kv_in);
