@@ -60,26 +60,12 @@ class CudaBlockAttention : public testing::CudaOpTest {
   void expect_close(const Tensor& dev, const Tensor& ref, const std::string& what, double tolerance = -1) {
     if (tolerance < 0) tolerance = tol;
     ASSERT_EQ(dev.numel(), ref.numel()) << what;
-    Tensor got = down(dev);
-    const float* x = got.data<float>();
-    const float* r = ref.data<float>();
-    double diff = 0, norm = 0;
-    int64_t bad = 0, first_bad = -1;
-    for (int64_t i = 0; i < ref.numel(); ++i) {
-      if (std::isfinite(r[i]) != std::isfinite(x[i]) || (!std::isfinite(r[i]) && r[i] != x[i])) {
-        if (first_bad < 0) first_bad = i;
-        ++bad;
-        continue;
-      }
-      if (!std::isfinite(r[i])) continue;
-      const double d = double(x[i]) - double(r[i]);
-      diff += d * d;
-      norm += double(r[i]) * r[i];
-    }
-    EXPECT_EQ(bad, 0) << what << ": " << bad << " elements differ in finiteness, the first at " << first_bad
-                      << " (gpu " << (first_bad >= 0 ? x[first_bad] : 0.f) << ", cpu "
-                      << (first_bad >= 0 ? r[first_bad] : 0.f) << ")";
-    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    const Tensor got = down(dev);
+    const testing::Closeness c = testing::closeness(got, ref, /*strict_nonfinite=*/true);
+    EXPECT_EQ(c.bad, 0) << what << ": " << c.bad << " elements differ in finiteness, the first at " << c.first_bad
+                        << " (gpu " << (c.first_bad >= 0 ? got.data<float>()[c.first_bad] : 0.f) << ", cpu "
+                        << (c.first_bad >= 0 ? ref.data<float>()[c.first_bad] : 0.f) << ")";
+    const double rel = c.rel;
     EXPECT_LE(rel, tolerance) << what << " (" << dtype_name(dt) << "): relative error " << rel;
   }
 

@@ -57,27 +57,12 @@ class CudaOps : public testing::CudaOpTest {
   void expect_close(const Tensor& dev, const Tensor& ref, const char* what, double tolerance = -1) {
     if (tolerance < 0) tolerance = tol;
     ASSERT_EQ(dev.numel(), ref.numel()) << what;
-    Tensor got = down(dev);
-    const float* a = got.data<float>();
-    const float* b = ref.data<float>();
-    double diff = 0, norm = 0, max_abs = 0;
-    int64_t bad = 0, first_bad = -1;
-    for (int64_t i = 0; i < ref.numel(); ++i) {
-      if (std::isfinite(b[i]) != std::isfinite(a[i]) || (std::isnan(b[i]) != std::isnan(a[i]))) {
-        if (first_bad < 0) first_bad = i;
-        ++bad;
-        continue;
-      }
-      if (!std::isfinite(b[i])) continue;
-      const double d = double(a[i]) - double(b[i]);
-      diff += d * d;
-      norm += double(b[i]) * b[i];
-      max_abs = std::max(max_abs, std::abs(d));
-    }
-    EXPECT_EQ(bad, 0) << what << ": " << bad << " elements non-finite on one side only, the first at " << first_bad
-                      << " (gpu " << (first_bad >= 0 ? a[first_bad] : 0.f) << ", cpu "
-                      << (first_bad >= 0 ? b[first_bad] : 0.f) << ")";
-    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    const Tensor got = down(dev);
+    const testing::Closeness c = testing::closeness(got, ref, /*strict_nonfinite=*/false);
+    EXPECT_EQ(c.bad, 0) << what << ": " << c.bad << " elements non-finite on one side only, the first at "
+                        << c.first_bad << " (gpu " << (c.first_bad >= 0 ? got.data<float>()[c.first_bad] : 0.f)
+                        << ", cpu " << (c.first_bad >= 0 ? ref.data<float>()[c.first_bad] : 0.f) << ")";
+    const double rel = c.rel, max_abs = c.max_abs;
     EXPECT_LT(rel, tolerance) << what << " (" << dtype_name(dt) << "): relative error " << rel << ", max abs error "
                               << max_abs;
   }

@@ -3,6 +3,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
@@ -30,6 +32,39 @@ inline Tensor rounded(const Tensor& x, DType dt) {
   t.copy_from(x);
   r.copy_from(t);
   return r;
+}
+
+// How far host f32 values `got` are from `ref`: the norm-wise relative error and the largest
+// absolute error over the elements finite in both, and the elements whose non-finite values do not
+// agree (`bad`, the first at `first_bad`): finite on one side only, or non-finite on both but
+// different, which strict_nonfinite takes as any two unequal values (an infinity of the other
+// sign, or a NaN) and otherwise as a NaN against an infinity.
+struct Closeness {
+  double rel = 0, max_abs = 0;
+  int64_t bad = 0, first_bad = -1;
+};
+inline Closeness closeness(const Tensor& got, const Tensor& ref, bool strict_nonfinite) {
+  const float* x = got.data<float>();
+  const float* r = ref.data<float>();
+  Closeness c;
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const bool both_nonfinite = !std::isfinite(r[i]) && !std::isfinite(x[i]);
+    const bool disagree = std::isfinite(r[i]) != std::isfinite(x[i]) ||
+                          (both_nonfinite && (strict_nonfinite ? r[i] != x[i] : std::isnan(r[i]) != std::isnan(x[i])));
+    if (disagree) {
+      if (c.first_bad < 0) c.first_bad = i;
+      ++c.bad;
+      continue;
+    }
+    if (!std::isfinite(r[i])) continue;
+    const double d = double(x[i]) - double(r[i]);
+    diff += d * d;
+    norm += double(r[i]) * r[i];
+    c.max_abs = std::max(c.max_abs, std::abs(d));
+  }
+  c.rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return c;
 }
 
 // A test over the compute dtypes (the parameter) on GPU 0, with tolerance 1e-5 in f32 and 1e-2 in
