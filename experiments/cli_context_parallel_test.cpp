@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/testing/cli_resume.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp::cli_context_parallel_test {
@@ -64,13 +65,10 @@ TEST(CliContextParallel, ResumingRepeatsTheRunAndAnotherSizeIsRefused) {
     extra.insert(extra.end(), layout.begin(), layout.end());
     return train_tiny(dir, extra);
   };
-  const CliResult whole = train({"--iters", "4", "--save", dir.file("ck"), "--save-interval", "2", "--loss-log",
-                                 dir.file("whole.csv")});
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'2', '\n'});  // resume at 2
-  const CliResult rest = train({"--iters", "4", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")});
-  ASSERT_EQ(rest.exit_code, 0) << rest.err;
-  const std::string w = testing::text_of(dir.file("whole.csv")), r = losses_of(dir.file("rest.csv"));
+  const testing::ResumedRun run = testing::run_then_resume(dir, train, 4, 2);  // resume at 2
+  ASSERT_EQ(run.whole.exit_code, 0) << run.whole.err;
+  ASSERT_EQ(run.rest.exit_code, 0) << run.rest.err;
+  const std::string w = testing::text_of(run.whole_log), r = losses_of(run.rest_log);
   ASSERT_FALSE(r.empty());
   EXPECT_NE(w.find(r), std::string::npos) << "whole:\n" << w << "resumed:\n" << r;
   const CliResult other = train_tiny(dir, {"--iters", "4", "--load", dir.file("ck"), "--dp", "2", "--ranks", "2",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
+#include "experiments/testing/cli_resume.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -733,18 +734,15 @@ TEST(CliMixedPrecision, F16ResumeRepeatsTheRunWithTheLossScalerState) {
   TempDir dir;
   const Args f16 = {"--model", "tiny", "--precision", "f16", "--initial-loss-scale", "1e9", "--loss-scale-window", "2",
                     "--global-batch", "4", "--micro-batch", "2", "--warmup", "0"};
-  Args whole = f16;
-  whole.insert(whole.end(), {"--iters", "12", "--save", dir.file("ck"), "--save-interval", "6", "--loss-log",
-                             dir.file("whole.csv")});
-  const TrainRun a = train(dir, whole);
-  ASSERT_EQ(a.result.exit_code, 0) << a.result.err;
-  Args rest = f16;
-  rest.insert(rest.end(), {"--iters", "12", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")});
-  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'6', '\n'});  // resume at 6
-  const TrainRun b = train(dir, rest);
-  ASSERT_EQ(b.result.exit_code, 0) << b.result.err;
-  const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
-  const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
+  auto run_f16 = [&](Args args) {
+    args.insert(args.begin(), f16.begin(), f16.end());
+    return train(dir, args).result;
+  };
+  const testing::ResumedRun run = testing::run_then_resume(dir, run_f16, 12, 6);  // resume at 6
+  ASSERT_EQ(run.whole.exit_code, 0) << run.whole.err;
+  ASSERT_EQ(run.rest.exit_code, 0) << run.rest.err;
+  const std::vector<std::string> w = lines_of(testing::text_of(run.whole_log));
+  const std::vector<std::string> r = lines_of(testing::text_of(run.rest_log));
   ASSERT_EQ(w.size(), 13u);
   ASSERT_EQ(r.size(), 7u);
   for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 6]);

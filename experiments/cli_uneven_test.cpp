@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "experiments/testing/cli_resume.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -171,13 +172,10 @@ TEST(CliUneven, ResumingRepeatsTheRunAndAnotherSplitIsRefused) {
     args.insert(args.end(), extra.begin(), extra.end());
     return run_ptdp(dir, args);
   };
-  const CliResult whole = train({"--iters", "6", "--save", dir.file("ck"), "--save-interval", "3", "--loss-log",
-                                 dir.file("whole.csv")});
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
-  const CliResult rest = train({"--iters", "6", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")});
-  ASSERT_EQ(rest.exit_code, 0) << rest.err;
-  const std::string w = testing::text_of(dir.file("whole.csv")), r = testing::text_of(dir.file("rest.csv"));
+  const testing::ResumedRun run = testing::run_then_resume(dir, train, 6, 3);  // resume at 3
+  ASSERT_EQ(run.whole.exit_code, 0) << run.whole.err;
+  ASSERT_EQ(run.rest.exit_code, 0) << run.rest.err;
+  const std::string w = testing::text_of(run.whole_log), r = testing::text_of(run.rest_log);
   const size_t header = r.find('\n') + 1;
   ASSERT_GT(r.size(), header);
   EXPECT_NE(w.find(r.substr(header)), std::string::npos) << "whole:\n" << w << "resumed:\n" << r;

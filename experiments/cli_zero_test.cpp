@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/data/testing/data_test_util.h"
+#include "experiments/testing/cli_resume.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -65,18 +66,16 @@ TEST(CliZero, AResumedRunRepeatsTheUninterruptedOneExactly) {
   for (const auto& [zero, ranks, pp, extra] :
        {std::tuple<std::string, int, int, Args>{"1", 4, 2, {}}, {"3", 4, 1, {"--precision", "bf16"}}}) {
     TempDir dir;
-    Args whole_args = {"--zero", zero, "--iters", "6", "--save", dir.file("ck"), "--save-interval", "3", "--loss-log",
-                       dir.file("whole.csv")};
-    whole_args.insert(whole_args.end(), extra.begin(), extra.end());
-    const CliResult whole = run_ptdp(dir, tiny(ranks, whole_args, pp));
-    ASSERT_EQ(whole.exit_code, 0) << whole.err;
-    testing::write_file(dir.file("ck/latest_checkpointed_iteration.txt"), {'3', '\n'});  // resume at 3
-    Args rest_args = {"--zero", zero, "--iters", "6", "--load", dir.file("ck"), "--loss-log", dir.file("rest.csv")};
-    rest_args.insert(rest_args.end(), extra.begin(), extra.end());
-    const CliResult rest = run_ptdp(dir, tiny(ranks, rest_args, pp));
-    ASSERT_EQ(rest.exit_code, 0) << rest.err;
-    const std::vector<std::string> w = lines_of(testing::text_of(dir.file("whole.csv")));
-    const std::vector<std::string> r = lines_of(testing::text_of(dir.file("rest.csv")));
+    auto train = [&](Args args) {
+      args.insert(args.begin(), {"--zero", zero});
+      args.insert(args.end(), extra.begin(), extra.end());
+      return run_ptdp(dir, tiny(ranks, args, pp));
+    };
+    const testing::ResumedRun run = testing::run_then_resume(dir, train, 6, 3);  // resume at 3
+    ASSERT_EQ(run.whole.exit_code, 0) << run.whole.err;
+    ASSERT_EQ(run.rest.exit_code, 0) << run.rest.err;
+    const std::vector<std::string> w = lines_of(testing::text_of(run.whole_log));
+    const std::vector<std::string> r = lines_of(testing::text_of(run.rest_log));
     ASSERT_EQ(w.size(), 7u);
     ASSERT_EQ(r.size(), 4u);
     for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i], w[i + 3]) << "--zero " << zero;
