@@ -106,11 +106,8 @@ std::unordered_set<uint64_t> g_seen;
 // the allocation (an in-place launch is another launch). The addresses themselves change from
 // step to step.
 uint64_t launch_identity(const detail::KernelSpec& spec) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  };
+  detail::ParamHash hash;  // the parameters' FNV-1a (launch.h), continued here
+  auto mix = [&hash](const void* p, size_t n) { hash.mix(p, n); };
   mix(spec.name, std::strlen(spec.name));
   if (spec.file) mix(spec.file, std::strlen(spec.file));
   mix(&spec.line, sizeof spec.line);
@@ -133,7 +130,7 @@ uint64_t launch_identity(const detail::KernelSpec& spec) {
                             spec.args[a] ? size_t{1} : size_t{0}};
     mix(where, sizeof where);
   }
-  return h;
+  return hash.h;
 }
 }  // namespace
 
