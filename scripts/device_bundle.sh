@@ -4,8 +4,9 @@
 # build-device/, then the bundle build-bundle/ptdp-device.tar.xz holding the stripped binaries
 # (ptdp, the test binary, the CUDA benchmarks) and every shared library they need that such a
 # machine lacks (OpenBLAS with libgfortran and libquadmath, libgomp, fmt, Google Benchmark,
-# toml++, cudart; libstdc++ and libgcc are linked statically). cuBLAS, cuBLASLt and NCCL are the
-# machine's own (hundreds of MB): scripts/gpu_session.sh finds them there and says so if not.
+# toml++, cudart; libstdc++ and libgcc are linked statically). cuBLAS, cuBLASLt, NCCL and cuDNN are
+# the machine's own (hundreds of MB): scripts/gpu_session.sh finds them there and says so if not
+# (cuDNN is loaded at run time, for --attention-backend cudnn only).
 #   scripts/device_bundle.sh            # build, bundle, print what to take along and the command
 #   scripts/device_bundle.sh --check    # also fail if the bundle with the tree exceeds the budget
 # The tree plus the bundle must stay under 48 MiB (the device machine takes 64 MiB in all).
@@ -21,6 +22,10 @@ check=0
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 command -v nvcc >/dev/null || { echo "device_bundle: nvcc not found (the CUDA toolkit builds the bundle)" >&2; exit 2; }
 scripts/setup_packages.sh
+# cuDNN's C++ front end (headers only, pinned): the fused attention of --attention-backend cudnn.
+# ptdp loads the machine's libcudnn at run time (PyTorch's, there), so no cuDNN travels.
+scripts/cudnn_frontend.sh >/dev/null ||
+  { echo "device_bundle: cuDNN's front end could not be fetched (scripts/cudnn_frontend.sh)" >&2; exit 1; }
 
 targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl)
 # MPI off (the GPU machine has none), SentencePiece off (not needed there, and one library less);
@@ -74,6 +79,7 @@ git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
   echo "host=$(hostname)"
   echo "nvcc=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   echo "cuda_arch=sm_90"
+  echo "cudnn_frontend=$(basename "$(dirname "$(scripts/cudnn_frontend.sh)")" | sed 's/^cudnn-frontend-//')"
   echo "glibc=$(ldd --version | head -1 | awk '{print $NF}')"
   # The newest GLIBC symbol version any file needs: the device machine's C library must be at least this.
   echo "glibc_needed=$(objdump -T "$stage"/ptdp-device/libexec/* "$stage"/ptdp-device/lib/* 2>/dev/null |

@@ -22,8 +22,9 @@
 #              train --backend cuda
 #   pytorch    scripts/compare_pytorch.py: losses over 10 steps (f32, bf16), then tokens/s and MFU of
 #              ptdp, PyTorch eager and torch.compile (GPT 1.3B, LLaMA-7B shape with 4 layers; bf16, s 2048)
-#   attention  the same per --attention-backend (auto, flash, unfused) for GPT 1.3B, LLaMA-7B x 4,
-#              LLaMA-3 8B-shaped GQA x 4 and s 8192, with peak memory
+#   attention  the same per --attention-backend (cudnn where the probe finds libcudnn.so.9, else auto;
+#              flash; unfused) for GPT 1.3B, LLaMA-7B x 4, LLaMA-3 8B-shaped GQA x 4 and s 8192, with
+#              peak memory
 #   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured
 #   profile    GPU time per backend op (PTDP_OP_PROFILE) of the throughput models and a GQA LLaMA
 #   bench      GEMMs, fused kernels, one layer, copies, a GEMM overlapped with a collective's kernel
@@ -225,7 +226,7 @@ probe() {
   echo "cpus: $(nproc)"
   local paths=()
   [[ -n "$libdir" ]] && paths+=("$libdir")
-  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudart.so.13; do
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudart.so.13 libcudnn.so.9; do
     if d=$(find_lib "$lib"); then
       echo "lib $lib: $d"
       paths+=("$d")
@@ -234,6 +235,8 @@ probe() {
     fi
   done
   nccl_inventory
+  # cuDNN: loaded by ptdp at run time (--attention-backend cudnn; docs/CUDA.md), PyTorch's as a rule.
+  echo "cudnn_torch: $("$PY" -c 'import torch; print(torch.backends.cudnn.version())' 2>&1 | tail -1)"
   # The bundle's programs get these folders through their wrappers (bin/NAME reads libpath); nothing
   # is exported to the session, whose python3 must keep PyTorch's own libraries.
   local libpath
@@ -337,7 +340,13 @@ else
   loss_iters=(--iters 10)
   gqa_shape="arch=llama,h=4096,a=32,g=8,l=4,s=2048,b=2,V=128256"   # LLaMA-3 8B's attention and vocabulary
   long_shape="arch=llama,h=4096,a=32,g=8,l=4,s=8192,b=1,V=128256"  # the same at s = 8192
-  attn_backends=(auto flash unfused)  # auto: cudnn where it runs, else flash
+  # cudnn where the probe found cuDNN (ptdp then must run it: PTDP_REQUIRE_CUDNN fails the cuDNN
+  # tests instead of skipping them), else auto (unfused)
+  attn_backends=(auto flash unfused)
+  if grep -q '^lib libcudnn.so.9: /' "$work/probe.txt"; then
+    attn_backends=(cudnn flash unfused)
+    export PTDP_REQUIRE_CUDNN=1
+  fi
   attn_impls=(ptdp pytorch-eager pytorch-compile)
   fig7=(--scale paper)
   # Figure 7's 1B model (128 heads of 32) at b = 1 and 8, Figure 15's 5.9B layer (h 3840, 32 heads,

@@ -79,6 +79,10 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
   # depends on __CUDA_ARCH__, so a second one rejects nothing more) and without precompiled
   # headers (each source must include what it uses), in build-nvcc/: the user's build/ keeps its
   # own settings.
+  # cuDNN's front end (PyPI, pinned; scripts/cudnn_frontend.sh): with it cudnn_attention.cpp compiles
+  # too. Without network it is left out, said here.
+  scripts/cudnn_frontend.sh >/dev/null ||
+    echo "test.sh: cuDNN's front end could not be fetched: build-nvcc/ compiles without cudnn_attention.cpp" >&2
   # shellcheck disable=SC2086
   cmake -S . -B build-nvcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON -DPTDP_BUILD_TESTS=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null

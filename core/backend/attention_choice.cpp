@@ -5,15 +5,7 @@
 
 namespace ptdp {
 
-std::string cudnn_attention_unavailable(const Backend& be) {
-  if (be.device() != Device::CUDA)
-    return "the " + be.name() + " backend has no cuDNN (cuDNN's fused attention runs on the CUDA backend)";
-#ifdef PTDP_VGPU
-  return "the virtual GPU has no cuDNN (its tests run --attention-backend flash or unfused)";
-#else
-  return "this ptdp has no cuDNN attention path yet (--attention-backend flash is ptdp's own fused kernel)";
-#endif
-}
+std::string cudnn_attention_unavailable(const Backend& be) { return be.cudnn_attention_unavailable(); }
 
 AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested) {
   switch (requested) {
@@ -33,10 +25,12 @@ AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend r
 }
 
 bool use_block_attention(const Backend& be, AttentionBackend requested, int context_parallel) {
-  const AttentionBackend a = resolve_attention_backend(be, requested);
-  if (a == AttentionBackend::Cudnn)  // unreachable until a cuDNN path exists (cudnn_attention_unavailable)
-    throw UsageError("--attention-backend cudnn: no cuDNN attention path is built");
-  return context_parallel > 1 || a != AttentionBackend::Unfused;
+  return context_parallel > 1 || resolve_attention_backend(be, requested) != AttentionBackend::Unfused;
+}
+
+bool configure_attention(Backend& be, AttentionBackend requested, int context_parallel) {
+  be.set_cudnn_attention(resolve_attention_backend(be, requested) == AttentionBackend::Cudnn);
+  return use_block_attention(be, requested, context_parallel);
 }
 
 }  // namespace ptdp

@@ -20,10 +20,13 @@ std::string cudnn_attention_unavailable(const Backend& be);
 // cudnn that the backend cannot run is a UsageError naming --attention-backend and the reason.
 AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested);
 
+// cudnn (resolved) runs cuDNN's fused attention inside the block ops (Backend::set_cudnn_attention).
 // Whether the layers compute attention with the block ops (flash_attention_forward/backward on
 // q, k, v split from the fused projection) rather than attention_forward/backward: every choice
 // but unfused, once resolved, and always with context parallelism (context_parallel > 1: the ring
 // is made of blocks; validate_run refuses --attention-backend unfused there).
 bool use_block_attention(const Backend& be, AttentionBackend requested, int context_parallel = 1);
+// The same, having switched `be`'s cuDNN attention on when `requested` resolves to cudnn (off otherwise).
+bool configure_attention(Backend& be, AttentionBackend requested, int context_parallel = 1);
 
 }  // namespace ptdp

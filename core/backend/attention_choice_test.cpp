@@ -33,6 +33,8 @@ TEST(AttentionChoice, TheCpuBackendRunsUnfusedByDefaultAndFlashOnRequest) {
   EXPECT_TRUE(use_block_attention(*cpu, AttentionBackend::Flash));
   EXPECT_TRUE(use_block_attention(*cpu, AttentionBackend::Auto, 4));
   expect_cudnn_refused(*cpu, "the cpu backend has no cuDNN");
+  EXPECT_THROW(cpu->set_cudnn_attention(true), RuntimeError);
+  EXPECT_FALSE(configure_attention(*cpu, AttentionBackend::Auto));
 }
 
 #ifdef PTDP_VGPU
@@ -46,6 +48,13 @@ TEST(CudaAttentionChoice, TheVirtualGpuRunsUnfusedByDefaultAndRefusesCudnn) {
   EXPECT_TRUE(use_block_attention(*gpu, AttentionBackend::Flash));
   EXPECT_FALSE(use_block_attention(*gpu, AttentionBackend::Unfused));
   expect_cudnn_refused(*gpu, "the virtual GPU has no cuDNN");
+  gpu->set_cudnn_attention(false);
+  try {
+    gpu->set_cudnn_attention(true);
+    FAIL() << "the virtual GPU switched cuDNN attention on";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("the virtual GPU has no cuDNN"), std::string::npos) << e.what();
+  }
 }
 #endif
 

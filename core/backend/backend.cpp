@@ -11,6 +11,13 @@ int64_t Backend::mark() {
 
 double Backend::elapsed_ms(int64_t from, int64_t to) { return double(to - from) / 1e6; }
 
+std::string Backend::cudnn_attention_unavailable() const {
+  return "the " + name() + " backend has no cuDNN (cuDNN's fused attention runs on the CUDA backend)";
+}
+void Backend::set_cudnn_attention(bool on) {
+  if (on) throw RuntimeError("cuDNN attention: " + cudnn_attention_unavailable());
+}
+
 void Backend::do_linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) {
   do_linear_forward(pre, x, w, &b);
   do_gelu_forward(y, pre);

@@ -125,6 +125,12 @@ class Backend {
   void flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
                                 const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
                                 int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
+  // cuDNN's fused attention (--attention-backend cudnn): why this backend cannot run it (empty when it
+  // can; by default it has none), and the switch that makes flash_attention_forward and _backward
+  // run it on the blocks cuDNN takes (the CUDA backend: docs/CUDA.md; ptdp's kernel elsewhere, and
+  // the same results within the dtype's rounding). Switching it on where it cannot run throws.
+  virtual std::string cudnn_attention_unavailable() const;
+  virtual void set_cudnn_attention(bool on);
   // Merges a block's partial result (y2, lse2) into (y, lse), both [b*sq, a*hd] and [b, a, sq]:
   // lse' = log(exp(lse) + exp(lse2)), y' = y exp(lse - lse') + y2 exp(lse2 - lse') per row and head
   // (a side at -inf adds nothing). y and lse are updated in place.

@@ -55,7 +55,8 @@ void TrainingRun::build() {
   cp.comm = c_.par.cp_comm;
   // Block attention: what --attention-backend resolves to on this backend (attention_choice.h: auto
   // is cuDNN where it exists, else unfused), and always under context parallelism.
-  for (Gpt* chunk : model_.pointers()) chunk->set_attention(use_block_attention(backend_, c_.attention_backend, cp.size), cp);
+  const bool blocks = configure_attention(backend_, c_.attention_backend, cp.size);
+  for (Gpt* chunk : model_.pointers()) chunk->set_attention(blocks, cp);
   TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};
   tg.cp = g.cp.get();
   tg.dp_cp = g.dp_cp.get();

@@ -16,6 +16,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/testing/block_case.h"
 #include "core/backend/cuda/testing/op_fixture.h"
 #include "core/common/rng.h"
 
@@ -24,18 +25,8 @@ namespace {
 
 constexpr DType F32 = DType::F32;
 
-struct Case {
-  int b, sq, sk, a, g, hd;
-  int64_t q_pos, k_pos;
-  bool causal;
-};
-
-std::string describe(const Case& c) {
-  return "b=" + std::to_string(c.b) + " sq=" + std::to_string(c.sq) + " sk=" + std::to_string(c.sk) +
-         " a=" + std::to_string(c.a) + " g=" + std::to_string(c.g) + " hd=" + std::to_string(c.hd) +
-         " q_pos=" + std::to_string(c.q_pos) + " k_pos=" + std::to_string(c.k_pos) +
-         (c.causal ? " causal" : " not causal");
-}
+using Case = testing::BlockCase;
+using testing::describe;
 
 // Ragged tiles everywhere; GQA; offsets that leave rows with every key masked (q_pos 0, k_pos 40);
 // a block in the past of the queries (all visible) and one partly in it; head sizes on both kernel

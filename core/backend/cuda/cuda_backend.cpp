@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/cudnn_attention.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/gemm.h"
@@ -48,6 +50,7 @@ class CudaBackend final : public Backend {
     sum_scratch_ = Tensor();
     rope_table_ = Tensor();
     cudaStreamSynchronize(stream_);
+    cudnn_.reset();
     prof_.reset();  // writes PTDP_OP_PROFILE's rows
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     gemm_.reset();
@@ -410,17 +413,35 @@ class CudaBackend final : public Backend {
     cuda::permute_heads(dqkv.raw(), dqh.raw(), dt, b, s, a, w, false, stream_);
   }
 
-  // Block attention (flash_attention.cu): tiled, online softmax, no [s, s] buffer. Counted as the
-  // products over the visible (query, key) pairs and one pass over the inputs and outputs.
+  std::string cudnn_attention_unavailable() const override { return cuda::cudnn_unavailable(); }
+  void set_cudnn_attention(bool on) override {
+    if (!on) {
+      cudnn_.reset();
+    } else if (!cudnn_) {
+      on_device();
+      cudnn_ = std::make_unique<cuda::CudnnAttention>(stream_);
+    }
+  }
+
+  // Block attention: cuDNN's fused attention where it is switched on and takes the block (a causal
+  // block on the diagonal, or one whose every key is visible), else ptdp's kernel
+  // (flash_attention.cu: tiled, online softmax, no [s, s] buffer). Counted as the products over the
+  // visible (query, key) pairs and one pass over the inputs and outputs.
   void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, int b,
                                   int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
                                   bool causal) override {
     on_device();
-    cuda::OpScope r(prof_.get(), "flash_attention_forward", stream_);
     const DType dt = q.dtype();
+    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
+    cuda::OpScope r(prof_.get(), blk ? "cudnn_attention_forward" : "flash_attention_forward", stream_);
     const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
     r.count(4.0 * pairs * hd, double(dtype_size(dt)) * (q.numel() + k.numel() + v.numel() + y.numel()) +
                                   4.0 * lse.numel());
+    if (blk) {
+      Tensor ws = workspace(cudnn_->forward_workspace(*blk));
+      cudnn_->forward(*blk, y.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), ws.defined() ? ws.raw() : nullptr);
+      return;
+    }
     const cuda::FlashShape s{b, sq, sk, a, g, hd, q_pos, k_pos, causal};
     cuda::flash_attention_forward(y.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), dt, s, stream_);
   }
@@ -429,14 +450,27 @@ class CudaBackend final : public Backend {
                                    const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
                                    int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {
     on_device();
-    cuda::OpScope r(prof_.get(), "flash_attention_backward", stream_);
     const DType dt = q.dtype();
+    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
+    cuda::OpScope r(prof_.get(), blk ? "cudnn_attention_backward" : "flash_attention_backward", stream_);
     const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
-    // S and dP in both the dk/dv and the dq pass, dV, dK and dQ: 7 products of hd per pair
     const double e = double(dtype_size(dt));
-    r.count(14.0 * pairs * hd, e * (2.0 * y.numel() + 2.0 * (q.numel() + dy.numel() + k.numel() + v.numel()) +
-                                    2.0 * (dq.numel() + dk.numel() + dv.numel())) +
-                                   16.0 * lse.numel());
+    const double io = q.numel() + dy.numel() + k.numel() + v.numel();
+    const double grads = dq.numel() + dk.numel() + dv.numel();
+    if (blk) {
+      // S (again), dP, dV, dK and dQ: 5 products of hd per pair; the gradients written, then added
+      // into dq, dk and dv (which accumulate).
+      r.count(10.0 * pairs * hd, e * (y.numel() + io + 4.0 * grads) + 4.0 * lse.numel());
+      Tensor ws = workspace(cudnn_->backward_workspace(*blk));
+      Tensor gq = empty(dq.shape(), dt), gk = empty(dk.shape(), dt), gv = empty(dv.shape(), dt);
+      cudnn_->backward(*blk, gq.raw(), gk.raw(), gv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
+                       lse.data<float>(), ws.defined() ? ws.raw() : nullptr);
+      for (auto [acc, part] : {std::pair{&dq, &gq}, std::pair{&dk, &gk}, std::pair{&dv, &gv}})
+        cuda::add_inplace(acc->raw(), part->raw(), dt, acc->numel(), stream_);
+      return;
+    }
+    // S and dP in both the dk/dv and the dq pass, dV, dK and dQ: 7 products of hd per pair
+    r.count(14.0 * pairs * hd, e * (2.0 * y.numel() + 2.0 * io + 2.0 * grads) + 16.0 * lse.numel());
     Tensor delta = empty({int64_t(b) * a * sq}, DType::F32);
     const cuda::FlashShape s{b, sq, sk, a, g, hd, q_pos, k_pos, causal};
     cuda::flash_attention_backward(dq.raw(), dk.raw(), dv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
@@ -617,6 +651,21 @@ class CudaBackend final : public Backend {
     if (current != device_) PTDP_CUDA_CHECK(cudaSetDevice(device_));
   }
 
+  // The block as cuDNN's when cuDNN attention is on and takes it: causal on the diagonal (the same
+  // positions), or every key visible to every query (then computed without the mask).
+  std::optional<cuda::CudnnBlock> cudnn_block(int b, int sq, int sk, int a, int g, int hd, int64_t q_pos,
+                                              int64_t k_pos, bool causal, DType dt) {
+    if (!cudnn_) return std::nullopt;
+    const bool all_visible = k_pos + sk - 1 <= q_pos;
+    if (causal && !all_visible && !(q_pos == k_pos && sq == sk)) return std::nullopt;
+    const cuda::CudnnBlock blk{b, sq, sk, a, g, hd, causal && !all_visible, dt};
+    if (!cudnn_->takes(blk)) return std::nullopt;
+    return blk;
+  }
+
+  // A cuDNN workspace of `bytes` (none for 0).
+  Tensor workspace(int64_t bytes) { return bytes > 0 ? empty({(bytes + 3) / 4}, DType::F32) : Tensor(); }
+
   double reduce(const Tensor& x, bool squares, const char* op) {
     on_device();
     cuda::OpScope r(prof_.get(), op, stream_);
@@ -637,6 +686,7 @@ class CudaBackend final : public Backend {
   double* host_scalar_ = nullptr;  // pinned
   std::unique_ptr<cuda::GemmRunner> gemm_;
   std::unique_ptr<cuda::OpProfile> prof_;  // PTDP_OP_PROFILE: GPU time per op (null: off)
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;  // set_cudnn_attention(true): cuDNN's graphs on stream_
   Tensor sum_scratch_;  // the f64 result and the partial sums
   Tensor rope_table_;   // rope's cos and sin for (rope_s_, rope_hd_, rope_theta_)
   int rope_s_ = 0, rope_hd_ = 0;

@@ -1,0 +1,282 @@
+// cuDNN's fused attention through its C++ front end (cudnn_attention.h), which loads libcudnn at
+// run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): its handle to the library is the one global it
+// asks its user to define, set here before any front-end call.
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#define CUDNN_FRONTEND_SKIP_JSON_LIB
+#include "core/backend/cuda/cudnn_attention.h"
+
+#include <cudnn_frontend.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/common/error.h"
+
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
+
+namespace ptdp::cuda {
+namespace fe = cudnn_frontend;
+namespace {
+
+struct Library {
+  std::string why;  // empty: loaded
+  int64_t version = 0;
+};
+
+// libcudnn.so.9 (the library's dispatching entry) or, failing that, libcudnn_graph.so.9 (where the
+// graph API the front end calls lives); PTDP_CUDNN_LIBRARY names the file instead.
+const Library& library() {
+  static const Library lib = [] {
+    Library r;
+    // The front end loads CUDA's runtime by name and warns when it finds two majors: ptdp's is 13.
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", "libcudart.so.13", 0);
+    std::vector<std::string> names{"libcudnn.so.9", "libcudnn_graph.so.9"};
+    if (const char* env = std::getenv("PTDP_CUDNN_LIBRARY"); env && *env) names = {env};
+    std::string errors;
+    void* handle = nullptr;
+    for (const std::string& name : names) {
+      handle = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (handle) break;
+      const char* e = dlerror();
+      errors += (errors.empty() ? "" : "; ") + std::string(e ? e : name + ": not found");
+    }
+    if (!handle) {
+      r.why = "libcudnn cannot be loaded (" + errors +
+              "): put the folder of cuDNN 9's libraries on LD_LIBRARY_PATH, or PTDP_CUDNN_LIBRARY=FILE";
+      return r;
+    }
+    using GetVersion = size_t (*)();
+    auto get_version = reinterpret_cast<GetVersion>(dlsym(handle, "cudnnGetVersion"));
+    if (!get_version) {
+      r.why = "the cuDNN library loaded has no cudnnGetVersion";
+      return r;
+    }
+    r.version = int64_t(get_version());
+    if (r.version < 90000) {
+      r.why = fmt::format("cuDNN {} is too old (the fused attention graphs need cuDNN 9)", r.version);
+      return r;
+    }
+    fe::cudnn_dlhandle = handle;
+    return r;
+  }();
+  return lib;
+}
+
+template <class... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
+  throw RuntimeError("cuDNN attention: " + fmt::format(f, std::forward<Args>(args)...));
+}
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+using Key = std::tuple<int, int, int, int, int, int, bool, DType>;
+Key key_of(const CudnnBlock& b) { return {b.b, b.sq, b.sk, b.a, b.g, b.hd, b.causal, b.dt}; }
+
+std::string describe(const CudnnBlock& b) {
+  return fmt::format("b {} sq {} sk {} heads {} groups {} hd {} {} {}", b.b, b.sq, b.sk, b.a, b.g, b.hd,
+                     b.causal ? "causal" : "full", dtype_name(b.dt));
+}
+
+// A [b*s, heads*hd] activation as cuDNN's [b, heads, s, hd] (token i of sequence j in row j*s + i,
+// head h in columns [h*hd, (h+1)*hd)).
+fe::graph::Tensor_attributes rows(const char* name, Uid uid, int64_t b, int64_t heads, int64_t s, int64_t hd) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({b, heads, s, hd})
+      .set_stride({s * heads * hd, hd, heads * hd, 1});
+}
+
+// lse [b, a, sq] f32 as cuDNN's softmax statistics [b, a, sq, 1].
+fe::graph::Tensor_attributes stats(const CudnnBlock& k) {
+  const int64_t a = k.a, sq = k.sq;
+  return fe::graph::Tensor_attributes()
+      .set_name("lse")
+      .set_uid(kStats)
+      .set_dim({k.b, a, sq, 1})
+      .set_stride({a * sq, sq, 1, 1})
+      .set_data_type(fe::DataType_t::FLOAT);
+}
+
+// sm > 0: for a GPU of that compute capability (cudnn_validate), else the current device's.
+std::shared_ptr<fe::graph::Graph> new_graph(DType dt, int sm) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  if (sm > 0) g->set_sm_version(sm);
+  g->set_io_data_type(dt == DType::F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+template <class Attributes>
+void mask(Attributes& opt, const CudnnBlock& k) {
+  opt.set_attn_scale(float(1.0 / std::sqrt(double(k.hd))));
+  if (k.causal) opt.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+}
+
+std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0) {
+  auto g = new_graph(k.dt, sm);
+  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.sq, k.hd));
+  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.sk, k.hd));
+  auto v = g->tensor(rows("v", kV, k.b, k.g, k.sk, k.hd));
+  auto opt = fe::graph::SDPA_attributes().set_name("ptdp_attention").set_generate_stats(true);
+  mask(opt, k);
+  auto [o, lse] = g->sdpa(q, kk, v, opt);
+  const int64_t a = k.a, sq = k.sq, hd = k.hd;
+  o->set_output(true).set_uid(kO).set_dim({k.b, a, sq, hd}).set_stride({sq * a * hd, hd, a * hd, 1});
+  lse->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({k.b, a, sq, 1}).set_stride(
+      {a * sq, sq, 1, 1});
+  return g;
+}
+
+// Deterministic: cuDNN's Hopper backward then forms dQ from a dP workspace of b*a*sq*sk*2 bytes
+// instead of accumulating it with atomics, so that two runs give the same bits.
+std::shared_ptr<fe::graph::Graph> backward_graph(const CudnnBlock& k, int sm = 0) {
+  auto g = new_graph(k.dt, sm);
+  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.sq, k.hd));
+  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.sk, k.hd));
+  auto v = g->tensor(rows("v", kV, k.b, k.g, k.sk, k.hd));
+  auto o = g->tensor(rows("y", kO, k.b, k.a, k.sq, k.hd));
+  auto dout = g->tensor(rows("dy", kDO, k.b, k.a, k.sq, k.hd));
+  auto lse = g->tensor(stats(k));
+  auto opt = fe::graph::SDPA_backward_attributes().set_name("ptdp_attention_backward").set_deterministic_algorithm(true);
+  mask(opt, k);
+  auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, lse, opt);
+  const int64_t a = k.a, gr = k.g, sq = k.sq, sk = k.sk, hd = k.hd;
+  dq->set_output(true).set_uid(kDQ).set_dim({k.b, a, sq, hd}).set_stride({sq * a * hd, hd, a * hd, 1});
+  dk->set_output(true).set_uid(kDK).set_dim({k.b, gr, sk, hd}).set_stride({sk * gr * hd, hd, gr * hd, 1});
+  dv->set_output(true).set_uid(kDV).set_dim({k.b, gr, sk, hd}).set_stride({sk * gr * hd, hd, gr * hd, 1});
+  return g;
+}
+
+// Validates, lowers and builds the heuristics' first plan; the reason when any step fails.
+std::string build(fe::graph::Graph& g, cudnnHandle_t handle, int64_t& workspace) {
+  auto step = [](fe::error_t e, const char* what) {
+    return e.is_good() ? std::string() : std::string(what) + ": " + e.get_message();
+  };
+  std::string why = step(g.validate(), "validate");
+  if (why.empty()) why = step(g.build_operation_graph(handle), "build_operation_graph");
+  if (why.empty()) why = step(g.create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
+  if (why.empty()) why = step(g.check_support(), "check_support");
+  if (why.empty()) why = step(g.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+  if (why.empty()) why = step(g.get_workspace_size(workspace), "get_workspace_size");
+  return why;
+}
+
+}  // namespace
+
+const std::string& cudnn_unavailable() { return library().why; }
+int64_t cudnn_version() { return library().version; }
+
+std::string cudnn_validate(const CudnnBlock& blk, int sm) {
+  if (!cudnn_unavailable().empty()) return cudnn_unavailable();
+  try {
+    if (fe::error_t e = forward_graph(blk, sm)->validate(); !e.is_good()) return "forward: " + e.get_message();
+    if (fe::error_t e = backward_graph(blk, sm)->validate(); !e.is_good()) return "backward: " + e.get_message();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+struct CudnnAttention::Impl {
+  struct Graphs {
+    std::shared_ptr<fe::graph::Graph> fwd, bwd;
+    int64_t fwd_ws = 0, bwd_ws = 0;
+    std::string refused;  // empty: both built
+  };
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t handle = nullptr;
+  std::map<Key, Graphs> graphs;
+
+  Graphs& get(const CudnnBlock& blk) {
+    auto [it, added] = graphs.try_emplace(key_of(blk));
+    Graphs& gr = it->second;
+    if (!added) return gr;
+    try {
+      gr.fwd = forward_graph(blk);
+      gr.refused = build(*gr.fwd, handle, gr.fwd_ws);
+      if (gr.refused.empty()) {
+        gr.bwd = backward_graph(blk);
+        gr.refused = build(*gr.bwd, handle, gr.bwd_ws);
+        if (!gr.refused.empty()) gr.refused = "backward: " + gr.refused;
+      } else {
+        gr.refused = "forward: " + gr.refused;
+      }
+    } catch (const std::exception& e) {
+      gr.refused = e.what();
+    }
+    if (!gr.refused.empty())
+      fmt::print(stderr, "ptdp: cuDNN attention refused {} ({}); ptdp's flash kernel runs it\n", describe(blk),
+                 gr.refused);
+    return gr;
+  }
+
+  Graphs& built(const CudnnBlock& blk) {
+    Graphs& gr = get(blk);
+    if (!gr.refused.empty()) fail("{} was refused ({})", describe(blk), gr.refused);
+    return gr;
+  }
+
+  void run(const fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack, void* workspace, const char* what) {
+    const fe::error_t e = g.execute(handle, pack, workspace);
+    if (!e.is_good()) fail("{}: {}", what, fe::error_t(e).get_message());
+  }
+};
+
+CudnnAttention::CudnnAttention(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+  if (!cudnn_unavailable().empty()) fail("{}", cudnn_unavailable());
+  impl_->stream = stream;
+  const cudnnStatus_t st = fe::detail::create_handle(&impl_->handle);
+  if (st != CUDNN_STATUS_SUCCESS) fail("cudnnCreate failed (status {})", int(st));
+  const cudnnStatus_t ss = fe::detail::set_stream(impl_->handle, stream);
+  if (ss != CUDNN_STATUS_SUCCESS) {
+    fe::detail::destroy_handle(impl_->handle);
+    fail("cudnnSetStream failed (status {})", int(ss));
+  }
+}
+
+CudnnAttention::~CudnnAttention() {
+  impl_->graphs.clear();
+  if (impl_->handle) fe::detail::destroy_handle(impl_->handle);
+}
+
+bool CudnnAttention::takes(const CudnnBlock& blk) { return cudnn_shape_ok(blk) && impl_->get(blk).refused.empty(); }
+int64_t CudnnAttention::forward_workspace(const CudnnBlock& blk) { return impl_->built(blk).fwd_ws; }
+int64_t CudnnAttention::backward_workspace(const CudnnBlock& blk) { return impl_->built(blk).bwd_ws; }
+
+void CudnnAttention::forward(const CudnnBlock& blk, void* y, float* lse, const void* q, const void* k, const void* v,
+                             void* workspace) {
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)}, {kK, const_cast<void*>(k)},
+                                          {kV, const_cast<void*>(v)}, {kO, y},
+                                          {kStats, lse}};
+  impl_->run(*impl_->built(blk).fwd, pack, workspace, "forward");
+}
+
+void CudnnAttention::backward(const CudnnBlock& blk, void* dq, void* dk, void* dv, const void* dy, const void* q,
+                              const void* k, const void* v, const void* y, const float* lse, void* workspace) {
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, const_cast<void*>(q)},   {kK, const_cast<void*>(k)},  {kV, const_cast<void*>(v)},
+      {kO, const_cast<void*>(y)},   {kDO, const_cast<void*>(dy)}, {kStats, const_cast<float*>(lse)},
+      {kDQ, dq},                    {kDK, dk},                    {kDV, dv}};
+  impl_->run(*impl_->built(blk).bwd, pack, workspace, "backward");
+}
+
+std::vector<std::string> CudnnAttention::refused() const {
+  std::vector<std::string> out;
+  for (const auto& [key, gr] : impl_->graphs) {
+    if (gr.refused.empty()) continue;
+    const auto& [b, sq, sk, a, g, hd, causal, dt] = key;
+    out.push_back(describe(CudnnBlock{b, sq, sk, a, g, hd, causal, dt}) + ": " + gr.refused);
+  }
+  return out;
+}
+
+}  // namespace ptdp::cuda
