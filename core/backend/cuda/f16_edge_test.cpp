@@ -3,7 +3,8 @@
 // exponentials) must be an f32 one. On the virtual GPU __half arithmetic rounds and overflows as
 // the GPU's does (vgpu/include/vgpu/half_ops.h), so a kernel that computes in f16 fails here too:
 // CudaF16Edge.ARmsNormThatSquaresInF16IsCaught and ALayerNormWhoseVarianceSquaresInF16IsCaught keep
-// such kernels as plants.
+// such kernels as plants (device code in a test file: built for the virtual GPU only; a CUDA build
+// compiles its tests as host C++).
 #include <gtest/gtest.h>
 
 #if defined(PTDP_HAVE_CUDA)
@@ -16,7 +17,9 @@
 
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_info.h"
+#ifdef PTDP_VGPU  // the plants' kernels: device code, which only the virtual GPU's build compiles from a test
 #include "core/backend/cuda/device_types.cuh"
+#endif
 #include "core/backend/cuda/kernels.h"
 
 namespace ptdp::cuda {
@@ -111,6 +114,7 @@ TEST(CudaF16Edge, RmsNormKeepsRowsNearTheRangesEdge) {
   EXPECT_EQ(problem, "");
 }
 
+#ifdef PTDP_VGPU
 // The plant: the square taken in the input's type, as `v * v` of two __half is under nvcc. Every
 // |v| >= 256 makes it inf, the row's rstd 0 and the row zero.
 __global__ void rmsnorm_squares_in_t(__half* y, float* rstd, const __half* x, const __half* g, int64_t n, int64_t c,
@@ -138,6 +142,7 @@ TEST(CudaF16Edge, ARmsNormThatSquaresInF16IsCaught) {
   // Row 0 (|x| from 150 to 300): the squares overflow f16 and the row is zeroed.
   EXPECT_NE(problem.find("row 0 element 0: 0.000000 where the f64 reference gives"), std::string::npos) << problem;
 }
+#endif  // PTDP_VGPU
 
 // LayerNorm run with `launch` (the product's, or a plant) on f16 rows at the edge; "" when right.
 template <class Launch>
@@ -170,6 +175,7 @@ TEST(CudaF16Edge, LayerNormKeepsRowsNearTheRangesEdge) {
             "");
 }
 
+#ifdef PTDP_VGPU
 // A second plant of the class: the variance's deviations squared in the input's type (the mean in
 // f32, as it should be). Any |x - mean| >= 256 makes a square inf, rstd 0 and the row zero.
 __global__ void layernorm_variance_in_t(__half* y, float* mean, float* rstd, const __half* x, const __half* g,
@@ -203,6 +209,7 @@ TEST(CudaF16Edge, ALayerNormWhoseVarianceSquaresInF16IsCaught) {
   });
   EXPECT_NE(problem.find("row 0 element 0: 0.000000 where the f64 reference gives"), std::string::npos) << problem;
 }
+#endif  // PTDP_VGPU
 
 TEST(CudaF16Edge, CausalSoftmaxKeepsScoresNearTheRangesEdge) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU here";
