@@ -5,16 +5,14 @@
 
 namespace ptdp {
 
-std::string cudnn_attention_unavailable(const Backend& be) { return be.cudnn_attention_unavailable(); }
-
 AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend requested) {
   switch (requested) {
     case AttentionBackend::Auto:
       // flash is not chosen by auto: without tensor cores it is expected to be slower than the
       // unfused path's cuBLASLt GEMMs (docs/CUDA.md), and no GPU has measured it yet.
-      return cudnn_attention_unavailable(be).empty() ? AttentionBackend::Cudnn : AttentionBackend::Unfused;
+      return be.cudnn_attention_unavailable().empty() ? AttentionBackend::Cudnn : AttentionBackend::Unfused;
     case AttentionBackend::Cudnn: {
-      const std::string why = cudnn_attention_unavailable(be);
+      const std::string why = be.cudnn_attention_unavailable();
       if (!why.empty()) throw UsageError("--attention-backend cudnn: " + why);
       return requested;
     }

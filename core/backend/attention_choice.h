@@ -12,9 +12,6 @@ class Backend;
 // Megatron-LM of 2021 ran).
 enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
 
-// Why `be` cannot run cuDNN's fused attention; empty when it can.
-std::string cudnn_attention_unavailable(const Backend& be);
-
 // The kernels `requested` means on `be`: auto is cudnn where cuDNN's fused attention runs on the
 // backend's device, else unfused (flash only when asked: it has no tensor cores yet). A request for
 // cudnn that the backend cannot run is a UsageError naming --attention-backend and the reason.

@@ -651,15 +651,12 @@ class CudaBackend final : public Backend {
     if (current != device_) PTDP_CUDA_CHECK(cudaSetDevice(device_));
   }
 
-  // The block as cuDNN's when cuDNN attention is on and takes it: causal on the diagonal (the same
-  // positions), or every key visible to every query (then computed without the mask).
+  // The block as cuDNN's when cuDNN attention is on and takes it (cuda::cudnn_block_of).
   std::optional<cuda::CudnnBlock> cudnn_block(int b, int sq, int sk, int a, int g, int hd, int64_t q_pos,
                                               int64_t k_pos, bool causal, DType dt) {
     if (!cudnn_) return std::nullopt;
-    const bool all_visible = k_pos + sk - 1 <= q_pos;
-    if (causal && !all_visible && !(q_pos == k_pos && sq == sk)) return std::nullopt;
-    const cuda::CudnnBlock blk{b, sq, sk, a, g, hd, causal && !all_visible, dt};
-    if (!cudnn_->takes(blk)) return std::nullopt;
+    const std::optional<cuda::CudnnBlock> blk = cuda::cudnn_block_of(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
+    if (!blk || !cudnn_->takes(*blk)) return std::nullopt;
     return blk;
   }
 

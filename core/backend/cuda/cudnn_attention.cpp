@@ -85,24 +85,21 @@ std::string describe(const CudnnBlock& b) {
 }
 
 // A [b*s, heads*hd] activation as cuDNN's [b, heads, s, hd] (token i of sequence j in row j*s + i,
-// head h in columns [h*hd, (h+1)*hd)).
+// head h in columns [h*hd, (h+1)*hd)): an input, or an output the graph made.
+void place_rows(fe::graph::Tensor_attributes& t, Uid uid, int64_t b, int64_t heads, int64_t s, int64_t hd) {
+  t.set_uid(uid).set_dim({b, heads, s, hd}).set_stride({s * heads * hd, hd, heads * hd, 1});
+}
 fe::graph::Tensor_attributes rows(const char* name, Uid uid, int64_t b, int64_t heads, int64_t s, int64_t hd) {
-  return fe::graph::Tensor_attributes()
-      .set_name(name)
-      .set_uid(uid)
-      .set_dim({b, heads, s, hd})
-      .set_stride({s * heads * hd, hd, heads * hd, 1});
+  fe::graph::Tensor_attributes t;
+  t.set_name(name);
+  place_rows(t, uid, b, heads, s, hd);
+  return t;
 }
 
 // lse [b, a, sq] f32 as cuDNN's softmax statistics [b, a, sq, 1].
-fe::graph::Tensor_attributes stats(const CudnnBlock& k) {
+void place_stats(fe::graph::Tensor_attributes& t, const CudnnBlock& k) {
   const int64_t a = k.a, sq = k.sq;
-  return fe::graph::Tensor_attributes()
-      .set_name("lse")
-      .set_uid(kStats)
-      .set_dim({k.b, a, sq, 1})
-      .set_stride({a * sq, sq, 1, 1})
-      .set_data_type(fe::DataType_t::FLOAT);
+  t.set_uid(kStats).set_dim({k.b, a, sq, 1}).set_stride({a * sq, sq, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
 }
 
 // sm > 0: for a GPU of that compute capability (cudnn_validate), else the current device's.
@@ -129,10 +126,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0)
   auto opt = fe::graph::SDPA_attributes().set_name("ptdp_attention").set_generate_stats(true);
   mask(opt, k);
   auto [o, lse] = g->sdpa(q, kk, v, opt);
-  const int64_t a = k.a, sq = k.sq, hd = k.hd;
-  o->set_output(true).set_uid(kO).set_dim({k.b, a, sq, hd}).set_stride({sq * a * hd, hd, a * hd, 1});
-  lse->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({k.b, a, sq, 1}).set_stride(
-      {a * sq, sq, 1, 1});
+  place_rows(o->set_output(true), kO, k.b, k.a, k.sq, k.hd);
+  place_stats(lse->set_output(true), k);
   return g;
 }
 
@@ -145,14 +140,15 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const CudnnBlock& k, int sm = 0
   auto v = g->tensor(rows("v", kV, k.b, k.g, k.sk, k.hd));
   auto o = g->tensor(rows("y", kO, k.b, k.a, k.sq, k.hd));
   auto dout = g->tensor(rows("dy", kDO, k.b, k.a, k.sq, k.hd));
-  auto lse = g->tensor(stats(k));
+  fe::graph::Tensor_attributes stats;
+  place_stats(stats.set_name("lse"), k);
+  auto lse = g->tensor(stats);
   auto opt = fe::graph::SDPA_backward_attributes().set_name("ptdp_attention_backward").set_deterministic_algorithm(true);
   mask(opt, k);
   auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, lse, opt);
-  const int64_t a = k.a, gr = k.g, sq = k.sq, sk = k.sk, hd = k.hd;
-  dq->set_output(true).set_uid(kDQ).set_dim({k.b, a, sq, hd}).set_stride({sq * a * hd, hd, a * hd, 1});
-  dk->set_output(true).set_uid(kDK).set_dim({k.b, gr, sk, hd}).set_stride({sk * gr * hd, hd, gr * hd, 1});
-  dv->set_output(true).set_uid(kDV).set_dim({k.b, gr, sk, hd}).set_stride({sk * gr * hd, hd, gr * hd, 1});
+  place_rows(dq->set_output(true), kDQ, k.b, k.a, k.sq, k.hd);
+  place_rows(dk->set_output(true), kDK, k.b, k.g, k.sk, k.hd);
+  place_rows(dv->set_output(true), kDV, k.b, k.g, k.sk, k.hd);
   return g;
 }
 
@@ -192,8 +188,7 @@ struct CudnnAttention::Impl {
     int64_t fwd_ws = 0, bwd_ws = 0;
     std::string refused;  // empty: both built
   };
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t handle = nullptr;
+  cudnnHandle_t handle = nullptr;  // on the backend's stream
   std::map<Key, Graphs> graphs;
 
   Graphs& get(const CudnnBlock& blk) {
@@ -214,7 +209,8 @@ struct CudnnAttention::Impl {
       gr.refused = e.what();
     }
     if (!gr.refused.empty())
-      fmt::print(stderr, "ptdp: cuDNN attention refused {} ({}); ptdp's flash kernel runs it\n", describe(blk),
+      fmt::print(stderr, "ptdp: cuDNN {}.{}.{} refused attention {} ({}); ptdp's flash kernel runs it\n",
+                 cudnn_version() / 10000, cudnn_version() / 100 % 100, cudnn_version() % 100, describe(blk),
                  gr.refused);
     return gr;
   }
@@ -233,7 +229,6 @@ struct CudnnAttention::Impl {
 
 CudnnAttention::CudnnAttention(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
   if (!cudnn_unavailable().empty()) fail("{}", cudnn_unavailable());
-  impl_->stream = stream;
   const cudnnStatus_t st = fe::detail::create_handle(&impl_->handle);
   if (st != CUDNN_STATUS_SUCCESS) fail("cudnnCreate failed (status {})", int(st));
   const cudnnStatus_t ss = fe::detail::set_stream(impl_->handle, stream);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ struct CudnnBlock {
 inline bool cudnn_shape_ok(const CudnnBlock& k) {
   return (k.dt == DType::BF16 || k.dt == DType::F16) && k.b > 0 && k.sq > 0 && k.sk > 0 && k.g > 0 &&
          k.a % k.g == 0 && k.hd > 0 && k.hd % 8 == 0 && k.hd <= 256 && (!k.causal || k.sq == k.sk);
+}
+
+// A block of Backend::flash_attention_forward's arguments as the one cuDNN is asked for, if it is
+// one: causal on the diagonal (the same positions), or every key visible to every query (then
+// without the mask), and cudnn_shape_ok. Otherwise none: ptdp's flash kernel runs it.
+inline std::optional<CudnnBlock> cudnn_block_of(int b, int sq, int sk, int a, int g, int hd, int64_t q_pos,
+                                                int64_t k_pos, bool causal, DType dt) {
+  const bool all_visible = k_pos + sk - 1 <= q_pos;
+  if (causal && !all_visible && !(q_pos == k_pos && sq == sk)) return std::nullopt;
+  const CudnnBlock blk{b, sq, sk, a, g, hd, causal && !all_visible, dt};
+  if (!cudnn_shape_ok(blk)) return std::nullopt;
+  return blk;
 }
 
 // The front end's own checks of both graphs of a block for a GPU of compute capability sm (90:
