@@ -98,7 +98,9 @@ TEST(CliZero, ShardedStateLoadsOnlyUnderTheSameDataParallelSizeAndZero) {
 
 TEST(CliZero, UnknownModesAndZero3WithModelParallelismAreRefused) {
   TempDir dir;
-  EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "2"})), {"--zero 2 must be 0, 1 or 3"}));
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "4"})), {"--zero 4 must be 0, 1, 2 or 3"}));
+  // ZeRO-2 is the simulator's (Megatron-FSDP's optim_grads under --stack mcore), not the executor's.
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "2"})), {"--zero 2: ptdp's executor runs --zero 0, 1 or 3"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, tiny(4, {"--zero", "3"})), {"--zero 3 needs --tp 1 and --pp 1"}));
   EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "tiny", "--hardware", "a100-selene", "--tp", "2", "--ranks", "4", "--zero", "3"}),
                            {"--zero 3 needs --tp 1 and --pp 1"}));

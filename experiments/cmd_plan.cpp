@@ -143,7 +143,8 @@ std::pair<CLI::App*, std::function<int()>> add_plan_command(CLI::App& app) {
                   "largest context-parallel size c to try (powers of two; under a --stack with context parallelism)")
       ->capture_default_str();
   sub->add_option("--zero-modes", f->zero_modes,
-                  "sharded data parallelism to try: 0 (none), 1 (distributed optimizer), 3 (ZeRO-3, t = p = 1)")
+                  "sharded data parallelism to try: 0 (none), 1 (distributed optimizer), 2 (ZeRO-2: gradients sharded "
+                  "too; --stack mcore), 3 (ZeRO-3, t = p = 1)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,

@@ -46,6 +46,16 @@ struct SimulateFlags {
   bool explain = false;
 };
 
+// The layout line's words for --zero (ds: DeepSpeed's engine).
+const char* zero_words(int zero, bool ds) {
+  switch (zero) {
+    case 1: return ds ? ", ZeRO-1 (DeepSpeed's)" : ", distributed optimizer (ZeRO-1)";
+    case 2: return ", ZeRO-2 (optimizer state and gradients sharded)";
+    case 3: return ", ZeRO-3 (DeepSpeed)";
+    default: return "";
+  }
+}
+
 std::string pass_line(const sim::PassCost& c) {
   return fmt::format("{:.2f} (GEMM {:.2f}, attention {:.2f}, memory-bound {:.2f}, TP communication {:.2f})",
                      c.total() * 1e3, c.gemm * 1e3, c.attention * 1e3, c.membound * 1e3, c.tp_comm * 1e3);
@@ -142,7 +152,7 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
              p.global_batch, p.num_microbatches(), p.schedule,
              enum_name(p.recompute), p.scatter_gather ? "on" : "off", c.precision,
              p.sequence_parallel ? ", sequence parallel" : "",
-             p.zero == 1 ? (ds ? ", ZeRO-1 (DeepSpeed's)" : ", distributed optimizer (ZeRO-1)") : p.zero == 3 ? ", ZeRO-3 (DeepSpeed)" : "", c.stack);
+             zero_words(p.zero, ds), c.stack);
   fmt::print("  one layer, one micro-batch, ms: forward {}\n", pass_line(r.layer.forward));
   fmt::print("                                  recompute {}\n", pass_line(r.layer.recompute));
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
@@ -164,7 +174,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
                "(data-parallel {} {:.3g} s{}, optimizer {:.3g} s)\n",
                r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, 100.0 * r.bubble_fraction / (1.0 + r.bubble_fraction),
                r.post_time_s,
-               p.zero != 1 ? "all-reduce" : ds ? "all-reduce and all-gather" : "reduce-scatter and all-gather",
+               p.zero == 2  ? "reduce-scatter after every backward and all-gather"
+               : p.zero != 1 ? "all-reduce"
+               : ds          ? "all-reduce and all-gather"
+                             : "reduce-scatter and all-gather",
                r.dp_allreduce_s,
                c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
   }

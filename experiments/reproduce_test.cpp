@@ -282,7 +282,7 @@ TEST(ReproduceCli, PerPointSeriesSettingsAndZeroAreChecked) {
   EXPECT_NE(good.out.find(",2,1,1,2,1,1,8,4,1f1b,"), std::string::npos) << good.out;  // gpus 2 ... B 8, m 4
   EXPECT_NE(good.out.find(",4,1,1,4,1,2,8,1,1f1b,"), std::string::npos) << good.out;
   EXPECT_TRUE(IsUsageError(spec("at.\"3\" = { dp = 2 }\n"), {"z.toml", "'at' names x '3'"}));
-  EXPECT_TRUE(IsUsageError(spec("zero = 2\n"), {"z.toml", "'zero' = 2 must be 0, 1 or 3"}));
+  EXPECT_TRUE(IsUsageError(spec("zero = 4\n"), {"z.toml", "'zero' = 4 must be 0, 1, 2 or 3"}));
   EXPECT_TRUE(IsUsageError(spec("at = 3\n"), {"z.toml", "'at' must be a table"}));
 }
 

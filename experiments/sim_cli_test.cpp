@@ -331,6 +331,45 @@ TEST(SimCli, WhatDeepSpeedsEngineDoesNotRunIsRefused) {
   EXPECT_NE(ok.out.find("data-parallel all-reduce and all-gather"), std::string::npos) << ok.out;
 }
 
+// --zero 2 (ZeRO-2, Megatron-FSDP's optim_grads) is modelled under --stack mcore only; simulate and
+// plan refuse it elsewhere, train everywhere; a refused run writes no row.
+TEST(SimCli, ZeroTwoIsMcoresAndTheSimulatorsOnly) {
+  TempDir dir;
+  const Args base = {"simulate", "--model", "llama3-8b", "--tp", "8", "--gpus", "64", "--global-batch", "64",
+                     "--sequence-parallel", "--hardware", "h100-dgx", "--zero", "2", "--csv", dir.file("r.csv")};
+  auto with = [&](Args extra) {
+    Args a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_ptdp(dir, a);
+  };
+  EXPECT_TRUE(IsUsageError(with({"--stack", "megatron-2022"}), {"--zero 2: --stack megatron-2022 has no ZeRO-2 model",
+                                                                  "use --zero 0 or 1, or --stack mcore"}));
+  EXPECT_TRUE(IsUsageError(with({"--stack", "ptdp"}), {"--zero 2: --stack ptdp has no ZeRO-2 model"}));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.csv")));
+  const CliResult ok = with({"--stack", "mcore"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("ZeRO-2 (optimizer state and gradients sharded)"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("data-parallel reduce-scatter after every backward and all-gather"), std::string::npos)
+      << ok.out;
+  EXPECT_NE(ok.out.find("ZeRO-2 over 8 ranks"), std::string::npos) << ok.out;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64",
+                                          "--hardware", "h100-dgx", "--zero-modes", "1,2"}),
+                           {"--zero-modes 2: --stack megatron-2021 has no ZeRO-2 model"}));
+  const CliResult plan = run_ptdp(dir, {"plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64",
+                                        "--hardware", "h100-dgx", "--stack", "mcore", "--zero-modes", "2", "--top",
+                                        "1", "--max-cp", "1"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  // The best layout's row: rank t c p d v b m schedule recompute zero ...
+  const size_t row = plan.out.find("\n    1 ");
+  ASSERT_NE(row, std::string::npos) << plan.out;
+  std::istringstream cols(plan.out.substr(row + 1));
+  std::string col;
+  for (int i = 0; i < 11; ++i) cols >> col;
+  EXPECT_EQ(col, "2") << plan.out;
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"train", "--model", "tiny", "--dp", "2", "--zero", "2"}),
+                           {"--zero 2: ptdp's executor runs --zero 0, 1 or 3"}));
+}
+
 }  // namespace
 }  // namespace ptdp
 

@@ -175,7 +175,7 @@ E as_enum(const SpecValue& v, const std::string& where, const std::string& key, 
 }
 
 // A setting named as a field sets it, by the field's type and rules: integers from 1 (a positive
-// field) or 0 to 2^30, "WHERE: key 'zero' = 2 must be 0, 1 or 3".
+// field) or 0 to 2^30, "WHERE: key 'zero' = 4 must be 0, 1, 2 or 3".
 void set_field(const Field& f, const SpecValue& v, const std::string& where, RunConfig& c) {
   const std::string& key = f.name();
   std::visit(

@@ -160,10 +160,12 @@ const std::vector<Field>& parallel_fields() {
     v.push_back(Field(PTDP_MEMBER(par.zero), "zero", g)
                     .flags("--zero")
                     .help("sharded data parallelism: 0 none, 1 the distributed optimizer (optimizer state sharded over "
-                          "d, gradients reduce-scattered), 3 ZeRO-3 (parameters sharded too; t = p = 1)")
+                          "d, gradients reduce-scattered), 2 ZeRO-2 (gradients sharded too, reduce-scattered after "
+                          "every micro-batch; ptdp simulate and plan under --stack mcore only), 3 ZeRO-3 "
+                          "(parameters sharded too; t = p = 1)")
                     .alias_flag("--use-distributed-optimizer", "1",
                                 "Megatron's name for --zero 1 (the distributed optimizer)")
-                    .one_of({0, 1, 3}, "must be 0, 1 or 3")
+                    .one_of({0, 1, 2, 3}, "must be 0, 1, 2 or 3")
                     .column()
                     .key("0")
                     .in_specs()

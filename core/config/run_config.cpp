@@ -200,7 +200,7 @@ void validate_precision_options(const RunConfig& c) {
                   dtype_name(dt));
   if (o.precision_aware && c.par.zero == 0)
     usage_error("--use-precision-aware-optimizer needs a sharded optimizer: --zero 1 (the distributed optimizer, as "
-                "Megatron-core) or --zero 3");
+                "Megatron-core), 2 or 3");
   if (o.main_params_dtype == DType::BF16)
     usage_error("--main-params-dtype bf16: the master weights may be f32 or f16 (Megatron-core's choices)");
   if (o.main_params_dtype != DType::F32 && c.precision == Precision::F32)
@@ -213,8 +213,8 @@ void validate_precision_options(const RunConfig& c) {
   if (o.main_grads_dtype == DType::BF16 && !c.grad_reduce_bf16)
     usage_error("--main-grads-dtype bf16 needs --grad-reduce-in-bf16 (the optimizer reads the gradients in bf16 only "
                 "where they were reduced in bf16; Megatron-core refuses it with gradients reduced in f32)");
-  if (c.overlap_param_gather_with_optimizer_step && c.par.zero != 1)
-    usage_error("--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)");
+  if (c.overlap_param_gather_with_optimizer_step && c.par.zero != 1 && c.par.zero != 2)
+    usage_error("--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1, or 2)");
   if (c.overlap_param_gather_with_optimizer_step && c.par.vpp < 2)
     usage_error("--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism (--schedule "
                 "interleaved, --vpp 2 or more), as Megatron-core");
@@ -249,6 +249,9 @@ void require_supported(const RunConfig& c) {
       usage_error("{} f16: ptdp's optimizer keeps 16-bit state in bf16 only (f16 state needs Transformer Engine's "
                   "per-tensor scaling, not implemented)",
                   flag);
+  if (c.par.zero == 2)
+    usage_error("--zero 2: ptdp's executor runs --zero 0, 1 or 3; ZeRO-2 (gradients reduce-scattered after every "
+                "micro-batch into a shard) is modelled by ptdp simulate and ptdp plan under --stack mcore only");
   if (c.grad_reduce_bf16 && c.par.zero == 3)
     usage_error("--grad-reduce-in-bf16 with --zero 3: ptdp's ZeRO-3 reduces each layer's gradients in f32 (not "
                 "implemented)");

@@ -46,8 +46,10 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   // Sharded data parallelism (--zero): 0 plain (replicated optimizer, all-reduced gradients);
   // 1 Megatron's distributed optimizer (master weights and Adam state sharded over dp, gradients
-  // reduce-scattered, parameters all-gathered); 3 ZeRO-3 (parameters sharded too, gathered per
-  // layer for forward and backward). Only 3 with tp = pp = 1.
+  // reduce-scattered, parameters all-gathered); 2 ZeRO-2 (gradients sharded too: reduce-scattered
+  // after every micro-batch; the simulator's only: require_supported refuses it for the executor);
+  // 3 ZeRO-3 (parameters sharded too, gathered per layer for forward and backward). Only 3 with
+  // tp = pp = 1.
   int zero = 0;
   int num_microbatches() const { return global_batch / (micro_batch * dp); }
   LayerSplit layer_split(int layers) const {

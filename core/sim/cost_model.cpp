@@ -276,7 +276,9 @@ double CostModel::dp_allgather(double params) const {
 
 double CostModel::dp_reduction(double params) const {
   if (grad_group(cfg.par) <= 1) return 0;
-  if (!stack.deepspeed_engine) return cfg.par.zero == 1 ? dp_reduce_scatter(params) : dp_allreduce(params);
+  // --zero 2: this is one backward's reduce-scatter (the simulator queues one per backward).
+  if (!stack.deepspeed_engine)
+    return cfg.par.zero == 1 || cfg.par.zero == 2 ? dp_reduce_scatter(params) : dp_allreduce(params);
   // DeepSpeed: bucketed all-reduces after the last micro-batch, also under ZeRO-1 with a pipeline
   // (reduce_gradients -> buffered_reduce_fallback) and under BF16_Optimizer, which casts its fp32
   // buffer to bf16 for the wire and back (read 4 write 2, read 2 write 4).

@@ -121,7 +121,7 @@ struct CostModel {
   double dp_allgather(double params) const;
   // The data-parallel gradient reduction a stage of `params` runs after its last backward: the
   // all-reduce, or --zero 1's reduce-scatter (DeepSpeed's ZeRO-1 and BF16_Optimizer all-reduce,
-  // the latter with fp32 -> bf16 -> fp32 copies around it).
+  // the latter with fp32 -> bf16 -> fp32 copies around it); under --zero 2 every backward runs it.
   double dp_reduction(double params) const;
   // The data-parallel collectives follow NCCL 2.8's NIC choice (the stack's, on a profile that
   // names its PCIe switches: network.h).

@@ -18,11 +18,22 @@ double state_bytes_per_param(Precision precision, int zero, int dp) {
   const bool f32 = precision == Precision::F32;
   const double d = std::max(dp, 1);
   if (zero == 1) return f32 ? 8 + 8 / d : 4 + 16 / d;
+  if (zero == 2) return f32 ? 4 + 12 / d : 2 + 18 / d;  // the gradient sharded too
   if (zero == 3) return state_bytes_per_param(precision) / d;
   return state_bytes_per_param(precision);
 }
 
 StateBytes state_bytes(const RunConfig& cfg) { return state_bytes(cfg, precision_knobs(cfg)); }
+
+namespace {
+// Bytes per parameter of Megatron's main-gradient buffer: fp32 where the stack accumulates in fp32
+// or the run is bf16 (--accumulate-allreduce-grads-in-fp32), bf16 with --grad-reduce-in-bf16, else
+// fp16.
+double main_grad_buffer_bytes(const RunConfig& cfg, const SoftwareStack& stack, const PrecisionKnobs& knobs) {
+  const int stack_grad = stack.grad_bytes > 0 ? stack.grad_bytes : (cfg.precision == Precision::Bf16 ? 4 : 2);
+  return knobs.grad_reduce_bf16 ? 2 : stack_grad;
+}
+}  // namespace
 
 StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
   const SoftwareStack stack = software_stack(cfg.stack);
@@ -38,12 +49,13 @@ StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
   }
   const double table = state_bytes_per_param(cfg.precision, par.zero, par.dp * par.cp);
   if (cfg.precision == Precision::F32 || par.zero == 3) return {table, table};
-  // The main-gradient buffer: fp32 where the stack accumulates in fp32 or the run is bf16
-  // (--accumulate-allreduce-grads-in-fp32), bf16 with --grad-reduce-in-bf16, else fp16.
-  const int stack_grad = stack.grad_bytes > 0 ? stack.grad_bytes : (cfg.precision == Precision::Bf16 ? 4 : 2);
-  const double buffer = knobs.grad_reduce_bf16 ? 2 : stack_grad;
-  const double dz = par.zero == 1 ? d : 1.0;
-  const double passes = 2 + buffer + knobs.adam_state_bytes() / dz;
+  const double buffer = main_grad_buffer_bytes(cfg, stack, knobs);
+  // The distributed optimizer (zero 1) shards the optimizer's state; ZeRO-2 the gradients too: each
+  // micro-batch's are reduce-scattered into the rank's 1/d of the buffer (the unsharded ones in
+  // flight are the working set's: zero2_gradient_bytes).
+  const double dz = par.zero == 1 || par.zero == 2 ? d : 1.0;
+  const double dg = par.zero == 2 ? d : 1.0;
+  const double passes = 2 + buffer / dg + knobs.adam_state_bytes() / dz;
   // A master gradient of another dtype than the buffer is made in the step (main_grad.float())
   // and freed by the next iteration's zero_grad(set_to_none=True); else it is the buffer itself.
   const double step_copy = buffer != knobs.main_grad_bytes ? knobs.main_grad_bytes / dz : 0.0;
@@ -245,6 +257,13 @@ StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const 
   if (s == par.pp - 1) working = std::max(working, a.head_ws);
   m.state = m.params * per_param.backward + fp8_weight_bytes(cfg, s);
   m.step_state = m.params * per_param.step + fp8_weight_bytes(cfg, s);
+  if (par.zero == 2) {
+    // The unsharded gradients in flight: the layer whose backward writes them and the previous
+    // one, reduce-scattered meanwhile (Megatron-FSDP's unit is a layer, its buffers doubled).
+    const ModelTensors tensors = model_tensors(cfg.model, cfg.model.padded_vocab(par.tp));
+    const PrecisionKnobs knobs = precision_knobs(cfg);
+    working += 2 * double(tensors.layer_numel(par.tp)) * main_grad_buffer_bytes(cfg, software_stack(cfg.stack), knobs);
+  }
   if (par.zero == 3) {
     // The tensors DeepSpeed does not partition stay whole: their weight and gradient.
     const double E = HardwareProfile::element_bytes(cfg.precision);

@@ -18,8 +18,9 @@ namespace ptdp::sim {
 double state_bytes_per_param(Precision precision);
 // The same with sharded data parallelism over d ranks, per parameter of the model (or stage):
 // --zero 1 (distributed optimizer) keeps the fp16 weight and gradient buffer and 1/d of the rest
-// (fp32 master weight and gradient, Adam m and v): 4 + 16/d (f32: 8 + 8/d); --zero 3 keeps 1/d of
-// everything: 20/d (f32: 16/d).
+// (fp32 master weight and gradient, Adam m and v): 4 + 16/d (f32: 8 + 8/d); --zero 2 the weight and
+// 1/d of the rest: 2 + 18/d (f32: 4 + 12/d; Rajbhandari et al. 2020's P_os+g); --zero 3 keeps 1/d
+// of everything: 20/d (f32: 16/d).
 double state_bytes_per_param(Precision precision, int zero, int dp);
 
 // Bytes of state per parameter of the run's stack at the two moments an iteration can peak.

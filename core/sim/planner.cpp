@@ -79,10 +79,14 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   for (int b : req.micro_batches)
     if (b <= 0 || b > kMaxPlanGlobalBatch)
       usage_error("--micro-batches: {} must be in [1, {}]", b, kMaxPlanGlobalBatch);
-  if (req.zero_modes.empty()) usage_error("--zero-modes: give at least one of 0, 1, 3");
-  software_stack(req.stack);  // UsageError naming --stack
-  for (int z : req.zero_modes)
-    if (z != 0 && z != 1 && z != 3) usage_error("--zero-modes: {} must be 0, 1 or 3", z);
+  if (req.zero_modes.empty()) usage_error("--zero-modes: give at least one of 0, 1, 2, 3");
+  const SoftwareStack stack = software_stack(req.stack);  // UsageError naming --stack
+  for (int z : req.zero_modes) {
+    if (z < 0 || z > 3) usage_error("--zero-modes: {} must be 0, 1, 2 or 3", z);
+    if (z == 2 && !stack.dp_overlap)
+      usage_error("--zero-modes 2: --stack {} has no ZeRO-2 model (Megatron-FSDP's optim_grads, --stack mcore)",
+                  req.stack);
+  }
   const Precision prec = precision_of(req, hw);
   if (!(hw.peak(prec) > 0))
     usage_error("--precision {}: hardware profile '{}' has no {} peak", prec, hw.name, prec);

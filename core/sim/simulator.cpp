@@ -188,10 +188,19 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     // --zero 1: the gradients are reduce-scattered (half an all-reduce's traffic), each rank steps
     // its 1/d of the parameters, then the updated ones are all-gathered (after the step: Megatron's
     // distributed optimizer as of its introduction, no overlap of the gather with the next forward).
-    const bool zero1 = par.zero == 1;
+    // --zero 2 (stack mcore only: stack_refusal): the same step and gather, but every backward's
+    // gradients are reduce-scattered into the rank's shard, not only the last micro-batch's.
+    const bool sharded = par.zero == 1 || par.zero == 2;
     const double dp = cm.dp_reduction(params);
     double t = st.finish;
-    if (overlap) {
+    if (par.zero == 2) {
+      // Each (micro-batch, chunk) backward's reduce-scatter starts as its first buckets are ready
+      // and queues behind the previous ones on the one communication stream.
+      double comm_end = 0;
+      for (const StageTimeline::BackwardEnd& b : st.backward_ends)
+        comm_end = std::max(comm_end, b.end - chunk_backward) + dp / par.vpp;
+      t = std::max(t, comm_end);
+    } else if (overlap) {
       // Gradients are reduced bucket by bucket during each chunk's last backward (the only one
       // that synchronises), chunk after chunk on one communication stream.
       double comm_end = 0;
@@ -206,7 +215,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
     t += emb;
     // The distributed optimizer shards over the data- and context-parallel ranks together.
-    double optim = cm.optimizer_step(zero1 ? params / (par.dp * par.cp) : params);
+    double optim = cm.optimizer_step(sharded ? params / (par.dp * par.cp) : params);
     // DeepSpeed's step reads the gradient norm (and fp16's overflow check) one parameter tensor at
     // a time, each .item() a host sync.
     if (cm.stack.deepspeed_engine)
@@ -214,7 +223,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     t += optim;
     // mcore (--overlap-param-gather): the gather runs bucket by bucket during the next iteration's
     // first forward micro-batch, which hides up to that much of it.
-    const double gather = zero1 ? cm.exposed_param_gather(params, optim, st.forward / par.num_microbatches()) : 0.0;
+    const double gather = sharded ? cm.exposed_param_gather(params, optim, st.forward / par.num_microbatches()) : 0.0;
     t += gather;
     if (s == 0) {
       r.stage0.forward_s = st.forward;

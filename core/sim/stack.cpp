@@ -117,6 +117,11 @@ std::string stack_refusal(const RunConfig& cfg) {
                        "al. 2022 to Megatron-LM, with sequence parallelism); choose --stack megatron-2022 or mcore, "
                        "or --recompute full or none",
                        name);
+  if (p.zero == 2 && !s.dp_overlap)
+    return fmt::format("--zero 2: --stack {} has no ZeRO-2 model; the simulator's ZeRO-2 is Megatron-FSDP's "
+                       "optim_grads under --stack mcore (each micro-batch's gradients reduce-scattered on the "
+                       "communication stream during the backward); use --zero 0 or 1, or --stack mcore",
+                       name);
   if (s.ptdp_kernels && p.zero == 3)
     return fmt::format("--zero 3: --stack {} has no ZeRO-3 model: the simulator's ZeRO-3 is DeepSpeed's stage-3 "
                        "engine, not ptdp's own; use --zero 0 or 1, or a Megatron --stack",
