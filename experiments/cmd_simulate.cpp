@@ -27,6 +27,7 @@ namespace {
 
 // The fields of the run and optimizer tables that simulate takes (the others are train's alone).
 constexpr const char* kSimulatedRunFlags[] = {"--experiment",
+                                              "--attention-backend",
                                               "--ranks",
                                               "--precision",
                                               "--overlap-grad-reduce",

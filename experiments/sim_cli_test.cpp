@@ -331,6 +331,48 @@ TEST(SimCli, WhatDeepSpeedsEngineDoesNotRunIsRefused) {
   EXPECT_NE(ok.out.find("data-parallel all-reduce and all-gather"), std::string::npos) << ok.out;
 }
 
+// --attention-backend in the simulator: ptdp's choices under --stack ptdp (auto as unfused; cudnn's
+// fused attention; flash refused until a GPU has measured it); the other stacks their own only.
+TEST(SimCli, AttentionBackendChoosesPtdpsKernelsUnderItsStack) {
+  TempDir dir;
+  const Args base = {"simulate", "--layers", "24", "--hidden", "2048", "--heads", "16", "--seq-length", "2048",
+                     "--vocab-size", "51200", "--micro-batch", "4", "--global-batch", "4", "--hardware", "h200",
+                     "--csv", dir.file("r.csv")};  // the profile's precision: bf16
+  auto with = [&](Args extra) {
+    Args a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_ptdp(dir, a);
+  };
+  auto tokens = [](const CliResult& r) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(r.out, m, std::regex(", ([0-9]+) tokens/s per GPU"))) << r.out;
+    return m.size() > 1 ? std::stod(m[1].str()) : 0.0;
+  };
+  auto memory = [](const CliResult& r) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(r.out, m, std::regex("memory: fits: stage 0 needs ([0-9.]+) GB"))) << r.out;
+    return m.size() > 1 ? std::stod(m[1].str()) : 0.0;
+  };
+  const CliResult unfused = with({"--stack", "ptdp", "--attention-backend", "unfused"});
+  const CliResult automatic = with({"--stack", "ptdp"});
+  const CliResult cudnn = with({"--stack", "ptdp", "--attention-backend", "cudnn"});
+  for (const CliResult* r : {&unfused, &automatic, &cudnn}) ASSERT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(tokens(automatic), tokens(unfused));
+  // No s x s scores: faster, and 2 bytes a score fewer kept (GPT 1.3B, b 4: 12.9 GB of activations).
+  EXPECT_GT(tokens(cudnn), 1.1 * tokens(unfused));
+  EXPECT_LT(memory(cudnn), memory(unfused) - 10);
+  EXPECT_TRUE(IsUsageError(with({"--stack", "ptdp", "--attention-backend", "flash"}),
+                           {"--attention-backend flash: ptdp's flash kernel", "no rate in the performance model"}));
+  EXPECT_TRUE(IsUsageError(with({"--stack", "ptdp", "--attention-backend", "cudnn", "--precision", "f32"}),
+                           {"--attention-backend cudnn: cuDNN's fused attention takes bf16 or f16"}));
+  EXPECT_TRUE(IsUsageError(with({"--stack", "mcore", "--attention-backend", "unfused"}),
+                           {"--attention-backend unfused: --stack mcore runs its own attention", "use auto or cudnn"}));
+  EXPECT_TRUE(IsUsageError(with({"--stack", "megatron-2021", "--attention-backend", "cudnn"}),
+                           {"--attention-backend cudnn: --stack megatron-2021 runs its own attention", "use auto or unfused"}));
+  EXPECT_EQ(with({"--stack", "mcore", "--attention-backend", "cudnn"}).exit_code, 0);
+  EXPECT_EQ(with({"--stack", "megatron-2021", "--attention-backend", "unfused"}).exit_code, 0);
+}
+
 // --zero 2 (ZeRO-2, Megatron-FSDP's optim_grads) is modelled under --stack mcore only; simulate and
 // plan refuse it elsewhere, train everywhere; a refused run writes no row.
 TEST(SimCli, ZeroTwoIsMcoresAndTheSimulatorsOnly) {

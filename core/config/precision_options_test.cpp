@@ -69,7 +69,7 @@ TEST(PrecisionOptions, MegatronCoresRulesAreRefusedNamingTheFlag) {
       {[](RunConfig& r) { r.opt.precision_aware = true, r.par.zero = 1, r.opt.main_grads_dtype = DType::F16; },
        "--main-grads-dtype f16: the gradients the optimizer reads may be f32 or bf16"},
       {[](RunConfig& r) { r.overlap_param_gather_with_optimizer_step = true; },
-       "--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1)"},
+       "--overlap-param-gather-with-optimizer-step needs the distributed optimizer (--zero 1, or 2)"},
       {[](RunConfig& r) { r.overlap_param_gather_with_optimizer_step = true, r.par.zero = 1; },
        "--overlap-param-gather-with-optimizer-step needs interleaved pipeline parallelism"},
       // What ptdp's optimizer does not implement.

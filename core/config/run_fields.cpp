@@ -327,8 +327,8 @@ void add_simulated_fields(std::vector<Field>& v) {
                         "tensor-parallel communication in backward, fused gradient accumulation), mcore "
                         "(Megatron-Core 2024: also flash attention, TP/DP communication overlap, fp32 gradients), "
                         "megatron-deepspeed (DeepSpeed's pipeline engine: blocking p2p, its ZeRO-1 and bf16 "
-                        "optimizer), ptdp (ptdp's own CUDA backend: its kernels, unfused attention); "
-                        "docs/SIMULATOR.md")
+                        "optimizer), ptdp (ptdp's own CUDA backend: its kernels, unfused attention or with "
+                        "--attention-backend cudnn cuDNN's fused attention); docs/SIMULATOR.md")
                   .column(RowUse::Simulated)
                   .key("")
                   .in_specs());

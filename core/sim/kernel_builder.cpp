@@ -37,6 +37,7 @@ LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int el
   // --fp8-param-gather: the weight is FP8 already; only its transpose is made (1 byte read, 1
   // written: half of the 16-bit cast-transpose's 4).
   if (cfg.fp8_param_gather) d.weight_cast_share *= 0.5;
+  d.cudnn = cfg.attention_backend == AttentionBackend::Cudnn;  // stack_refusal: --stack ptdp or mcore
   return d;
 }
 
@@ -81,7 +82,11 @@ void KernelBuilder::attention(const char* name, double m, double n, double k, do
   x.batch = batch;
 }
 
-void KernelBuilder::membound(const char* name, double bytes) { add(name, KernelKind::Membound).bytes = bytes; }
+void KernelBuilder::membound(const char* name, double bytes, int calls) {
+  Kernel& x = add(name, KernelKind::Membound);
+  x.bytes = bytes;
+  x.calls = calls;
+}
 
 void KernelBuilder::collective(const char* name, Collective c, double bytes, Overlap o, int gemm,
                                const char* detail) {

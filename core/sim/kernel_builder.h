@@ -38,6 +38,9 @@ struct LayerShape {
   // that with --fp8-param-gather: the transpose alone).
   bool fp8 = false;
   double weight_cast_share = 1;
+  // --attention-backend cudnn under --stack ptdp: cuDNN's fused attention on q, k and v split from
+  // the fused projection (ptdp_kernels.cpp).
+  bool cudnn = false;
 };
 LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int elem);
 
@@ -75,7 +78,7 @@ struct KernelBuilder {
   }
   int gemm(const char* name, double m, double n, double k, const char* detail = nullptr);  // its index
   void attention(const char* name, double m, double n, double k, double batch);
-  void membound(const char* name, double bytes);
+  void membound(const char* name, double bytes, int calls = 1);  // calls: of the op, each a launch
   void collective(const char* name, Collective c, double bytes, Overlap o = Overlap::None, int gemm = -1,
                   const char* detail = nullptr);
   // A collective of the context-parallel group; UnderKernels: under the `span` kernels from `first`.

@@ -44,7 +44,8 @@ double kernel_time(const Kernel& x, const KernelList& list, const KernelCosting&
       return gemm_time(c.hw, c.peak, c.elem, x.m, x.n, x.k, x.batch);
     case KernelKind::Attention: return gemm_time(c.hw, c.peak, c.elem, x.m, x.n, x.k, x.batch);
     case KernelKind::Membound:
-      return (x.bytes / (c.hw.memory_bw * c.hw.membound_efficiency) + c.hw.launch_overhead_s) * x.part / x.whole;
+      return (x.bytes / (c.hw.memory_bw * c.hw.membound_efficiency) + x.calls * c.hw.launch_overhead_s) * x.part /
+             x.whole;
     case KernelKind::TpComm: break;
   }
   double g = 0;

@@ -45,11 +45,13 @@ struct Kernel {
   int module = -1;   // a layer's: the LayerModule whose forward or backward runs it
   bool pre = false;  // runs before its module's weights are used (where ZeRO-3 waits for their gather)
   // Under --stack ptdp: the CUDA backend op (op_profile.h's name) that runs it; consecutive
-  // kernels naming the same op are one call of it. Null: no backend op (a collective).
+  // kernels naming the same op are one call of it (a Membound kernel of `calls` > 1 adds the
+  // others). Null: no backend op (a collective).
   const char* op = nullptr;
   double m = 0, n = 0, k = 0, batch = 1;  // Gemm, Attention: batch x (m x k) (k x n)
   double bytes = 0;                       // Membound: read and written; TpComm: the collective's result
   double part = 1, whole = 1;  // a Membound pass shared by a layer's modules: this module's part of `whole`
+  int calls = 1;               // Membound: the op called this many times over `bytes` (each a launch)
   Collective collective = Collective::AllReduce;
   Overlap overlap = Overlap::None;
   int gemm = -1;  // index in the list of the GEMM an Overlap other than None runs beside

@@ -4,9 +4,10 @@
 // partials of the norms' backward left out). No dropout; biases in the GEMM epilogue; GeLU in fc's
 // GEMM epilogue and its gradient in fc2's dgrad GEMM (cuBLASLt GELU_AUX_BIAS, DGELU) where the MLP
 // width on the device is a multiple of 8 (else their own kernels); residual adds their own
-// kernels; the attention core unfused: the heads permuted to [b a, s, 3 hd],
-// Q K^T, the causal softmax in place (it reads the scores on and below the diagonal and writes whole
-// rows), P V, the heads permuted back. Collectives block, beside no GEMM.
+// kernels; the attention core unfused (the default: --attention-backend auto and unfused): the heads
+// permuted to [b a, s, 3 hd], Q K^T, the causal softmax in place (it reads the scores on and below
+// the diagonal and writes whole rows), P V, the heads permuted back; or cuDNN's fused attention
+// (--attention-backend cudnn). Collectives block, beside no GEMM.
 #include <cmath>
 
 #include "core/sim/kernel_builder.h"
@@ -100,18 +101,56 @@ void attention_backward(KernelBuilder& x, const LayerShape& d) {
   if (d.gqa) x.run_in("gqa_reduce").membound("sum k v gradients", d.E * d.rows * (4 * d.ht + d.kvt));
 }
 
+// --attention-backend cudnn (core/model/block_attention_path.cpp, cp_attention_forward at c = 1):
+// q, k and v split from the fused projection (llama's q and k then rotated at their positions),
+// cuDNN's fused attention (sdpa: the scores on chip, the groups read in place, the products over
+// the causal half, as --stack mcore's, whose Transformer Engine runs the same cuDNN engines:
+// layer_kernels.cpp), its output written in [rows, heads] as the projection reads it.
+void rope_rows(KernelBuilder& x, const LayerShape& d, const char* name) {
+  x.run_in("rope_rows").membound(name, 2 * d.E * d.rows * (d.ht + d.kvt / 2) + 2 * 4 * d.rows, 2);  // q, then k
+}
+void cudnn_core_forward(KernelBuilder& x, const LayerShape& d) {
+  x.run_in("cudnn_attention_forward");
+  x.attention("q k^T (cuDNN)", d.s, d.s, d.hd, d.b * d.at / 2);
+  x.attention("p v (cuDNN)", d.s, d.hd, d.s, d.b * d.at / 2);
+}
+void cudnn_forward(KernelBuilder& x, const LayerShape& d) {
+  x.run_in("qkv_split").membound("split q k v", 2 * d.E * d.rows * d.qkvt);
+  if (d.llama) rope_rows(x, d, "rotary q k");
+  cudnn_core_forward(x, d);
+}
+// dq, dk and dv zeroed (the op accumulates), cuDNN's five products over the causal half (S again,
+// dP, dV, dK, dQ; deterministic), its gradients added in, llama's rotation undone, and the three
+// joined into the fused projection's gradient.
+void cudnn_backward(KernelBuilder& x, const LayerShape& d) {
+  const double grads = d.E * d.rows * d.qkvt;  // dq | dk | dv
+  x.run_in("fill").membound("zero dq dk dv", grads, 3);
+  x.run_in("cudnn_attention_backward");
+  for (const char* name : {"q k^T again (cuDNN)", "dP = dY V^T (cuDNN)"}) x.attention(name, d.s, d.s, d.hd, d.b * d.at / 2);
+  for (const char* name : {"dV = P^T dY (cuDNN)", "dQ = dS K (cuDNN)", "dK = dS^T Q (cuDNN)"})
+    x.attention(name, d.s, d.hd, d.s, d.b * d.at / 2);
+  x.membound("add the gradients in", 3 * grads);
+  if (d.llama) rope_rows(x, d, "rotary backward");
+  x.run_in("qkv_join").membound("join dq dk dv", 2 * grads);
+}
+
 }  // namespace
 
 void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
   if (core_only) {
-    attention_forward(x.in(kModuleQkv), d);
+    if (d.cudnn) cudnn_core_forward(x.in(kModuleQkv), d);
+    else attention_forward(x.in(kModuleQkv), d);
     return;
   }
   norm_forward(x.in(kModuleQkv, true), d, "ln1");
   x.in(kModuleQkv);
   linear_forward(x, d, "qkv", d.qkvt, d.h, true);
-  if (d.llama && !d.gqa) x.run_in("rope").membound("rotary q k", 2 * d.E * d.rows * d.qkvt + 4 * d.s * d.hd);
-  attention_forward(x, d);
+  if (d.cudnn) {
+    cudnn_forward(x, d);
+  } else {
+    if (d.llama && !d.gqa) x.run_in("rope").membound("rotary q k", 2 * d.E * d.rows * d.qkvt + 4 * d.s * d.hd);
+    attention_forward(x, d);
+  }
   x.in(kModuleProj);
   linear_forward(x, d, "proj", d.h, d.ht, false);
   residual(x, d);
@@ -145,7 +184,8 @@ void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d) {
   norm_backward(x.in(kModuleProj, true), d, "ln2 backward");
   x.in(kModuleProj);
   linear_backward(x, d, "proj", d.h, d.ht, false);
-  attention_backward(x.in(kModuleQkv, true), d);
+  if (d.cudnn) cudnn_backward(x.in(kModuleQkv, true), d);
+  else attention_backward(x.in(kModuleQkv, true), d);
   x.in(kModuleQkv);
   linear_backward(x, d, "qkv", d.qkvt, d.h, true);
   norm_backward(x, d, "ln1 backward");

@@ -13,6 +13,7 @@ namespace {
 struct PtdpDims {
   double E, n, nl, h, t, s, b, heads, kv, hd, f;
   bool llama;
+  bool block;  // --attention-backend cudnn: block attention on q, k, v split from qkv (block_attention_path.cpp)
   explicit PtdpDims(const RunConfig& c)
       : E(HardwareProfile::element_bytes(c.precision)),
         n(double(c.par.micro_batch) * c.model.seq_length),
@@ -25,7 +26,8 @@ struct PtdpDims {
         kv(double(c.model.groups()) / c.par.tp),
         hd(double(c.model.hidden) / c.model.heads),
         f(c.model.ffn_hidden()),
-        llama(c.model.arch == Arch::Llama) {}
+        llama(c.model.arch == Arch::Llama),
+        block(c.attention_backend == AttentionBackend::Cudnn) {}
   double stat() const { return E < 4 ? 4.0 : E; }           // acc_dtype: f32 statistics
   double probs() const { return E * b * heads * s * s; }    // one s x s tensor per head
   double heads_cols() const { return heads * hd; }          // the attention's output columns
@@ -40,8 +42,11 @@ double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode) {
   if (mode == Recompute::Full) return d.E * d.nl * d.h;  // x only
   const double norms = d.E * d.nl * d.h * 4 + d.stat() * d.nl * (d.llama ? 2 : 4);  // x ln1 x2 ln2, stats
   const double mlp = d.E * d.n * (d.llama ? 3 : 2) * d.f / d.t;                     // fc (gate|up), act
-  const double attn = d.E * d.n * (d.qkv_cols() + d.heads_cols());                   // qkv, atty
-  return norms + mlp + attn + (mode == Recompute::None ? d.probs() : 0.0);
+  const double qkv = d.E * d.n * d.qkv_cols();  // qkv (block attention: q, k and v split from it)
+  // atty (block attention: with its f32 lse, both dropped by selective recomputation)
+  const double core = d.E * d.n * d.heads_cols() + (d.block ? d.stat() * d.b * d.heads * d.s : 0.0);
+  if (d.block) return norms + mlp + qkv + (mode == Recompute::None ? core : 0.0);
+  return norms + mlp + qkv + core + (mode == Recompute::None ? d.probs() : 0.0);
 }
 
 double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
@@ -53,8 +58,17 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
   const double recomputed_y = mode == Recompute::Full ? rows_h : 0.0;
   const double sp_part = d.nl < d.n ? d.E * d.n * d.h : 0.0;  // partial_rows before the reduce-scatter
   const double mlp_grads = d.E * d.n * (d.llama ? 3 : 1) * d.f / d.t;  // dact (llama: and dfc)
-  const double held = 2 * rows_h /* dln dx2 */ + sp_part + d.E * d.n * d.heads_cols() /* datty */ +
-                      d.E * d.n * 3 * d.heads_cols() /* dheads */ + 2 * rows_h /* dy, dx */;
+  const double qkv = d.E * d.n * d.qkv_cols();
+  // dheads (block attention: dq, dk, dv)
+  const double dheads = d.block ? qkv : d.E * d.n * 3 * d.heads_cols();
+  const double held = 2 * rows_h /* dln dx2 */ + sp_part + d.E * d.n * d.heads_cols() /* datty */ + dheads +
+                      2 * rows_h /* dy, dx */;
+  if (d.block) {
+    // Inside cuDNN's backward its dq, dk, dv beside the op's and its deterministic dP workspace
+    // (b a/t s s 2 bytes on Hopper: docs/CUDA.md); after it, the joined dqkv.
+    const double workspace = 2 * d.b * d.heads * d.s * d.s;
+    return cache + recomputed_y + mlp_grads + held + qkv + std::max(workspace, qkv);
+  }
   // attention_qkv expands the groups to every head for the op (GQA only).
   const double expanded = d.gqa() ? d.E * d.n * 3 * d.heads_cols() : 0.0;
   const double op = d.E * d.n * d.heads_cols() * (3 + 3 + 1) + d.probs();  // qh, dqh, dyh, dP

@@ -5,6 +5,10 @@
 
 #include <cstdio>
 
+#include "core/backend/backend.h"
+#include "core/model/context_attention.h"
+#include "core/model/layer.h"
+#include "core/model/params.h"
 #include "core/sim/memory_model.h"
 #include "core/sim/paper_setups.h"
 #include "core/sim/testing/paper_data.h"
@@ -72,6 +76,39 @@ TEST(SimPtdpMemory, TheExecutorKeepsTheLayerInputUnderFullRecomputation) {
   EXPECT_DOUBLE_EQ(ptdp_layer_kept_bytes(c, Recompute::None) - ptdp_layer_kept_bytes(c, Recompute::Selective), probs);
   // The backward holds the probabilities and dP beside the rest, whatever the mode kept.
   EXPECT_GT(ptdp_backward_peak_bytes(c, Recompute::Full), 2 * probs);
+}
+
+// What one layer's forward keeps (LayerCache::bytes, on the CPU backend) is what the model counts,
+// on the unfused path and on the block path of --attention-backend cudnn (q, k, v, the output and
+// its f32 lse; selective recomputation drops the last two).
+TEST(SimPtdpMemory, TheKeptBytesAreWhatTheLayerKeepsOnBothAttentionPaths) {
+  auto be = make_cpu_backend();
+  for (const int groups : {0, 2})
+    for (const bool block : {false, true})
+      for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+        RunConfig c;
+        c.model.arch = groups ? Arch::Llama : Arch::Gpt;
+        c.model.layers = 1, c.model.hidden = 64, c.model.heads = 4, c.model.query_groups = groups;
+        c.model.seq_length = 16, c.model.vocab_size = 256;
+        c.par.micro_batch = 2, c.par.recompute = mode;
+        c.precision = Precision::Bf16;
+        c.attention_backend = block ? AttentionBackend::Cudnn : AttentionBackend::Unfused;
+        LayerDims d;
+        d.b = 2, d.s = 16, d.h = 64, d.heads = 4, d.groups = c.model.groups(), d.hd = 16;
+        d.ffn = c.model.ffn_hidden(), d.eps = c.model.layernorm_eps, d.rope_theta = c.model.rope_theta;
+        d.llama = groups > 0, d.block = block;
+        if (block && d.llama) d.positions = cp_positions(d.b, d.s, d.cp);
+        const ParamLayout layout(c.model, ShardSpec{});
+        Tensor w32 = Tensor::empty({layout.total()}, DType::F32), w = be->empty({layout.total()}, DType::BF16);
+        init_params(layout, w32, 7);
+        be->copy(w, w32);
+        Tensor x = be->empty({d.rows(), d.h}, DType::BF16), y = be->empty({d.rows(), d.h}, DType::BF16);
+        be->fill(x, 0.5);
+        LayerCache cache;
+        layer_forward(*be, d, LayerWeights::view(w, layout, 0), x, y, cache, mode);
+        EXPECT_EQ(double(cache.bytes()), ptdp_layer_kept_bytes(c, mode))
+            << enum_name(c.model.arch) << (block ? " block " : " unfused ") << enum_name(mode);
+      }
 }
 
 }  // namespace

@@ -92,6 +92,35 @@ std::string cp_refusal(const RunConfig& cfg, const SoftwareStack& s) {
   return {};
 }
 
+// --attention-backend: ptdp's choices are modelled under --stack ptdp, auto as unfused (what ptdp
+// runs without cuDNN: the simulator cannot know whether the machine has it); every other stack
+// runs its own attention, which the flag may name.
+std::string attention_refusal(const RunConfig& cfg, const SoftwareStack& s) {
+  const AttentionBackend a = cfg.attention_backend;
+  if (a == AttentionBackend::Auto) return {};
+  if (!s.ptdp_kernels) {
+    const AttentionBackend own = s.flash_attention ? AttentionBackend::Cudnn : AttentionBackend::Unfused;
+    if (a == own) return {};
+    return fmt::format("--attention-backend {}: --stack {} runs its own attention ({}); the flag chooses ptdp's "
+                       "kernels under --stack ptdp; use auto or {} here",
+                       a, s.name,
+                       s.flash_attention ? "Transformer Engine's fused attention: cudnn" : "the scores materialised: unfused",
+                       own);
+  }
+  if (a == AttentionBackend::Flash)
+    return "--attention-backend flash: ptdp's flash kernel (scalar f32 arithmetic, no tensor cores) has no rate in "
+           "the performance model until a GPU has measured it (scripts/gpu_session.sh's attention stages); use cudnn "
+           "or unfused";
+  const int hd = cfg.model.hidden / cfg.model.heads;
+  // cudnn_attention.h's cudnn_shape_ok: the blocks cuDNN is asked for; ptdp's flash kernel runs the rest.
+  if (a == AttentionBackend::Cudnn && (cfg.precision == Precision::F32 || hd % 8 != 0 || hd > 256))
+    return fmt::format("--attention-backend cudnn: cuDNN's fused attention takes bf16 or f16 heads of a multiple of "
+                       "8 up to 256 (here {}, {}); ptdp runs its flash kernel instead, which the performance model "
+                       "has no rate for",
+                       cfg.precision, hd);
+  return {};
+}
+
 }  // namespace
 
 std::string stack_refusal(const RunConfig& cfg) {
@@ -99,6 +128,7 @@ std::string stack_refusal(const RunConfig& cfg) {
   const SoftwareStack s = software_stack(name);
   const ParallelConfig& p = cfg.par;
   if (std::string cp = cp_refusal(cfg, s); !cp.empty()) return cp;
+  if (std::string attention = attention_refusal(cfg, s); !attention.empty()) return attention;
   if (cfg.fp8_format != Fp8Format::None && name != StackKind::Mcore)
     return fmt::format("--fp8-format {}: --stack {} has no FP8 model (FP8 is Transformer Engine's, modelled for "
                        "Megatron-core); choose --stack mcore, or leave out --fp8-format",
