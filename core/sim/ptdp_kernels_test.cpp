@@ -165,6 +165,21 @@ ModelConfig stack_test_model(Arch arch, int groups) {
   return c;
 }
 
+// The list of one layer of `c` under --stack ptdp, f32, micro-batch b.
+sim::KernelList stack_list(const ModelConfig& c, int b, Recompute mode, AttentionBackend attention) {
+  RunConfig cfg;
+  cfg.model = c;
+  cfg.par.micro_batch = b;
+  cfg.par.recompute = mode;
+  cfg.precision = Precision::F32;
+  cfg.stack = StackKind::Ptdp;
+  cfg.attention_backend = attention;
+  sim::KernelList list;
+  sim::layer_kernels(list, sim::layer_shape(cfg, model_tensors(c, c.padded_vocab(1)), 4),
+                     sim::software_stack(StackKind::Ptdp), cfg);
+  return list;
+}
+
 TEST(CudaPtdpStack, TheKernelListOfALayerIsTheOpsTheCudaBackendRuns) {
   std::string reason;
   if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
@@ -172,15 +187,7 @@ TEST(CudaPtdpStack, TheKernelListOfALayerIsTheOpsTheCudaBackendRuns) {
   for (const ModelConfig& c : {stack_test_model(Arch::Gpt, 0), stack_test_model(Arch::Gpt, 2), stack_test_model(Arch::Llama, 0),
                                stack_test_model(Arch::Llama, 2)})
     for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-      RunConfig cfg;
-      cfg.model = c;
-      cfg.par.micro_batch = b;
-      cfg.par.recompute = mode;
-      cfg.precision = Precision::F32;
-      cfg.stack = StackKind::Ptdp;
-      sim::KernelList list;
-      sim::layer_kernels(list, sim::layer_shape(cfg, model_tensors(c, c.padded_vocab(1)), 4),
-                         sim::software_stack(StackKind::Ptdp), cfg);
+      const sim::KernelList list = stack_list(c, b, mode, AttentionBackend::Auto);
       const std::string what = std::string(enum_name(c.arch)) + (c.gqa() ? " gqa " : " ") + std::string(enum_name(mode));
       expect_same_ops(ops_of_list(list, {sim::Phase::Forward}), ops_the_backend_ran(c, b, mode, false), what + " forward");
       expect_same_ops(ops_of_list(list, {sim::Phase::Recompute, sim::Phase::Backward}), ops_the_backend_ran(c, b, mode, true),
@@ -197,16 +204,7 @@ TEST(CudaPtdpStack, TheCudnnKernelListIsTheBlockPathTheCudaBackendRuns) {
   const int b = 2;
   for (const ModelConfig& c : {stack_test_model(Arch::Gpt, 0), stack_test_model(Arch::Llama, 2)})
     for (Recompute mode : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-      RunConfig cfg;
-      cfg.model = c;
-      cfg.par.micro_batch = b;
-      cfg.par.recompute = mode;
-      cfg.precision = Precision::F32;
-      cfg.stack = StackKind::Ptdp;
-      cfg.attention_backend = AttentionBackend::Cudnn;
-      sim::KernelList list;
-      sim::layer_kernels(list, sim::layer_shape(cfg, model_tensors(c, c.padded_vocab(1)), 4),
-                         sim::software_stack(StackKind::Ptdp), cfg);
+      const sim::KernelList list = stack_list(c, b, mode, AttentionBackend::Cudnn);
       const std::string what = std::string(enum_name(c.arch)) + " cudnn " + std::string(enum_name(mode));
       const OpCalls fwd = ops_of_list(list, {sim::Phase::Forward});
       expect_same_ops(fwd, ops_the_backend_ran(c, b, mode, false, true), what + " forward", true);

@@ -107,21 +107,10 @@ TEST(SimZero2, OnlyMegatronCoresStackModelsItAndTheExecutorRefusesIt) {
 // modelled as 1F1B, whose p - stage micro-batches in flight are the fewest of the schedules ptdp
 // knows (the memory verdict's best case) and whose bubble is larger than an interleaved one's.
 RunConfig llama3_meta(int cp, int dp, int sequences) {
-  RunConfig c;
-  c.experiment = "simulate";
-  c.model = preset_config("llama3.1-405b");
+  RunConfig c = testing::mcore_settings("llama3.1-405b", 8, cp, 16, dp, 1, sequences);
   if (cp > 1) c.model.seq_length = 131072;
-  c.par.tp = 8, c.par.cp = cp, c.par.pp = 16, c.par.dp = dp;
   c.par.first_stage_layers = 7, c.par.last_stage_layers = 7;
-  c.par.micro_batch = 1, c.par.global_batch = sequences;
-  c.par.recompute = Recompute::None;
-  c.par.sequence_parallel = true;
-  c.par.zero = 2;
-  c.stack = StackKind::Mcore;
-  c.backend = BackendKind::Cuda;
-  c.precision = Precision::Bf16;
-  validate_run(c);
-  return c;
+  return with_zero(c, 2);
 }
 
 TEST(SimZero2, Llama3sLayoutsFitOnTheH100sTheyRanOn) {

@@ -9,9 +9,9 @@
 
 namespace ptdp::sim::testing {
 
-// layers: the preset's when 0.
-inline RunConfig mcore_run(const std::string& preset, int tp, int cp, int pp, int dp, int vpp, int global_batch,
-                           int layers = 0) {
+// layers: the preset's when 0. Not validated: for settings to add before validate_run.
+inline RunConfig mcore_settings(const std::string& preset, int tp, int cp, int pp, int dp, int vpp, int global_batch,
+                                int layers = 0) {
   RunConfig c;
   c.experiment = "simulate";
   c.model = preset_config(preset);
@@ -25,6 +25,12 @@ inline RunConfig mcore_run(const std::string& preset, int tp, int cp, int pp, in
   c.stack = StackKind::Mcore;
   c.backend = BackendKind::Cuda;
   c.precision = Precision::Bf16;
+  return c;
+}
+
+inline RunConfig mcore_run(const std::string& preset, int tp, int cp, int pp, int dp, int vpp, int global_batch,
+                           int layers = 0) {
+  RunConfig c = mcore_settings(preset, tp, cp, pp, dp, vpp, global_batch, layers);
   validate_run(c);
   return c;
 }
