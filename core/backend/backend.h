@@ -171,7 +171,8 @@ class Backend {
                          int64_t v_valid);
   // loss[r] = log(sum_exp[r]) + max[r] - tgt[r], all four f32 or f64
   void xent_loss(Tensor& loss, const Tensor& max, const Tensor& sum_exp, const Tensor& tgt);
-  // dlogits = scale * (softmax - onehot(target)); zero in padded columns
+  // dlogits = scale * (softmax - onehot(target)); zero in padded columns. dlogits may be logits
+  // itself (each element is read before it is written: the loss head's gradient in place).
   void xent_backward(Tensor& dlogits, const Tensor& logits, const Tensor& max, const Tensor& sum_exp,
                      const Tensor& targets, int64_t vocab_start, int64_t v_valid, double scale);
 

@@ -277,9 +277,10 @@ void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx
   const int64_t n = d.rows(), nl = d.local_rows();
   Tensor dx;
   if (shard_.post) {
-    Tensor dlogits = be_.empty({n, c.logits.dim(1)}, dtype_);
-    be_.xent_backward(dlogits, c.logits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
+    // The logits' gradient overwrites them: one [n, v/t] buffer at the head's peak, not two.
+    Tensor dlogits = std::move(c.logits);
     c.logits = Tensor();
+    be_.xent_backward(dlogits, dlogits, c.max, c.sum_exp, c.targets, vocab_start(), valid_vocab(), loss_scale);
     Tensor dlnf = be_.empty({nl, d.h}, dtype_);
     Tensor part = partial_rows(be_, d, dlnf);
     const bool tied = cfg_.tied_embedding();

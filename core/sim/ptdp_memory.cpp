@@ -78,7 +78,7 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
 double ptdp_head_peak_bytes(const RunConfig& cfg) {
   const PtdpDims d(cfg);
   const double vocab = double(cfg.model.padded_vocab(cfg.par.tp)) / cfg.par.tp;
-  return 2 * d.E * d.n * vocab + d.E * d.nl * d.h * 2 + 4 * d.stat() * d.n;  // logits, dlogits; lnf, dlnf
+  return d.E * d.n * vocab + d.E * d.nl * d.h * 2 + 4 * d.stat() * d.n;  // logits (then dlogits in place); lnf, dlnf
 }
 
 double ptdp_state_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs) {

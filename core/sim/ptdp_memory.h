@@ -19,8 +19,8 @@ double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode);
 // and its lse kept instead of qkv, y and the probabilities; cuDNN's gradients and workspace.
 double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode);
 
-// The loss head's peak on the last stage (gpt.cpp): the logits and their gradient, both in
-// the activation dtype, beside the final norm's output.
+// The loss head's peak on the last stage (gpt.cpp): the logits, their gradient written over them
+// in the activation dtype, beside the final norm's output and its gradient.
 double ptdp_head_peak_bytes(const RunConfig& cfg);
 
 // Bytes of state per parameter (GptModel, AdamW): the weight in the run's dtype, its f32

@@ -298,6 +298,12 @@ TEST_P(CudaOps, CrossEntropyPiecesMatchCpuAndIgnorePaddedColumns) {
   Tensor h = down(gdl);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = v_valid; j < v; ++j) ASSERT_EQ(h.data<float>()[r * v + j], 0.0f) << "padded column " << j;
+  // In place (the loss head writes the gradient over the logits), on both backends: the same values.
+  gpu->xent_backward(gl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
+  expect_close(gl, rdl, "xent dlogits in place");
+  Tensor rl = logits.clone();
+  cpu->xent_backward(rl, rl, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
+  for (int64_t i = 0; i < n * v; ++i) ASSERT_EQ(rl.data<float>()[i], rdl.data<float>()[i]) << "cpu in place, " << i;
 }
 
 TEST_P(CudaOps, AddAddInPlaceAndScale) {
