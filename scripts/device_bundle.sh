@@ -9,7 +9,10 @@
 # (cuDNN is loaded at run time, for --attention-backend cudnn only).
 #   scripts/device_bundle.sh            # build, bundle, print what to take along and the command
 #   scripts/device_bundle.sh --check    # also fail if the bundle with the tree exceeds the budget
-# The tree plus the bundle must stay under 48 MiB (the device machine takes 64 MiB in all).
+#   scripts/device_bundle.sh --nccl-session   # ptdp, ptdp_tests and bench_nccl only: beside NCCL
+#                                             # 2.30 (scripts/nccl_for_device.sh, 36 MiB) in one call
+# The tree plus the bundle must stay under 48 MiB (the device machine takes 64 MiB in all); with
+# --nccl-session, the tree, the bundle and NCCL under 64 (nccl_for_device.sh checks it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +20,14 @@ build=${PTDP_DEVICE_BUILD:-build-device}
 out=build-bundle
 limit_mib=48
 check=0
-[[ "${1:-}" == "--check" ]] && check=1
+targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl)
+for arg in "$@"; do
+  case "$arg" in
+    --check) check=1 ;;
+    --nccl-session) targets=(ptdp ptdp_tests bench_nccl) ;;  # the NCCL stages' programs (gpu_session.sh)
+    *) echo "device_bundle: unknown argument $arg (--check, --nccl-session)" >&2; exit 2 ;;
+  esac
+done
 
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 command -v nvcc >/dev/null || { echo "device_bundle: nvcc not found (the CUDA toolkit builds the bundle)" >&2; exit 2; }
@@ -27,7 +37,6 @@ scripts/setup_packages.sh
 scripts/cudnn_frontend.sh >/dev/null ||
   { echo "device_bundle: cuDNN's front end could not be fetched (scripts/cudnn_frontend.sh)" >&2; exit 1; }
 
-targets=(ptdp ptdp_tests bench_gemm_cuda bench_kernels_cuda bench_copy_cuda bench_layer_cuda bench_overlap_cuda bench_nccl)
 # MPI off (the GPU machine has none), SentencePiece off (not needed there, and one library less);
 # OpenSSL's libcrypto and PCRE2 travel in lib/ like the other libraries.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -79,6 +88,7 @@ git diff --quiet HEAD 2>/dev/null || sha="$sha-dirty"
   echo "host=$(hostname)"
   echo "nvcc=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   echo "cuda_arch=sm_90"
+  echo "programs=${targets[*]}"
   echo "cudnn_frontend=$(basename "$(dirname "$(scripts/cudnn_frontend.sh)")" | sed 's/^cudnn-frontend-//')"
   echo "glibc=$(ldd --version | head -1 | awk '{print $NF}')"
   # The newest GLIBC symbol version any file needs: the device machine's C library must be at least this.

@@ -20,7 +20,8 @@ sha256=cefa7fdb9710efd0f39c5f1be1d61ff6fc9a996c451265bd7fbdcf9455ed4b50
 sm=90
 out=build-bundle/nccl-sm$sm.tar.xz
 
-cache=${PTDP_NCCL_CACHE:-build-bundle/cache}
+# The wheel (216 MB) is kept outside build-bundle/, which travels to the GPU machine whole.
+cache=${PTDP_NCCL_CACHE:-.deps/nccl-cache}
 mkdir -p "$cache" "$(dirname "$out")"
 if ! echo "$sha256  $cache/$wheel" | sha256sum -c --status 2>/dev/null; then
   echo "nccl_for_device: downloading nvidia-nccl-cu13==$version (216 MB) from PyPI"
@@ -50,4 +51,14 @@ echo "$said"
 tar -C "$stage" -cf - nccl | xz -T0 -6 >"$out.tmp"
 mv "$out.tmp" "$out"
 echo "nccl_for_device: $out $(($(stat -c %s "$out") / 1048576)) MiB (libnccl.so.2 $version, sm_$sm)"
+# A device call carries the working tree and build-bundle/ in at most 64 MiB.
+tree_b=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true) |
+  awk '{s += $1} END {print s + 0}')
+bundle_b=$(find build-bundle -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+total_mib=$(( (tree_b + bundle_b + 1048575) / 1048576 ))
+echo "nccl_for_device: build-bundle/ $((bundle_b / 1048576)) MiB and the tree $((tree_b / 1048576)) MiB: together ${total_mib} MiB of the 64 a device call carries"
+if ((total_mib > 64)); then
+  echo "nccl_for_device: build-bundle/ and the tree take ${total_mib} MiB, over the 64 MiB a device call carries" >&2
+  exit 1
+fi
 echo "take along with the device bundle; run there: bash scripts/gpu_session.sh --bundle build-bundle/ptdp-device.tar.xz --nccl $out OUTDIR"
