@@ -25,7 +25,8 @@ for arg in "$@"; do
   case "$arg" in
     --check) check=1 ;;
     --nccl-session) targets=(ptdp ptdp_tests bench_nccl) ;;  # the NCCL stages' programs (gpu_session.sh)
-    *) echo "device_bundle: unknown argument $arg (--check, --nccl-session)" >&2; exit 2 ;;
+    -h | --help) sed -nE '2,/^set -euo/{/^#/s/^# ?//p}' "$0"; exit 0 ;;
+    *) echo "device_bundle: unknown argument $arg (--check, --nccl-session, --help)" >&2; exit 2 ;;
   esac
 done
 

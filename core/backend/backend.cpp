@@ -61,6 +61,11 @@ void Backend::do_flash_attention_forward(Tensor&, Tensor&, const Tensor&, const 
                                          int, int, int, int64_t, int64_t, bool) {
   no_block_op(*this, "flash_attention_forward");
 }
+bool Backend::do_flash_attention_backward_overwrite(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&,
+                                                    const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int,
+                                                    int, int, int, int, int64_t, int64_t, bool) {
+  return false;
+}
 void Backend::do_flash_attention_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                           const Tensor&, const Tensor&, const Tensor&, int, int, int, int, int, int,
                                           int64_t, int64_t, bool) {

@@ -121,10 +121,12 @@ class Backend {
                                int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
   // Backward of one block given the final output y and final lse of the rows (after every block
   // was merged, attention_merge): probabilities exp(score - lse) are rebuilt; dq, dk and dv
-  // accumulate (+=), so a ring sums its blocks' contributions.
+  // accumulate (+=), so a ring sums its blocks' contributions; with accumulate false they are
+  // overwritten (one block alone: cuDNN then writes them itself, the other kernels after zeroing).
   void flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
                                 const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
-                                int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
+                                int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal,
+                                bool accumulate = true);
   // cuDNN's fused attention (--attention-backend cudnn): why this backend cannot run it (empty when it
   // can; by default it has none), and the switch that makes flash_attention_forward and _backward
   // run it on the blocks cuDNN takes (the CUDA backend: docs/CUDA.md; ptdp's kernel elsewhere, and
@@ -227,6 +229,12 @@ class Backend {
   virtual void do_flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                                           int b, int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
                                           bool causal);
+  // flash_attention_backward with accumulate false, where the backend writes dq, dk and dv itself
+  // (cuDNN's blocks); false: not done, the caller zeroes them and accumulates.
+  virtual bool do_flash_attention_backward_overwrite(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy,
+                                                     const Tensor& q, const Tensor& k, const Tensor& v,
+                                                     const Tensor& y, const Tensor& lse, int b, int sq, int sk, int a,
+                                                     int g, int hd, int64_t q_pos, int64_t k_pos, bool causal);
   virtual void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
                                            const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b,
                                            int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,

@@ -40,7 +40,7 @@ void Backend::flash_attention_forward(Tensor& y, Tensor& lse, const Tensor& q, c
 void Backend::flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
                                        const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b,
                                        int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
-                                       bool causal) {
+                                       bool causal, bool accumulate) {
   const OpCheck c(*this, "flash_attention_backward");
   const DType dt = c.compute_dtype(q);
   check_block_sizes(c.op(), b, sq, sk, a, g, hd);
@@ -54,6 +54,12 @@ void Backend::flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const
   c.expect(dq, "attention q grad", {nq, int64_t(a) * hd}, dt);
   c.expect(dk, "attention k grad", {nk, int64_t(g) * hd}, dt);
   c.expect(dv, "attention v grad", {nk, int64_t(g) * hd}, dt);
+  if (!accumulate) {
+    if (do_flash_attention_backward_overwrite(dq, dk, dv, dy, q, k, v, y, lse, b, sq, sk, a, g, hd, q_pos, k_pos,
+                                              causal))
+      return;
+    for (Tensor* t : {&dq, &dk, &dv}) fill(*t, 0);
+  }
   do_flash_attention_backward(dq, dk, dv, dy, q, k, v, y, lse, b, sq, sk, a, g, hd, q_pos, k_pos, causal);
 }
 

@@ -258,11 +258,8 @@ void cp_attention_backward(Backend& be, const ContextParallel& cp, const Tensor&
                            const Tensor& v, const CpAttnCache& cache, Tensor& dq, Tensor& dk, Tensor& dv, int b,
                            int s, int a, int g, int hd) {
   check_group(cp, s);
-  if (cp.size == 1) {
-    be.fill(dq, 0);
-    be.fill(dk, 0);
-    be.fill(dv, 0);
-    be.flash_attention_backward(dq, dk, dv, dy, q, k, v, cache.y, cache.lse, b, s, s, a, g, hd, 0, 0, true);
+  if (cp.size == 1) {  // one block: its gradients are the whole
+    be.flash_attention_backward(dq, dk, dv, dy, q, k, v, cache.y, cache.lse, b, s, s, a, g, hd, 0, 0, true, false);
     return;
   }
   const Dims d(cp, b, s, a, g, hd);

@@ -274,7 +274,7 @@ int64_t Gpt::valid_vocab() const {
 void Gpt::backward(Cache& c, double loss_scale, const Tensor* dy_out, Tensor* dx_in,
                    const std::function<void(int64_t)>& grads_ready) {
   const LayerDims d = dims(c.b);
-  const int64_t n = d.rows(), nl = d.local_rows();
+  const int64_t nl = d.local_rows();
   Tensor dx;
   if (shard_.post) {
     // The logits' gradient overwrites them: one [n, v/t] buffer at the head's peak, not two.

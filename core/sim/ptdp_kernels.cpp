@@ -119,17 +119,15 @@ void cudnn_forward(KernelBuilder& x, const LayerShape& d) {
   if (d.llama) rope_rows(x, d, "rotary q k");
   cudnn_core_forward(x, d);
 }
-// dq, dk and dv zeroed (the op accumulates), cuDNN's five products over the causal half (S again,
-// dP, dV, dK, dQ; deterministic), its gradients added in, llama's rotation undone, and the three
-// joined into the fused projection's gradient.
+// cuDNN's five products over the causal half (S again, dP, dV, dK, dQ; deterministic), writing dq,
+// dk and dv itself (a block alone: flash_attention_backward's accumulate false), llama's rotation
+// undone, and the three joined into the fused projection's gradient.
 void cudnn_backward(KernelBuilder& x, const LayerShape& d) {
   const double grads = d.E * d.rows * d.qkvt;  // dq | dk | dv
-  x.run_in("fill").membound("zero dq dk dv", grads, 3);
   x.run_in("cudnn_attention_backward");
   for (const char* name : {"q k^T again (cuDNN)", "dP = dY V^T (cuDNN)"}) x.attention(name, d.s, d.s, d.hd, d.b * d.at / 2);
   for (const char* name : {"dV = P^T dY (cuDNN)", "dQ = dS K (cuDNN)", "dK = dS^T Q (cuDNN)"})
     x.attention(name, d.s, d.hd, d.s, d.b * d.at / 2);
-  x.membound("add the gradients in", 3 * grads);
   if (d.llama) rope_rows(x, d, "rotary backward");
   x.run_in("qkv_join").membound("join dq dk dv", 2 * grads);
 }

@@ -64,10 +64,10 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
   const double held = 2 * rows_h /* dln dx2 */ + sp_part + d.E * d.n * d.heads_cols() /* datty */ + dheads +
                       2 * rows_h /* dy, dx */;
   if (d.block) {
-    // Inside cuDNN's backward its dq, dk, dv beside the op's and its deterministic dP workspace
-    // (b a/t s s 2 bytes on Hopper: docs/CUDA.md); after it, the joined dqkv.
+    // Inside cuDNN's backward its deterministic dP workspace (b a/t s s 2 bytes on Hopper:
+    // docs/CUDA.md) beside dq, dk, dv; after it, the joined dqkv.
     const double workspace = 2 * d.b * d.heads * d.s * d.s;
-    return cache + recomputed_y + mlp_grads + held + qkv + std::max(workspace, qkv);
+    return cache + recomputed_y + mlp_grads + held + std::max(workspace, qkv);
   }
   // attention_qkv expands the groups to every head for the op (GQA only).
   const double expanded = d.gqa() ? d.E * d.n * 3 * d.heads_cols() : 0.0;

@@ -16,7 +16,7 @@ double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode);
 // what the mode kept), the gradients the function holds to its end (dact, llama's dfc, dln,
 // dx2, datty, dheads), the incoming dy and outgoing dx, and the op's own buffers (q|k|v and
 // dq|dk|dv permuted per head, dY permuted, the s x s dP). --attention-backend cudnn: q, k, v, y
-// and its lse kept instead of qkv, y and the probabilities; cuDNN's gradients and workspace.
+// and its lse kept instead of qkv, y and the probabilities; cuDNN's workspace.
 double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode);
 
 // The loss head's peak on the last stage (gpt.cpp): the logits, their gradient written over them

@@ -101,6 +101,23 @@ TEST_P(CudaBlockAttention, FlashBackwardAccumulatesTheCpuGradients) {
     expect_close(gdq, rdq, "flash dq, " + what);
     expect_close(gdk, rdk, "flash dk, " + what);
     expect_close(gdv, rdv, "flash dv, " + what);
+    // accumulate false: the seeded values are overwritten, on both backends (the CPU's from zero).
+    Tensor zdq = Tensor::zeros(dq0.shape(), dq0.dtype()), zdk = Tensor::zeros(dk0.shape(), dk0.dtype()),
+           zdv = Tensor::zeros(dv0.shape(), dv0.dtype());
+    cpu->flash_attention_backward(zdq, zdk, zdv, dy, q, k, v, y, lse, c.b, c.sq, c.sk, c.a, c.g, c.hd, c.q_pos,
+                                  c.k_pos, c.causal);
+    Tensor cdq = dq0.clone(), cdk = dk0.clone(), cdv = dv0.clone();
+    cpu->flash_attention_backward(cdq, cdk, cdv, dy, q, k, v, y, lse, c.b, c.sq, c.sk, c.a, c.g, c.hd, c.q_pos,
+                                  c.k_pos, c.causal, false);
+    for (auto [got, ref] : {std::pair{&cdq, &zdq}, std::pair{&cdk, &zdk}, std::pair{&cdv, &zdv}})
+      for (int64_t i = 0; i < ref->numel(); ++i)
+        ASSERT_EQ(got->data<float>()[i], ref->data<float>()[i]) << "cpu overwrite, " << what;
+    gdq = up(dq0), gdk = up(dk0), gdv = up(dv0);
+    gpu->flash_attention_backward(gdq, gdk, gdv, up(dy), up(q), up(k), up(v), up(y), up(lse, F32), c.b, c.sq, c.sk,
+                                  c.a, c.g, c.hd, c.q_pos, c.k_pos, c.causal, false);
+    expect_close(gdq, zdq, "flash dq overwritten, " + what);
+    expect_close(gdk, zdk, "flash dk overwritten, " + what);
+    expect_close(gdv, zdv, "flash dv overwritten, " + what);
   }
 }
 

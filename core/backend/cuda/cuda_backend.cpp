@@ -446,6 +446,27 @@ class CudaBackend final : public Backend {
     cuda::flash_attention_forward(y.raw(), lse.data<float>(), q.raw(), k.raw(), v.raw(), dt, s, stream_);
   }
 
+  // cuDNN's blocks write dq, dk and dv themselves (no zeroing, no temporaries, no add).
+  bool do_flash_attention_backward_overwrite(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
+                                             const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b,
+                                             int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
+                                             bool causal) override {
+    on_device();
+    const DType dt = q.dtype();
+    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
+    if (!blk) return false;
+    cuda::OpScope r(prof_.get(), "cudnn_attention_backward", stream_);
+    const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
+    // S (again), dP, dV, dK and dQ: 5 products of hd per pair; the gradients written once.
+    const double io = q.numel() + dy.numel() + k.numel() + v.numel() + y.numel();
+    r.count(10.0 * pairs * hd,
+            double(dtype_size(dt)) * (io + dq.numel() + dk.numel() + dv.numel()) + 4.0 * lse.numel());
+    Tensor ws = workspace(cudnn_->backward_workspace(*blk));
+    cudnn_->backward(*blk, dq.raw(), dk.raw(), dv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
+                     lse.data<float>(), ws.defined() ? ws.raw() : nullptr);
+    return true;
+  }
+
   void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
                                    const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse, int b, int sq,
                                    int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {

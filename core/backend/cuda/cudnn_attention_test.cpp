@@ -53,8 +53,9 @@ class CudnnAttention : public testing::CudaOpTest {
   struct Result {
     Tensor y, lse, dq, dk, dv;
   };
-  // Forward, then backward into dq, dk, dv that start at seeded values, with cuDNN on or off.
-  Result run(const Case& c, bool cudnn) {
+  // Forward, then backward into dq, dk, dv that start at seeded values, with cuDNN on or off;
+  // accumulating into them or (accumulate false) overwriting them.
+  Result run(const Case& c, bool cudnn, bool accumulate = true) {
     gpu->set_cudnn_attention(cudnn);
     const int64_t nq = int64_t(c.b) * c.sq, nk = int64_t(c.b) * c.sk, lq = int64_t(c.a) * c.hd,
                   lk = int64_t(c.g) * c.hd;
@@ -68,7 +69,7 @@ class CudnnAttention : public testing::CudaOpTest {
     r.dk = up(input({nk, lk}, 6));
     r.dv = up(input({nk, lk}, 7));
     gpu->flash_attention_backward(r.dq, r.dk, r.dv, dy, q, k, v, r.y, r.lse, c.b, c.sq, c.sk, c.a, c.g, c.hd, c.q_pos,
-                                  c.k_pos, c.causal);
+                                  c.k_pos, c.causal, accumulate);
     gpu->set_cudnn_attention(false);
     return r;
   }
@@ -104,6 +105,18 @@ TEST_P(CudnnAttention, MatchesPtdpsFlashKernel) {
     const Result ref = run(c, false), got = run(c, true);
     expect_close(got.y, ref.y, "y, " + what, tol);
     expect_close(got.lse, ref.lse, "lse, " + what, 1e-4);
+    expect_close(got.dq, ref.dq, "dq, " + what, 2 * tol);
+    expect_close(got.dk, ref.dk, "dk, " + what, 2 * tol);
+    expect_close(got.dv, ref.dv, "dv, " + what, 2 * tol);
+  }
+}
+
+// A block alone (accumulate false, the path of every layer without context parallelism): cuDNN
+// writes dq, dk and dv over the seeded values, as ptdp's kernel does after zeroing them.
+TEST_P(CudnnAttention, OverwritesTheGradientsOfABlockAlone) {
+  for (const Case& c : kCudnn) {
+    const std::string what = describe(c);
+    const Result ref = run(c, false, false), got = run(c, true, false);
     expect_close(got.dq, ref.dq, "dq, " + what, 2 * tol);
     expect_close(got.dk, ref.dk, "dk, " + what, 2 * tol);
     expect_close(got.dv, ref.dv, "dv, " + what, 2 * tol);
