@@ -187,9 +187,11 @@ TEST(SimCli, PlanSearchesContextParallelismAndSaysWhy) {
                                      "--micro-batches", "1", "--top", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank   t  c    p     d"), std::string::npos) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +1 +8 +2 +[0-9]+ +[0-9]+ +[0-9]+ +1 +[0-9]+ +interleaved")))
+  // The best layout has context parallelism (c = 4 at p 6 in the model, c = 2 at p 18 2.3% behind)
+  // and says why: without it the layout does not fit.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +1 +8 +[24] +[0-9]+ +[0-9]+ +[0-9]+ +1 +[0-9]+ +interleaved")))
       << r.out;
-  EXPECT_NE(r.out.find("why c = 2: memory: with c = 1 (d = "), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("why c = [24]: memory: with c = 1 \\(d = "))) << r.out;
   const std::vector<std::string> layout = {"simulate", "--model", "llama3.1-405b", "--tp", "8", "--pp", "18",
                                            "--context-parallel-size", "2", "--gpus", "576", "--zero", "1",
                                            "--hardware", "h100-dgx", "--global-batch", "252", "--schedule",

@@ -226,9 +226,10 @@ TEST(SimPlanner, ImpossibleRequestsAreUsageErrors) {
 }
 
 // Llama 3.1 405B on 576 H100s with NVIDIA's global batch of 252 (its DGX Cloud recipe: t 8, p 9,
-// c 2, v 7): under mcore the planner searches c and proposes c = 2, and the reason it gives comes
-// from the model's own numbers (the same layout with c = 1 does not fit, or is slower), not from a
-// rule about c.
+// c 2, v 7): under mcore the planner searches c and proposes context parallelism (c = 4 at p 6
+// and c = 2 at p 18 within 2.3% of each other in the model), and the reason it gives comes from
+// the model's own numbers (the same layout with c = 1 does not fit, or is slower), not from a rule
+// about c.
 TEST(SimPlanner, Llama405bOn576H100sTakesContextParallelismForMemoryOrCompute) {
   PlanRequest r = request("llama3.1-405b", 576, 252, 3);
   r.stack = StackKind::Mcore;
@@ -238,7 +239,7 @@ TEST(SimPlanner, Llama405bOn576H100sTakesContextParallelismForMemoryOrCompute) {
   const PlanResult res = plan(r, hw);
   ASSERT_FALSE(res.best.empty());
   const PlanEntry& best = res.best.front();
-  EXPECT_EQ(best.cfg.par.cp, 2);
+  EXPECT_GE(best.cfg.par.cp, 2);
   const bool memory = best.why.rfind("memory:", 0) == 0, compute = best.why.rfind("compute:", 0) == 0;
   EXPECT_TRUE(memory || compute) << best.why;
   EXPECT_EQ(best.why, cp_reason(best, hw)) << "recomputed from the layout";

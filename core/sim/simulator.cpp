@@ -193,21 +193,19 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     const bool sharded = par.zero == 1 || par.zero == 2;
     const double dp = cm.dp_reduction(params);
     double t = st.finish;
-    if (par.zero == 2) {
-      // Each (micro-batch, chunk) backward's reduce-scatter starts as its first buckets are ready
-      // and queues behind the previous ones on the one communication stream.
+    if (par.zero == 2 || overlap) {
+      // Gradients are reduced bucket by bucket from the start of the backward that completes them,
+      // one chunk's after another on one communication stream, in the order they are ready: every
+      // (micro-batch, chunk) backward's under --zero 2, else each chunk's last (the only one that
+      // synchronises; the interleaved schedule's cool-down runs them from the last chunk to the first).
+      std::vector<double> ready;
+      if (par.zero == 2)
+        for (const StageTimeline::BackwardEnd& b : st.backward_ends) ready.push_back(b.end - chunk_backward);
+      else
+        for (double end : st.last_backward_end) ready.push_back(end - chunk_backward);
+      std::sort(ready.begin(), ready.end());
       double comm_end = 0;
-      for (const StageTimeline::BackwardEnd& b : st.backward_ends)
-        comm_end = std::max(comm_end, b.end - chunk_backward) + dp / par.vpp;
-      t = std::max(t, comm_end);
-    } else if (overlap) {
-      // Gradients are reduced bucket by bucket during each chunk's last backward (the only one
-      // that synchronises), chunk after chunk on one communication stream.
-      double comm_end = 0;
-      for (int j = 0; j < par.vpp; ++j) {
-        const double ready_from = st.last_backward_end[j] - chunk_backward;
-        comm_end = std::max(comm_end, ready_from) + dp / par.vpp;
-      }
+      for (double from : ready) comm_end = std::max(comm_end, from) + dp / par.vpp;
       t = std::max(t, comm_end);
     } else {
       t += dp;
