@@ -204,6 +204,21 @@ CostModel::CostModel(const RunConfig& c, const HardwareProfile& profile, const S
   const double adam = mg + 2 * (mp + knobs.exp_avg_bytes + knobs.exp_avg_sq_bytes);
   optimizer_bytes_per_param = cfg.precision == Precision::F32 ? 4 + 4 + 28 + 4
                                                               : 2 + mg + 2 * mg + mg + adam + mp + 2 + grad_bytes;
+  if (stack.ptdp_kernels) optimizer_bytes_per_param = ptdp_optimizer_bytes_per_param(cfg, knobs, grad_bytes, elem);
+}
+
+// ptdp's own step (core/optim/adamw.cpp, the CUDA backend's adamw_multi), per parameter: the
+// norm's sum of squares over its f32 gradient (g), one pass of AdamW (gradient, master, m, v read;
+// master, m, v and, mixed, the weight in the run's dtype written), and the gradient zeroed before
+// the next iteration. 16-bit moments (--use-precision-aware-optimizer) run in f32 copies: each
+// widened (its bytes read, 4 written) and rounded back (4 read, its bytes written) around the step.
+double ptdp_optimizer_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs, double g, double elem) {
+  const bool mixed = cfg.precision != Precision::F32;
+  const double mp = mixed ? knobs.main_param_bytes : elem;
+  double bytes = g + g + 2 * (mp + 4 + 4) + (mixed ? elem : 0) + g;
+  for (double moment : {knobs.exp_avg_bytes, knobs.exp_avg_sq_bytes})
+    if (moment < 4) bytes += 2 * (moment + 4);
+  return bytes;
 }
 
 int CostModel::node_of_stage(int stage) const {

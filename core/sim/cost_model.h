@@ -81,6 +81,11 @@ struct EdgeCosts {
   PassCost head_forward, head_backward;    // final LayerNorm, logits, cross-entropy (last stage)
 };
 
+// Bytes per parameter of ptdp's own optimizer step (--stack ptdp; cost_model.cpp says which passes),
+// with its f32 gradient of `grad_bytes` and the run's element size `elem`.
+double ptdp_optimizer_bytes_per_param(const RunConfig& cfg, const PrecisionKnobs& knobs, double grad_bytes,
+                                      double elem);
+
 // Everything the simulator needs that does not depend on the schedule.
 struct CostModel {
   CostModel(const RunConfig& cfg, const HardwareProfile& hw, const SimOptions& opt = {});

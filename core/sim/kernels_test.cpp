@@ -85,5 +85,24 @@ TEST(SimKernels, ZeroThreeIsRefusedUnderThePtdpStack) {
   EXPECT_NE(stack_refusal(c).find("--zero 3: --stack ptdp has no ZeRO-3 model"), std::string::npos) << stack_refusal(c);
 }
 
+// ptdp's optimizer step is its own (one adamw_multi pass beside the norm and the zeroing), not
+// Megatron's copies and unscaling: 38 bytes a parameter in bf16 with f32 state, 36 in f32, and 24
+// more for bf16 moments (each widened to f32 and rounded back).
+TEST(SimKernels, PtdpsOptimizerStepIsOnePassBesideTheNormAndTheZeroing) {
+  RunConfig c = paper_run(24, 2048, 16, 1, 1, 1, 4, 4);
+  c.stack = StackKind::Ptdp;
+  c.precision = Precision::Bf16;
+  EXPECT_DOUBLE_EQ(CostModel(c, testing::selene()).optimizer_bytes_per_param, 4 + (4 + 2 * 12 + 2) + 4);
+  RunConfig megatron = c;
+  megatron.stack = StackKind::Megatron2022;
+  EXPECT_GT(CostModel(megatron, testing::selene()).optimizer_bytes_per_param, 50);
+  c.precision = Precision::F32;
+  EXPECT_DOUBLE_EQ(CostModel(c, testing::selene()).optimizer_bytes_per_param, 4 + (4 + 2 * 12) + 4);
+  c.precision = Precision::Bf16;
+  PrecisionKnobs knobs;
+  knobs.exp_avg_bytes = knobs.exp_avg_sq_bytes = 2;
+  EXPECT_DOUBLE_EQ(ptdp_optimizer_bytes_per_param(c, knobs, 4, 2), 38 + 2 * (2 * (2 + 4)));
+}
+
 }  // namespace
 }  // namespace ptdp::sim
