@@ -52,7 +52,7 @@ StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
   const double buffer = main_grad_buffer_bytes(cfg, stack, knobs);
   // The distributed optimizer (zero 1) shards the optimizer's state; ZeRO-2 the gradients too: each
   // micro-batch's are reduce-scattered into the rank's 1/d of the buffer (the unsharded ones in
-  // flight are the working set's: zero2_gradient_bytes).
+  // flight are in stage_memory's working set).
   const double dz = par.zero == 1 || par.zero == 2 ? d : 1.0;
   const double dg = par.zero == 2 ? d : 1.0;
   const double passes = 2 + buffer / dg + knobs.adam_state_bytes() / dz;
