@@ -25,7 +25,8 @@
 #   attention  the same per --attention-backend (cudnn where the probe finds libcudnn.so.9, else auto;
 #              flash; unfused) for GPT 1.3B, LLaMA-7B x 4, LLaMA-3 8B-shaped GQA x 4 and s 8192, with
 #              peak memory
-#   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured
+#   fig7       the paper's Figure 7 on this GPU (b = 1..16), measured with the paper's unfused
+#              attention, and with cuDNN's beside it where the probe found cuDNN (fig7_cudnn)
 #   profile    GPU time per backend op (PTDP_OP_PROFILE) of the throughput models and a GQA LLaMA
 #   bench      GEMMs, fused kernels, one layer, copies, a GEMM overlapped with a collective's kernel
 #              (Google Benchmark JSON -> CSV)
@@ -446,10 +447,20 @@ stage dispatch 90 "${cmp[@]}" dispatch --device "$device" --precision "$precisio
 # Six iterations a point (two untimed), not the 30 of a cluster run: the spec with iters and warmup set.
 # bf16, not the paper's f16: f16's dynamic loss scale starts at 2^32 and overflows for the first
 # dozen steps, each skipping AdamW (the first H200 session measured such steps); the H200's bf16
-# and f16 tensor rates are the same.
-sed -e '/^\[base\]/a iters = 6\nwarmup = 2' -e 's/^precision = "f16"/precision = "bf16"/' \
-  experiments/specs/fig7.toml >"$work/fig7.toml"
+# and f16 tensor rates are the same. The paper's attention is unfused (Megatron-LM of 2021), which
+# --attention-backend auto would not run where cuDNN loads; the fastest, cuDNN's, runs beside it.
+fig7_spec() {  # ATTENTION_BACKEND
+  sed -e "/^\[base\]/a iters = 6\nwarmup = 2\nattention_backend = \"$1\"" -e 's/^precision = "f16"/precision = "bf16"/' \
+    experiments/specs/fig7.toml
+}
+fig7_spec unfused >"$work/fig7.toml"
 stage fig7 90 "$PTDP" reproduce "$work/fig7.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7"
+if [[ " ${attn_backends[*]} " == *" cudnn "* ]]; then
+  fig7_spec cudnn >"$work/fig7_cudnn.toml"
+  stage fig7_cudnn 90 "$PTDP" reproduce "$work/fig7_cudnn.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7_cudnn"
+else
+  skip fig7_cudnn "the probe found no libcudnn.so.9"
+fi
 
 # 4. GPU time per op of the throughput models, over the timed iterations (ptdp train restarts the
 # profile when its warm-up ends).

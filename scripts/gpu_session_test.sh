@@ -49,7 +49,7 @@ for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_tr
   test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long dispatch; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
-for s in bench_gemm_cuda ncu_kernels bench_nccl_shared; do
+for s in bench_gemm_cuda ncu_kernels bench_nccl_shared fig7_cudnn; do
   [[ $(stage_status "$s") == skipped ]] || fail "stage $s is '$(stage_status "$s")', expected skipped on the virtual GPU"
 done
 grep -q '^tests,test_kernels passed,[1-9]' "$out/o/summary.csv" || fail "no passed kernel tests in summary.csv"

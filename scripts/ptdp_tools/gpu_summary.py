@@ -212,10 +212,13 @@ def compare_rows(work: str) -> tuple:
 
 
 def fig7_rows(work: str) -> tuple:
+    # The paper's unfused attention (raw/fig7), and cuDNN's beside it where the probe found it.
     rows = read_csv(os.path.join(work, "raw", "fig7", "fig7.csv"))
+    rows += read_csv(os.path.join(work, "raw", "fig7_cudnn", "fig7.csv"))
     out = []
     for r in rows:
-        out.append({"section": "fig7", "item": f"b={r.get('micro_batch')}", "value": r.get("tflops_per_gpu", ""),
+        attention = "" if r.get("attention_backend", "unfused") == "unfused" else f" {r['attention_backend']}"
+        out.append({"section": "fig7", "item": f"b={r.get('micro_batch')}{attention}", "value": r.get("tflops_per_gpu", ""),
                     "unit": "TFLOP/s", "status": "ok",
                     "note": f"peak_mem_gb {r.get('peak_mem_gb', '')}, iter {r.get('iter_time_ms', '')} ms, "
                             f"{r.get('precision', '')} {r.get('backend', '')}"})
