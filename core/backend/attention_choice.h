@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include "core/tensor/dtype.h"
+
 namespace ptdp {
 
 class Backend;
@@ -11,6 +13,12 @@ class Backend;
 // kernel: online softmax, no [s, s] probabilities), unfused (the probabilities materialised: what
 // Megatron-LM of 2021 ran).
 enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
+
+// The heads cuDNN's fused attention is asked for (cuda::cudnn_shape_ok; the performance model's
+// refusal of the rest): f16 or bf16, hd a multiple of 8 up to 256.
+inline bool cudnn_takes_heads(DType dt, int hd) {
+  return (dt == DType::BF16 || dt == DType::F16) && hd > 0 && hd % 8 == 0 && hd <= 256;
+}
 
 // The kernels `requested` means on `be`: auto is cudnn where cuDNN's fused attention runs on the
 // backend's device, else unfused (flash only when asked: it has no tensor cores yet). A request for

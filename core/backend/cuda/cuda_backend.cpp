@@ -452,19 +452,9 @@ class CudaBackend final : public Backend {
                                              int sq, int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos,
                                              bool causal) override {
     on_device();
-    const DType dt = q.dtype();
-    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
-    if (!blk) return false;
-    cuda::OpScope r(prof_.get(), "cudnn_attention_backward", stream_);
-    const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
-    // S (again), dP, dV, dK and dQ: 5 products of hd per pair; the gradients written once.
-    const double io = q.numel() + dy.numel() + k.numel() + v.numel() + y.numel();
-    r.count(10.0 * pairs * hd,
-            double(dtype_size(dt)) * (io + dq.numel() + dk.numel() + dv.numel()) + 4.0 * lse.numel());
-    Tensor ws = workspace(cudnn_->backward_workspace(*blk));
-    cudnn_->backward(*blk, dq.raw(), dk.raw(), dv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
-                     lse.data<float>(), ws.defined() ? ws.raw() : nullptr);
-    return true;
+    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, q.dtype());
+    if (blk) cudnn_backward(*blk, dq, dk, dv, dy, q, k, v, y, lse, q_pos, k_pos, false);
+    return blk.has_value();
   }
 
   void do_flash_attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy, const Tensor& q,
@@ -472,24 +462,15 @@ class CudaBackend final : public Backend {
                                    int sk, int a, int g, int hd, int64_t q_pos, int64_t k_pos, bool causal) override {
     on_device();
     const DType dt = q.dtype();
-    const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt);
-    cuda::OpScope r(prof_.get(), blk ? "cudnn_attention_backward" : "flash_attention_backward", stream_);
+    if (const std::optional<cuda::CudnnBlock> blk = cudnn_block(b, sq, sk, a, g, hd, q_pos, k_pos, causal, dt)) {
+      cudnn_backward(*blk, dq, dk, dv, dy, q, k, v, y, lse, q_pos, k_pos, true);
+      return;
+    }
+    cuda::OpScope r(prof_.get(), "flash_attention_backward", stream_);
     const double pairs = double(b) * a * visible_pairs(sq, sk, q_pos, k_pos, causal);
     const double e = double(dtype_size(dt));
     const double io = q.numel() + dy.numel() + k.numel() + v.numel();
     const double grads = dq.numel() + dk.numel() + dv.numel();
-    if (blk) {
-      // S (again), dP, dV, dK and dQ: 5 products of hd per pair; the gradients written, then added
-      // into dq, dk and dv (which accumulate).
-      r.count(10.0 * pairs * hd, e * (y.numel() + io + 4.0 * grads) + 4.0 * lse.numel());
-      Tensor ws = workspace(cudnn_->backward_workspace(*blk));
-      Tensor gq = empty(dq.shape(), dt), gk = empty(dk.shape(), dt), gv = empty(dv.shape(), dt);
-      cudnn_->backward(*blk, gq.raw(), gk.raw(), gv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
-                       lse.data<float>(), ws.defined() ? ws.raw() : nullptr);
-      for (auto [acc, part] : {std::pair{&dq, &gq}, std::pair{&dk, &gk}, std::pair{&dv, &gv}})
-        cuda::add_inplace(acc->raw(), part->raw(), dt, acc->numel(), stream_);
-      return;
-    }
     // S and dP in both the dk/dv and the dq pass, dV, dK and dQ: 7 products of hd per pair
     r.count(14.0 * pairs * hd, e * (2.0 * y.numel() + 2.0 * io + 2.0 * grads) + 16.0 * lse.numel());
     Tensor delta = empty({int64_t(b) * a * sq}, DType::F32);
@@ -683,6 +664,29 @@ class CudaBackend final : public Backend {
 
   // A cuDNN workspace of `bytes` (none for 0).
   Tensor workspace(int64_t bytes) { return bytes > 0 ? empty({(bytes + 3) / 4}, DType::F32) : Tensor(); }
+
+  // cuDNN's backward of block `blk`: S (again), dP, dV, dK and dQ, 5 products of hd per visible pair.
+  // cuDNN writes its gradients: into dq, dk and dv themselves, or (accumulate) into temporaries
+  // then added into them.
+  void cudnn_backward(const cuda::CudnnBlock& blk, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dy,
+                      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const Tensor& lse,
+                      int64_t q_pos, int64_t k_pos, bool accumulate) {
+    cuda::OpScope r(prof_.get(), "cudnn_attention_backward", stream_);
+    const DType dt = blk.dt;
+    const double pairs = double(blk.b) * blk.a * visible_pairs(blk.sq, blk.sk, q_pos, k_pos, blk.causal);
+    const double grads = dq.numel() + dk.numel() + dv.numel();
+    const double io = q.numel() + dy.numel() + k.numel() + v.numel() + y.numel();
+    r.count(10.0 * pairs * blk.hd,
+            double(dtype_size(dt)) * (io + (accumulate ? 4.0 : 1.0) * grads) + 4.0 * lse.numel());
+    Tensor ws = workspace(cudnn_->backward_workspace(blk));
+    Tensor gq = accumulate ? empty(dq.shape(), dt) : dq, gk = accumulate ? empty(dk.shape(), dt) : dk,
+           gv = accumulate ? empty(dv.shape(), dt) : dv;
+    cudnn_->backward(blk, gq.raw(), gk.raw(), gv.raw(), dy.raw(), q.raw(), k.raw(), v.raw(), y.raw(),
+                     lse.data<float>(), ws.defined() ? ws.raw() : nullptr);
+    if (!accumulate) return;
+    for (auto [acc, part] : {std::pair{&dq, &gq}, std::pair{&dk, &gk}, std::pair{&dv, &gv}})
+      cuda::add_inplace(acc->raw(), part->raw(), dt, acc->numel(), stream_);
+  }
 
   double reduce(const Tensor& x, bool squares, const char* op) {
     on_device();

@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/common/error.h"
 

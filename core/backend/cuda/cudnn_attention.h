@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/attention_choice.h"
 #include "core/tensor/dtype.h"
 
 namespace ptdp::cuda {
@@ -34,8 +35,8 @@ struct CudnnBlock {
 // The blocks cuDNN's fused attention is asked for: f16 or bf16, hd a multiple of 8 up to 256, a/g
 // whole, causal only on the diagonal (sq = sk). Others run ptdp's flash kernel.
 inline bool cudnn_shape_ok(const CudnnBlock& k) {
-  return (k.dt == DType::BF16 || k.dt == DType::F16) && k.b > 0 && k.sq > 0 && k.sk > 0 && k.g > 0 &&
-         k.a % k.g == 0 && k.hd > 0 && k.hd % 8 == 0 && k.hd <= 256 && (!k.causal || k.sq == k.sk);
+  return cudnn_takes_heads(k.dt, k.hd) && k.b > 0 && k.sq > 0 && k.sk > 0 && k.g > 0 && k.a % k.g == 0 &&
+         (!k.causal || k.sq == k.sk);
 }
 
 // A block of Backend::flash_attention_forward's arguments as the one cuDNN is asked for, if it is
