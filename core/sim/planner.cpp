@@ -83,7 +83,7 @@ void check_request(const PlanRequest& req, const HardwareProfile& hw) {
   const SoftwareStack stack = software_stack(req.stack);  // UsageError naming --stack
   for (int z : req.zero_modes) {
     if (z < 0 || z > 3) usage_error("--zero-modes: {} must be 0, 1, 2 or 3", z);
-    if (z == 2 && !stack.dp_overlap)
+    if (z == 2 && !stack.zero2)
       usage_error("--zero-modes 2: --stack {} has no ZeRO-2 model (Megatron-FSDP's optim_grads, --stack mcore)",
                   req.stack);
   }

@@ -155,7 +155,7 @@ struct Replayer {
           tl.backward += c.backward;
           --in_flight[s];
           tl.last_backward_end[a.chunk] = t;
-          tl.backward_ends.push_back({a.chunk, t});
+          tl.backward_ends.push_back(t);
           break;
       }
       ++pos[s];

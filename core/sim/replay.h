@@ -41,11 +41,7 @@ struct StageTimeline {
   double comm = 0;          // time busy sending and gathering
   double wait = 0;          // time blocked in receives
   std::vector<double> last_backward_end;  // per chunk: end of its last backward
-  struct BackwardEnd {
-    int chunk;
-    double end;
-  };
-  std::vector<BackwardEnd> backward_ends;  // every backward, in the stage's order
+  std::vector<double> backward_ends;      // the end of every backward, in the stage's order
   int peak_in_flight = 0;   // most (micro-batch, chunk) forwards whose backward has not run
 };
 

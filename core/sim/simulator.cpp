@@ -200,10 +200,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
       // (micro-batch, chunk) backward's under --zero 2, else each chunk's last (the only one that
       // synchronises; the interleaved schedule's cool-down runs them from the last chunk to the first).
       std::vector<double> ready;
-      if (par.zero == 2)
-        for (const StageTimeline::BackwardEnd& b : st.backward_ends) ready.push_back(b.end - chunk_backward);
-      else
-        for (double end : st.last_backward_end) ready.push_back(end - chunk_backward);
+      for (double end : par.zero == 2 ? st.backward_ends : st.last_backward_end) ready.push_back(end - chunk_backward);
       std::sort(ready.begin(), ready.end());
       double comm_end = 0;
       for (double from : ready) comm_end = std::max(comm_end, from) + dp / par.vpp;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "core/backend/attention_choice.h"
 #include "core/common/error.h"
+#include "core/config/run_config.h"
 
 namespace ptdp::sim {
 
@@ -34,6 +36,7 @@ SoftwareStack software_stack(StackKind kind) {
     s.tp_comm_overlap = true;
     s.dp_overlap = true;
     s.param_gather_overlap = true;
+    s.zero2 = true;
     return s;
   }
   if (kind == StackKind::MegatronDeepspeed) {
@@ -112,8 +115,8 @@ std::string attention_refusal(const RunConfig& cfg, const SoftwareStack& s) {
            "the performance model until a GPU has measured it (scripts/gpu_session.sh's attention stages); use cudnn "
            "or unfused";
   const int hd = cfg.model.hidden / cfg.model.heads;
-  // cudnn_attention.h's cudnn_shape_ok: the blocks cuDNN is asked for; ptdp's flash kernel runs the rest.
-  if (a == AttentionBackend::Cudnn && (cfg.precision == Precision::F32 || hd % 8 != 0 || hd > 256))
+  // ptdp's flash kernel runs the blocks cuDNN is not asked for.
+  if (a == AttentionBackend::Cudnn && !cudnn_takes_heads(precision_dtype(cfg.precision), hd))
     return fmt::format("--attention-backend cudnn: cuDNN's fused attention takes bf16 or f16 heads of a multiple of "
                        "8 up to 256 (here {}, {}); ptdp runs its flash kernel instead, which the performance model "
                        "has no rate for",
@@ -147,7 +150,7 @@ std::string stack_refusal(const RunConfig& cfg) {
                        "al. 2022 to Megatron-LM, with sequence parallelism); choose --stack megatron-2022 or mcore, "
                        "or --recompute full or none",
                        name);
-  if (p.zero == 2 && !s.dp_overlap)
+  if (p.zero == 2 && !s.zero2)
     return fmt::format("--zero 2: --stack {} has no ZeRO-2 model; the simulator's ZeRO-2 is Megatron-FSDP's "
                        "optim_grads under --stack mcore (each micro-batch's gradients reduce-scattered on the "
                        "communication stream during the backward); use --zero 0 or 1, or --stack mcore",

@@ -42,6 +42,9 @@ struct SoftwareStack {
   bool dp_overlap = false;
   // The distributed optimizer's parameter all-gather during the next forward (--overlap-param-gather).
   bool param_gather_overlap = false;
+  // --zero 2 is modelled (Megatron-FSDP's optim_grads: each backward's gradients reduce-scattered on
+  // the communication stream; simulator.cpp).
+  bool zero2 = false;
   // Bytes of a main-gradient element reduced over the data-parallel group (0: the simulator's
   // default, fp16 as Megatron v2.5).
   int grad_bytes = 0;
