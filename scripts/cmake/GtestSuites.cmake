@@ -17,15 +17,22 @@
 # CHECK_ONCE regex: the GPU tests of the suites it matches run with VGPU_ACCESS_CHECK=once (each
 # distinct kernel launch checked once, vgpu/README.md): the training runs, whose steps repeat the
 # launches of the first; the kernel tests keep every launch checked.
+# HOOKS_ONLY regex: the GPU tests of the suites it matches also leave device memory open to the
+# host (VGPU_PROTECT=0): host code touching device memory is then caught by the instrumentation's
+# hooks alone, which ptdp's training code has (core/train, core/parallel, core/comm, core/model,
+# core/optim, core/tensor, the CUDA backend: vgpu/README.md, "Host access"); what only the page
+# protection catches, an uninstrumented library's access, the other suites keep checking. Without
+# pkeys the protection is an mprotect per chunk a kernel touches, about a third of a training
+# layout's time with many ranks (their threads contend for the process's address-space lock).
 function(ptdp_gtest_suites target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_TEST" "CHECK_ONCE" "LABELS;ENVIRONMENT")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PER_TEST" "CHECK_ONCE;HOOKS_ONLY" "LABELS;ENVIRONMENT")
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
   string(REPLACE ";" "," labels "${arg_LABELS}")
   string(REPLACE ";" "|" env "${arg_ENVIRONMENT}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DOUT=${ctest_file} "-DLABELS=${labels}"
             "-DENVIRONMENT=${env}" -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -DPER_TEST=${arg_PER_TEST}
-            "-DCHECK_ONCE=${arg_CHECK_ONCE}"
+            "-DCHECK_ONCE=${arg_CHECK_ONCE}" "-DHOOKS_ONLY=${arg_HOOKS_ONLY}"
             -P ${PROJECT_SOURCE_DIR}/scripts/cmake/gtest_suites.cmake
     COMMENT "Listing the test suites of ${target}"
     VERBATIM)

@@ -2,6 +2,7 @@
 # GtestSuites.cmake; one per test with -DPER_TEST=TRUE; a suite of over 24 tests in shards), each writing its results to
 # WORKDIR/suite-results/NAME.json. -DEXE -DOUT -DLABELS=a,b -DENVIRONMENT=K=V|K=V -DWORKDIR -DPER_TEST
 # -DCHECK_ONCE=regex (the GPU tests of the suites it matches: VGPU_ACCESS_CHECK=once)
+# -DHOOKS_ONLY=regex (the GPU tests of the suites it matches: VGPU_PROTECT=0)
 cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND "${EXE}" --gtest_list_tests OUTPUT_VARIABLE listing RESULT_VARIABLE rc TIMEOUT 60)
 if(NOT rc EQUAL 0)
@@ -97,6 +98,9 @@ foreach(suite IN LISTS suites)
       endif()
       if(kind STREQUAL "gpu" AND NOT CHECK_ONCE STREQUAL "" AND suite MATCHES "${CHECK_ONCE}")
         list(APPEND kind_env "VGPU_ACCESS_CHECK=once")
+      endif()
+      if(kind STREQUAL "gpu" AND NOT HOOKS_ONLY STREQUAL "" AND suite MATCHES "${HOOKS_ONLY}")
+        list(APPEND kind_env "VGPU_PROTECT=0")
       endif()
       if(kind_env)
         string(APPEND out " ENVIRONMENT \"${kind_env}\"")

@@ -134,8 +134,10 @@ template <class T> void collect_pointer(const T& v, int arg, std::vector<Pointer
 }
 
 // FNV-1a over the parameters' values (KernelSpec::params_id): a data pointer counts as a marker,
-// an aggregate's fields one by one, anything else by its bytes when it has no padding; otherwise
-// the launch has no identity (known = false).
+// and so does a floating-point value (a learning rate, a step's bias correction, a loss scale:
+// they change every step and no ptdp kernel's accesses depend on them), an aggregate's fields one
+// by one, anything else by its bytes when it has no padding; otherwise the launch has no identity
+// (known = false).
 struct ParamHash {
   uint64_t h = 0xcbf29ce484222325ull;
   bool known = true;
@@ -149,7 +151,7 @@ struct ParamHash {
     } else if constexpr (std::has_unique_object_representations_v<T>) {
       mix(&v, sizeof v);
     } else if constexpr (std::is_floating_point_v<T>) {
-      mix(&v, sizeof v);  // no padding (not "unique" only because +0 == -0)
+      mix("f", 1);
     } else {
       known = false;
     }

@@ -16,6 +16,8 @@
 // VGPU_ACCESS_CHECK=0 turns the checks off (the hooks then cost a thread-local load each); =once
 // checks each distinct launch once (access_check_launch).
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,7 +65,10 @@ class AccessTracker {
 class AccessLog {
  public:
   static constexpr size_t kGap = 256;
-  void clear() { runs_.clear(); }
+  void clear() {
+    runs_.clear();
+    compact_at_ = kCompactAt;
+  }
   bool empty() const { return runs_.empty(); }
   // The common case inline: after or inside one of the last kRecent runs (a thread that stores
   // to several arrays in turn, as AdamW's p, m and v, extends one run per array).
@@ -81,12 +86,43 @@ class AccessLog {
     start_run(a, bytes);
   }
   void finish();  // sorts and merges the runs
-  [[gnu::noinline]] void start_run(uintptr_t a, size_t bytes) { runs_.emplace_back(a, a + bytes); }
+  // Not after one of the last runs: after a run that ends near it (the slot of the address's
+  // kGap-sized bucket, or the one before, names the run that last ended there: the next element
+  // of an array whose run was left several runs ago, as a grid-stride kernel's next thread
+  // meets it), else a new run. The runs are sorted and merged whenever their number has doubled
+  // (at least kCompactAt): strided loads (a block's threads each loading every blockDim-th
+  // element of a tile, one thread after another) and the same tiles read by every block start a
+  // run per load that only the merge joins. Merging early gives the same runs as merging once at
+  // the end; a slot naming a moved run only misses.
+  [[gnu::noinline]] void start_run(uintptr_t a, size_t bytes) {
+    for (uintptr_t bucket : {a / kGap, a / kGap - 1}) {
+      const uint32_t i = slot_[bucket % kSlots];
+      if (i >= runs_.size()) continue;
+      auto& r = runs_[i];
+      if (a >= r.first && a <= r.second + kGap) {
+        if (a + bytes > r.second) {
+          r.second = a + bytes;
+          slot_[(r.second / kGap) % kSlots] = i;
+        }
+        return;
+      }
+    }
+    if (runs_.size() >= compact_at_) {
+      finish();
+      compact_at_ = std::max(kCompactAt, 2 * runs_.size());
+    }
+    runs_.emplace_back(a, a + bytes);
+    slot_[((a + bytes) / kGap) % kSlots] = static_cast<uint32_t>(runs_.size() - 1);
+  }
   // After finish(): the runs within [base, base + bytes), as offsets from base.
   std::vector<std::pair<size_t, size_t>> within(const void* base, size_t bytes) const;
 
  private:
+  static constexpr size_t kCompactAt = 4096;
+  static constexpr size_t kSlots = 4096;
   std::vector<std::pair<uintptr_t, uintptr_t>> runs_;
+  size_t compact_at_ = kCompactAt;
+  std::array<uint32_t, kSlots> slot_{};  // a run index per bucket (hashed), checked before use
 };
 
 // The logs of the grid running on this thread (the executor's), null outside kernels.

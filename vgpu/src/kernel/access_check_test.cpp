@@ -564,6 +564,10 @@ TEST(AccessCheck, AKernelsReadPastItsArgumentsFirstByteRacesWithAnotherStreamsWr
 
 // ---- VGPU_ACCESS_CHECK=once: each distinct launch checked once ----
 
+__global__ void scaled_read_at(const float* x, float* y, float s, long long i) {
+  if (threadIdx.x == 0) *y = s * x[i];
+}
+
 __global__ void shift_left(const float* a, float* b, int n) {  // races with itself when a == b
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i + 1 < n) b[i] = a[i + 1];
@@ -572,7 +576,8 @@ __global__ void shift_left(const float* a, float* b, int n) {  // races with its
 // A training run repeats its first step's launches on buffers at other addresses: those repeats
 // are not checked again, but a launch that differs in what the checks depend on is: a scalar
 // argument, the size of an argument's allocation, an argument's offset, or two arguments in one
-// allocation. An unchecked launch's output still counts as written.
+// allocation; not a floating-point argument (a learning rate or a bias correction, which change
+// every step). An unchecked launch's output still counts as written.
 TEST(AccessCheck, OnceChecksEachDistinctLaunchOnce) {
   vgpu::set_access_checks(vgpu::AccessChecks::Once);
   std::vector<float*> held;  // every buffer stays allocated: each launch is on new addresses
@@ -588,6 +593,14 @@ TEST(AccessCheck, OnceChecksEachDistinctLaunchOnce) {
   EXPECT_TRUE(read(100, 99).empty());
   EXPECT_TRUE(any_contains(read(100, 99, 1), "out of bounds: kernel read_at")) << "another offset";
   EXPECT_TRUE(any_contains(read(90, 100), "out of bounds: kernel read_at")) << "another allocation size";
+  auto scaled = [&held](float s) {
+    float* x = zeros<float>(100);
+    float* y = zeros<float>(1);
+    held.insert(held.end(), {x, y});
+    return violations_of([&](cudaStream_t st) { ACCESS_LAUNCH(1, 32, st, scaled_read_at)(x, y, s, 100); });
+  };
+  EXPECT_TRUE(any_contains(scaled(0.5f), "out of bounds: kernel scaled_read_at"));
+  EXPECT_TRUE(scaled(0.25f).empty()) << "another floating-point argument is the same launch";
   for (float* p : held) cudaFree(p);
 
   float* a = upload(std::vector<float>(256, 1.0f));

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernel/access_check.h"
+#include "kernel/shared_memory.h"
 #include "runtime/arena.h"
 
 namespace {
@@ -28,7 +29,10 @@ using vgpu::kernel::t_access_tracker;
 inline __attribute__((always_inline)) void note(const volatile void* vp, size_t n, unsigned flags, const void* pc) {
   const void* p = const_cast<const void*>(vp);
   if (flags & vgpu::kernel::kWrite) {
-    if (vgpu::kernel::AccessLog* w = vgpu::kernel::t_write_log) w->add(p, n);
+    vgpu::kernel::note_shared_write(p, n);
+    // The race checker asks only about device and pinned memory: not the kernel's arguments,
+    // locals and __shared__ variables.
+    if (vgpu::kernel::AccessLog* w = vgpu::kernel::t_write_log; w && vgpu::rt::in_arenas(p)) w->add(p, n);
   } else if (vgpu::kernel::AccessLog* r = vgpu::kernel::t_read_log) {
     if (vgpu::rt::in_arenas(p)) r->add(p, n);  // not the kernel's arguments and locals
   }

@@ -600,6 +600,7 @@ bool Runner::run_block(uint64_t linear_block) {
   switch_context(&main_ctx_, to);
   after_switch(fake);
   current_ = nullptr;
+  shared_block_done();
   if (failed_) {
     report_violation(fail_kind_, fail_message_);
     return false;

@@ -163,13 +163,38 @@ bool poison_enabled() {
 
 }  // namespace
 
+constinit thread_local SharedWrites t_shared_writes{};
+
+namespace {
+thread_local bool t_fill_all = true;      // the next fill covers every variable
+thread_local uint64_t t_block_writes = 0;  // t_shared_writes.count when the block began
+}  // namespace
+
 void poison_shared_memory() {
   if (!poison_enabled()) return;
   const Found& f = found();
   if (f.ranges.empty()) return;
   thread_local char* base = this_thread_tls_block();
   if (!base) return;
-  for (const auto& [off, n] : f.ranges) std::memset(base + off, kSharedPoison, n);
+  SharedWrites& w = t_shared_writes;
+  const size_t first = f.ranges.front().first;
+  const size_t end = f.ranges.back().first + f.ranges.back().second;
+  size_t lo = 0, hi = end - first;  // what to fill, as offsets from the first variable
+  if (!t_fill_all) lo = w.lo, hi = w.hi;
+  for (const auto& [off, n] : f.ranges) {
+    const size_t a = std::max(off - first, lo), b = std::min(off - first + n, hi);
+    if (a < b) std::memset(base + first + a, kSharedPoison, b - a);
+  }
+  w.lo_addr = reinterpret_cast<uintptr_t>(base + first);
+  w.span = end - first;
+  w.lo = SIZE_MAX;
+  w.hi = 0;
+  t_fill_all = false;
+  t_block_writes = w.count;
+}
+
+void shared_block_done() {
+  if (t_shared_writes.count == t_block_writes) t_fill_all = true;
 }
 
 long shared_variables_found() { return found().count; }

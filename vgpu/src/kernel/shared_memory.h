@@ -6,13 +6,39 @@
 // -1s rather than the previous block's values.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace vgpu::kernel {
 
-// Fills this thread's copy of every __shared__ variable with 0xFF (a no-op when none was found).
+// Before a block: fills with 0xFF this thread's copy of every __shared__ variable that a block
+// may have written since the last fill (a no-op when none was found). What an instrumented
+// kernel writes there is noted by the access hooks (note_shared_write), so only that span is
+// filled again; the whole of it is filled on a thread's first block and after a block that
+// noted no write at all (an uninstrumented kernel, whose stores are not seen).
 void poison_shared_memory();
+// After a block (run on this thread since the last poison_shared_memory()).
+void shared_block_done();
+
+// The writes noted on this thread: the span of its __shared__ variables written since the last
+// fill, as offsets from `lo_addr` (none while lo >= hi; nothing is in range before the first fill).
+struct SharedWrites {
+  uintptr_t lo_addr = 0;
+  size_t span = 0;
+  size_t lo = SIZE_MAX, hi = 0;
+  uint64_t count = 0;  // every write noted, in or out of shared memory
+};
+extern constinit thread_local SharedWrites t_shared_writes __attribute__((tls_model("initial-exec")));
+inline void note_shared_write(const void* p, size_t n) {
+  SharedWrites& w = t_shared_writes;
+  ++w.count;
+  const size_t off = reinterpret_cast<uintptr_t>(p) - w.lo_addr;
+  if (off < w.span) {
+    if (off < w.lo) w.lo = off;
+    if (off + n > w.hi) w.hi = off + n;
+  }
+}
 
 // How many __shared__ variables (and bytes) poison_shared_memory() fills; -1 when the
 // executable's symbol table could not be read (poisoning is then off).
