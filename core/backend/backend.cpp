@@ -37,7 +37,8 @@ namespace {
 void Backend::do_rmsnorm_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
   no_llama_op(*this, "rmsnorm_forward");
 }
-void Backend::do_rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+void Backend::do_rmsnorm_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor*) {
   no_llama_op(*this, "rmsnorm_backward");
 }
 void Backend::do_rope(Tensor&, const Tensor&, int, int, int, double, bool) { no_llama_op(*this, "rope"); }

@@ -72,16 +72,18 @@ class Backend {
   // not overlap inputs (the CUDA kernels take __restrict__ pointers), here and in rmsnorm and gqa.
   void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
                          double eps);
-  // dx += d/dx; dg, db accumulate
+  // dx += d/dx; dg, db accumulate. With `residual`, dx = *residual + d/dx instead (dx is only
+  // written: a residual stream's gradient joins the norm's without a copy pass), here and in
+  // rmsnorm_backward.
   void layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
-                          const Tensor& mean, const Tensor& rstd);
+                          const Tensor& mean, const Tensor& rstd, const Tensor* residual = nullptr);
 
   // LLaMA's operations. Backends without them say so (RuntimeError naming the backend).
   // RMSNorm: y = x · rstd · g per row, rstd = 1/sqrt(mean(x²) + eps) [n] kept for backward;
   // backward: dx += d/dx, dg accumulates.
   void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
   void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                        const Tensor& rstd);
+                        const Tensor& rstd, const Tensor* residual = nullptr);
   // Rotary embedding of q and k in qkv [b*s, a*3*hd] (attention_forward's layout), position = row
   // mod s, non-interleaved halves (element i pairs with i + hd/2, angle pos·theta^(-2i/hd)); v is
   // copied. inverse: the transpose (the backward pass). y may be x.
@@ -209,11 +211,12 @@ class Backend {
   virtual void do_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g,
                                     const Tensor& b, double eps) = 0;
   virtual void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x,
-                                     const Tensor& g, const Tensor& mean, const Tensor& rstd) = 0;
+                                     const Tensor& g, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor* residual) = 0;
   // The LLaMA ops and gqa: by default, the RuntimeError that the backend has none.
   virtual void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
   virtual void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                                   const Tensor& rstd);
+                                   const Tensor& rstd, const Tensor* residual);
   virtual void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);
   virtual void do_swiglu_forward(Tensor& y, const Tensor& x);
   virtual void do_swiglu_backward(Tensor& dx, const Tensor& x, const Tensor& dy);

@@ -37,6 +37,14 @@ RowDims norm_dims(const OpCheck& c, const Tensor& x, const char* what) {
   return {dt, n, cols};
 }
 
+// A norm backward's residual gradient, when given: [n, c] of the compute dtype, apart from dx
+// (dx = residual + d/dx writes dx while reading it).
+void residual_grad(const OpCheck& c, const Tensor& dx, const Tensor* residual, int64_t n, int64_t cols, DType dt) {
+  if (!residual) return;
+  c.expect(*residual, "residual grad", {n, cols}, dt);
+  c.expect_apart(dx, *residual, "the input grad", "the residual grad");
+}
+
 // The compute dtype of cross-entropy's logits [n, v], with v_valid in [0, v].
 DType logits_dtype(const OpCheck& c, const Tensor& logits, int64_t v_valid) {
   const DType dt = c.compute_dtype(logits);
@@ -117,7 +125,7 @@ void Backend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Ten
 }
 
 void Backend::layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x,
-                                 const Tensor& g, const Tensor& mean, const Tensor& rstd) {
+                                 const Tensor& g, const Tensor& mean, const Tensor& rstd, const Tensor* residual) {
   const OpCheck c(*this, "layernorm_backward");
   const auto [dt, n, cols] = norm_dims(c, x, "layernorm input");
   c.expect(dx, "layernorm input grad", {n, cols}, dt);
@@ -129,7 +137,8 @@ void Backend::layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tenso
   c.expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
   c.expect_apart(dx, dy, "the input grad", "the output grad");
   c.expect_apart(dx, x, "the input grad", "the input");
-  do_layernorm_backward(dx, dg, db, dy, x, g, mean, rstd);
+  residual_grad(c, dx, residual, n, cols, dt);
+  do_layernorm_backward(dx, dg, db, dy, x, g, mean, rstd, residual);
 }
 
 void Backend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) {
@@ -143,7 +152,7 @@ void Backend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Te
 }
 
 void Backend::rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                               const Tensor& rstd) {
+                               const Tensor& rstd, const Tensor* residual) {
   const OpCheck c(*this, "rmsnorm_backward");
   const auto [dt, n, cols] = norm_dims(c, x, "rmsnorm input");
   c.expect(dx, "rmsnorm input grad", {n, cols}, dt);
@@ -153,7 +162,8 @@ void Backend::rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const T
   c.expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
   c.expect_apart(dx, dy, "the input grad", "the output grad");
   c.expect_apart(dx, x, "the input grad", "the input");
-  do_rmsnorm_backward(dx, dg, dy, x, g, rstd);
+  residual_grad(c, dx, residual, n, cols, dt);
+  do_rmsnorm_backward(dx, dg, dy, x, g, rstd, residual);
 }
 
 void Backend::rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) {

@@ -69,6 +69,23 @@ std::vector<Refusal> layer_refusals() {
                                be.empty({4}, kContractF32));
        },
        "layernorm_backward: the input grad overlaps the output grad (the CUDA kernels need them apart)"},
+      {"layernorm residual grad shape",
+       [](Backend& be) {
+         Tensor dx = be.empty({4, 8}, kContractF32), dg = be.empty({8}, kContractF32), db = be.empty({8}, kContractF32);
+         Tensor residual = be.empty({4, 7}, kContractF32);
+         be.layernorm_backward(dx, dg, db, be.empty({4, 8}, kContractF32), be.empty({4, 8}, kContractF32),
+                               be.empty({8}, kContractF32), be.empty({4}, kContractF32), be.empty({4}, kContractF32),
+                               &residual);
+       },
+       "residual grad has shape [4, 7], expected [4, 8]"},
+      {"rmsnorm residual grad overlapping the input grad",
+       [](Backend& be) {
+         Tensor both = be.empty({5, 8}, kContractF32), dg = be.empty({8}, kContractF32);
+         Tensor dx = both.view(0, {4, 8}), residual = both.view(8, {4, 8});
+         be.rmsnorm_backward(dx, dg, be.empty({4, 8}, kContractF32), be.empty({4, 8}, kContractF32),
+                             be.empty({8}, kContractF32), be.empty({4}, kContractF32), &residual);
+       },
+       "rmsnorm_backward: the input grad overlaps the residual grad (the CUDA kernels need them apart)"},
       {"rmsnorm rstd dtype",
        [](Backend& be) {
          Tensor y = be.empty({4, 8}, kContractF32), rstd = be.empty({4}, DType::BF16);

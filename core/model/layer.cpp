@@ -168,17 +168,15 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   Tensor part = partial_rows(be, d, dln);
   be.linear_backward(&part, false, g.fc_w, &g.fc_b, dact, sp_gather(be, d, c.ln2), w.fc_w);
   reduce_rows(d, part, dln);  // f: the column-parallel input gradient is a sum over ranks
-  Tensor dx2 = be.empty({nl, d.h}, dt);
-  be.copy(dx2, dy);
-  be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2);
+  Tensor dx2 = be.empty({nl, d.h}, dt);  // the residual stream's gradient dy, plus the norm's
+  be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2, &dy);
   // Attention: x2 = x + proj(attn(qkv(ln1(x))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, &g.proj_b, sp_gather(be, d, dx2), c.atty, w.proj_w);
   const Tensor dqkv = attention_grad(be, d, c, datty);
   be.linear_backward(&part, false, g.qkv_w, &g.qkv_b, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
-  be.copy(dx, dx2);
-  be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1);
+  be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1, &dx2);
   c = LayerCache{};  // activations are freed as soon as they are used
 }
 

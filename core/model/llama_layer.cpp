@@ -57,17 +57,15 @@ void llama_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   Tensor part = partial_rows(be, d, dln);
   be.linear_backward(&part, false, g.fc_w, nullptr, dfc, sp_gather(be, d, c.ln2), w.fc_w);
   reduce_rows(d, part, dln);  // f (sp: reduce-scatter)
-  Tensor dx2 = be.empty({nl, d.h}, dt);
-  be.copy(dx2, dy);
-  be.rmsnorm_backward(dx2, g.ln2_w, dln, c.x2, w.ln2_w, c.rstd2);
+  Tensor dx2 = be.empty({nl, d.h}, dt);  // the residual stream's gradient dy, plus the norm's
+  be.rmsnorm_backward(dx2, g.ln2_w, dln, c.x2, w.ln2_w, c.rstd2, &dy);
   // Attention: x2 = x + proj(attn(rope(qkv(rmsnorm(x)))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, nullptr, sp_gather(be, d, dx2), c.atty, w.proj_w);
   const Tensor dqkv = attention_grad(be, d, c, datty);  // LLaMA: after the rotation's transpose
   be.linear_backward(&part, false, g.qkv_w, nullptr, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
-  be.copy(dx, dx2);
-  be.rmsnorm_backward(dx, g.ln1_w, dln, c.x, w.ln1_w, c.rstd1);
+  be.rmsnorm_backward(dx, g.ln1_w, dln, c.x, w.ln1_w, c.rstd1, &dx2);
 }
 
 }  // namespace ptdp

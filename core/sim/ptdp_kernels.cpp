@@ -55,10 +55,10 @@ void norm_forward(KernelBuilder& x, const LayerShape& d, const char* name) {
   if (d.llama) x.run_in("rmsnorm_forward").membound(name, d.E * (2 * n * c + c) + 4 * n);
   else x.run_in("layernorm_forward").membound(name, d.E * (2 * n * c + 2 * c) + 8 * n);
 }
-// The residual stream's gradient copied into dx, then the norm's backward adds into it.
+// The norm's backward, which writes dx as the residual stream's gradient plus its own (it reads
+// the residual gradient where it would read dx to accumulate: the bytes of an accumulation).
 void norm_backward(KernelBuilder& x, const LayerShape& d, const char* name) {
   const double n = d.rows * d.rowshare, c = d.h;
-  x.run_in("copy").membound("residual grad", 2 * d.E * n * c);
   if (d.llama) x.run_in("rmsnorm_backward").membound(name, d.E * (4 * n * c + c) + 4 * n + 8 * c);
   else x.run_in("layernorm_backward").membound(name, d.E * (3 * n * c + c) + 8 * n + 16 * c);
 }

@@ -48,18 +48,18 @@ class HostDeviceBackend final : public Backend {
     cpu_->layernorm_forward(yh, mh, rh, hv(x), hv(g), hv(b), eps);
   }
   void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
-                             const Tensor& mean, const Tensor& rstd) override {
-    Tensor dxh = hv(dx), dgh = hv(dg), dbh = hv(db);
-    cpu_->layernorm_backward(dxh, dgh, dbh, hv(dy), hv(x), hv(g), hv(mean), hv(rstd));
+                             const Tensor& mean, const Tensor& rstd, const Tensor* residual) override {
+    Tensor dxh = hv(dx), dgh = hv(dg), dbh = hv(db), rh = residual ? hv(*residual) : Tensor();
+    cpu_->layernorm_backward(dxh, dgh, dbh, hv(dy), hv(x), hv(g), hv(mean), hv(rstd), residual ? &rh : nullptr);
   }
   void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
     Tensor yh = hv(y), rh = hv(rstd);
     cpu_->rmsnorm_forward(yh, rh, hv(x), hv(g), eps);
   }
   void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                           const Tensor& rstd) override {
-    Tensor dxh = hv(dx), dgh = hv(dg);
-    cpu_->rmsnorm_backward(dxh, dgh, hv(dy), hv(x), hv(g), hv(rstd));
+                           const Tensor& rstd, const Tensor* residual) override {
+    Tensor dxh = hv(dx), dgh = hv(dg), rh = residual ? hv(*residual) : Tensor();
+    cpu_->rmsnorm_backward(dxh, dgh, hv(dy), hv(x), hv(g), hv(rstd), residual ? &rh : nullptr);
   }
   void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse) override {
     Tensor yh = hv(y);

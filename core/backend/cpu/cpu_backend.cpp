@@ -90,9 +90,10 @@ class CpuBackend final : public Backend {
   }
 
   void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x,
-                             const Tensor& g, const Tensor& mean, const Tensor& rstd) override {
+                             const Tensor& g, const Tensor& mean, const Tensor& rstd, const Tensor* residual) override {
     int64_t n = x.dim(0), c = x.dim(1);
     DType dt = x.dtype();
+    if (residual) do_copy(dx, *residual);  // the reference: the copy, then the accumulation
     Tensor dxw = widen(dx), dyw = widen(dy), xw = widen(x), gw = widen(g);
     dispatch(dt, [&](auto z) {
       using T = decltype(z);
@@ -114,9 +115,10 @@ class CpuBackend final : public Backend {
   }
 
   void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                           const Tensor& rstd) override {
+                           const Tensor& rstd, const Tensor* residual) override {
     int64_t n = x.dim(0), c = x.dim(1);
     DType dt = x.dtype();
+    if (residual) do_copy(dx, *residual);  // the reference: the copy, then the accumulation
     Tensor dxw = widen(dx), dyw = widen(dy), xw = widen(x), gw = widen(g);
     dispatch(dt, [&](auto z) {
       using T = decltype(z);

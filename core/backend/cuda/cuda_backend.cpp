@@ -241,7 +241,7 @@ class CudaBackend final : public Backend {
   }
 
   void do_layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x, const Tensor& g,
-                             const Tensor& mean, const Tensor& rstd) override {
+                             const Tensor& mean, const Tensor& rstd, const Tensor* residual) override {
     on_device();
     cuda::OpScope r(prof_.get(), "layernorm_backward", stream_);
     const DType dt = x.dtype();
@@ -249,7 +249,8 @@ class CudaBackend final : public Backend {
     Tensor partials = empty({2 * cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(12.0 * n * c, double(dtype_size(dt)) * (3.0 * n * c + c) + 8.0 * n + 4.0 * partials.numel() * 2 + 16.0 * c);
     cuda::layernorm_backward(dx.raw(), dg.data<float>(), db.data<float>(), dy.raw(), x.raw(), g.raw(),
-                             mean.data<float>(), rstd.data<float>(), dt, n, c, partials.data<float>(), stream_);
+                             mean.data<float>(), rstd.data<float>(), residual ? residual->raw() : nullptr, dt, n, c,
+                             partials.data<float>(), stream_);
   }
 
   void do_gelu_forward(Tensor& y, const Tensor& x) override {
@@ -278,15 +279,15 @@ class CudaBackend final : public Backend {
   }
 
   void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
-                           const Tensor& rstd) override {
+                           const Tensor& rstd, const Tensor* residual) override {
     on_device();
     cuda::OpScope r(prof_.get(), "rmsnorm_backward", stream_);
     const DType dt = x.dtype();
     const int64_t n = x.dim(0), c = x.dim(1);
     Tensor partials = empty({cuda::column_sum_chunks(n) * c}, DType::F32);
     r.count(8.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + c) + 4.0 * n + 8.0 * partials.numel() + 8.0 * c);
-    cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(), dt, n, c,
-                           partials.data<float>(), stream_);
+    cuda::rmsnorm_backward(dx.raw(), dg.data<float>(), dy.raw(), x.raw(), g.raw(), rstd.data<float>(),
+                           residual ? residual->raw() : nullptr, dt, n, c, partials.data<float>(), stream_);
   }
 
   // cos and sin come from a table [2, s, hd/2] computed once per (s, hd, theta) on the device in

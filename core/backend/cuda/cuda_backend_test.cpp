@@ -162,6 +162,11 @@ TEST_P(CudaOps, LayerNormBackwardAccumulatesEveryGradient) {
     expect_close(gdx, rdx, "layernorm dx");
     expect_close(gdg, rdg, "layernorm dg");
     expect_close(gdb, rdb, "layernorm db");
+    // dx = residual + d/dx (the residual stream's gradient, no copy): dx itself, poisoned, is not read.
+    Tensor gres = up(dx0), gdx2 = poisoned({n, c}, dt), gdg2 = up(dg0, F32), gdb2 = up(db0, F32);
+    gpu->layernorm_backward(gdx2, gdg2, gdb2, gdy, gx, gg, gm, gr, &gres);
+    expect_close(gdx2, rdx, "layernorm dx from the residual grad");
+    expect_close(gdg2, rdg, "layernorm dg beside the residual grad");
   }
 }
 
@@ -401,6 +406,9 @@ TEST_P(CudaOps, RmsNormBackwardAccumulatesDxAndDg) {
     gpu->rmsnorm_backward(gdx, gdg, gdy, gx, gg, gr);
     expect_close(gdx, rdx, "rmsnorm dx");
     expect_close(gdg, rdg, "rmsnorm dg", 1e-5);
+    Tensor gres = up(dx0), gdx2 = poisoned({n, c}, dt), gdg2 = up(dg0, F32);
+    gpu->rmsnorm_backward(gdx2, gdg2, gdy, gx, gg, gr, &gres);
+    expect_close(gdx2, rdx, "rmsnorm dx from the residual grad");
   }
 }
 

@@ -47,9 +47,10 @@ void column_sum_accumulate(float* out, const void* x, DType dt, int64_t rows, in
 void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* g, const void* b, DType dt,
                        int64_t n, int64_t c, float eps, cudaStream_t st);
 // dx += d/dx (per row); dg += sum dy * xhat, db += sum dy (partials: 2 * column_sum_chunks(n) * c floats)
+// dx += d/dx, or with residual non-null dx = residual + d/dx (here and in rmsnorm_backward)
 void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
-                        const float* mean, const float* rstd, DType dt, int64_t n, int64_t c, float* partials,
-                        cudaStream_t st);
+                        const float* mean, const float* rstd, const void* residual, DType dt, int64_t n, int64_t c,
+                        float* partials, cudaStream_t st);
 void gelu_forward(void* y, const void* x, DType dt, int64_t n, cudaStream_t st);
 void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n, cudaStream_t st);
 
@@ -57,8 +58,8 @@ void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n,
 void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType dt, int64_t n, int64_t c, float eps,
                      cudaStream_t st);
 // dx += d/dx (per row); dg += sum dy * x * rstd (partials: column_sum_chunks(n) * c floats)
-void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd, DType dt,
-                      int64_t n, int64_t c, float* partials, cudaStream_t st);
+void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd,
+                      const void* residual, DType dt, int64_t n, int64_t c, float* partials, cudaStream_t st);
 // table [2, s, hd/2] floats: cos, then sin, of pos * theta^(-2i/hd), computed in f64
 void rope_table(float* table, int s, int hd, double theta, cudaStream_t st);
 // q and k of qkv [n, a*3*hd] rotated by position n mod s (inverse: the transpose), v copied; y may be x

@@ -30,11 +30,11 @@ __global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rs
   if (lane == 0) rstd[row] = rs;
 }
 
-// With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)).
+// With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)), or dx = residual + ... .
 template <class T>
 __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
-                                           const T* __restrict__ g, const float* __restrict__ rstd, int64_t n,
-                                           int64_t c) {
+                                           const T* __restrict__ g, const float* __restrict__ rstd,
+                                           const T* __restrict__ residual, int64_t n, int64_t c) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
@@ -45,9 +45,11 @@ __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restri
   for (int64_t i = lane; i < c; i += 32) eu += to_f32(dyr[i]) * to_f32(g[i]) * to_f32(xr[i]) * rs;
   eu = warp_sum(eu) / float(c);
   T* dxr = dx + row * c;
+  const T* rr = residual ? residual + row * c : nullptr;
   for (int64_t i = lane; i < c; i += 32) {
     const float u = to_f32(xr[i]) * rs;
-    dxr[i] = from_f32<T>(to_f32(dxr[i]) + (to_f32(dyr[i]) * to_f32(g[i]) - u * eu) * rs);
+    const float base = rr ? to_f32(rr[i]) : to_f32(dxr[i]);
+    dxr[i] = from_f32<T>(base + (to_f32(dyr[i]) * to_f32(g[i]) - u * eu) * rs);
   }
 }
 
@@ -139,13 +141,14 @@ void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType d
   });
 }
 
-void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd, DType dt,
-                      int64_t n, int64_t c, float* partials, cudaStream_t st) {
+void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd,
+                      const void* residual, DType dt, int64_t n, int64_t c, float* partials, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "rmsnorm_backward", [&](auto z) {
     using T = decltype(z);
     PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_backward_dx_kernel<T>)
-    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd, n, c);
+    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd,
+     static_cast<const T*>(residual), n, c);
     PTDP_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
     column_reduce<1>(RmsNormWeightGrad<T>{static_cast<const T*>(dy), static_cast<const T*>(x), rstd, c}, n, c, dg,
                      nullptr, partials, st);

@@ -35,7 +35,8 @@ __global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ 
 template <class T>
 __global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
                                              const T* __restrict__ g, const float* __restrict__ mean,
-                                             const float* __restrict__ rstd, int64_t n, int64_t c) {
+                                             const float* __restrict__ rstd, const T* __restrict__ residual,
+                                             int64_t n, int64_t c) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
@@ -52,10 +53,12 @@ __global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __rest
   dmean = warp_sum(dmean) / float(c);
   dnorm_mean = warp_sum(dnorm_mean) / float(c);
   T* dxr = dx + row * c;
+  const T* rr = residual ? residual + row * c : nullptr;
   for (int64_t i = lane; i < c; i += 32) {
     const float norm = (to_f32(xr[i]) - m) * rs;
     const float dnorm = to_f32(dyr[i]) * to_f32(g[i]);
-    dxr[i] = from_f32<T>(to_f32(dxr[i]) + (dnorm - dmean - norm * dnorm_mean) * rs);
+    const float base = rr ? to_f32(rr[i]) : to_f32(dxr[i]);
+    dxr[i] = from_f32<T>(base + (dnorm - dmean - norm * dnorm_mean) * rs);
   }
 }
 
@@ -110,14 +113,14 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const v
 }
 
 void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
-                        const float* mean, const float* rstd, DType dt, int64_t n, int64_t c, float* partials,
-                        cudaStream_t st) {
+                        const float* mean, const float* rstd, const void* residual, DType dt, int64_t n, int64_t c,
+                        float* partials, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
     PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_backward_dx_kernel<T>)
-    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd, n,
-     c);
+    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd,
+     static_cast<const T*>(residual), n, c);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
     column_reduce<2>(LayerNormParamGrads<T>{static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, c}, n,
                      c, dg, db, partials, st);
