@@ -34,6 +34,16 @@ namespace {
 }
 }  // namespace
 
+void Backend::do_add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r,
+                                       const Tensor& g, const Tensor& b, double eps) {
+  do_add_(x, r);
+  do_layernorm_forward(y, mean, rstd, x, g, b, eps);
+}
+void Backend::do_add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g, double eps) {
+  do_add_(x, r);
+  do_rmsnorm_forward(y, rstd, x, g, eps);
+}
+
 void Backend::do_rmsnorm_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
   no_llama_op(*this, "rmsnorm_forward");
 }

@@ -72,6 +72,11 @@ class Backend {
   // not overlap inputs (the CUDA kernels take __restrict__ pointers), here and in rmsnorm and gqa.
   void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g, const Tensor& b,
                          double eps);
+  // The residual add folded into the norm that follows it: x += r (rounded to x's dtype, as
+  // add_), then y = layernorm(x); x keeps the sum. One pass over x and r where add_ and
+  // layernorm_forward take two. r, y apart from x.
+  void add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g,
+                             const Tensor& b, double eps);
   // dx += d/dx; dg, db accumulate. With `residual`, dx = *residual + d/dx instead (dx is only
   // written: a residual stream's gradient joins the norm's without a copy pass), here and in
   // rmsnorm_backward.
@@ -82,6 +87,8 @@ class Backend {
   // RMSNorm: y = x · rstd · g per row, rstd = 1/sqrt(mean(x²) + eps) [n] kept for backward;
   // backward: dx += d/dx, dg accumulates.
   void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
+  // x += r, then y = rmsnorm(x), as add_layernorm_forward.
+  void add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g, double eps);
   void rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
                         const Tensor& rstd, const Tensor* residual = nullptr);
   // Rotary embedding of q and k in qkv [b*s, a*3*hd] (attention_forward's layout), position = row
@@ -215,6 +222,10 @@ class Backend {
                                      const Tensor* residual) = 0;
   // The LLaMA ops and gqa: by default, the RuntimeError that the backend has none.
   virtual void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps);
+  // The fused adds: by default add_, then the norm (the reference the CUDA backend's kernels match).
+  virtual void do_add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r,
+                                        const Tensor& g, const Tensor& b, double eps);
+  virtual void do_add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g, double eps);
   virtual void do_rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,
                                    const Tensor& rstd, const Tensor* residual);
   virtual void do_rope(Tensor& y, const Tensor& x, int s, int a, int hd, double theta, bool inverse);

@@ -124,6 +124,22 @@ void Backend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Ten
   do_layernorm_forward(y, mean, rstd, x, g, b, eps);
 }
 
+void Backend::add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r,
+                                    const Tensor& g, const Tensor& b, double eps) {
+  const OpCheck c(*this, "add_layernorm_forward");
+  const auto [dt, n, cols] = norm_dims(c, x, "layernorm input");
+  c.expect(r, "residual", {n, cols}, dt);
+  c.expect(y, "layernorm output", {n, cols}, dt);
+  c.expect(mean, "layernorm mean", {n}, acc_dtype(dt));
+  c.expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
+  c.expect(g, "layernorm weight", {cols}, dt);
+  c.expect(b, "layernorm bias", {cols}, dt);
+  c.expect_apart(y, x, "the output", "the input");
+  c.expect_apart(x, r, "the input", "the residual");
+  c.expect_apart(y, r, "the output", "the residual");
+  do_add_layernorm_forward(y, mean, rstd, x, r, g, b, eps);
+}
+
 void Backend::layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tensor& dy, const Tensor& x,
                                  const Tensor& g, const Tensor& mean, const Tensor& rstd, const Tensor* residual) {
   const OpCheck c(*this, "layernorm_backward");
@@ -149,6 +165,19 @@ void Backend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Te
   c.expect(g, "rmsnorm weight", {cols}, dt);
   c.expect_apart(y, x, "the output", "the input");
   do_rmsnorm_forward(y, rstd, x, g, eps);
+}
+
+void Backend::add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g, double eps) {
+  const OpCheck c(*this, "add_rmsnorm_forward");
+  const auto [dt, n, cols] = norm_dims(c, x, "rmsnorm input");
+  c.expect(r, "residual", {n, cols}, dt);
+  c.expect(y, "rmsnorm output", {n, cols}, dt);
+  c.expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
+  c.expect(g, "rmsnorm weight", {cols}, dt);
+  c.expect_apart(y, x, "the output", "the input");
+  c.expect_apart(x, r, "the input", "the residual");
+  c.expect_apart(y, r, "the output", "the residual");
+  do_add_rmsnorm_forward(y, rstd, x, r, g, eps);
 }
 
 void Backend::rmsnorm_backward(Tensor& dx, Tensor& dg, const Tensor& dy, const Tensor& x, const Tensor& g,

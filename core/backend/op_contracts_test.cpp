@@ -69,6 +69,20 @@ std::vector<Refusal> layer_refusals() {
                                be.empty({4}, kContractF32));
        },
        "layernorm_backward: the input grad overlaps the output grad (the CUDA kernels need them apart)"},
+      {"add_layernorm residual overlapping the input",
+       [](Backend& be) {
+         Tensor both = be.empty({5, 8}, kContractF32), y = be.empty({4, 8}, kContractF32);
+         Tensor x = both.view(0, {4, 8}), r = both.view(8, {4, 8});
+         Tensor mean = be.empty({4}, kContractF32), rstd = be.empty({4}, kContractF32);
+         be.add_layernorm_forward(y, mean, rstd, x, r, be.empty({8}, kContractF32), be.empty({8}, kContractF32), 1e-5);
+       },
+       "add_layernorm_forward: the input overlaps the residual (the CUDA kernels need them apart)"},
+      {"add_rmsnorm residual shape",
+       [](Backend& be) {
+         Tensor x = be.empty({4, 8}, kContractF32), y = be.empty({4, 8}, kContractF32), rstd = be.empty({4}, kContractF32);
+         be.add_rmsnorm_forward(y, rstd, x, be.empty({4, 9}, kContractF32), be.empty({8}, kContractF32), 1e-5);
+       },
+       "residual has shape [4, 9], expected [4, 8]"},
       {"layernorm residual grad shape",
        [](Backend& be) {
          Tensor dx = be.empty({4, 8}, kContractF32), dg = be.empty({8}, kContractF32), db = be.empty({8}, kContractF32);

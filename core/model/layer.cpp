@@ -108,11 +108,10 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
   Tensor part = partial_rows(be, d, c.x2);
   be.linear_forward(part, c.atty, w.proj_w, d.bias_owner ? &w.proj_b : nullptr);
   reduce_rows(d, part, c.x2);  // g: sum the row-parallel partial outputs (sp: reduce-scatter)
-  be.add_(c.x2, x);            // residual
   c.ln2 = be.empty({nl, d.h}, dt);
   c.mean2 = be.empty({nl}, acc_dtype(dt));
   c.rstd2 = be.empty({nl}, acc_dtype(dt));
-  be.layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, w.ln2_w, w.ln2_b, d.eps);
+  be.add_layernorm_forward(c.ln2, c.mean2, c.rstd2, c.x2, x, w.ln2_w, w.ln2_b, d.eps);  // the residual, then ln2
   c.fc = be.empty({n, d.ffn}, dt);
   c.act = be.empty({n, d.ffn}, dt);
   be.linear_gelu_forward(c.act, c.fc, sp_gather(be, d, c.ln2), w.fc_w, w.fc_b);

@@ -30,10 +30,9 @@ void llama_forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, c
   Tensor part = partial_rows(be, d, c.x2);
   be.linear_forward(part, c.atty, w.proj_w, nullptr);
   reduce_rows(d, part, c.x2);  // g (sp: reduce-scatter)
-  be.add_(c.x2, x);            // residual
   c.ln2 = be.empty({nl, d.h}, dt);
   c.rstd2 = be.empty({nl}, acc_dtype(dt));
-  be.rmsnorm_forward(c.ln2, c.rstd2, c.x2, w.ln2_w, d.eps);
+  be.add_rmsnorm_forward(c.ln2, c.rstd2, c.x2, x, w.ln2_w, d.eps);  // the residual, then the norm
   c.fc = be.empty({n, int64_t(2) * d.ffn}, dt);
   be.linear_forward(c.fc, sp_gather(be, d, c.ln2), w.fc_w, nullptr);  // gate | up in one GEMM
   c.act = be.empty({n, d.ffn}, dt);

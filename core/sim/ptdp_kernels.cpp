@@ -62,6 +62,13 @@ void norm_backward(KernelBuilder& x, const LayerShape& d, const char* name) {
   if (d.llama) x.run_in("rmsnorm_backward").membound(name, d.E * (4 * n * c + c) + 4 * n + 8 * c);
   else x.run_in("layernorm_backward").membound(name, d.E * (3 * n * c + c) + 8 * n + 16 * c);
 }
+// The attention's residual add and ln2 in one pass (add_layernorm_forward, add_rmsnorm_forward):
+// x and the residual read, their sum and the norm's output written.
+void residual_norm_forward(KernelBuilder& x, const LayerShape& d, const char* name) {
+  const double n = d.rows * d.rowshare, c = d.h;
+  if (d.llama) x.run_in("add_rmsnorm_forward").membound(name, d.E * (4 * n * c + c) + 4 * n);
+  else x.run_in("add_layernorm_forward").membound(name, d.E * (4 * n * c + 2 * c) + 8 * n);
+}
 void residual(KernelBuilder& x, const LayerShape& d) {
   x.run_in("add_").membound("residual", 3 * d.E * d.rows * d.rowshare * d.h);
 }
@@ -151,8 +158,7 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
   }
   x.in(kModuleProj);
   linear_forward(x, d, "proj", d.h, d.ht, false);
-  residual(x, d);
-  norm_forward(x, d, "ln2");
+  residual_norm_forward(x, d, "ln2");
   x.in(kModuleFc);
   if (gelu_in_epilogue(d)) {
     if (d.sp) x.collective("fc", Collective::AllGather, d.E * d.bsh);

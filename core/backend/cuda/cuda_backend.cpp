@@ -269,6 +269,29 @@ class CudaBackend final : public Backend {
     cuda::gelu_backward(dx.raw(), x.raw(), dy.raw(), dt, x.numel(), stream_);
   }
 
+  // x += r and the norm in one pass: x and r read, the sum and y written.
+  void do_add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g,
+                                const Tensor& b, double eps) override {
+    on_device();
+    cuda::OpScope p(prof_.get(), "add_layernorm_forward", stream_);
+    const DType dt = x.dtype();
+    const int64_t n = x.dim(0), c = x.dim(1);
+    p.count(9.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + 2.0 * c) + 8.0 * n);
+    cuda::add_layernorm_forward(y.raw(), mean.data<float>(), rstd.data<float>(), x.raw(), r.raw(), g.raw(), b.raw(), dt,
+                                n, c, static_cast<float>(eps), stream_);
+  }
+
+  void do_add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g,
+                              double eps) override {
+    on_device();
+    cuda::OpScope p(prof_.get(), "add_rmsnorm_forward", stream_);
+    const DType dt = x.dtype();
+    const int64_t n = x.dim(0), c = x.dim(1);
+    p.count(5.0 * n * c, double(dtype_size(dt)) * (4.0 * n * c + c) + 4.0 * n);
+    cuda::add_rmsnorm_forward(y.raw(), rstd.data<float>(), x.raw(), r.raw(), g.raw(), dt, n, c,
+                              static_cast<float>(eps), stream_);
+  }
+
   void do_rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) override {
     on_device();
     cuda::OpScope r(prof_.get(), "rmsnorm_forward", stream_);

@@ -148,6 +148,31 @@ TEST_P(CudaOps, LayerNormForwardMatchesCpu) {
   }
 }
 
+// The residual add folded into the norm: x += r, then the norm of the sum (kept in x), as the
+// device's add_ and then its norm: the same roundings, so the same values.
+TEST_P(CudaOps, AddNormForwardsMatchTheAddThenTheNorm) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}}) {
+    Tensor x = input({n, c}, 13, -2, 3), r = input({n, c}, 25, -1, 1), g = input({c}, 14), b = input({c}, 15);
+    Tensor gres = up(r), gg = up(g), gb = up(b);
+    Tensor sum = up(x), ry = poisoned({n, c}, dt), rm = poisoned({n}, F32), rr = poisoned({n}, F32);
+    gpu->add_(sum, gres);
+    gpu->layernorm_forward(ry, rm, rr, sum, gg, gb, 1e-5);
+    Tensor gx = up(x), y = poisoned({n, c}, dt), m = poisoned({n}, F32), s = poisoned({n}, F32);
+    gpu->add_layernorm_forward(y, m, s, gx, gres, gg, gb, 1e-5);
+    expect_close(gx, down(sum), "add_layernorm sum", 1e-12);
+    expect_close(y, down(ry), "add_layernorm y", 1e-12);
+    expect_close(m, down(rm), "add_layernorm mean", 1e-12);
+    expect_close(s, down(rr), "add_layernorm rstd", 1e-12);
+    Tensor ry2 = poisoned({n, c}, dt), rr2 = poisoned({n}, F32);
+    gpu->rmsnorm_forward(ry2, rr2, sum, gg, 1e-5);
+    Tensor gx2 = up(x), y2 = poisoned({n, c}, dt), s2 = poisoned({n}, F32);
+    gpu->add_rmsnorm_forward(y2, s2, gx2, gres, gg, 1e-5);
+    expect_close(gx2, down(sum), "add_rmsnorm sum", 1e-12);
+    expect_close(y2, down(ry2), "add_rmsnorm y", 1e-12);
+    expect_close(s2, down(rr2), "add_rmsnorm rstd", 1e-12);
+  }
+}
+
 TEST_P(CudaOps, LayerNormBackwardAccumulatesEveryGradient) {
   for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}}) {
     Tensor x = input({n, c}, 16, -2, 3), g = input({c}, 17), b = input({c}, 18), dy = input({n, c}, 19);

@@ -46,6 +46,9 @@ void column_sum_accumulate(float* out, const void* x, DType dt, int64_t rows, in
 // ---- norm_act.cu ----
 void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* g, const void* b, DType dt,
                        int64_t n, int64_t c, float eps, cudaStream_t st);
+// x += r (rounded to dt), then layernorm_forward of x
+void add_layernorm_forward(void* y, float* mean, float* rstd, void* x, const void* r, const void* g, const void* b,
+                           DType dt, int64_t n, int64_t c, float eps, cudaStream_t st);
 // dx += d/dx (per row); dg += sum dy * xhat, db += sum dy (partials: 2 * column_sum_chunks(n) * c floats)
 // dx += d/dx, or with residual non-null dx = residual + d/dx (here and in rmsnorm_backward)
 void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
@@ -57,6 +60,8 @@ void gelu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t n,
 // ---- llama_ops.cu (LLaMA's operations) ----
 void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType dt, int64_t n, int64_t c, float eps,
                      cudaStream_t st);
+void add_rmsnorm_forward(void* y, float* rstd, void* x, const void* r, const void* g, DType dt, int64_t n, int64_t c,
+                         float eps, cudaStream_t st);
 // dx += d/dx (per row); dg += sum dy * x * rstd (partials: column_sum_chunks(n) * c floats)
 void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const void* g, const float* rstd,
                       const void* residual, DType dt, int64_t n, int64_t c, float* partials, cudaStream_t st);

@@ -12,15 +12,17 @@ constexpr int kRowsPerBlock = kThreads / 32;
 unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 // y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row.
-template <class T>
-__global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
-                                       const T* __restrict__ g, int64_t n, int64_t c, float eps) {
+template <class T, bool kAdd>  // kAdd: x += residual first, as LayerNorm's
+__global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, T* __restrict__ x,
+                                       const T* __restrict__ residual, const T* __restrict__ g, int64_t n, int64_t c,
+                                       float eps) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
-  const T* xr = x + row * c;
+  T* xr = x + row * c;
   float ss = 0.0f;
   for (int64_t i = lane; i < c; i += 32) {
+    if constexpr (kAdd) xr[i] = from_f32<T>(to_f32(xr[i]) + to_f32(residual[row * c + i]));
     const float v = to_f32(xr[i]);
     ss += v * v;
   }
@@ -132,11 +134,20 @@ template <class T> __global__ void swiglu_backward_kernel(T* dx, const T* x, con
 
 void rmsnorm_forward(void* y, float* rstd, const void* x, const void* g, DType dt, int64_t n, int64_t c, float eps,
                      cudaStream_t st) {
+  add_rmsnorm_forward(y, rstd, const_cast<void*>(x), nullptr, g, dt, n, c, eps, st);
+}
+
+void add_rmsnorm_forward(void* y, float* rstd, void* x, const void* r, const void* g, DType dt, int64_t n, int64_t c,
+                         float eps, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "rmsnorm_forward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T>)
-    (static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(g), n, c, eps);
+    if (r)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, true>)
+      (static_cast<T*>(y), rstd, static_cast<T*>(x), static_cast<const T*>(r), static_cast<const T*>(g), n, c, eps);
+    else
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, false>)
+      (static_cast<T*>(y), rstd, static_cast<T*>(x), nullptr, static_cast<const T*>(g), n, c, eps);
     PTDP_CUDA_CHECK_LAUNCH("rmsnorm_forward_kernel");
   });
 }

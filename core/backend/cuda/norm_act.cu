@@ -7,16 +7,27 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
-template <class T>
+// kAdd: x += residual first (each lane adds, stores and then reads back its own elements); without
+// it x is only read.
+template <class T, bool kAdd>
 __global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
-                                         const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
-                                         int64_t n, int64_t c, float eps) {
+                                         T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ g,
+                                         const T* __restrict__ b, int64_t n, int64_t c, float eps) {
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
-  const T* xr = x + row * c;
+  T* xr = x + row * c;
   float s = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) s += to_f32(xr[i]);
+  if constexpr (kAdd) {
+    const T* rr = residual + row * c;
+    for (int64_t i = lane; i < c; i += 32) {
+      const T sum = from_f32<T>(to_f32(xr[i]) + to_f32(rr[i]));
+      xr[i] = sum;
+      s += to_f32(sum);
+    }
+  } else {
+    for (int64_t i = lane; i < c; i += 32) s += to_f32(xr[i]);
+  }
   const float m = warp_sum(s) / float(c);
   float v = 0.0f;
   for (int64_t i = lane; i < c; i += 32) {
@@ -102,12 +113,22 @@ unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock
 
 void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* g, const void* b, DType dt,
                        int64_t n, int64_t c, float eps, cudaStream_t st) {
+  add_layernorm_forward(y, mean, rstd, const_cast<void*>(x), nullptr, g, b, dt, n, c, eps, st);
+}
+
+void add_layernorm_forward(void* y, float* mean, float* rstd, void* x, const void* r, const void* g, const void* b,
+                           DType dt, int64_t n, int64_t c, float eps, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T>)
-    (static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), static_cast<const T*>(g), static_cast<const T*>(b), n, c,
-     eps);
+    if (r)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, true>)
+      (static_cast<T*>(y), mean, rstd, static_cast<T*>(x), static_cast<const T*>(r), static_cast<const T*>(g),
+       static_cast<const T*>(b), n, c, eps);
+    else
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, false>)
+      (static_cast<T*>(y), mean, rstd, static_cast<T*>(x), nullptr, static_cast<const T*>(g), static_cast<const T*>(b),
+       n, c, eps);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
   });
 }
