@@ -62,7 +62,7 @@ TEST(SimExplain, ThePtdpStackNamesTheBackendOpOfEachKernel) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* op : {"[layernorm_forward]", "[linear_forward]", "[attention_forward]", "[add_]",
                          "[linear_gelu_forward]", "[linear_backward]", "[linear_gelu_backward]", "[attention_backward]",
-                         "[layernorm_backward]", "[copy]"})
+                         "[layernorm_backward]", "[add_layernorm_forward]"})
     EXPECT_NE(r.out.find(op), std::string::npos) << op << " in\n" << r.out;
   EXPECT_NE(r.out.find("all-reduce of 50.33 MB"), std::string::npos) << r.out;  // b s h fp16 over t = 8
 }
