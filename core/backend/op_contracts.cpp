@@ -37,6 +37,39 @@ RowDims norm_dims(const OpCheck& c, const Tensor& x, const char* what) {
   return {dt, n, cols};
 }
 
+// A LayerNorm forward's operands (x [n, c]; y like it and apart from it; mean, rstd [n]; g, b [c]),
+// for layernorm_forward and add_layernorm_forward.
+RowDims layernorm_forward_operands(const OpCheck& c, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& x, const Tensor& g, const Tensor& b) {
+  const RowDims r = norm_dims(c, x, "layernorm input");
+  c.expect(y, "layernorm output", {r.n, r.c}, r.dt);
+  c.expect(mean, "layernorm mean", {r.n}, acc_dtype(r.dt));
+  c.expect(rstd, "layernorm rstd", {r.n}, acc_dtype(r.dt));
+  c.expect(g, "layernorm weight", {r.c}, r.dt);
+  c.expect(b, "layernorm bias", {r.c}, r.dt);
+  c.expect_apart(y, x, "the output", "the input");
+  return r;
+}
+
+// An RMSNorm forward's operands (x [n, c]; y like it and apart from it; rstd [n]; g [c]).
+RowDims rmsnorm_forward_operands(const OpCheck& c, const Tensor& y, const Tensor& rstd, const Tensor& x,
+                                 const Tensor& g) {
+  const RowDims r = norm_dims(c, x, "rmsnorm input");
+  c.expect(y, "rmsnorm output", {r.n, r.c}, r.dt);
+  c.expect(rstd, "rmsnorm rstd", {r.n}, acc_dtype(r.dt));
+  c.expect(g, "rmsnorm weight", {r.c}, r.dt);
+  c.expect_apart(y, x, "the output", "the input");
+  return r;
+}
+
+// The residual a fused add takes into x (add_layernorm_forward, add_rmsnorm_forward): x's shape and
+// dtype, apart from x and from the norm's output y.
+void residual_operand(const OpCheck& c, const RowDims& r, const Tensor& res, const Tensor& x, const Tensor& y) {
+  c.expect(res, "residual", {r.n, r.c}, r.dt);
+  c.expect_apart(x, res, "the input", "the residual");
+  c.expect_apart(y, res, "the output", "the residual");
+}
+
 // A norm backward's residual gradient, when given: [n, c] of the compute dtype, apart from dx
 // (dx = residual + d/dx writes dx while reading it).
 void residual_grad(const OpCheck& c, const Tensor& dx, const Tensor* residual, int64_t n, int64_t cols, DType dt) {
@@ -114,29 +147,14 @@ void Backend::linear_backward(Tensor* dx, bool accumulate_dx, Tensor& dw, Tensor
 void Backend::layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& g,
                                 const Tensor& b, double eps) {
   const OpCheck c(*this, "layernorm_forward");
-  const auto [dt, n, cols] = norm_dims(c, x, "layernorm input");
-  c.expect(y, "layernorm output", {n, cols}, dt);
-  c.expect(mean, "layernorm mean", {n}, acc_dtype(dt));
-  c.expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
-  c.expect(g, "layernorm weight", {cols}, dt);
-  c.expect(b, "layernorm bias", {cols}, dt);
-  c.expect_apart(y, x, "the output", "the input");
+  layernorm_forward_operands(c, y, mean, rstd, x, g, b);
   do_layernorm_forward(y, mean, rstd, x, g, b, eps);
 }
 
 void Backend::add_layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, Tensor& x, const Tensor& r,
                                     const Tensor& g, const Tensor& b, double eps) {
   const OpCheck c(*this, "add_layernorm_forward");
-  const auto [dt, n, cols] = norm_dims(c, x, "layernorm input");
-  c.expect(r, "residual", {n, cols}, dt);
-  c.expect(y, "layernorm output", {n, cols}, dt);
-  c.expect(mean, "layernorm mean", {n}, acc_dtype(dt));
-  c.expect(rstd, "layernorm rstd", {n}, acc_dtype(dt));
-  c.expect(g, "layernorm weight", {cols}, dt);
-  c.expect(b, "layernorm bias", {cols}, dt);
-  c.expect_apart(y, x, "the output", "the input");
-  c.expect_apart(x, r, "the input", "the residual");
-  c.expect_apart(y, r, "the output", "the residual");
+  residual_operand(c, layernorm_forward_operands(c, y, mean, rstd, x, g, b), r, x, y);
   do_add_layernorm_forward(y, mean, rstd, x, r, g, b, eps);
 }
 
@@ -159,24 +177,13 @@ void Backend::layernorm_backward(Tensor& dx, Tensor& dg, Tensor& db, const Tenso
 
 void Backend::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& g, double eps) {
   const OpCheck c(*this, "rmsnorm_forward");
-  const auto [dt, n, cols] = norm_dims(c, x, "rmsnorm input");
-  c.expect(y, "rmsnorm output", {n, cols}, dt);
-  c.expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
-  c.expect(g, "rmsnorm weight", {cols}, dt);
-  c.expect_apart(y, x, "the output", "the input");
+  rmsnorm_forward_operands(c, y, rstd, x, g);
   do_rmsnorm_forward(y, rstd, x, g, eps);
 }
 
 void Backend::add_rmsnorm_forward(Tensor& y, Tensor& rstd, Tensor& x, const Tensor& r, const Tensor& g, double eps) {
   const OpCheck c(*this, "add_rmsnorm_forward");
-  const auto [dt, n, cols] = norm_dims(c, x, "rmsnorm input");
-  c.expect(r, "residual", {n, cols}, dt);
-  c.expect(y, "rmsnorm output", {n, cols}, dt);
-  c.expect(rstd, "rmsnorm rstd", {n}, acc_dtype(dt));
-  c.expect(g, "rmsnorm weight", {cols}, dt);
-  c.expect_apart(y, x, "the output", "the input");
-  c.expect_apart(x, r, "the input", "the residual");
-  c.expect_apart(y, r, "the output", "the residual");
+  residual_operand(c, rmsnorm_forward_operands(c, y, rstd, x, g), r, x, y);
   do_add_rmsnorm_forward(y, rstd, x, r, g, eps);
 }
 

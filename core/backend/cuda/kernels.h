@@ -49,8 +49,8 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const v
 // x += r (rounded to dt), then layernorm_forward of x
 void add_layernorm_forward(void* y, float* mean, float* rstd, void* x, const void* r, const void* g, const void* b,
                            DType dt, int64_t n, int64_t c, float eps, cudaStream_t st);
-// dx += d/dx (per row); dg += sum dy * xhat, db += sum dy (partials: 2 * column_sum_chunks(n) * c floats)
-// dx += d/dx, or with residual non-null dx = residual + d/dx (here and in rmsnorm_backward)
+// dx += d/dx (per row), or with residual non-null dx = residual + d/dx (here and in rmsnorm_backward);
+// dg += sum dy * xhat, db += sum dy (partials: 2 * column_sum_chunks(n) * c floats)
 void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const void* x, const void* g,
                         const float* mean, const float* rstd, const void* residual, DType dt, int64_t n, int64_t c,
                         float* partials, cudaStream_t st);

@@ -18,15 +18,9 @@ __global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ 
   if (row >= n) return;  // whole warps leave together
   T* xr = x + row * c;
   float s = 0.0f;
-  if constexpr (kAdd) {
-    const T* rr = residual + row * c;
-    for (int64_t i = lane; i < c; i += 32) {
-      const T sum = from_f32<T>(to_f32(xr[i]) + to_f32(rr[i]));
-      xr[i] = sum;
-      s += to_f32(sum);
-    }
-  } else {
-    for (int64_t i = lane; i < c; i += 32) s += to_f32(xr[i]);
+  for (int64_t i = lane; i < c; i += 32) {
+    if constexpr (kAdd) xr[i] = from_f32<T>(to_f32(xr[i]) + to_f32(residual[row * c + i]));
+    s += to_f32(xr[i]);
   }
   const float m = warp_sum(s) / float(c);
   float v = 0.0f;
