@@ -166,7 +166,6 @@ bool poison_enabled() {
 constinit thread_local SharedWrites t_shared_writes{};
 
 namespace {
-thread_local bool t_fill_all = true;      // the next fill covers every variable
 thread_local uint64_t t_block_writes = 0;  // t_shared_writes.count when the block began
 }  // namespace
 
@@ -179,22 +178,20 @@ void poison_shared_memory() {
   SharedWrites& w = t_shared_writes;
   const size_t first = f.ranges.front().first;
   const size_t end = f.ranges.back().first + f.ranges.back().second;
-  size_t lo = 0, hi = end - first;  // what to fill, as offsets from the first variable
-  if (!t_fill_all) lo = w.lo, hi = w.hi;
-  for (const auto& [off, n] : f.ranges) {
-    const size_t a = std::max(off - first, lo), b = std::min(off - first + n, hi);
+  for (const auto& [off, n] : f.ranges) {  // [w.lo, w.hi) of each, as offsets from the first variable
+    const size_t a = std::max(off - first, w.lo), b = std::min(off - first + n, w.hi);
     if (a < b) std::memset(base + first + a, kSharedPoison, b - a);
   }
   w.lo_addr = reinterpret_cast<uintptr_t>(base + first);
   w.span = end - first;
   w.lo = SIZE_MAX;
   w.hi = 0;
-  t_fill_all = false;
   t_block_writes = w.count;
 }
 
 void shared_block_done() {
-  if (t_shared_writes.count == t_block_writes) t_fill_all = true;
+  SharedWrites& w = t_shared_writes;
+  if (w.count == t_block_writes) w.lo = 0, w.hi = SIZE_MAX;  // an uninstrumented kernel: fill all
 }
 
 long shared_variables_found() { return found().count; }

@@ -21,12 +21,13 @@ void poison_shared_memory();
 // After a block (run on this thread since the last poison_shared_memory()).
 void shared_block_done();
 
-// The writes noted on this thread: the span of its __shared__ variables written since the last
-// fill, as offsets from `lo_addr` (none while lo >= hi; nothing is in range before the first fill).
+// The writes noted on this thread: the span of its __shared__ variables to fill again, as offsets
+// from `lo_addr` (none while lo >= hi; all of them before the thread's first fill, and after a
+// block that noted no write; nothing is in range before the first fill).
 struct SharedWrites {
   uintptr_t lo_addr = 0;
   size_t span = 0;
-  size_t lo = SIZE_MAX, hi = 0;
+  size_t lo = 0, hi = SIZE_MAX;
   uint64_t count = 0;  // every write noted, in or out of shared memory
 };
 extern constinit thread_local SharedWrites t_shared_writes __attribute__((tls_model("initial-exec")));
