@@ -214,6 +214,12 @@ TEST(CliParallelFlags, UnknownRecomputeIsRefused) {
   expect_refused({"--model", "tiny", "--recompute", "maybe"}, "--recompute 'maybe' must be none, full or selective");
 }
 
+TEST(CliParallelFlags, RecomputeActivationIsRefusedUnderFullRecomputation) {
+  expect_refused({"--model", "tiny", "--recompute", "full", "--recompute-activation"},
+                 "--recompute-activation needs --recompute none or selective: --recompute full already recomputes "
+                 "the whole layer");
+}
+
 TEST(CliParallelFlags, SequenceParallelNeedsTensorParallelism) {
   expect_refused({"--model", "tiny", "--sequence-parallel"}, "--sequence-parallel needs --tp > 1");
 }

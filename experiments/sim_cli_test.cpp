@@ -287,6 +287,25 @@ TEST(SimCli, SequenceParallelUnderAStackWithoutItIsRefused) {
                            {"sp.toml", "x '1'", "--stack megatron-2021 has no sequence parallelism"}));
 }
 
+// --recompute-activation is ptdp's executor's: simulated under --stack ptdp only (Megatron keeps the
+// GeLU's output for fc2's weight gradient).
+TEST(SimCli, RecomputeActivationOutsideThePtdpStackIsRefused) {
+  TempDir dir;
+  const Args base = {"simulate", "--model", "gpt-1.7b", "--gpus", "1", "--hardware", "h200", "--precision", "bf16",
+                     "--recompute", "none", "--recompute-activation"};
+  for (const std::string stack : {"megatron-2021", "mcore"}) {
+    Args a = base;
+    a.insert(a.end(), {"--stack", stack});
+    const CliResult r = run_ptdp(dir, a);
+    EXPECT_TRUE(IsUsageError(r, {"--recompute-activation: --stack " + stack + " keeps the MLP's activation output"}))
+        << r.out << r.err;
+  }
+  Args ok = base;
+  ok.insert(ok.end(), {"--stack", "ptdp"});
+  const CliResult r = run_ptdp(dir, ok);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // Selective recomputation came with sequence parallelism (Korthikanti et al. 2022): the SC'21 code
 // and Megatron-DeepSpeed's checkpoint whole layers only, so --recompute selective under them is
 // refused naming both flags; the planner never picks it there.

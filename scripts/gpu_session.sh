@@ -427,7 +427,10 @@ stage pytorch_compile_llama 30 "${tp[@]}" --shape "$llama_shape" --implementatio
 # (both with SDPA), interleaved, with the peak memory of each: GPT 1.3B, LLaMA-7B x 4, a LLaMA-3
 # 8B-shaped GQA x 4 and the same at s = 8192. About 7 minutes on a GPU: a session of their own,
 # `--only attention_gpt,attention_llama,attention_gqa,attention_long` (a full session skips them).
-attn=("${tp[@]}" --implementations "${attn_impls[@]}" --ptdp-attention-backend "${attn_backends[@]}")
+# ptdp recomputes the MLP's activation in backward (--recompute-activation), as torch.compile's
+# min-cut partitioner does for pointwise ops: the same trade of a pass for b*s*ffn bytes a layer on both sides.
+attn=("${tp[@]}" --implementations "${attn_impls[@]}" --ptdp-attention-backend "${attn_backends[@]}"
+  --ptdp-recompute-activation)
 attention_stage() {  # NAME BUDGET SHAPE
   if ((!dry)) && [[ "$only" != *",$1,"* ]]; then skip "$1" "a session of its own (--only $1,...)"; return; fi
   stage "$1" "$2" "${attn[@]}" --shape "$3" --out "$work/raw/compare_$1.csv"

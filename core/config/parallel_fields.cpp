@@ -141,6 +141,15 @@ const std::vector<Field>& parallel_fields() {
                     .column()
                     .key()
                     .in_specs());
+    v.push_back(Field(PTDP_MEMBER(par.recompute_activation), "recompute_activation", g)
+                    .flags("--recompute-activation")
+                    .help("the MLP's activation output (GeLU; LLaMA: SwiGLU) is not kept for backward but recomputed "
+                          "there from its kept input, as torch.compile's min-cut partitioner does for pointwise ops: "
+                          "b*s*ffn/t elements a layer fewer kept, for one pass over them (not with --recompute full, "
+                          "which recomputes everything)")
+                    .column()
+                    .key("0")
+                    .in_specs());
     v.push_back(Field(PTDP_MEMBER(par.scatter_gather), "scatter_gather", g)
                     .flags("--scatter-gather")
                     .negation("--no-scatter-gather")

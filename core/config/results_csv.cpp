@@ -32,7 +32,9 @@ const std::vector<std::string>& later_columns() {
       "activation_gb", "sequence_parallel", "stack", "layer_fwd_ms", "layer_bwd_ms", "zero", "arch",
       "valid_loss", "valid_ppl", "data", "data_order", "data_sources", "query_groups", "ffn_hidden_size",
       "norm_eps", "stage_layers", "make_vocab_size_divisible_by", "overlap_grad_reduce", "grad_bucket_size",
-      "rope_theta"};
+      "rope_theta", "cp", "cp_comm_type", "use_precision_aware_optimizer", "main_params_dtype", "main_grads_dtype",
+      "exp_avg_dtype", "exp_avg_sq_dtype", "attention_backend", "grad_reduce_in_bf16",
+      "overlap_param_gather_with_optimizer_step"};
   return cols;
 }
 

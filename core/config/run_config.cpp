@@ -128,6 +128,9 @@ void validate_schedule(const RunConfig& c, ParallelConfig& p) {
     usage_error("--sequence-parallel needs --tp {} to divide --micro-batch {} x --seq-length {} = {} (each "
                 "tensor-parallel rank holds an equal share of the rows)",
                 p.tp, p.micro_batch, c.model.seq_length, int64_t(p.micro_batch) * c.model.seq_length);
+  if (p.recompute_activation && p.recompute == Recompute::Full)
+    usage_error("--recompute-activation needs --recompute none or selective: --recompute full already recomputes "
+                "the whole layer, its activation with it");
   validate_context_parallel(c, p);
   if (p.vpp > 1 && p.schedule != ScheduleKind::Interleaved) usage_error("--vpp {} needs --schedule interleaved", p.vpp);
   if (p.schedule == ScheduleKind::Interleaved) {

@@ -39,6 +39,9 @@ struct ParallelConfig {
   int global_batch = 0;  // 0: micro_batch * dp
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   Recompute recompute = Recompute::None;
+  // --recompute-activation: the MLP's GeLU (SwiGLU) output recomputed in backward from its kept
+  // input instead of kept (LayerDims::recompute_act); not with full recomputation.
+  bool recompute_activation = false;
   bool scatter_gather = true;
   // Sequence parallelism (--sequence-parallel; Korthikanti et al. 2022, section 4.2.2): the
   // LayerNorm, residual and between-layer regions hold n/t of the n = b*s rows on each tensor-

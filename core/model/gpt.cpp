@@ -98,6 +98,7 @@ LayerDims Gpt::dims(int b) const {
   d.tp = tp_;
   d.bias_owner = shard_.tp_rank == 0;
   d.sp = shard_.sequence_parallel;
+  d.recompute_act = recompute_act_;
   d.cp = cp_;
   PTDP_CHECK(!d.sp || d.rows() % shard_.tp_size == 0, "sequence parallelism: t = {} must divide b*s/c = {}",
              shard_.tp_size, d.rows());

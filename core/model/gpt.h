@@ -62,6 +62,8 @@ class Gpt {
   // position embedding's gradient reaches the rows of this rank's chunks only; the data-parallel
   // and context-parallel reduction sums the rest.
   void set_attention(bool block, const ContextParallel& cp = {});
+  // --recompute-activation (LayerDims::recompute_act): every layer's MLP activation recomputed in backward.
+  void set_recompute_activation(bool on) { recompute_act_ = on; }
   const ContextParallel& context_parallel() const { return cp_; }
 
   // Activations of one micro-batch kept between its forward and backward pass.
@@ -116,6 +118,7 @@ class Gpt {
   ParamSource* src_ = nullptr;
   std::vector<FlatRange> units_;
   bool block_ = false;
+  bool recompute_act_ = false;
   ContextParallel cp_;
 };
 

@@ -123,6 +123,12 @@ void forward_all(Backend& be, const LayerDims& d, const LayerWeights& w, const T
 
 }  // namespace
 
+void release_attention(LayerCache& c) {
+  const Tensor x = c.x, ln1 = c.ln1, mean1 = c.mean1, rstd1 = c.rstd1;
+  c = LayerCache{};
+  c.x = x, c.ln1 = ln1, c.mean1 = mean1, c.rstd1 = rstd1;
+}
+
 void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                    LayerCache& cache, Recompute mode) {
   if (d.llama) llama_forward_all(be, d, w, x, y, cache);
@@ -133,7 +139,21 @@ void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const
   }
   else if (mode == Recompute::Selective && d.block) block_attention_drop_core(cache);
   else if (mode == Recompute::Selective) cache.probs = Tensor();
+  if (mode != Recompute::Full && d.recompute_act) cache.act = Tensor();  // rebuilt by recompute_activation
 }
+
+namespace {
+
+// --recompute-activation: the MLP's activation output from the kept fc, where forward dropped it.
+void recompute_activation(Backend& be, const LayerDims& d, LayerCache& c) {
+  if (c.act.defined()) return;
+  NvtxRange r("recompute activation");
+  c.act = be.empty({d.rows(), d.ffn}, c.fc.dtype());
+  if (d.llama) be.swiglu_forward(c.act, c.fc);
+  else be.gelu_forward(c.act, c.fc);
+}
+
+}  // namespace
 
 void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g,
                     LayerCache& c, const Tensor& dy, Tensor& dx, Recompute mode) {
@@ -155,24 +175,31 @@ void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
     Tensor scratch = be.empty({n, int64_t(d.heads) * d.hd}, dt);
     be.attention_forward(scratch, c.probs, attention_qkv(be, d, c.qkv), d.b, d.s, d.heads, d.hd);
   }
+  recompute_activation(be, d, c);  // --recompute-activation: act from the kept fc
   if (d.llama) {
     llama_backward(be, d, w, g, c, dy, dx);
     c = LayerCache{};
     return;
   }
-  // MLP: y = x2 + fc2(gelu(fc(ln2(x2))))
+  // MLP: y = x2 + fc2(gelu(fc(ln2(x2)))). Each tensor is released once its last reader has been
+  // queued, so that the attention's backward runs without the MLP's tensors.
   Tensor dact = be.empty({n, d.ffn}, dt);  // the gradient of fc's output, through the GeLU
   be.linear_gelu_backward(dact, g.fc2_w, &g.fc2_b, sp_gather(be, d, dy), c.act, w.fc2_w, c.fc);
+  c.act = c.fc = Tensor();
   Tensor dln = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, dln);
   be.linear_backward(&part, false, g.fc_w, &g.fc_b, dact, sp_gather(be, d, c.ln2), w.fc_w);
+  dact = c.ln2 = Tensor();
   reduce_rows(d, part, dln);  // f: the column-parallel input gradient is a sum over ranks
   Tensor dx2 = be.empty({nl, d.h}, dt);  // the residual stream's gradient dy, plus the norm's
   be.layernorm_backward(dx2, g.ln2_w, g.ln2_b, dln, c.x2, w.ln2_w, c.mean2, c.rstd2, &dy);
+  c.x2 = c.mean2 = c.rstd2 = Tensor();
   // Attention: x2 = x + proj(attn(qkv(ln1(x))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, &g.proj_b, sp_gather(be, d, dx2), c.atty, w.proj_w);
   const Tensor dqkv = attention_grad(be, d, c, datty);
+  release_attention(c);
+  datty = Tensor();
   be.linear_backward(&part, false, g.qkv_w, &g.qkv_b, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
   be.layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, c.x, w.ln1_w, c.mean1, c.rstd1, &dx2);

@@ -52,6 +52,9 @@ struct LayerDims {
   Communicator* tp = nullptr;
   bool bias_owner = true;
   bool sp = false;  // sequence parallelism (needs tp; rows() % t == 0)
+  // --recompute-activation: the MLP's activation output (act) is dropped after forward and
+  // recomputed from fc in backward (with Recompute::Full nothing is kept anyway).
+  bool recompute_act = false;
   // Block attention (block_attention_path.h): --attention-backend flash, or context parallelism
   // (cp.size > 1: this rank holds chunks cp.rank and 2 cp.size - 1 - cp.rank of each of the b
   // sequences, s / cp.size rows per sequence; s stays the whole sequence's length). LLaMA:
@@ -137,6 +140,9 @@ Tensor attention_grad(Backend& be, const LayerDims& d, const LayerCache& c, cons
 
 void layer_forward(Backend& be, const LayerDims& d, const LayerWeights& w, const Tensor& x, Tensor& y,
                    LayerCache& cache, Recompute mode);
+// After the attention's backward: everything of the cache released but what the QKV projection's
+// and the first norm's backward read (x, ln1 and its statistics).
+void release_attention(LayerCache& c);
 // dx = d(loss)/dx from dy = d(loss)/dy; parameter gradients accumulate into g.
 void layer_backward(Backend& be, const LayerDims& d, const LayerWeights& w, LayerWeights& g,
                     LayerCache& cache, const Tensor& dy, Tensor& dx, Recompute mode);

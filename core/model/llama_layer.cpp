@@ -48,20 +48,27 @@ void llama_backward(Backend& be, const LayerDims& d, const LayerWeights& w, Laye
   const int64_t n = d.rows(), nl = d.local_rows();
   const DType dt = dy.dtype();
   // MLP: y = x2 + down(swiglu(gate|up(rmsnorm(x2))))
+  // Each tensor released once its last reader has been queued, as in layer_backward.
   Tensor dact = be.empty({n, d.ffn}, dt);
   be.linear_backward(&dact, false, g.fc2_w, nullptr, sp_gather(be, d, dy), c.act, w.fc2_w);
+  c.act = Tensor();
   Tensor dfc = be.empty({n, int64_t(2) * d.ffn}, dt);
   be.swiglu_backward(dfc, c.fc, dact);
+  dact = c.fc = Tensor();
   Tensor dln = be.empty({nl, d.h}, dt);
   Tensor part = partial_rows(be, d, dln);
   be.linear_backward(&part, false, g.fc_w, nullptr, dfc, sp_gather(be, d, c.ln2), w.fc_w);
+  dfc = c.ln2 = Tensor();
   reduce_rows(d, part, dln);  // f (sp: reduce-scatter)
   Tensor dx2 = be.empty({nl, d.h}, dt);  // the residual stream's gradient dy, plus the norm's
   be.rmsnorm_backward(dx2, g.ln2_w, dln, c.x2, w.ln2_w, c.rstd2, &dy);
+  c.x2 = c.rstd2 = Tensor();
   // Attention: x2 = x + proj(attn(rope(qkv(rmsnorm(x)))))
   Tensor datty = be.empty({n, int64_t(d.heads) * d.hd}, dt);
   be.linear_backward(&datty, false, g.proj_w, nullptr, sp_gather(be, d, dx2), c.atty, w.proj_w);
   const Tensor dqkv = attention_grad(be, d, c, datty);  // LLaMA: after the rotation's transpose
+  release_attention(c);
+  datty = Tensor();
   be.linear_backward(&part, false, g.qkv_w, nullptr, dqkv, sp_gather(be, d, c.ln1), w.qkv_w);
   reduce_rows(d, part, dln);  // f
   be.rmsnorm_backward(dx, g.ln1_w, dln, c.x, w.ln1_w, c.rstd1, &dx2);

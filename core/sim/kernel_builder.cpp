@@ -38,6 +38,7 @@ LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int el
   // written: half of the 16-bit cast-transpose's 4).
   if (cfg.fp8_param_gather) d.weight_cast_share *= 0.5;
   d.cudnn = cfg.attention_backend == AttentionBackend::Cudnn;  // stack_refusal: --stack ptdp or mcore
+  d.recompute_act = pc.recompute_activation;                   // stack_refusal: --stack ptdp
   return d;
 }
 

@@ -41,6 +41,8 @@ struct LayerShape {
   // --attention-backend cudnn under --stack ptdp: cuDNN's fused attention on q, k and v split from
   // the fused projection (ptdp_kernels.cpp).
   bool cudnn = false;
+  // --recompute-activation (--stack ptdp): the MLP's activation rebuilt at the start of backward.
+  bool recompute_act = false;
 };
 LayerShape layer_shape(const RunConfig& cfg, const ModelTensors& tensors, int elem);
 

@@ -174,6 +174,11 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
 }
 
 void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d) {
+  if (d.recompute_act) {  // --recompute-activation: act from the kept fc (layer.cpp recompute_activation)
+    x.in(kModuleFc);
+    if (d.llama) x.run_in("swiglu_forward").membound("swiglu again", 3 * d.E * d.rows * d.ft);
+    else x.run_in("gelu_forward").membound("gelu again", 2 * d.E * d.rows * d.ft);
+  }
   x.in(kModuleFc2);
   if (gelu_in_epilogue(d)) {
     linear_gelu_backward(x, d);

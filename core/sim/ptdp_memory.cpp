@@ -37,11 +37,14 @@ struct PtdpDims {
 
 }  // namespace
 
-double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode) {
+namespace {
+
+double kept_bytes(const RunConfig& cfg, Recompute mode, bool recompute_act) {
   const PtdpDims d(cfg);
   if (mode == Recompute::Full) return d.E * d.nl * d.h;  // x only
   const double norms = d.E * d.nl * d.h * 4 + d.stat() * d.nl * (d.llama ? 2 : 4);  // x ln1 x2 ln2, stats
-  const double mlp = d.E * d.n * (d.llama ? 3 : 2) * d.f / d.t;                     // fc (gate|up), act
+  // fc (llama: gate|up) and act, unless --recompute-activation rebuilds act in backward
+  const double mlp = d.E * d.n * ((d.llama ? 2 : 1) + (recompute_act ? 0 : 1)) * d.f / d.t;
   const double qkv = d.E * d.n * d.qkv_cols();  // qkv (block attention: q, k and v split from it)
   // atty (block attention: with its f32 lse, both dropped by selective recomputation)
   const double core = d.E * d.n * d.heads_cols() + (d.block ? d.stat() * d.b * d.heads * d.s : 0.0);
@@ -49,15 +52,28 @@ double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode) {
   return norms + mlp + qkv + core + (mode == Recompute::None ? d.probs() : 0.0);
 }
 
+}  // namespace
+
+double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode) {
+  return kept_bytes(cfg, mode, cfg.par.recompute_activation);
+}
+
 double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
   const PtdpDims d(cfg);
-  // The whole cache exists again during the backward (recomputed where the mode dropped it).
-  const double cache = ptdp_layer_kept_bytes(cfg, Recompute::None) - ptdp_layer_kept_bytes(cfg, mode);
+  // The whole cache exists again during the backward (recomputed where the mode, or
+  // --recompute-activation, dropped it).
+  const double cache = kept_bytes(cfg, Recompute::None, false) - ptdp_layer_kept_bytes(cfg, mode);
   const double rows_h = d.E * d.nl * d.h;
   // Full recomputation's forward writes a y it keeps to the function's end.
-  const double recomputed_y = mode == Recompute::Full ? rows_h : 0.0;
+  const double recomputed = cache + (mode == Recompute::Full ? rows_h : 0.0);
   const double sp_part = d.nl < d.n ? d.E * d.n * d.h : 0.0;  // partial_rows before the reduce-scatter
-  const double mlp_grads = d.E * d.n * (d.llama ? 3 : 1) * d.f / d.t;  // dact (llama: and dfc)
+  const double f = d.E * d.n * d.f / d.t;                     // one [n, f/t] tensor
+  // The MLP's backward at its widest, beside the whole cache, dy and dx: gpt's fc2 backward
+  // (dact beside act and fc); llama's SwiGLU backward (dact and dfc beside fc, act released).
+  const double mlp = recomputed + (d.llama ? 2 : 1) * f + 2 * rows_h + sp_part;
+  // The MLP's tensors are released before the attention's backward (layer.cpp): fc, act, ln2, x2
+  // and ln2's statistics.
+  const double released = f * (d.llama ? 3 : 2) + 2 * rows_h + d.stat() * d.nl * (d.llama ? 1 : 2);
   const double qkv = d.E * d.n * d.qkv_cols();
   // dheads (block attention: dq, dk, dv)
   const double dheads = d.block ? qkv : d.E * d.n * 3 * d.heads_cols();
@@ -67,12 +83,12 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
     // Inside cuDNN's backward its deterministic dP workspace (b a/t s s 2 bytes on Hopper:
     // docs/CUDA.md) beside dq, dk, dv; after it, the joined dqkv.
     const double workspace = 2 * d.b * d.heads * d.s * d.s;
-    return cache + recomputed_y + mlp_grads + held + std::max(workspace, qkv);
+    return std::max(mlp, recomputed - released + held + std::max(workspace, qkv));
   }
   // attention_qkv expands the groups to every head for the op (GQA only).
   const double expanded = d.gqa() ? d.E * d.n * 3 * d.heads_cols() : 0.0;
   const double op = d.E * d.n * d.heads_cols() * (3 + 3 + 1) + d.probs();  // qh, dqh, dyh, dP
-  return cache + recomputed_y + mlp_grads + held + expanded + op;
+  return std::max(mlp, recomputed - released + held + expanded + op);
 }
 
 double ptdp_head_peak_bytes(const RunConfig& cfg) {

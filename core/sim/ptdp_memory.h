@@ -8,15 +8,17 @@ namespace ptdp::sim {
 
 // Bytes one layer keeps for its backward per micro-batch (LayerCache::bytes): x, the norms'
 // outputs and f32 statistics, qkv, the attention output, x2, the MLP's input and activation
-// (llama: gate|up and SwiGLU's output), and without recomputation the s x s probabilities.
+// (llama: gate|up and SwiGLU's output; the latter not with --recompute-activation), and without
+// recomputation the s x s probabilities.
 double ptdp_layer_kept_bytes(const RunConfig& cfg, Recompute mode);
 
-// Bytes the layer's backward adds at its peak, inside attention_backward: the recomputed
-// cache with its probabilities (whatever the mode keeps, the backward holds all of it; minus
-// what the mode kept), the gradients the function holds to its end (dact, llama's dfc, dln,
-// dx2, datty, dheads), the incoming dy and outgoing dx, and the op's own buffers (q|k|v and
-// dq|dk|dv permuted per head, dY permuted, the s x s dP). --attention-backend cudnn: q, k, v, y
-// and its lse kept instead of qkv, y and the probabilities; cuDNN's workspace.
+// Bytes the layer's backward adds to what it kept, at the larger of its two peaks. Whatever the
+// mode (or --recompute-activation) dropped is recomputed first, so the backward holds the whole
+// cache. The MLP's backward: the cache, dact (llama: and dfc), the incoming dy and outgoing dx.
+// The attention's backward: the MLP's tensors released (fc, act, ln2, x2), dln, dx2, datty,
+// dheads, dy, dx and the op's own buffers (q|k|v and dq|dk|dv permuted per head, dY permuted,
+// the s x s dP). --attention-backend cudnn: q, k, v, y and its lse kept instead of qkv, y and
+// the probabilities; cuDNN's workspace.
 double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode);
 
 // The loss head's peak on the last stage (gpt.cpp): the logits, their gradient written over them

@@ -150,6 +150,10 @@ std::string stack_refusal(const RunConfig& cfg) {
                        "al. 2022 to Megatron-LM, with sequence parallelism); choose --stack megatron-2022 or mcore, "
                        "or --recompute full or none",
                        name);
+  if (p.recompute_activation && !s.ptdp_kernels)
+    return fmt::format("--recompute-activation: --stack {} keeps the MLP's activation output for fc2's weight gradient "
+                       "(the flag is ptdp's executor's); choose --stack ptdp, or leave out --recompute-activation",
+                       name);
   if (p.zero == 2 && !s.zero2)
     return fmt::format("--zero 2: --stack {} has no ZeRO-2 model; the simulator's ZeRO-2 is Megatron-FSDP's "
                        "optim_grads under --stack mcore (each micro-batch's gradients reduce-scattered on the "

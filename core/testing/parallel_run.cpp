@@ -35,7 +35,7 @@ std::string Layout::name() const {
          (last ? "_last" + std::to_string(last) : "") + (embedding ? "_embsplit" : "") + (loss ? "_losssplit" : "") +
          chunk_names(chunks) +
          "_" + std::string(enum_name(schedule)) + "_" + std::string(enum_name(recompute)) +
-         (scatter_gather ? "_sg" : "_nosg") + (sequence_parallel ? "_sp" : "") + (zero ? "_zero" + std::to_string(zero) : "") +
+         (recompute_act ? "_ract" : "") + (scatter_gather ? "_sg" : "_nosg") + (sequence_parallel ? "_sp" : "") + (zero ? "_zero" + std::to_string(zero) : "") +
          (overlap ? "_overlap" : "") + (dtype == DType::F32 ? "" : "_" + std::string(dtype_name(dtype))) +
          (backend == "cpu" ? "" : backend == "host-device" ? "_hostdevice" : "_" + backend) +
          (comm == "local" ? "" : "_" + comm);
@@ -105,7 +105,10 @@ RunResult train_on_world(Communicator& world, const ModelConfig& c, const TrainC
   cp.size = layout.cp;
   cp.rank = g.me.cp;
   cp.comm = layout.cp_comm;
-  for (Gpt* chunk : stage.pointers()) chunk->set_attention(layout.flash || layout.cp > 1, cp);
+  for (Gpt* chunk : stage.pointers()) {
+    chunk->set_attention(layout.flash || layout.cp > 1, cp);
+    chunk->set_recompute_activation(layout.recompute_act);
+  }
   SyntheticSamples data(c.vocab_size, c.seq_length, seed);
   TrainConfig cfg = tc;
   cfg.overlap_grad_reduce = layout.overlap;

@@ -27,6 +27,7 @@ struct Layout {
   std::vector<int> chunks;               // --pipeline-model-parallel-layout's virtual stages (layer_split.h)
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   Recompute recompute = Recompute::None;
+  bool recompute_act = false;  // --recompute-activation
   bool scatter_gather = true;
   bool sequence_parallel = false;  // t > 1
   bool overlap = false;

@@ -44,6 +44,11 @@ std::vector<Layout> layouts() {
   add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::Full, 0, true);
   add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, 0, true);
   add(4, 1, 2, ScheduleKind::GPipe, Recompute::Selective, 1, true);
+  // --recompute-activation: SwiGLU's output rebuilt in backward, alone and with selective.
+  add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::None, 0, true);
+  out.back().recompute_act = true;
+  add(1, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, 1);
+  out.back().recompute_act = true;
   return out;
 }
 

@@ -275,6 +275,27 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallelHostDevice, Ptdp, ::testing::Values([] 
                          }()),
                          layout_name);
 
+// --recompute-activation: the GeLU's output dropped after forward and rebuilt from fc in backward,
+// alone, under tensor and pipeline parallelism, with selective recomputation and with sequence
+// parallelism, and on the host-device backend.
+std::vector<Layout> recompute_activation_layouts() {
+  std::vector<Layout> out;
+  auto add = [&](int t, int p, int d, ScheduleKind k, Recompute r, bool sp) {
+    out.push_back(layout(t, p, d, k, r, true, false));
+    out.back().recompute_act = true;
+    out.back().sequence_parallel = sp;
+  };
+  add(1, 1, 1, ScheduleKind::OneFOneB, Recompute::None, false);
+  add(2, 2, 1, ScheduleKind::OneFOneB, Recompute::None, false);
+  add(2, 2, 2, ScheduleKind::Interleaved, Recompute::Selective, true);
+  add(1, 4, 2, ScheduleKind::GPipe, Recompute::Selective, false);
+  out.push_back(out[1]);
+  out.back().backend = "host-device";
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(RecomputeActivation, Ptdp, ::testing::ValuesIn(recompute_activation_layouts()), layout_name);
+
 #ifdef PTDP_HAVE_CUDA
 // Every rank a thread on GPU 0 (the CUDA backend, f32, communicators staging through host
 // memory) or NCCL with a GPU per rank, against the CPU reference. cuBLAS sums in another order
@@ -347,6 +368,9 @@ INSTANTIATE_TEST_SUITE_P(Uneven, CudaPtdp, ::testing::Values(uneven_layouts()[2]
 INSTANTIATE_TEST_SUITE_P(CountedEdges, CudaPtdp, ::testing::Values(counted_edge_layouts()[2]), layout_name);
 INSTANTIATE_TEST_SUITE_P(PipelineLayout, CudaPtdp, ::testing::Values(pipeline_layouts()[0]), layout_name);
 INSTANTIATE_TEST_SUITE_P(StandaloneEdges, CudaPtdp, ::testing::Values(standalone_edge_layouts()[0]), layout_name);
+// The activation recomputed by the GeLU kernel, against the forward's cuBLASLt GELU_AUX epilogue.
+INSTANTIATE_TEST_SUITE_P(RecomputeActivation, CudaPtdp, ::testing::Values(recompute_activation_layouts()[1]),
+                         layout_name);
 
 #ifdef PTDP_HAVE_NCCL
 // The same over NCCL, one GPU per rank: every schedule, t, p, d, recompute mode, scatter/gather

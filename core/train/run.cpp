@@ -56,7 +56,10 @@ void TrainingRun::build() {
   // Block attention: what --attention-backend resolves to on this backend (attention_choice.h: auto
   // is cuDNN where it exists, else unfused), and always under context parallelism.
   const bool blocks = configure_attention(backend_, c_.attention_backend, cp.size);
-  for (Gpt* chunk : model_.pointers()) chunk->set_attention(blocks, cp);
+  for (Gpt* chunk : model_.pointers()) {
+    chunk->set_attention(blocks, cp);
+    chunk->set_recompute_activation(c_.par.recompute_activation);
+  }
   TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};
   tg.cp = g.cp.get();
   tg.dp_cp = g.dp_cp.get();

@@ -125,6 +125,9 @@ def main(argv=None) -> int:
                     choices=["ptdp", "pytorch-eager", "pytorch-compile"])
     th.add_argument("--ptdp-attention-backend", nargs="+", choices=["auto", "cudnn", "flash", "unfused"],
                     help="run ptdp once per attention backend (--attention-backend), as implementation ptdp-<backend>")
+    th.add_argument("--ptdp-recompute-activation", action="store_true",
+                    help="ptdp with --recompute-activation (the MLP's activation recomputed in backward, as "
+                         "torch.compile's partitioner does); not with --recompute full")
     th.add_argument("--tf32", action="store_true", help="allow TF32 GEMMs with --precision f32")
     th.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the device's peak rate in this precision (TFLOP/s): adds the mfu column, model FLOPs "
@@ -149,6 +152,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.precision is None:
         a.precision = "bf16" if a.command == "throughput" and a.device == "cuda" else "f32"
+    if a.command == "throughput" and a.ptdp_recompute_activation and a.recompute == "full":
+        p.error("--ptdp-recompute-activation needs --recompute none: full recomputation recomputes the activation "
+                "already")
     if a.command == "loss":
         check_loss_args(p, a)
     else:

@@ -137,6 +137,8 @@ def time_ptdp(a, shape: dict, backend: str, attention: str = "") -> dict:
             cmd += ["--group-query-attention", "--num-query-groups", str(shape["query_groups"])]
         if attention:
             cmd += ["--attention-backend", attention]
+        if a.ptdp_recompute_activation:
+            cmd.append("--recompute-activation")
         r = run_ptdp(cmd, "throughput", threads=a.threads)
         if r.returncode != 0:
             last = (r.stderr.strip() or r.stdout.strip() or "(no output)").splitlines()[-1]
