@@ -299,7 +299,7 @@ if ((dry)); then
   # smallest sizes that still exercise every stage's logic, files and parsing.
   k_filter="Cuda/CudaOps.LayerNorm*/f32:Cuda/CudaOps.Swiglu*/bf16:CudaAllocator.*:CudaGemm.*"
   # One layout for the grid stage's command, output and parsing: the layouts themselves are ctest's
-  # (this one in SequenceParallel/CudaPtdp:gpu, the grid's in Grid/CudaPtdp:gpu@K), each a minute of
+  # (this one in SequenceParallel/CudaPtdp:gpu, the grid's in Grid/CudaPtdp:gpu), each a minute of
   # the dry run's time here.
   g_filter="SequenceParallel/CudaPtdp.*/t2_p2_d1_v1_1f1b_none_sg_sp"
   san_filter="Cuda/CudaOps.Gelu*/f32"

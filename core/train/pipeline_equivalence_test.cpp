@@ -5,9 +5,12 @@
 // the model; per tensor < 1e-3, see parallel_equivalence_test.cpp for why).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "core/testing/equivalence.h"
+#include "core/testing/pairwise.h"
 #include "core/testing/parallel_run.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
@@ -257,6 +260,34 @@ TEST(PipelineLayout, StandaloneEmbeddingAndLossStagesMatchOneRank) {
   testing::expect_same_training(ref6, testing::train_parallel(six, train_cfg(), l, 3, 33));
 }
 
+// The CUDA grid's covering (pairwise_cover): every pair of settings some layout of the grid has is
+// in one of its layouts, and it is a fraction of the grid.
+TEST(PairwiseCover, EveryPairOfTheGridsSettingsIsInOneOfItsLayouts) {
+  const std::vector<Layout> all = grid(), cover = testing::pairwise_cover(all);
+  auto settings = [](const Layout& l) {
+    return std::array<int, 6>{int(l.schedule), l.pp, l.tp, l.dp, int(l.recompute), l.scatter_gather ? 1 : 0};
+  };
+  int pairs = 0;
+  for (const Layout& l : all) {
+    const auto v = settings(l);
+    for (int i = 0; i < 6; ++i)
+      for (int j = i + 1; j < 6; ++j) {
+        bool found = false;
+        for (const Layout& c : cover) {
+          const auto w = settings(c);
+          found = found || (w[i] == v[i] && w[j] == v[j]);
+        }
+        EXPECT_TRUE(found) << l.name() << ": settings " << i << " and " << j;
+        ++pairs;
+      }
+  }
+  EXPECT_GT(pairs, 0);
+  EXPECT_LT(cover.size(), all.size() / 4) << cover.size() << " of " << all.size();
+  for (const Layout& c : cover) EXPECT_NE(std::find_if(all.begin(), all.end(), [&](const Layout& l) {
+                                            return l.name() == c.name();
+                                          }), all.end());
+}
+
 // b = 2: the n/t rows of a rank span parts of two sequences (t = 4) or one whole sequence each (t = 2).
 TEST(SequenceParallel, TwoSequencesPerMicroBatchMatchOneRank) {
   for (int t : {2, 4}) {
@@ -351,7 +382,16 @@ TEST_P(CudaPtdp, MatchesTheCpuReferenceOnOneGpu) {
   EXPECT_LT(testing::compare_weights(ref, got).whole, 1e-3);
 }
 
+// On a GPU every layout of the grid. On the virtual GPU, whose kernels run on the CPU (114 layouts:
+// 160 s of the suite's time), the layouts that cover every pair of the grid's settings
+// (testing/pairwise.h): the device plumbing of each schedule with each p, t, d, recompute mode and
+// scatter/gather setting, and so on for every two of them, in 11 layouts; the CPU grid above runs
+// every combination.
+#ifdef PTDP_VGPU
+INSTANTIATE_TEST_SUITE_P(Grid, CudaPtdp, ::testing::ValuesIn(testing::pairwise_cover(grid())), layout_name);
+#else
 INSTANTIATE_TEST_SUITE_P(Grid, CudaPtdp, ::testing::ValuesIn(grid()), layout_name);
+#endif
 
 // Sequence parallelism on the CUDA backend (device all-gathers and reduce-scatters staged
 // through the host communicator): t = 2 with a pipeline, 1F1B and interleaved.
