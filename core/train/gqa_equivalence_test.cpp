@@ -176,6 +176,7 @@ std::vector<GqaLayout> cuda_layouts() {
   using R = Recompute;
   std::vector<GqaLayout> out;
   out.push_back({0, layout(2, 2, 1, K::OneFOneB, R::Selective)});
+  out.back().layout.recompute_act = true;  // SwiGLU's output rebuilt in backward by its CUDA kernel
   out.push_back({0, layout(2, 2, 2, K::Interleaved, R::Full)});
   out.back().layout.sequence_parallel = true;
   out.push_back({2, layout(2, 2, 1, K::GPipe, R::None)});
