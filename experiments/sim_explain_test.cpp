@@ -2,6 +2,7 @@
 // the per-layer lines, whose totals it repeats; the rest of the output stays as without it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,15 @@ TEST(SimExplain, ThePtdpStackNamesTheBackendOpOfEachKernel) {
                          "[layernorm_backward]", "[add_layernorm_forward]"})
     EXPECT_NE(r.out.find(op), std::string::npos) << op << " in\n" << r.out;
   EXPECT_NE(r.out.find("all-reduce of 50.33 MB"), std::string::npos) << r.out;  // b s h fp16 over t = 8
+  EXPECT_EQ(r.out.find("gelu again"), std::string::npos) << r.out;
+  // --recompute-activation: the GeLU's output rebuilt at the start of the layer's backward, its pass
+  // reading fc's output and writing the activation (b s 4h/t each).
+  std::replace(args.begin(), args.end(), std::string("full"), std::string("selective"));  // full refuses it
+  args.push_back("--recompute-activation");
+  const CliResult again = run_ptdp(dir, args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("backward  fc                         gelu again"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("[gelu_forward]"), std::string::npos) << again.out;
 }
 
 }  // namespace
