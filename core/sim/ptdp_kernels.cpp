@@ -69,6 +69,13 @@ void residual_norm_forward(KernelBuilder& x, const LayerShape& d, const char* na
   if (d.llama) x.run_in("add_rmsnorm_forward").membound(name, d.E * (4 * n * c + c) + 4 * n);
   else x.run_in("add_layernorm_forward").membound(name, d.E * (4 * n * c + 2 * c) + 8 * n);
 }
+// The MLP's activation in its own pass (gelu_forward: fc's output read, the activation written;
+// swiglu_forward reads gate and up): in forward where no epilogue takes it, and again at the start
+// of backward with --recompute-activation.
+void activation_forward(KernelBuilder& x, const LayerShape& d, bool again) {
+  if (d.llama) x.run_in("swiglu_forward").membound(again ? "swiglu again" : "swiglu", 3 * d.E * d.rows * d.ft);
+  else x.run_in("gelu_forward").membound(again ? "gelu again" : "gelu", 2 * d.E * d.rows * d.ft);
+}
 void residual(KernelBuilder& x, const LayerShape& d) {
   x.run_in("add_").membound("residual", 3 * d.E * d.rows * d.rowshare * d.h);
 }
@@ -165,8 +172,7 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
     x.run_in("linear_gelu_forward").gemm("fc", d.rows, d.fc_out, d.h);
   } else {
     linear_forward(x, d, "fc", d.fc_out, d.h, true);
-    if (d.llama) x.run_in("swiglu_forward").membound("swiglu", 3 * d.E * d.rows * d.ft);
-    else x.run_in("gelu_forward").membound("gelu", 2 * d.E * d.rows * d.ft);
+    activation_forward(x, d, false);
   }
   x.in(kModuleFc2);
   linear_forward(x, d, "fc2", d.h, d.ft, false);
@@ -174,11 +180,8 @@ void ptdp_layer_forward(KernelBuilder& x, const LayerShape& d, bool core_only) {
 }
 
 void ptdp_layer_backward(KernelBuilder& x, const LayerShape& d) {
-  if (d.recompute_act) {  // --recompute-activation: act from the kept fc (layer.cpp recompute_activation)
-    x.in(kModuleFc);
-    if (d.llama) x.run_in("swiglu_forward").membound("swiglu again", 3 * d.E * d.rows * d.ft);
-    else x.run_in("gelu_forward").membound("gelu again", 2 * d.E * d.rows * d.ft);
-  }
+  // --recompute-activation: act from the kept fc (layer.cpp recompute_activation)
+  if (d.recompute_act) activation_forward(x.in(kModuleFc), d, true);
   x.in(kModuleFc2);
   if (gelu_in_epilogue(d)) {
     linear_gelu_backward(x, d);

@@ -44,11 +44,20 @@ struct Model {
 };
 const Model kModels[] = {{"Gpt", gpt}, {"Llama", llama}, {"LlamaGqa", llama_gqa}, {"GptGqa", gpt_gqa}};
 
-const RunResult& reference(int model) {
-  static std::map<int, RunResult> refs;
-  auto [it, fresh] = refs.try_emplace(model);
+// The model; `narrow`: at half its width and sequence (the CUDA layouts below).
+ModelConfig model_config(int model, bool narrow = false) {
+  ModelConfig c = kModels[model].config();
+  if (narrow) c.hidden /= 2, c.seq_length /= 2;
+  return c;
+}
+
+// One rank's run of each model (and shape), trained once per process.
+const RunResult& reference(int model, bool narrow = false) {
+  static std::map<std::pair<int, bool>, RunResult> refs;
+  auto [it, fresh] = refs.try_emplace({model, narrow});
   if (fresh)
-    it->second = testing::train_parallel(kModels[model].config(), testing::equivalence_train_config(2), Layout{}, 3, 41);
+    it->second =
+        testing::train_parallel(model_config(model, narrow), testing::equivalence_train_config(2), Layout{}, 3, 41);
   return it->second;
 }
 
@@ -151,7 +160,7 @@ TEST_P(ContextParallelism, MatchesOneRankOnTheSameGlobalBatch) {
   const CpLayout& c = GetParam();
   testing::expect_same_training(
       reference(c.model),
-      testing::train_parallel(kModels[c.model].config(), testing::equivalence_train_config(2), c.layout, 3, 41));
+      testing::train_parallel(model_config(c.model), testing::equivalence_train_config(2), c.layout, 3, 41));
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ContextParallelism, ::testing::ValuesIn(cpu_layouts()), name);
@@ -203,19 +212,6 @@ TEST(ContextParallelMemory, FourRanksKeepAQuarterOfTheActivations) {
 // the CudaPtdp grid. As that grid, each model at half its width and sequence (h 32, s 16: heads of
 // 8, GptGqa's of 4; c = 4 cuts a sequence into 8 chunks of 2 tokens): the device plumbing does not
 // depend on them, and the virtual GPU runs a quarter of the kernel work (46 s → 34 s alone).
-ModelConfig narrow(int model) {
-  ModelConfig c = kModels[model].config();
-  c.hidden /= 2;
-  c.seq_length /= 2;
-  return c;
-}
-
-const RunResult& narrow_reference(int model) {
-  static std::map<int, RunResult> refs;
-  auto [it, fresh] = refs.try_emplace(model);
-  if (fresh) it->second = testing::train_parallel(narrow(model), testing::equivalence_train_config(2), Layout{}, 3, 41);
-  return it->second;
-}
 
 class CudaContextParallelism : public ::testing::TestWithParam<CpLayout> {};
 
@@ -228,8 +224,9 @@ TEST_P(CudaContextParallelism, MatchesTheCpuReferenceOnOneGpu) {
   std::string no_room;
   if (l.comm == "nccl" && !testing::nccl_ranks_fit(l.tp * l.cp * l.pp * l.dp, gpus, &no_room)) GTEST_SKIP() << no_room;
   l.backend = "cuda";
-  const RunResult got = testing::train_parallel(narrow(c.model), testing::equivalence_train_config(2), l, 3, 41);
-  const RunResult& ref = narrow_reference(c.model);
+  const RunResult got =
+      testing::train_parallel(model_config(c.model, true), testing::equivalence_train_config(2), l, 3, 41);
+  const RunResult& ref = reference(c.model, true);
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_LT(std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i], 1e-4) << "iteration " << i + 1;
   EXPECT_LT(std::abs(got.eval_loss - ref.eval_loss) / ref.eval_loss, 1e-4) << "evaluation";
