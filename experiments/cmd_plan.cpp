@@ -58,13 +58,14 @@ void print_entry(const char* rank, const sim::PlanEntry& e, bool cp) {
 
 int run_plan(const CLI::App& app, PlanFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
-  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
-    fmt::print(stderr, "ptdp: warning: {}\n", w);
   if (f.max_vpp < 1) usage_error("--max-vpp {} must be positive", f.max_vpp);
   f.run.run.backend = hw.kind == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
   f.run.run.precision = f.precision.empty() ? hw.default_precision : parse_enum<Precision>(f.precision, "--precision");
   const RunConfig base = resolve_run_config(app, f.run);  // the model (and the precision rule)
   if (!f.csv.empty()) check_result_csv(f.csv);
+  // after the flags are checked: a usage error stays the one line on stderr
+  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
+    fmt::print(stderr, "ptdp: warning: {}\n", w);
 
   sim::PlanRequest req;
   req.model = base.model;

@@ -131,14 +131,15 @@ void apply_profile_and_gpus(const CLI::App& app, SimulateFlags& f, const sim::Ha
 
 int run_simulate(const CLI::App& app, SimulateFlags& f) {
   const sim::HardwareProfile hw = sim::load_profile(f.hardware);
-  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
-    fmt::print(stderr, "ptdp: warning: {}\n", w);
   apply_profile_and_gpus(app, f, hw);
   f.run.trains = false;  // the simulated step does not depend on the optimizer's settings
   const RunConfig c = resolve_run_config(app, f.run);
   // UsageError naming --stack before anything runs
   const bool ds = sim::checked_stack(c).deepspeed_engine;
   if (!c.csv.empty()) check_result_csv(c.csv);
+  // after the flags are checked: a usage error stays the one line on stderr
+  if (const std::string w = sim::other_cpu_warning(hw, cpu_name()); !w.empty())
+    fmt::print(stderr, "ptdp: warning: {}\n", w);
   const sim::SimResult r = sim::simulate(c, hw);  // --overlap-grad-reduce is c.overlap_grad_reduce
 
   const ModelConfig& m = c.model;

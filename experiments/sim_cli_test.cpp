@@ -440,7 +440,7 @@ namespace ptdp {
 namespace {
 
 // A CPU profile records the CPU it was measured on (cpu_model); simulate and plan warn when used
-// on another CPU, and say nothing on that CPU.
+// on another CPU (after the flags are checked), and say nothing on that CPU.
 TEST(SimCli, ACpuProfileMeasuredOnAnotherCpuIsNamed) {
   TempDir dir;
   const std::string base = testing::text_of(testing::source_file("hardware/cpu.toml"));
@@ -456,6 +456,13 @@ TEST(SimCli, ACpuProfileMeasuredOnAnotherCpuIsNamed) {
       run_ptdp(dir, {"plan", "--model", "small", "--gpus", "1", "--global-batch", "8", "--hardware", other});
   EXPECT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.err.find(warning), std::string::npos) << p.err;
+  // A flag the profile refuses is the one line on stderr, whatever CPU runs it.
+  EXPECT_TRUE(IsUsageError(run_ptdp(dir, {"simulate", "--model", "small", "--precision", "f16", "--hardware", other}),
+                           {"--precision f16"}));
+  EXPECT_TRUE(IsUsageError(
+      run_ptdp(dir, {"plan", "--model", "small", "--gpus", "1", "--global-batch", "8", "--layers", "0", "--hardware",
+                     other}),
+      {"--layers"}));
   const CliResult none = run_ptdp(dir, {"simulate", "--model", "small", "--micro-batch", "4", "--hardware",
                                         testing::write_text(dir, "none.toml", std::regex_replace(base, model, ""))});
   EXPECT_EQ(none.exit_code, 0) << none.err;
