@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend/cpu/blas_core.h"
 #include "core/backend/cpu/threads.h"
 #include "core/comm/local/local_comm.h"
 #include "core/harness/collectives.h"
@@ -123,8 +124,8 @@ std::vector<Check> cpu_checks(const AcceptProfile& p, const std::function<bool(c
     load.start();
     const harness::Samples s = on_the_host(harness::sgemm(p.gemm_m, p.gemm_n, p.gemm_k), reps).samples;
     checks.push_back(load.judge(at_least("gemm", "sgemm_gflops", "GFLOP/s", s.best(), p.min_gemm_gflops, 0,
-                                         fmt::format("OpenBLAS sgemm {}, {} threads, best of {} (median {:.1f})",
-                                                     gemm_shape(p), threads, reps, s.median())),
+                                         fmt::format("OpenBLAS sgemm {}, {} threads, {} kernels, best of {} (median {:.1f})",
+                                                     gemm_shape(p), threads, cpu::blas_core(), reps, s.median())),
                                 s, 0));
   }
   if (wanted("memory")) {

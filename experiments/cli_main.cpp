@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/backend/cpu/blas_core.h"
 #include "core/comm/agreement.h"
 #include "core/common/error.h"
 #include "core/common/one_line.h"
@@ -56,7 +57,7 @@ std::string version_text() {
 #endif
   t += ptdp::sentencepiece_available() ? ", SentencePiece" : "";
   t += ptdp::gpt2_bpe_available() ? ", GPT-2 BPE" : "";
-  return t;
+  return t + "\nblas: " + ptdp::cpu::blas_description();
 }
 
 }  // namespace

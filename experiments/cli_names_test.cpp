@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/blas_core.h"
 #include "core/results/provenance.h"
+#include "core/testing/scoped_env.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -89,6 +91,31 @@ TEST(CliNames, VersionNamesTheCommit) {
   const CliResult r = run_ptdp(dir, {"--version"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ptdp " + git_sha(), 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nblas: OpenBLAS "), std::string::npos) << r.out;
+}
+
+// ptdp never runs OpenBLAS's SSE3 fallback on a CPU with AVX2 and FMA: where this OpenBLAS does
+// not know the CPU, ptdp starts again with OPENBLAS_CORETYPE set, and --version says so. A kernel
+// set the user names is kept, the fallback too.
+TEST(CliNames, VersionNamesTheBlasKernelsAndAUsersChoiceIsKept) {
+  TempDir dir;
+  testing::ScopedEnv core("OPENBLAS_CORETYPE"), fallback("PTDP_BLAS_FALLBACK");
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("PTDP_BLAS_FALLBACK");
+  const CliResult r = run_ptdp(dir, {"--version"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cpu::CpuFeatures f = cpu::cpu_features();
+  if (f.avx2 && f.fma) EXPECT_EQ(r.out.find(", Prescott kernels"), std::string::npos) << r.out;
+  // Set by ptdp exactly where this process's OpenBLAS (started with the variable unset or not) fell back.
+  const bool fell_back = r.out.find("set by ptdp: OpenBLAS does not know this CPU and chose Prescott)") !=
+                         std::string::npos;
+  if (fell_back) EXPECT_TRUE(f.avx2 && f.fma) << r.out;
+  if (!fell_back) EXPECT_EQ(r.out.find("OPENBLAS_CORETYPE"), std::string::npos) << r.out;
+
+  ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  const CliResult chosen = run_ptdp(dir, {"--version"});
+  EXPECT_NE(chosen.out.find("\nblas: OpenBLAS 0."), std::string::npos) << chosen.out;
+  EXPECT_NE(chosen.out.find(", Prescott kernels (OPENBLAS_CORETYPE=Prescott)\n"), std::string::npos) << chosen.out;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/backend/cpu/blas.h"
+#include "core/backend/cpu/blas_core.h"
 #include "core/harness/harness.h"
 #include "core/results/provenance.h"
 
@@ -29,8 +30,8 @@ inline void add_context(const char* suite, const std::string& device = cpu_name(
   benchmark::AddCustomContext("backend", backend);
   benchmark::AddCustomContext("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
   benchmark::AddCustomContext("omp_max_threads", std::to_string(omp_get_max_threads()));
-  benchmark::AddCustomContext("blas", fmt::format("OpenBLAS, parallel mode {}, {} threads", cpu::blas_parallel_mode(),
-                                                  cpu::blas_num_threads()));
+  benchmark::AddCustomContext("blas", fmt::format("{}, parallel mode {}, {} threads", cpu::blas_description(),
+                                                  cpu::blas_parallel_mode(), cpu::blas_num_threads()));
 }
 
 // Google Benchmark's loop over a harness workload: each iteration times `calls` calls through
@@ -70,6 +71,7 @@ inline void set_rate(benchmark::State& state, const char* name, double per_itera
 // `before_run` may add context or measure a reference (e.g. the STREAM bandwidth).
 template <class F>
 int bench_main(int argc, char** argv, const char* suite, F&& before_run) {
+  cpu::prefer_known_blas_core(argv);  // first: it may start the program again
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   add_context(suite);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/backend/cpu/blas.h"
+#include "core/backend/cpu/blas_core.h"
 #include "core/accounting/model_gemms.h"
 #include "core/backend/cpu/gemm_rate.h"
 #include "core/accounting/flops.h"
@@ -121,12 +122,13 @@ class RateReporter : public benchmark::ConsoleReporter {
 }  // namespace ptdp
 
 int main(int argc, char** argv) {
+  ptdp::cpu::prefer_known_blas_core(argv);  // first: it may start the program again
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("git_sha", ptdp::git_sha());
   benchmark::AddCustomContext("host", ptdp::host_name());
   benchmark::AddCustomContext("device", ptdp::cpu_name());
-  benchmark::AddCustomContext("blas", fmt::format("OpenBLAS, parallel mode {}, {} threads",
+  benchmark::AddCustomContext("blas", fmt::format("{}, parallel mode {}, {} threads", ptdp::cpu::blas_description(),
                                                   ptdp::cpu::blas_parallel_mode(), ptdp::cpu::blas_num_threads()));
   ptdp::RateReporter reporter(isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
                                                     : benchmark::ConsoleReporter::OO_Tabular);

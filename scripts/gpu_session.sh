@@ -264,6 +264,7 @@ probe() {
     echo "MISSING: $PTDP --help does not run: $("$PTDP" --help 2>&1 | tail -1)"
     missing=1
   fi
+  echo "blas: $("$PTDP" --version 2>&1 | sed -n 's/^blas: //p')"
   return $missing
 }
 probe >"$work/probe.txt" 2>&1
@@ -276,6 +277,11 @@ if ((probe_rc != 0)); then
   finish 3
 fi
 record probe ok 0 "$(elapsed)" 15 "probe"
+# OpenBLAS's kernels for every program of the session, as ptdp chose them where OpenBLAS does not
+# know the CPU (core/backend/cpu/blas_core.h): chosen once, so that nothing starts itself again
+# under a sanitizer.
+blas_core=$(sed -n 's/^blas: .*(OPENBLAS_CORETYPE=\([A-Za-z0-9]*\), set by ptdp.*/\1/p' "$work/probe.txt")
+[[ -n "$blas_core" && -z "${OPENBLAS_CORETYPE:-}" ]] && export OPENBLAS_CORETYPE=$blas_core
 if ((!dry)) && ! grep -q '^gpus: [1-9]' "$work/probe.txt"; then
   record gpu failed 3 0 0 "nvidia-smi -L"
   log "probe: no GPU visible (nvidia-smi); nothing else was started"

@@ -22,6 +22,15 @@ jobs=$(nproc)
 cmake -S . -B build-vgpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_VGPU=ON ${PTDP_CMAKE_ARGS:-} >/dev/null
 cmake --build build-vgpu -j "$jobs"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# OpenBLAS's kernels for every test program: where this OpenBLAS does not know the CPU (it then
+# runs its SSE3 fallback at a fifth of the speed), the set ptdp chooses (core/backend/cpu/blas_core.h).
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  blas_core=$(build-vgpu/ptdp --version | sed -n 's/^blas: .*(OPENBLAS_CORETYPE=\([A-Za-z0-9]*\), set by ptdp.*/\1/p')
+  if [[ -n "$blas_core" ]]; then
+    export OPENBLAS_CORETYPE=$blas_core
+    echo "test_vgpu.sh: OPENBLAS_CORETYPE=$blas_core (this OpenBLAS does not know the CPU)"
+  fi
+fi
 
 # Labels (scripts/cmake/GtestSuites.cmake): "gpu" for the tests of the CUDA path (names with Cuda,
 # Nccl, Gpu or vgpu), "nogpu" for those of a machine without a GPU, "vgpu" for the harness's own.
