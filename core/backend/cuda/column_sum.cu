@@ -5,9 +5,13 @@ namespace ptdp::cuda {
 namespace {
 
 template <class T> struct ColumnValue {
+  using Elem = T;
   const T* x;
   int64_t cols;
-  __device__ void operator()(int64_t r, int64_t c, float* acc) const { acc[0] += to_f32(x[r * cols + c]); }
+  template <int K> __device__ void add(int64_t r, int64_t c0, float (&acc)[K][1]) const {
+    const Pack<T, K> v = load_pack<K>(x + r * cols + c0);
+    for (int k = 0; k < K; ++k) acc[k][0] += to_f32(v.v[k]);
+  }
 };
 
 }  // namespace
@@ -21,7 +25,8 @@ void column_sum_accumulate(float* out, const void* x, DType dt, int64_t rows, in
                            cudaStream_t st) {
   dispatch_float(dt, "column sum", [&](auto z) {
     using T = decltype(z);
-    column_reduce<1>(ColumnValue<T>{static_cast<const T*>(x), cols}, rows, cols, out, nullptr, partials, st);
+    column_reduce<1>(ColumnValue<T>{static_cast<const T*>(x), cols}, rows, cols, out, nullptr, partials,
+                     packs16<T>(cols, {x}), st);
   });
 }
 

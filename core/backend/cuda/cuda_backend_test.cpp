@@ -134,8 +134,9 @@ TEST_P(CudaOps, LinearBackwardOverwritesOrAccumulatesDxAndAccumulatesWeightAndBi
   expect_close(gdw3, rdw3, "linear dw without dx");
 }
 
+// Rows of 16-byte packs (200, 96, 1032) and of elements one by one (1030), as the kernels choose.
 TEST_P(CudaOps, LayerNormForwardMatchesCpu) {
-  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}}) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}, std::pair{64, 1032}, std::pair{20, 1030}}) {
     Tensor x = input({n, c}, 13, -2, 3), g = input({c}, 14), b = input({c}, 15);
     Tensor ry = cpu_empty({n, c}), rm = cpu_empty({n}), rr = cpu_empty({n});
     cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
@@ -151,7 +152,7 @@ TEST_P(CudaOps, LayerNormForwardMatchesCpu) {
 // The residual add folded into the norm: x += r, then the norm of the sum (kept in x), as the
 // device's add_ and then its norm: the same roundings, so the same values.
 TEST_P(CudaOps, AddNormForwardsMatchTheAddThenTheNorm) {
-  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}}) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}, std::pair{64, 1032}, std::pair{20, 1030}}) {
     Tensor x = input({n, c}, 13, -2, 3), r = input({n, c}, 25, -1, 1), g = input({c}, 14), b = input({c}, 15);
     Tensor gres = up(r), gg = up(g), gb = up(b);
     Tensor sum = up(x), ry = poisoned({n, c}, dt), rm = poisoned({n}, F32), rr = poisoned({n}, F32);
@@ -173,8 +174,10 @@ TEST_P(CudaOps, AddNormForwardsMatchTheAddThenTheNorm) {
   }
 }
 
+// Rows of 16-byte packs (200, 96; 1032: five rounds of a warp, the last in part) and of elements
+// one by one (1030), as the kernels choose (packs16).
 TEST_P(CudaOps, LayerNormBackwardAccumulatesEveryGradient) {
-  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}}) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}, std::pair{64, 1032}, std::pair{20, 1030}}) {
     Tensor x = input({n, c}, 16, -2, 3), g = input({c}, 17), b = input({c}, 18), dy = input({n, c}, 19);
     Tensor ry = cpu_empty({n, c}), rm = cpu_empty({n}), rr = cpu_empty({n});
     cpu->layernorm_forward(ry, rm, rr, x, g, b, 1e-5);
@@ -405,7 +408,7 @@ TEST_P(CudaOps, FillWritesEveryElement) {
 // every dtype. The rest: 1e-5 in f32, 1e-2 in bf16 and f16 (the outputs are rounded to dt).
 
 TEST_P(CudaOps, RmsNormForwardMatchesCpu) {
-  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}, std::pair{9, 1001}}) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{33, 96}, std::pair{9, 1001}, std::pair{64, 1032}}) {
     Tensor x = input({n, c}, 60, -2, 3), g = input({c}, 61);
     Tensor ry = cpu_empty({n, c}), rr = cpu_empty({n});
     cpu->rmsnorm_forward(ry, rr, x, g, 1e-5);
@@ -420,7 +423,7 @@ TEST_P(CudaOps, RmsNormForwardMatchesCpu) {
 // dx and dg accumulate into random values; 300 and 600 rows take two and three chunks of the
 // column reduction.
 TEST_P(CudaOps, RmsNormBackwardAccumulatesDxAndDg) {
-  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}, std::pair{600, 45}}) {
+  for (auto [n, c] : {std::pair{37, 200}, std::pair{300, 96}, std::pair{600, 45}, std::pair{64, 1032}}) {
     Tensor x = input({n, c}, 62, -2, 3), g = input({c}, 63), dy = input({n, c}, 64);
     Tensor ry = cpu_empty({n, c}), rr = cpu_empty({n});
     cpu->rmsnorm_forward(ry, rr, x, g, 1e-5);

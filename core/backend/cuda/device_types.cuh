@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/launch.cuh"
@@ -55,6 +56,26 @@ __device__ __forceinline__ float block_max(float v) {
   __syncthreads();
   float r = lane < warps ? part[lane] : -INFINITY;
   return warp_max(r);
+}
+
+// K consecutive elements of T as one load or store: with K = 16 / sizeof(T) one 16-byte access
+// (LDG.128 / STG.128) where the elements start 16-byte aligned; K = 1 is the element itself.
+template <class T, int K> struct alignas(sizeof(T) * K) Pack {
+  T v[K];
+};
+template <int K, class T> __device__ __forceinline__ Pack<T, K> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, K>*>(p);
+}
+template <int K, class T> __device__ __forceinline__ void store_pack(T* p, const Pack<T, K>& v) {
+  *reinterpret_cast<Pack<T, K>*>(p) = v;
+}
+template <class T> constexpr int kPack16 = static_cast<int>(16 / sizeof(T));  // elements in 16 bytes
+// Rows of `cols` elements of T at these addresses can be read in 16-byte packs (null: not used).
+template <class T> bool packs16(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if (cols % kPack16<T> != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 // Blocks for a grid-stride loop over n elements.

@@ -11,8 +11,9 @@ constexpr int kRowsPerBlock = kThreads / 32;
 
 unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-// y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row.
-template <class T, bool kAdd>  // kAdd: x += residual first, as LayerNorm's
+// y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row. Each lane reads K elements at a time (a
+// 16-byte pack where the rows and g allow: packs16).
+template <class T, bool kAdd, int K>  // kAdd: x += residual first, as LayerNorm's
 __global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, T* __restrict__ x,
                                        const T* __restrict__ residual, const T* __restrict__ g, int64_t n, int64_t c,
                                        float eps) {
@@ -21,19 +22,29 @@ __global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rs
   if (row >= n) return;  // whole warps leave together
   T* xr = x + row * c;
   float ss = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) {
-    if constexpr (kAdd) xr[i] = from_f32<T>(to_f32(xr[i]) + to_f32(residual[row * c + i]));
-    const float v = to_f32(xr[i]);
-    ss += v * v;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    Pack<T, K> xv = load_pack<K>(xr + i);
+    if constexpr (kAdd) {
+      const Pack<T, K> rv = load_pack<K>(residual + row * c + i);
+      for (int k = 0; k < K; ++k) xv.v[k] = from_f32<T>(to_f32(xv.v[k]) + to_f32(rv.v[k]));
+      store_pack<K>(xr + i, xv);
+    }
+    for (int k = 0; k < K; ++k) ss += to_f32(xv.v[k]) * to_f32(xv.v[k]);
   }
   const float rs = 1.0f / sqrtf(warp_sum(ss) / float(c) + eps);
   T* yr = y + row * c;
-  for (int64_t i = lane; i < c; i += 32) yr[i] = from_f32<T>(to_f32(xr[i]) * rs * to_f32(g[i]));
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), gv = load_pack<K>(g + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(xv.v[k]) * rs * to_f32(gv.v[k]));
+    store_pack<K>(yr + i, out);
+  }
   if (lane == 0) rstd[row] = rs;
 }
 
-// With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)), or dx = residual + ... .
-template <class T>
+// With u = x·rstd and e = dy·g: dx += rstd · (e − u · mean(e·u)), or dx = residual + ... . Each lane
+// reads K elements at a time (a 16-byte pack where the rows and g allow: packs16).
+template <class T, int K>
 __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
                                            const T* __restrict__ g, const float* __restrict__ rstd,
                                            const T* __restrict__ residual, int64_t n, int64_t c) {
@@ -44,25 +55,36 @@ __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restri
   const T* dyr = dy + row * c;
   const float rs = rstd[row];
   float eu = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) eu += to_f32(dyr[i]) * to_f32(g[i]) * to_f32(xr[i]) * rs;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), gv = load_pack<K>(g + i);
+    for (int k = 0; k < K; ++k) eu += to_f32(dv.v[k]) * to_f32(gv.v[k]) * to_f32(xv.v[k]) * rs;
+  }
   eu = warp_sum(eu) / float(c);
   T* dxr = dx + row * c;
-  const T* rr = residual ? residual + row * c : nullptr;
-  for (int64_t i = lane; i < c; i += 32) {
-    const float u = to_f32(xr[i]) * rs;
-    const float base = rr ? to_f32(rr[i]) : to_f32(dxr[i]);
-    dxr[i] = from_f32<T>(base + (to_f32(dyr[i]) * to_f32(g[i]) - u * eu) * rs);
+  const T* base = residual ? residual + row * c : dxr;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), bv = load_pack<K>(base + i);
+    const Pack<T, K> gv = load_pack<K>(g + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) {
+      const float u = to_f32(xv.v[k]) * rs;
+      out.v[k] = from_f32<T>(to_f32(bv.v[k]) + (to_f32(dv.v[k]) * to_f32(gv.v[k]) - u * eu) * rs);
+    }
+    store_pack<K>(dxr + i, out);
   }
 }
 
 // dg += dy · x · rstd, per column.
 template <class T> struct RmsNormWeightGrad {
+  using Elem = T;
   const T* dy;
   const T* x;
   const float* rstd;
   int64_t cols;
-  __device__ void operator()(int64_t r, int64_t c, float* acc) const {
-    acc[0] += to_f32(dy[r * cols + c]) * (to_f32(x[r * cols + c]) * rstd[r]);
+  template <int K> __device__ void add(int64_t r, int64_t c0, float (&acc)[K][1]) const {
+    const Pack<T, K> d = load_pack<K>(dy + r * cols + c0), xv = load_pack<K>(x + r * cols + c0);
+    const float rs = rstd[r];
+    for (int k = 0; k < K; ++k) acc[k][0] += to_f32(d.v[k]) * (to_f32(xv.v[k]) * rs);
   }
 };
 
@@ -142,12 +164,22 @@ void add_rmsnorm_forward(void* y, float* rstd, void* x, const void* r, const voi
   if (n == 0) return;
   dispatch_float(dt, "rmsnorm_forward", [&](auto z) {
     using T = decltype(z);
-    if (r)
-      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, true>)
-      (static_cast<T*>(y), rstd, static_cast<T*>(x), static_cast<const T*>(r), static_cast<const T*>(g), n, c, eps);
+    constexpr int kP = kPack16<T>;
+    T* const ty = static_cast<T*>(y);
+    T* const tx = static_cast<T*>(x);
+    const T* const tr = static_cast<const T*>(r);
+    const T* const tg = static_cast<const T*>(g);
+    const bool packed = packs16<T>(c, {y, x, g, r ? r : x});
+    if (r && packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, true, kP>)(ty, rstd, tx, tr, tg, n, c, eps);
+    else if (r)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, true, 1>)(ty, rstd, tx, tr, tg, n, c, eps);
+    else if (packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, false, kP>)
+      (ty, rstd, tx, nullptr, tg, n, c, eps);
     else
-      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, false>)
-      (static_cast<T*>(y), rstd, static_cast<T*>(x), nullptr, static_cast<const T*>(g), n, c, eps);
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_forward_kernel<T, false, 1>)
+      (ty, rstd, tx, nullptr, tg, n, c, eps);
     PTDP_CUDA_CHECK_LAUNCH("rmsnorm_forward_kernel");
   });
 }
@@ -157,12 +189,18 @@ void rmsnorm_backward(void* dx, float* dg, const void* dy, const void* x, const 
   if (n == 0) return;
   dispatch_float(dt, "rmsnorm_backward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_backward_dx_kernel<T>)
-    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd,
-     static_cast<const T*>(residual), n, c);
+    const bool packed = packs16<T>(c, {dx, dy, x, g, residual ? residual : dx});
+    if (packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_backward_dx_kernel<T, kPack16<T>>)
+      (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd,
+       static_cast<const T*>(residual), n, c);
+    else
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, rmsnorm_backward_dx_kernel<T, 1>)
+      (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), rstd,
+       static_cast<const T*>(residual), n, c);
     PTDP_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
     column_reduce<1>(RmsNormWeightGrad<T>{static_cast<const T*>(dy), static_cast<const T*>(x), rstd, c}, n, c, dg,
-                     nullptr, partials, st);
+                     nullptr, partials, packs16<T>(c, {dy, x}), st);
   });
 }
 

@@ -8,8 +8,9 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
 // kAdd: x += residual first (each lane adds, stores and then reads back its own elements); without
-// it x is only read.
-template <class T, bool kAdd>
+// it x is only read. Each lane reads K elements at a time (a 16-byte pack where the rows, g and b
+// allow: packs16).
+template <class T, bool kAdd, int K>
 __global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                                          T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ g,
                                          const T* __restrict__ b, int64_t n, int64_t c, float eps) {
@@ -18,26 +19,40 @@ __global__ void layernorm_forward_kernel(T* __restrict__ y, float* __restrict__ 
   if (row >= n) return;  // whole warps leave together
   T* xr = x + row * c;
   float s = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) {
-    if constexpr (kAdd) xr[i] = from_f32<T>(to_f32(xr[i]) + to_f32(residual[row * c + i]));
-    s += to_f32(xr[i]);
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    Pack<T, K> xv = load_pack<K>(xr + i);
+    if constexpr (kAdd) {
+      const Pack<T, K> rv = load_pack<K>(residual + row * c + i);
+      for (int k = 0; k < K; ++k) xv.v[k] = from_f32<T>(to_f32(xv.v[k]) + to_f32(rv.v[k]));
+      store_pack<K>(xr + i, xv);
+    }
+    for (int k = 0; k < K; ++k) s += to_f32(xv.v[k]);
   }
   const float m = warp_sum(s) / float(c);
   float v = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) {
-    const float d = to_f32(xr[i]) - m;
-    v += d * d;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i);
+    for (int k = 0; k < K; ++k) {
+      const float d = to_f32(xv.v[k]) - m;
+      v += d * d;
+    }
   }
   const float rs = 1.0f / sqrtf(warp_sum(v) / float(c) + eps);
   T* yr = y + row * c;
-  for (int64_t i = lane; i < c; i += 32) yr[i] = from_f32<T>((to_f32(xr[i]) - m) * rs * to_f32(g[i]) + to_f32(b[i]));
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), gv = load_pack<K>(g + i), bv = load_pack<K>(b + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>((to_f32(xv.v[k]) - m) * rs * to_f32(gv.v[k]) + to_f32(bv.v[k]));
+    store_pack<K>(yr + i, out);
+  }
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = rs;
   }
 }
 
-template <class T>
+// Each lane reads K elements at a time (a 16-byte pack where the rows and g allow: packs16).
+template <class T, int K>
 __global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
                                              const T* __restrict__ g, const float* __restrict__ mean,
                                              const float* __restrict__ rstd, const T* __restrict__ residual,
@@ -49,35 +64,48 @@ __global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __rest
   const T* dyr = dy + row * c;
   const float m = mean[row], rs = rstd[row];
   float dmean = 0.0f, dnorm_mean = 0.0f;
-  for (int64_t i = lane; i < c; i += 32) {
-    const float norm = (to_f32(xr[i]) - m) * rs;
-    const float dnorm = to_f32(dyr[i]) * to_f32(g[i]);
-    dmean += dnorm;
-    dnorm_mean += dnorm * norm;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), gv = load_pack<K>(g + i);
+    for (int k = 0; k < K; ++k) {
+      const float norm = (to_f32(xv.v[k]) - m) * rs;
+      const float dnorm = to_f32(dv.v[k]) * to_f32(gv.v[k]);
+      dmean += dnorm;
+      dnorm_mean += dnorm * norm;
+    }
   }
   dmean = warp_sum(dmean) / float(c);
   dnorm_mean = warp_sum(dnorm_mean) / float(c);
   T* dxr = dx + row * c;
-  const T* rr = residual ? residual + row * c : nullptr;
-  for (int64_t i = lane; i < c; i += 32) {
-    const float norm = (to_f32(xr[i]) - m) * rs;
-    const float dnorm = to_f32(dyr[i]) * to_f32(g[i]);
-    const float base = rr ? to_f32(rr[i]) : to_f32(dxr[i]);
-    dxr[i] = from_f32<T>(base + (dnorm - dmean - norm * dnorm_mean) * rs);
+  const T* base = residual ? residual + row * c : dxr;
+  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
+    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), bv = load_pack<K>(base + i);
+    const Pack<T, K> gv = load_pack<K>(g + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) {
+      const float norm = (to_f32(xv.v[k]) - m) * rs;
+      const float dnorm = to_f32(dv.v[k]) * to_f32(gv.v[k]);
+      out.v[k] = from_f32<T>(to_f32(bv.v[k]) + (dnorm - dmean - norm * dnorm_mean) * rs);
+    }
+    store_pack<K>(dxr + i, out);
   }
 }
 
 // dg += dy * xhat, db += dy, per column.
 template <class T> struct LayerNormParamGrads {
+  using Elem = T;
   const T* dy;
   const T* x;
   const float* mean;
   const float* rstd;
   int64_t cols;
-  __device__ void operator()(int64_t r, int64_t c, float* acc) const {
-    const float d = to_f32(dy[r * cols + c]);
-    acc[0] += d * (to_f32(x[r * cols + c]) - mean[r]) * rstd[r];
-    acc[1] += d;
+  template <int K> __device__ void add(int64_t r, int64_t c0, float (&acc)[K][2]) const {
+    const Pack<T, K> d = load_pack<K>(dy + r * cols + c0), xv = load_pack<K>(x + r * cols + c0);
+    const float m = mean[r], rs = rstd[r];
+    for (int k = 0; k < K; ++k) {
+      const float dk = to_f32(d.v[k]);
+      acc[k][0] += dk * (to_f32(xv.v[k]) - m) * rs;
+      acc[k][1] += dk;
+    }
   }
 };
 
@@ -115,14 +143,25 @@ void add_layernorm_forward(void* y, float* mean, float* rstd, void* x, const voi
   if (n == 0) return;
   dispatch_float(dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
-    if (r)
-      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, true>)
-      (static_cast<T*>(y), mean, rstd, static_cast<T*>(x), static_cast<const T*>(r), static_cast<const T*>(g),
-       static_cast<const T*>(b), n, c, eps);
+    constexpr int kP = kPack16<T>;
+    T* const ty = static_cast<T*>(y);
+    T* const tx = static_cast<T*>(x);
+    const T* const tr = static_cast<const T*>(r);
+    const T* const tg = static_cast<const T*>(g);
+    const T* const tb = static_cast<const T*>(b);
+    const bool packed = packs16<T>(c, {y, x, g, b, r ? r : x});
+    if (r && packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, true, kP>)
+      (ty, mean, rstd, tx, tr, tg, tb, n, c, eps);
+    else if (r)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, true, 1>)
+      (ty, mean, rstd, tx, tr, tg, tb, n, c, eps);
+    else if (packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, false, kP>)
+      (ty, mean, rstd, tx, nullptr, tg, tb, n, c, eps);
     else
-      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, false>)
-      (static_cast<T*>(y), mean, rstd, static_cast<T*>(x), nullptr, static_cast<const T*>(g), static_cast<const T*>(b),
-       n, c, eps);
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_forward_kernel<T, false, 1>)
+      (ty, mean, rstd, tx, nullptr, tg, tb, n, c, eps);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
   });
 }
@@ -133,12 +172,18 @@ void layernorm_backward(void* dx, float* dg, float* db, const void* dy, const vo
   if (n == 0) return;
   dispatch_float(dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_backward_dx_kernel<T>)
-    (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd,
-     static_cast<const T*>(residual), n, c);
+    const bool packed = packs16<T>(c, {dx, dy, x, g, residual ? residual : dx});
+    if (packed)
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_backward_dx_kernel<T, kPack16<T>>)
+      (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd,
+       static_cast<const T*>(residual), n, c);
+    else
+      PTDP_LAUNCH(row_blocks(n), kThreads, 0, st, layernorm_backward_dx_kernel<T, 1>)
+      (static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(g), mean, rstd,
+       static_cast<const T*>(residual), n, c);
     PTDP_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
     column_reduce<2>(LayerNormParamGrads<T>{static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, c}, n,
-                     c, dg, db, partials, st);
+                     c, dg, db, partials, packs16<T>(c, {dy, x}), st);
   });
 }
 
