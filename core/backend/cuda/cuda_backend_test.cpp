@@ -299,44 +299,48 @@ TEST_P(CudaOps, EmbeddingBackwardScatterAddsIntoF32Grads) {
   expect_close(gwpe, rwpe, "embedding dwpe");
 }
 
+// Rows of 16-byte packs with a tail of valid columns read one by one (136 wide, 130 valid), and of
+// elements one by one (131 wide).
 TEST_P(CudaOps, CrossEntropyPiecesMatchCpuAndIgnorePaddedColumns) {
-  const int64_t n = 37, v = 136, v_valid = 130, vocab_start = 100;
-  Tensor logits = input({n, v}, 33, -4, 4);
-  for (int64_t r = 0; r < n; ++r)  // padded columns hold large values that must be ignored
-    for (int64_t j = v_valid; j < v; ++j) logits.data<float>()[r * v + j] = 1000.0f;
-  Tensor tgt_tok = tokens(n, 50, 300, 3);
-  Tensor rmax = cpu_empty({n}), rse = cpu_empty({n}), rtgt = cpu_empty({n}), rloss = cpu_empty({n});
-  Tensor rdl = cpu_empty({n, v});
-  cpu->xent_row_max(rmax, logits, v_valid);
-  cpu->xent_sum_exp(rse, logits, rmax, v_valid);
-  cpu->xent_target_logit(rtgt, logits, tgt_tok, vocab_start, v_valid);
-  cpu->xent_loss(rloss, rmax, rse, rtgt);
-  cpu->xent_backward(rdl, logits, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
+  for (auto [v, v_valid] : {std::pair<int64_t, int64_t>{136, 130}, std::pair<int64_t, int64_t>{131, 129}}) {
+    const int64_t n = 37, vocab_start = 100;
+    Tensor logits = input({n, v}, 33, -4, 4);
+    for (int64_t r = 0; r < n; ++r)  // padded columns hold large values that must be ignored
+      for (int64_t j = v_valid; j < v; ++j) logits.data<float>()[r * v + j] = 1000.0f;
+    Tensor tgt_tok = tokens(n, 50, 300, 3);
+    Tensor rmax = cpu_empty({n}), rse = cpu_empty({n}), rtgt = cpu_empty({n}), rloss = cpu_empty({n});
+    Tensor rdl = cpu_empty({n, v});
+    cpu->xent_row_max(rmax, logits, v_valid);
+    cpu->xent_sum_exp(rse, logits, rmax, v_valid);
+    cpu->xent_target_logit(rtgt, logits, tgt_tok, vocab_start, v_valid);
+    cpu->xent_loss(rloss, rmax, rse, rtgt);
+    cpu->xent_backward(rdl, logits, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
 
-  Tensor gl = up(logits), gt = up(tgt_tok);
-  Tensor gmax = poisoned({n}, F32), gse = poisoned({n}, F32), gtgt = poisoned({n}, F32), gloss = poisoned({n}, F32);
-  gpu->xent_row_max(gmax, gl, v_valid);
-  expect_close(gmax, rmax, "xent max");
-  Tensor cmax = up(rmax, F32);  // the next pieces get the CPU's inputs
-  gpu->xent_sum_exp(gse, gl, cmax, v_valid);
-  expect_close(gse, rse, "xent sum_exp");
-  gpu->xent_target_logit(gtgt, gl, gt, vocab_start, v_valid);
-  expect_close(gtgt, rtgt, "xent target logit");
-  Tensor cse = up(rse, F32), ctgt = up(rtgt, F32);
-  gpu->xent_loss(gloss, cmax, cse, ctgt);
-  expect_close(gloss, rloss, "xent loss", 1e-5);
-  Tensor gdl = poisoned({n, v}, dt);
-  gpu->xent_backward(gdl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
-  expect_close(gdl, rdl, "xent dlogits");
-  Tensor h = down(gdl);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t j = v_valid; j < v; ++j) ASSERT_EQ(h.data<float>()[r * v + j], 0.0f) << "padded column " << j;
-  // In place (the loss head writes the gradient over the logits), on both backends: the same values.
-  gpu->xent_backward(gl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
-  expect_close(gl, rdl, "xent dlogits in place");
-  Tensor rl = logits.clone();
-  cpu->xent_backward(rl, rl, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
-  for (int64_t i = 0; i < n * v; ++i) ASSERT_EQ(rl.data<float>()[i], rdl.data<float>()[i]) << "cpu in place, " << i;
+    Tensor gl = up(logits), gt = up(tgt_tok);
+    Tensor gmax = poisoned({n}, F32), gse = poisoned({n}, F32), gtgt = poisoned({n}, F32), gloss = poisoned({n}, F32);
+    gpu->xent_row_max(gmax, gl, v_valid);
+    expect_close(gmax, rmax, "xent max");
+    Tensor cmax = up(rmax, F32);  // the next pieces get the CPU's inputs
+    gpu->xent_sum_exp(gse, gl, cmax, v_valid);
+    expect_close(gse, rse, "xent sum_exp");
+    gpu->xent_target_logit(gtgt, gl, gt, vocab_start, v_valid);
+    expect_close(gtgt, rtgt, "xent target logit");
+    Tensor cse = up(rse, F32), ctgt = up(rtgt, F32);
+    gpu->xent_loss(gloss, cmax, cse, ctgt);
+    expect_close(gloss, rloss, "xent loss", 1e-5);
+    Tensor gdl = poisoned({n, v}, dt);
+    gpu->xent_backward(gdl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
+    expect_close(gdl, rdl, "xent dlogits");
+    Tensor h = down(gdl);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = v_valid; j < v; ++j) ASSERT_EQ(h.data<float>()[r * v + j], 0.0f) << "padded column " << j;
+    // In place (the loss head writes the gradient over the logits), on both backends: the same values.
+    gpu->xent_backward(gl, gl, cmax, cse, gt, vocab_start, v_valid, 1.0 / n);
+    expect_close(gl, rdl, "xent dlogits in place");
+    Tensor rl = logits.clone();
+    cpu->xent_backward(rl, rl, rmax, rse, tgt_tok, vocab_start, v_valid, 1.0 / n);
+    for (int64_t i = 0; i < n * v; ++i) ASSERT_EQ(rl.data<float>()[i], rdl.data<float>()[i]) << "cpu in place, " << i;
+  }
 }
 
 TEST_P(CudaOps, AddAddInPlaceAndScale) {

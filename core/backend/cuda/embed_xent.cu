@@ -32,20 +32,32 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dx,
   }
 }
 
-template <class T> __global__ void row_max_kernel(float* max, const T* logits, int64_t v, int64_t v_valid) {
+// The row kernels below: one block per row; each thread reads K elements at a time (a 16-byte pack
+// where v and the logits' alignment allow: packs16), the last v_valid % K valid ones one by one.
+template <class T, int K> __global__ void row_max_kernel(float* max, const T* logits, int64_t v, int64_t v_valid) {
   const T* l = logits + blockIdx.x * v;
+  const int64_t packed_end = v_valid / K * K;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < v_valid; j += blockDim.x) m = fmaxf(m, to_f32(l[j]));
+  for (int64_t j = int64_t(threadIdx.x) * K; j < packed_end; j += int64_t(blockDim.x) * K) {
+    const Pack<T, K> x = load_pack<K>(l + j);
+    for (int k = 0; k < K; ++k) m = fmaxf(m, to_f32(x.v[k]));
+  }
+  for (int64_t j = packed_end + threadIdx.x; j < v_valid; j += blockDim.x) m = fmaxf(m, to_f32(l[j]));
   m = block_max(m);
   if (threadIdx.x == 0) max[blockIdx.x] = m;
 }
 
-template <class T>
+template <class T, int K>
 __global__ void sum_exp_kernel(float* se, const T* logits, const float* max, int64_t v, int64_t v_valid) {
   const T* l = logits + blockIdx.x * v;
+  const int64_t packed_end = v_valid / K * K;
   const float m = max[blockIdx.x];
   float tot = 0.0f;
-  for (int64_t j = threadIdx.x; j < v_valid; j += blockDim.x) tot += expf(to_f32(l[j]) - m);
+  for (int64_t j = int64_t(threadIdx.x) * K; j < packed_end; j += int64_t(blockDim.x) * K) {
+    const Pack<T, K> x = load_pack<K>(l + j);
+    for (int k = 0; k < K; ++k) tot += expf(to_f32(x.v[k]) - m);
+  }
+  for (int64_t j = packed_end + threadIdx.x; j < v_valid; j += blockDim.x) tot += expf(to_f32(l[j]) - m);
   tot = block_sum(tot);
   if (threadIdx.x == 0) se[blockIdx.x] = tot;
 }
@@ -64,7 +76,8 @@ __global__ void loss_kernel(float* loss, const float* max, const float* se, cons
     loss[r] = logf(se[r]) + max[r] - tgt[r];
 }
 
-template <class T>
+// dlogits over the whole padded row (v a multiple of K where packed).
+template <class T, int K>
 __global__ void xent_backward_kernel(T* dlogits, const T* logits, const float* max, const float* se,
                                      const int32_t* targets, int64_t v, int64_t vocab_start, int64_t v_valid,
                                      float scale) {
@@ -73,10 +86,16 @@ __global__ void xent_backward_kernel(T* dlogits, const T* logits, const float* m
   T* d = dlogits + r * v;
   const float m = max[r], inv = 1.0f / se[r];
   const int64_t t = int64_t(targets[r]) - vocab_start;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-    float g = 0.0f;
-    if (j < v_valid) g = scale * expf(to_f32(l[j]) - m) * inv - (j == t ? scale : 0.0f);
-    d[j] = from_f32<T>(g);
+  for (int64_t j0 = int64_t(threadIdx.x) * K; j0 < v; j0 += int64_t(blockDim.x) * K) {
+    const Pack<T, K> x = load_pack<K>(l + j0);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = j0 + k;
+      float g = 0.0f;
+      if (j < v_valid) g = scale * expf(to_f32(x.v[k]) - m) * inv - (j == t ? scale : 0.0f);
+      out.v[k] = from_f32<T>(g);
+    }
+    store_pack<K>(d + j0, out);
   }
 }
 
@@ -108,7 +127,11 @@ void xent_row_max(float* max, const void* logits, DType dt, int64_t n, int64_t v
   if (n == 0) return;
   dispatch_float(dt, "xent_row_max", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, row_max_kernel<T>)(max, static_cast<const T*>(logits), v, v_valid);
+    const T* l = static_cast<const T*>(logits);
+    if (packs16<T>(v, {logits}))
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, row_max_kernel<T, kPack16<T>>)(max, l, v, v_valid);
+    else
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, row_max_kernel<T, 1>)(max, l, v, v_valid);
     PTDP_CUDA_CHECK_LAUNCH("row_max_kernel");
   });
 }
@@ -118,7 +141,11 @@ void xent_sum_exp(float* se, const void* logits, const float* max, DType dt, int
   if (n == 0) return;
   dispatch_float(dt, "xent_sum_exp", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, sum_exp_kernel<T>)(se, static_cast<const T*>(logits), max, v, v_valid);
+    const T* l = static_cast<const T*>(logits);
+    if (packs16<T>(v, {logits}))
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, sum_exp_kernel<T, kPack16<T>>)(se, l, max, v, v_valid);
+    else
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, sum_exp_kernel<T, 1>)(se, l, max, v, v_valid);
     PTDP_CUDA_CHECK_LAUNCH("sum_exp_kernel");
   });
 }
@@ -146,8 +173,14 @@ void xent_backward(void* dlogits, const void* logits, const float* max, const fl
   if (n == 0) return;
   dispatch_float(dt, "xent_backward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(unsigned(n), kThreads, 0, st, xent_backward_kernel<T>)
-    (static_cast<T*>(dlogits), static_cast<const T*>(logits), max, se, targets, v, vocab_start, v_valid, scale);
+    T* const d = static_cast<T*>(dlogits);
+    const T* const l = static_cast<const T*>(logits);
+    if (packs16<T>(v, {dlogits, logits}))
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, xent_backward_kernel<T, kPack16<T>>)
+      (d, l, max, se, targets, v, vocab_start, v_valid, scale);
+    else
+      PTDP_LAUNCH(unsigned(n), kThreads, 0, st, xent_backward_kernel<T, 1>)
+      (d, l, max, se, targets, v, vocab_start, v_valid, scale);
     PTDP_CUDA_CHECK_LAUNCH("xent_backward_kernel");
   });
 }
