@@ -343,18 +343,21 @@ TEST_P(CudaOps, CrossEntropyPiecesMatchCpuAndIgnorePaddedColumns) {
   }
 }
 
+// 37 x 201 elements one by one, 37 x 200 in 16-byte packs (packs16).
 TEST_P(CudaOps, AddAddInPlaceAndScale) {
-  Tensor a = input({37, 201}, 34), b = input({37, 201}, 35);
-  Tensor rsum = cpu_empty(a.shape()), racc = a.clone();
-  cpu->add(rsum, a, b);
-  cpu->add_(racc, b);
-  cpu->scale_(racc, -0.75);
-  Tensor ga = up(a), gb = up(b), y = poisoned(a.shape(), dt);
-  gpu->add(y, ga, gb);
-  expect_close(y, rsum, "add");
-  gpu->add_(ga, gb);
-  gpu->scale_(ga, -0.75);
-  expect_close(ga, racc, "add_ then scale_");
+  for (int64_t c : {201, 200}) {
+    Tensor a = input({37, c}, 34), b = input({37, c}, 35);
+    Tensor rsum = cpu_empty(a.shape()), racc = a.clone();
+    cpu->add(rsum, a, b);
+    cpu->add_(racc, b);
+    cpu->scale_(racc, -0.75);
+    Tensor ga = up(a), gb = up(b), y = poisoned(a.shape(), dt);
+    gpu->add(y, ga, gb);
+    expect_close(y, rsum, "add");
+    gpu->add_(ga, gb);
+    gpu->scale_(ga, -0.75);
+    expect_close(ga, racc, "add_ then scale_");
+  }
 }
 
 TEST_P(CudaOps, SumAndSumSquaresInF64) {

@@ -20,19 +20,35 @@ template <class D, class S> __global__ void convert_kernel(D* dst, const S* src,
     dst[i] = from_f32<D>(to_f32(src[i]));
 }
 
-template <class T> __global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+// add, add_ and scale_: each thread reads and writes K elements at a time (a 16-byte pack where n and
+// the arrays' alignment allow: packs16).
+template <class T, int K> __global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * K; i < n; i += stride) {
+    const Pack<T, K> av = load_pack<K>(a + i), bv = load_pack<K>(b + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(av.v[k]) + to_f32(bv.v[k]));
+    store_pack<K>(y + i, out);
+  }
 }
 
-template <class T> __global__ void add_inplace_kernel(T* y, const T* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(x[i]));
+template <class T, int K> __global__ void add_inplace_kernel(T* y, const T* x, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * K; i < n; i += stride) {
+    const Pack<T, K> yv = load_pack<K>(y + i), xv = load_pack<K>(x + i);
+    Pack<T, K> out;
+    for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(yv.v[k]) + to_f32(xv.v[k]));
+    store_pack<K>(y + i, out);
+  }
 }
 
-template <class T> __global__ void scale_kernel(T* y, float alpha, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_f32<T>(to_f32(y[i]) * alpha);
+template <class T, int K> __global__ void scale_kernel(T* y, float alpha, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * K; i < n; i += stride) {
+    Pack<T, K> yv = load_pack<K>(y + i);
+    for (int k = 0; k < K; ++k) yv.v[k] = from_f32<T>(to_f32(yv.v[k]) * alpha);
+    store_pack<K>(y + i, yv);
+  }
 }
 
 template <class T, bool kSquares> __global__ void sum_partial_kernel(double* partials, const T* x, int64_t n) {
@@ -109,8 +125,13 @@ void add(void* y, const void* a, const void* b, DType dt, int64_t n, cudaStream_
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T>)
-    (static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n);
+    T* const ty = static_cast<T*>(y);
+    const T *const ta = static_cast<const T*>(a), *const tb = static_cast<const T*>(b);
+    constexpr int kP = kPack16<T>;
+    if (packs16<T>(n, {y, a, b}))
+      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_kernel<T, kP>)(ty, ta, tb, n);
+    else
+      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T, 1>)(ty, ta, tb, n);
     PTDP_CUDA_CHECK_LAUNCH("add_kernel");
   });
 }
@@ -119,8 +140,13 @@ void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "add_", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_inplace_kernel<T>)
-    (static_cast<T*>(y), static_cast<const T*>(x), n);
+    T* const ty = static_cast<T*>(y);
+    const T* const tx = static_cast<const T*>(x);
+    constexpr int kP = kPack16<T>;
+    if (packs16<T>(n, {y, x}))
+      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_inplace_kernel<T, kP>)(ty, tx, n);
+    else
+      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_inplace_kernel<T, 1>)(ty, tx, n);
     PTDP_CUDA_CHECK_LAUNCH("add_inplace_kernel");
   });
 }
@@ -129,8 +155,12 @@ void scale_inplace(void* y, DType dt, double alpha, int64_t n, cudaStream_t st) 
   if (n == 0) return;
   dispatch_float(dt, "scale_", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, scale_kernel<T>)
-    (static_cast<T*>(y), static_cast<float>(alpha), n);
+    T* const ty = static_cast<T*>(y);
+    if (packs16<T>(n, {y}))
+      PTDP_LAUNCH(grid_for(n / kPack16<T>, kThreads), kThreads, 0, st, scale_kernel<T, kPack16<T>>)
+      (ty, static_cast<float>(alpha), n);
+    else
+      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, scale_kernel<T, 1>)(ty, static_cast<float>(alpha), n);
     PTDP_CUDA_CHECK_LAUNCH("scale_kernel");
   });
 }
