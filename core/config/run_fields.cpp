@@ -339,7 +339,7 @@ void add_simulated_fields(std::vector<Field>& v) {
                         "e4m3, or hybrid (e5m2 gradients); needs --stack mcore and a Hopper profile "
                         "(compute.peak_tflops_fp8); docs/SIMULATOR.md, \"FP8\"")
                   .column(RowUse::Simulated)
-                  .key("")
+                  .key("none")  // rows written before FP8 was simulated: none
                   .in_specs());
   v.push_back(Field(PTDP_MEMBER(fp8_param_gather), "fp8_param_gather", g)
                   .flags("--fp8-param-gather")
@@ -348,7 +348,7 @@ void add_simulated_fields(std::vector<Field>& v) {
                         "the distributed optimizer's parameter all-gather in FP8, as NeMo's FP8 recipes set it "
                         "(Megatron-core's --fp8-param-gather); docs/SIMULATOR.md, \"FP8\"")
                   .column(RowUse::Simulated)
-                  .key("")
+                  .key("0")
                   .in_specs());
 }
 
