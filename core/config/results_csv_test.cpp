@@ -1,7 +1,6 @@
 // Result CSV appends: every row of concurrent writers kept exactly once (threads and processes),
 // user files written through (symlinks, hard links, modes), non-regular targets refused at once.
 #include "core/config/results_csv.h"
-#include "core/results/csv_reader.h"
 #include "core/results/output_files.h"
 
 #include <fcntl.h>
@@ -248,28 +247,6 @@ TEST(ResultsDir, EveryResultFileHasTodaysHeaderOrAnOlderOne) {
     const std::string h = result_header_line();
     const bool older = first.size() < h.size() && h.compare(0, first.size(), first) == 0 && h[first.size()] == ',';
     EXPECT_TRUE(first == h || older) << e.path() << ": " << foreign_header_reason(first);
-  }
-  EXPECT_GT(files, 10);
-}
-
-// A result file kept in results/ holds one row per configuration: `reproduce --force` replaces a
-// configuration's row, also one written before a key column existed (its old default, Field::key).
-TEST(ResultsDir, NoTwoRowsOfAResultFileShareAConfiguration) {
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(PTDP_SOURCE_DIR) + "/results")) {
-    if (e.path().extension() != ".csv") continue;
-    std::ifstream in(e.path());
-    std::string first;
-    std::getline(in, first);
-    if (first.rfind("experiment,mode,", 0) != 0) continue;
-    ++files;
-    const CsvTable t = CsvTable::read(e.path().string(), config_key_columns(), /*lock=*/true, config_key_defaults());
-    std::map<std::string, int> first_line;
-    for (size_t i = 0; i < t.size(); ++i) {
-      const std::string key = config_key([&](const std::string& c) { return t.text(i, c); });
-      const auto [it, fresh] = first_line.emplace(key, t.line(i));
-      EXPECT_TRUE(fresh) << e.path() << ": lines " << it->second << " and " << t.line(i) << " are one configuration";
-    }
   }
   EXPECT_GT(files, 10);
 }
