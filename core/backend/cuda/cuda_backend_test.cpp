@@ -475,8 +475,9 @@ TEST_P(CudaOps, RopeAndItsInverseMatchCpuOutOfPlaceAndInPlace) {
   }
 }
 
+// 203 and 1 wide element by element, 64 and 2056 (two rounds of a block) in 16-byte packs.
 TEST_P(CudaOps, SwigluForwardAndBackwardMatchCpu) {
-  for (auto [n, f] : {std::pair{37, 203}, std::pair{5, 1}, std::pair{130, 64}}) {
+  for (auto [n, f] : {std::pair{37, 203}, std::pair{5, 1}, std::pair{130, 64}, std::pair{20, 2056}}) {
     Tensor x = input({n, 2 * f}, 68, -6, 6), dy = input({n, f}, 69);
     Tensor ry = cpu_empty({n, f}), rdx = cpu_empty({n, 2 * f});
     cpu->swiglu_forward(ry, x);

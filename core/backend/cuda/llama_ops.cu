@@ -10,6 +10,9 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
 unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
+// One block a row (SwiGLU: the threads of a block over the row's columns, no division an element),
+// rows beyond 65535 by a grid-stride loop.
+unsigned row_grid(int64_t n) { return static_cast<unsigned>(n < 65535 ? n : 65535); }
 
 // y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row. Each lane reads K elements at a time (a
 // 16-byte pack where the rows and g allow: packs16).
@@ -132,23 +135,41 @@ __global__ void rope_kernel(T* y, const T* x, const float* table, int64_t n, int
 }
 
 // x [n, 2f] = gate | up; y [n, f] = silu(gate) · up.
-template <class T> __global__ void swiglu_forward_kernel(T* y, const T* x, int64_t n, int64_t f) {
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n * f; t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = t / f, i = t % f;
-    const float g = to_f32(x[r * 2 * f + i]), u = to_f32(x[r * 2 * f + f + i]);
-    y[t] = from_f32<T>(g / (1.0f + expf(-g)) * u);
+template <class T, int K> __global__ void swiglu_forward_kernel(T* y, const T* x, int64_t n, int64_t f) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* gr = x + r * 2 * f;
+    T* yr = y + r * f;
+    for (int64_t i = int64_t(threadIdx.x) * K; i < f; i += int64_t(blockDim.x) * K) {
+      const Pack<T, K> gv = load_pack<K>(gr + i), uv = load_pack<K>(gr + f + i);
+      Pack<T, K> out;
+      for (int k = 0; k < K; ++k) {
+        const float g = to_f32(gv.v[k]), u = to_f32(uv.v[k]);
+        out.v[k] = from_f32<T>(g / (1.0f + expf(-g)) * u);
+      }
+      store_pack<K>(yr + i, out);
+    }
   }
 }
 
 // dgate = dy·up·σ(g)·(1 + g·(1 − σ(g))), dup = dy·silu(g); dx overwritten.
-template <class T> __global__ void swiglu_backward_kernel(T* dx, const T* x, const T* dy, int64_t n, int64_t f) {
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n * f; t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = t / f, i = t % f;
-    const int64_t o = r * 2 * f + i;
-    const float g = to_f32(x[o]), u = to_f32(x[o + f]), d = to_f32(dy[t]);
-    const float sg = 1.0f / (1.0f + expf(-g));
-    dx[o] = from_f32<T>(d * u * sg * (1.0f + g * (1.0f - sg)));
-    dx[o + f] = from_f32<T>(d * g * sg);
+template <class T, int K>
+__global__ void swiglu_backward_kernel(T* dx, const T* x, const T* dy, int64_t n, int64_t f) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * 2 * f;
+    const T* dyr = dy + r * f;
+    T* dxr = dx + r * 2 * f;
+    for (int64_t i = int64_t(threadIdx.x) * K; i < f; i += int64_t(blockDim.x) * K) {
+      const Pack<T, K> gv = load_pack<K>(xr + i), uv = load_pack<K>(xr + f + i), dv = load_pack<K>(dyr + i);
+      Pack<T, K> dg, du;
+      for (int k = 0; k < K; ++k) {
+        const float g = to_f32(gv.v[k]), u = to_f32(uv.v[k]), d = to_f32(dv.v[k]);
+        const float sg = 1.0f / (1.0f + expf(-g));
+        dg.v[k] = from_f32<T>(d * u * sg * (1.0f + g * (1.0f - sg)));
+        du.v[k] = from_f32<T>(d * g * sg);
+      }
+      store_pack<K>(dxr + i, dg);
+      store_pack<K>(dxr + f + i, du);
+    }
   }
 }
 
@@ -227,8 +248,12 @@ void swiglu_forward(void* y, const void* x, DType dt, int64_t n, int64_t f, cuda
   if (n * f == 0) return;
   dispatch_float(dt, "swiglu_forward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n * f, kThreads), kThreads, 0, st, swiglu_forward_kernel<T>)
-    (static_cast<T*>(y), static_cast<const T*>(x), n, f);
+    T* const ty = static_cast<T*>(y);
+    const T* const tx = static_cast<const T*>(x);
+    if (packs16<T>(f, {y, x}))
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, swiglu_forward_kernel<T, kPack16<T>>)(ty, tx, n, f);
+    else
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, swiglu_forward_kernel<T, 1>)(ty, tx, n, f);
     PTDP_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
   });
 }
@@ -237,8 +262,12 @@ void swiglu_backward(void* dx, const void* x, const void* dy, DType dt, int64_t 
   if (n * f == 0) return;
   dispatch_float(dt, "swiglu_backward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n * f, kThreads), kThreads, 0, st, swiglu_backward_kernel<T>)
-    (static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n, f);
+    T* const tdx = static_cast<T*>(dx);
+    const T *const tx = static_cast<const T*>(x), *const tdy = static_cast<const T*>(dy);
+    if (packs16<T>(f, {dx, x, dy}))
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, swiglu_backward_kernel<T, kPack16<T>>)(tdx, tx, tdy, n, f);
+    else
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, swiglu_backward_kernel<T, 1>)(tdx, tx, tdy, n, f);
     PTDP_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
   });
 }
