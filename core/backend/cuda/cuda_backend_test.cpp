@@ -497,7 +497,8 @@ TEST_P(CudaOps, GqaExpandAndReduceMatchCpu) {
     int64_t n;
     int a, g, hd;
   };
-  for (const Shape3 sh : {Shape3{37, 8, 2, 16}, {5, 6, 1, 3}, {12, 4, 4, 8}, {1, 12, 3, 5}}) {
+  // hd 16, 8 and 264 (two rounds of a warp) in 16-byte packs, 3 and 5 element by element.
+  for (const Shape3 sh : {Shape3{37, 8, 2, 16}, {5, 6, 1, 3}, {12, 4, 4, 8}, {1, 12, 3, 5}, {3, 4, 2, 264}}) {
     const int64_t compact = int64_t(sh.a + 2 * sh.g) * sh.hd, heads = int64_t(3) * sh.a * sh.hd;
     Tensor x = input({sh.n, compact}, 70, -2, 2), dy = input({sh.n, heads}, 71, -2, 2);
     Tensor ry = cpu_empty({sh.n, heads}), rdx = cpu_empty({sh.n, compact});
