@@ -271,32 +271,36 @@ TEST_P(CudaOps, AttentionBackwardMatchesCpu) {
 }
 
 TEST_P(CudaOps, EmbeddingForwardLooksUpThisShardsRowsAndAddsPositions) {
-  const int64_t rows = 50, vocab_start = 10, h = 96;
-  const int s = 7;
-  const int64_t n = 3 * s;
-  Tensor tok = tokens(n, 0, 80, 1);  // some below and above this shard's [10, 60)
-  Tensor wte = input({rows, h}, 28), wpe = input({9, h}, 29);
-  for (bool with_pos : {true, false}) {
-    Tensor ref = cpu_empty({n, h});
-    cpu->embedding_forward(ref, tok, wte, vocab_start, with_pos ? &wpe : nullptr, s);
-    Tensor gt = up(tok), gw = up(wte), gp = up(wpe), x = poisoned({n, h}, dt);
-    gpu->embedding_forward(x, gt, gw, vocab_start, with_pos ? &gp : nullptr, s);
-    expect_close(x, ref, with_pos ? "embedding x" : "embedding x without positions");
+  for (int64_t h : {96, 90}) {  // 16-byte packs, and elements one by one
+    const int64_t rows = 50, vocab_start = 10;
+    const int s = 7;
+    const int64_t n = 3 * s;
+    Tensor tok = tokens(n, 0, 80, 1);  // some below and above this shard's [10, 60)
+    Tensor wte = input({rows, h}, 28), wpe = input({9, h}, 29);
+    for (bool with_pos : {true, false}) {
+      Tensor ref = cpu_empty({n, h});
+      cpu->embedding_forward(ref, tok, wte, vocab_start, with_pos ? &wpe : nullptr, s);
+      Tensor gt = up(tok), gw = up(wte), gp = up(wpe), x = poisoned({n, h}, dt);
+      gpu->embedding_forward(x, gt, gw, vocab_start, with_pos ? &gp : nullptr, s);
+      expect_close(x, ref, with_pos ? "embedding x" : "embedding x without positions");
+    }
   }
 }
 
 TEST_P(CudaOps, EmbeddingBackwardScatterAddsIntoF32Grads) {
-  const int64_t rows = 50, vocab_start = 10, h = 96;
-  const int s = 7;
-  const int64_t n = 5 * s;
-  Tensor tok = tokens(n, 5, 40, 2);  // repeats, and some outside the shard
-  Tensor dx = input({n, h}, 30), dwte0 = uniform({rows, h}, 31), dwpe0 = uniform({9, h}, 32);
-  Tensor rwte = dwte0.clone(), rwpe = dwpe0.clone();
-  cpu->embedding_backward(rwte, &rwpe, dx, tok, vocab_start, s);
-  Tensor gt = up(tok), gdx = up(dx), gwte = up(dwte0, F32), gwpe = up(dwpe0, F32);
-  gpu->embedding_backward(gwte, &gwpe, gdx, gt, vocab_start, s);
-  expect_close(gwte, rwte, "embedding dwte");
-  expect_close(gwpe, rwpe, "embedding dwpe");
+  for (int64_t h : {96, 90}) {  // 16-byte packs, and elements one by one
+    const int64_t rows = 50, vocab_start = 10;
+    const int s = 7;
+    const int64_t n = 5 * s;
+    Tensor tok = tokens(n, 5, 40, 2);  // repeats, and some outside the shard
+    Tensor dx = input({n, h}, 30), dwte0 = uniform({rows, h}, 31), dwpe0 = uniform({9, h}, 32);
+    Tensor rwte = dwte0.clone(), rwpe = dwpe0.clone();
+    cpu->embedding_backward(rwte, &rwpe, dx, tok, vocab_start, s);
+    Tensor gt = up(tok), gdx = up(dx), gwte = up(dwte0, F32), gwpe = up(dwpe0, F32);
+    gpu->embedding_backward(gwte, &gwpe, gdx, gt, vocab_start, s);
+    expect_close(gwte, rwte, "embedding dwte");
+    expect_close(gwpe, rwpe, "embedding dwpe");
+  }
 }
 
 // Rows of 16-byte packs with a tail of valid columns read one by one (136 wide, 130 valid), and of

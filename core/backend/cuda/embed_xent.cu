@@ -8,29 +8,51 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class T>
+// The embedding: one block a row (its token), the threads over the row's h columns, K at a time (a
+// 16-byte pack where h and the alignment allow: packs16); no division an element.
+template <class T, int K>
 __global__ void embedding_forward_kernel(T* x, const int32_t* tok, const T* wte, int64_t wte_rows,
                                          int64_t vocab_start, const T* wpe, int64_t n, int64_t h, int s) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * h; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = k / h, i = k % h;
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const int64_t id = int64_t(tok[r]) - vocab_start;
-    float v = (id >= 0 && id < wte_rows) ? to_f32(wte[id * h + i]) : 0.0f;
-    if (wpe) v += to_f32(wpe[(r % s) * h + i]);
-    x[k] = from_f32<T>(v);
+    const bool here = id >= 0 && id < wte_rows;  // this rank's slice of the vocabulary
+    const T* pos = wpe ? wpe + (r % s) * h : nullptr;
+    for (int64_t i = int64_t(threadIdx.x) * K; i < h; i += int64_t(blockDim.x) * K) {
+      float v[K];
+      if (here) {
+        const Pack<T, K> w = load_pack<K>(wte + id * h + i);
+        for (int k = 0; k < K; ++k) v[k] = to_f32(w.v[k]);
+      } else {
+        for (int k = 0; k < K; ++k) v[k] = 0.0f;
+      }
+      if (pos) {
+        const Pack<T, K> p = load_pack<K>(pos + i);
+        for (int k = 0; k < K; ++k) v[k] += to_f32(p.v[k]);
+      }
+      Pack<T, K> out;
+      for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(v[k]);
+      store_pack<K>(x + r * h + i, out);
+    }
   }
 }
 
-template <class T>
+template <class T, int K>
 __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dx, const int32_t* tok, int64_t wte_rows,
                                           int64_t vocab_start, int64_t n, int64_t h, int s) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * h; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = k / h, i = k % h;
-    const float d = to_f32(dx[k]);
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const int64_t id = int64_t(tok[r]) - vocab_start;
-    if (id >= 0 && id < wte_rows) atomicAdd(dwte + id * h + i, d);
-    if (dwpe) atomicAdd(dwpe + (r % s) * h + i, d);
+    const bool here = id >= 0 && id < wte_rows;
+    for (int64_t i = int64_t(threadIdx.x) * K; i < h; i += int64_t(blockDim.x) * K) {
+      const Pack<T, K> d = load_pack<K>(dx + r * h + i);
+      for (int k = 0; k < K; ++k) {
+        if (here) atomicAdd(dwte + id * h + i + k, to_f32(d.v[k]));
+        if (dwpe) atomicAdd(dwpe + (r % s) * h + i + k, to_f32(d.v[k]));
+      }
+    }
   }
 }
+
+unsigned row_grid(int64_t n) { return static_cast<unsigned>(n < 65535 ? n : 65535); }
 
 // The row kernels below: one block per row; each thread reads K elements at a time (a 16-byte pack
 // where v and the logits' alignment allow: packs16), the last v_valid % K valid ones one by one.
@@ -106,8 +128,14 @@ void embedding_forward(void* x, const int32_t* tok, const void* wte, int64_t wte
   if (n * h == 0) return;
   dispatch_float(dt, "embedding_forward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n * h, kThreads), kThreads, 0, st, embedding_forward_kernel<T>)
-    (static_cast<T*>(x), tok, static_cast<const T*>(wte), wte_rows, vocab_start, static_cast<const T*>(wpe), n, h, s);
+    T* const tx = static_cast<T*>(x);
+    const T *const tw = static_cast<const T*>(wte), *const tp = static_cast<const T*>(wpe);
+    if (packs16<T>(h, {x, wte, wpe ? wpe : wte}))
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, embedding_forward_kernel<T, kPack16<T>>)
+      (tx, tok, tw, wte_rows, vocab_start, tp, n, h, s);
+    else
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, embedding_forward_kernel<T, 1>)
+      (tx, tok, tw, wte_rows, vocab_start, tp, n, h, s);
     PTDP_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
   });
 }
@@ -117,8 +145,13 @@ void embedding_backward(float* dwte, float* dwpe, const void* dx, DType dt, cons
   if (n * h == 0) return;
   dispatch_float(dt, "embedding_backward", [&](auto z) {
     using T = decltype(z);
-    PTDP_LAUNCH(grid_for(n * h, kThreads), kThreads, 0, st, embedding_backward_kernel<T>)
-    (dwte, dwpe, static_cast<const T*>(dx), tok, wte_rows, vocab_start, n, h, s);
+    const T* const tdx = static_cast<const T*>(dx);
+    if (packs16<T>(h, {dx}))
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, embedding_backward_kernel<T, kPack16<T>>)
+      (dwte, dwpe, tdx, tok, wte_rows, vocab_start, n, h, s);
+    else
+      PTDP_LAUNCH(row_grid(n), kThreads, 0, st, embedding_backward_kernel<T, 1>)
+      (dwte, dwpe, tdx, tok, wte_rows, vocab_start, n, h, s);
     PTDP_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
 }
