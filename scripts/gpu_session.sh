@@ -222,7 +222,15 @@ probe() {
     echo "gpu: none (no nvidia-smi)"
   fi
   echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
-  echo "python3: $PY $("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1 | tail -1)"
+  # PyTorch imported once (seconds): its version line, then its cuDNN's (printed below); on a
+  # failure both say the error's last line.
+  local torch_lines torch_version torch_cudnn
+  if torch_lines=$("$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available()); print(torch.backends.cudnn.version())' 2>"$work/torch_probe.err"); then
+    torch_version=$(head -1 <<<"$torch_lines") torch_cudnn=$(sed -n 2p <<<"$torch_lines")
+  else
+    torch_version=$(tail -1 "$work/torch_probe.err") torch_cudnn=$torch_version
+  fi
+  echo "python3: $PY $torch_version"
   for tool in compute-sanitizer ncu; do echo "$tool: $(command -v "$tool" || echo none)"; done
   echo "cpus: $(nproc)"
   local paths=()
@@ -237,7 +245,7 @@ probe() {
   done
   nccl_inventory
   # cuDNN: loaded by ptdp at run time (--attention-backend cudnn; docs/CUDA.md), PyTorch's as a rule.
-  echo "cudnn_torch: $("$PY" -c 'import torch; print(torch.backends.cudnn.version())' 2>&1 | tail -1)"
+  echo "cudnn_torch: $torch_cudnn"
   # The bundle's programs get these folders through their wrappers (bin/NAME reads libpath); nothing
   # is exported to the session, whose python3 must keep PyTorch's own libraries.
   local libpath
