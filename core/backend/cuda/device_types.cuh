@@ -70,6 +70,18 @@ template <int K, class T> __device__ __forceinline__ void store_pack(T* p, const
   *reinterpret_cast<Pack<T, K>*>(p) = v;
 }
 template <class T> constexpr int kPack16 = static_cast<int>(16 / sizeof(T));  // elements in 16 bytes
+// The pack of x at i; with kAdd, x += residual there first (rounded to T and stored back), the
+// norms' folded residual add.
+template <bool kAdd, int K, class T>
+__device__ __forceinline__ Pack<T, K> load_adding(T* x, const T* residual, int64_t i) {
+  Pack<T, K> xv = load_pack<K>(x + i);
+  if constexpr (kAdd) {
+    const Pack<T, K> rv = load_pack<K>(residual + i);
+    for (int k = 0; k < K; ++k) xv.v[k] = from_f32<T>(to_f32(xv.v[k]) + to_f32(rv.v[k]));
+    store_pack<K>(x + i, xv);
+  }
+  return xv;
+}
 // Rows of `cols` elements of T at these addresses can be read in 16-byte packs (null: not used).
 template <class T> bool packs16(int64_t cols, std::initializer_list<const void*> ptrs) {
   if (cols % kPack16<T> != 0) return false;

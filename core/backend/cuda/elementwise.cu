@@ -20,7 +20,7 @@ template <class D, class S> __global__ void convert_kernel(D* dst, const S* src,
     dst[i] = from_f32<D>(to_f32(src[i]));
 }
 
-// add, add_ and scale_: each thread reads and writes K elements at a time (a 16-byte pack where n and
+// add (add_ is add with y = a) and scale_: each thread reads and writes K elements at a time (a 16-byte pack where n and
 // the arrays' alignment allow: packs16).
 template <class T, int K> __global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
@@ -28,16 +28,6 @@ template <class T, int K> __global__ void add_kernel(T* y, const T* a, const T* 
     const Pack<T, K> av = load_pack<K>(a + i), bv = load_pack<K>(b + i);
     Pack<T, K> out;
     for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(av.v[k]) + to_f32(bv.v[k]));
-    store_pack<K>(y + i, out);
-  }
-}
-
-template <class T, int K> __global__ void add_inplace_kernel(T* y, const T* x, int64_t n) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
-  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * K; i < n; i += stride) {
-    const Pack<T, K> yv = load_pack<K>(y + i), xv = load_pack<K>(x + i);
-    Pack<T, K> out;
-    for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(yv.v[k]) + to_f32(xv.v[k]));
     store_pack<K>(y + i, out);
   }
 }
@@ -144,10 +134,10 @@ void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
     const T* const tx = static_cast<const T*>(x);
     constexpr int kP = kPack16<T>;
     if (packs16<T>(n, {y, x}))
-      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_inplace_kernel<T, kP>)(ty, tx, n);
+      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_kernel<T, kP>)(ty, ty, tx, n);
     else
-      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_inplace_kernel<T, 1>)(ty, tx, n);
-    PTDP_CUDA_CHECK_LAUNCH("add_inplace_kernel");
+      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T, 1>)(ty, ty, tx, n);
+    PTDP_CUDA_CHECK_LAUNCH("add_kernel");
   });
 }
 

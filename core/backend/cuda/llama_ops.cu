@@ -26,12 +26,7 @@ __global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rs
   T* xr = x + row * c;
   float ss = 0.0f;
   for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
-    Pack<T, K> xv = load_pack<K>(xr + i);
-    if constexpr (kAdd) {
-      const Pack<T, K> rv = load_pack<K>(residual + row * c + i);
-      for (int k = 0; k < K; ++k) xv.v[k] = from_f32<T>(to_f32(xv.v[k]) + to_f32(rv.v[k]));
-      store_pack<K>(xr + i, xv);
-    }
+    const Pack<T, K> xv = load_adding<kAdd, K>(xr, kAdd ? residual + row * c : nullptr, i);
     for (int k = 0; k < K; ++k) ss += to_f32(xv.v[k]) * to_f32(xv.v[k]);
   }
   const float rs = 1.0f / sqrtf(warp_sum(ss) / float(c) + eps);
