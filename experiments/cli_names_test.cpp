@@ -105,12 +105,17 @@ TEST(CliNames, VersionNamesTheBlasKernelsAndAUsersChoiceIsKept) {
   const CliResult r = run_ptdp(dir, {"--version"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const cpu::CpuFeatures f = cpu::cpu_features();
-  if (f.avx2 && f.fma) EXPECT_EQ(r.out.find(", Prescott kernels"), std::string::npos) << r.out;
+  if (f.avx2 && f.fma) {
+    EXPECT_EQ(r.out.find(", Prescott kernels"), std::string::npos) << r.out;
+  }
   // Set by ptdp exactly where this process's OpenBLAS (started with the variable unset or not) fell back.
   const bool fell_back = r.out.find("set by ptdp: OpenBLAS does not know this CPU and chose Prescott)") !=
                          std::string::npos;
-  if (fell_back) EXPECT_TRUE(f.avx2 && f.fma) << r.out;
-  if (!fell_back) EXPECT_EQ(r.out.find("OPENBLAS_CORETYPE"), std::string::npos) << r.out;
+  if (fell_back) {
+    EXPECT_TRUE(f.avx2 && f.fma) << r.out;
+  } else {
+    EXPECT_EQ(r.out.find("OPENBLAS_CORETYPE"), std::string::npos) << r.out;
+  }
 
   ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
   const CliResult chosen = run_ptdp(dir, {"--version"});

@@ -82,7 +82,7 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
     PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
     const auto m = capture.messages();
     const std::string all = joined_messages(m);
-    EXPECT_NE(all.find("out of bounds: kernel embedding_forward_kernel<T>"), std::string::npos) << all;
+    EXPECT_NE(all.find("out of bounds: kernel embedding_forward_kernel<T, 1>"), std::string::npos) << all;
     EXPECT_NE(all.find("accesses 4 byte(s) at byte offset " + std::to_string(element * 4) + " of the memory of allocation #"),
               std::string::npos)
         << all;

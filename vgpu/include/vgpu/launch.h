@@ -26,7 +26,7 @@ uint64_t thread_order_seed();
 namespace detail {
 
 struct KernelSpec {
-  const char* name = "";  // as written at the launch: "layernorm_forward_kernel<T>"
+  const char* name = "";  // as written at the launch: "gelu_forward_kernel<T>"
   const char* file = nullptr;
   int line = 0;
   dim3 grid, block;

@@ -50,7 +50,7 @@ class CaptureViolations {  // while one exists (process-wide), violations are co
 // PTDP_LAUNCH), else a backtrace of the host thread taken at the call and symbolised only when
 // a report needs it.
 struct Site {
-  std::string what;          // "kernel layernorm_forward_kernel<T>", "cudaMemcpyAsync", "ncclAllReduce"
+  std::string what;          // "kernel gelu_forward_kernel<T>", "cudaMemcpyAsync", "ncclAllReduce"
   const char* file = nullptr;
   int line = 0;
   std::vector<void*> frames;  // filled by capture_site()
