@@ -63,10 +63,23 @@ __device__ __forceinline__ float block_max(float v) {
 template <class T, int K> struct alignas(sizeof(T) * K) Pack {
   T v[K];
 };
+// A pack's address must be aligned to its size: a GPU stops the kernel otherwise
+// (cudaErrorMisalignedAddress). The host's loads would take any address, so the virtual GPU checks.
+template <int K, class T> __device__ __forceinline__ void check_pack_address(const T* p) {
+#ifdef PTDP_VGPU
+  constexpr size_t kBytes = sizeof(Pack<T, K>);
+  if constexpr (K > 1)
+    if (reinterpret_cast<uintptr_t>(p) % kBytes != 0) ::vgpu::detail::misaligned_access(p, kBytes);
+#else
+  (void)p;
+#endif
+}
 template <int K, class T> __device__ __forceinline__ Pack<T, K> load_pack(const T* p) {
+  check_pack_address<K>(p);
   return *reinterpret_cast<const Pack<T, K>*>(p);
 }
 template <int K, class T> __device__ __forceinline__ void store_pack(T* p, const Pack<T, K>& v) {
+  check_pack_address<K>(p);
   *reinterpret_cast<Pack<T, K>*>(p) = v;
 }
 template <class T> constexpr int kPack16 = static_cast<int>(16 / sizeof(T));  // elements in 16 bytes

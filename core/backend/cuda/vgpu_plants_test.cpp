@@ -16,6 +16,7 @@
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
+#include "core/backend/cuda/device_types.cuh"
 #include "core/backend/cuda/kernels.h"
 #include "core/comm/device_comm.h"
 #include "core/comm/local/local_comm.h"
@@ -28,6 +29,50 @@ std::string joined_messages(const std::vector<std::string>& m) {
   std::string s;
   for (const std::string& x : m) s += x + "\n";
   return s;
+}
+
+// Each lane copies one 16-byte pack (8 bf16), as the packed kernels do (device_types.cuh).
+__global__ void copy_packs(__nv_bfloat16* y, const __nv_bfloat16* x) {
+  store_pack<8>(y + threadIdx.x * 8, load_pack<8>(x + threadIdx.x * 8));
+}
+
+// A packed kernel given rows that do not start 16-byte aligned (here one element off, as a view
+// into a row would be, had the host's packs16 check let it through): the host's loads take any
+// address, a GPU's 16-byte loads do not, and the vgpu says so as the GPU would stop.
+TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
+  std::string reason;
+  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  cudaStream_t st;
+  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int64_t n = 32 * 8 + 8;
+  auto* x = static_cast<__nv_bfloat16*>(al.allocate(n * 2, st));
+  auto* y = static_cast<__nv_bfloat16*>(al.allocate(n * 2, st));
+  fill(x, DType::BF16, n, 1.0, st);
+  fill(y, DType::BF16, n, 0.0, st);
+  {
+    vgpu::CaptureViolations capture;
+    PTDP_LAUNCH(1, 32, 0, st, copy_packs)(y, x);  // aligned: nothing to say
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
+    EXPECT_TRUE(capture.messages().empty()) << joined_messages(capture.messages());
+  }
+  {
+    vgpu::CaptureViolations capture;
+    PTDP_LAUNCH(1, 32, 0, st, copy_packs)(y, x + 1);  // planted: 2 bytes past a 16-byte boundary
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
+    const std::string all = joined_messages(capture.messages());
+    EXPECT_NE(all.find("misaligned address: kernel copy_packs"), std::string::npos) << all;
+    EXPECT_NE(all.find("makes a 16-byte access at"), std::string::npos) << all;
+    EXPECT_NE(all.find("not 16-byte aligned: a GPU stops the kernel there (cudaErrorMisalignedAddress)"),
+              std::string::npos)
+        << all;
+  }
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
+  al.deallocate(x, n * 2);
+  al.deallocate(y, n * 2);
+  al.forget_stream(st);
+  PTDP_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 // A vocabulary-parallel embedding given the full vocabulary's row count instead of its shard's:

@@ -59,6 +59,11 @@ int block_barrier(BarrierOp op, int predicate, std::source_location where);
 // Waits until every lane named in mask arrives; returns the value this lane receives
 // (shuffles), the ballot of predicates (Ballot) or 0 (Sync).
 uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width, std::source_location where);
+// A kernel's vector access of `bytes` at p that is not `bytes`-aligned: a GPU stops the kernel with
+// cudaErrorMisalignedAddress, so the vgpu reports it (a violation, "misaligned address"); a
+// kernel's code calls it where it makes such an access (core/backend/cuda/device_types.cuh's
+// packs). Nothing outside a kernel.
+void misaligned_access(const void* p, size_t bytes);
 
 template <class T>
 inline T warp_shuffle(WarpOp op, unsigned mask, T var, int arg, int width, std::source_location where) {

@@ -8,6 +8,7 @@
 #include <vgpu/runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -138,6 +139,7 @@ class Runner {
   template <WarpOp kOp>
   uint64_t warp(unsigned mask, uint64_t value, int arg, int width, std::source_location where);
   bool in_fiber() const { return current_ != nullptr; }
+  const detail::KernelSpec& spec() const { return *spec_; }
   bool tracked() const { return tracked_; }
   const AccessLog& writes() const { return writes_; }
   const AccessLog& reads() const { return reads_; }
@@ -736,6 +738,20 @@ int block_barrier(BarrierOp op, int predicate, std::source_location where) {
     return 0;
   }
   return r->barrier(op, predicate, where);
+}
+
+void misaligned_access(const void* p, size_t bytes) {
+  kernel::Runner* r = kernel::t_active;
+  if (!r || !r->in_fiber()) return;  // host code: its loads take any alignment
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", p);
+  report_violation("misaligned address",
+                   kernel::describe_kernel(r->spec()) + ": block (" + std::to_string(blockIdx.x) + ", " +
+                       std::to_string(blockIdx.y) + ", " + std::to_string(blockIdx.z) + ") thread (" +
+                       std::to_string(threadIdx.x) + ", " + std::to_string(threadIdx.y) + ", " +
+                       std::to_string(threadIdx.z) + ") makes a " + std::to_string(bytes) + "-byte access at " + addr +
+                       ", not " + std::to_string(bytes) +
+                       "-byte aligned: a GPU stops the kernel there (cudaErrorMisalignedAddress).");
 }
 
 uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width, std::source_location where) {
