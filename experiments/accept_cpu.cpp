@@ -123,10 +123,10 @@ std::vector<Check> cpu_checks(const AcceptProfile& p, const std::function<bool(c
     set_cpu_threads(threads);
     load.start();
     const harness::Samples s = on_the_host(harness::sgemm(p.gemm_m, p.gemm_n, p.gemm_k), reps).samples;
-    checks.push_back(load.judge(at_least("gemm", "sgemm_gflops", "GFLOP/s", s.best(), p.min_gemm_gflops, 0,
-                                         fmt::format("OpenBLAS sgemm {}, {} threads, {} kernels, best of {} (median {:.1f})",
-                                                     gemm_shape(p), threads, cpu::blas_core(), reps, s.median())),
-                                s, 0));
+    const std::string detail = fmt::format("OpenBLAS sgemm {}, {} threads, {} kernels, best of {} (median {:.1f})",
+                                           gemm_shape(p), threads, cpu::blas_core(), reps, s.median());
+    checks.push_back(
+        load.judge(at_least("gemm", "sgemm_gflops", "GFLOP/s", s.best(), p.min_gemm_gflops, 0, detail), s, 0));
   }
   if (wanted("memory")) {
     set_cpu_threads(threads);

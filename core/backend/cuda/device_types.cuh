@@ -111,6 +111,10 @@ inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(b);
 }
 
+// One block a row for kernels whose block's threads share a row's columns (no division an
+// element); rows beyond 65535 by a grid-stride loop over blockIdx.x.
+inline unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? rows : 65535); }
+
 // Calls f(T{}) with T = float, __nv_bfloat16 or __half for the dtype.
 template <class F>
 void dispatch_float(DType dt, const char* op, F&& f) {

@@ -20,8 +20,8 @@ template <class D, class S> __global__ void convert_kernel(D* dst, const S* src,
     dst[i] = from_f32<D>(to_f32(src[i]));
 }
 
-// add (add_ is add with y = a) and scale_: each thread reads and writes K elements at a time (a 16-byte pack where n and
-// the arrays' alignment allow: packs16).
+// add (add_ is add with y = a) and scale_: each thread reads and writes K elements at a time (a
+// 16-byte pack where n and the arrays' alignment allow: packs16).
 template <class T, int K> __global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x * K;
   for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * K; i < n; i += stride) {
@@ -30,6 +30,16 @@ template <class T, int K> __global__ void add_kernel(T* y, const T* a, const T* 
     for (int k = 0; k < K; ++k) out.v[k] = from_f32<T>(to_f32(av.v[k]) + to_f32(bv.v[k]));
     store_pack<K>(y + i, out);
   }
+}
+
+// y = a + b, y = a allowed (add_).
+template <class T> void launch_add(T* y, const T* a, const T* b, int64_t n, cudaStream_t st) {
+  constexpr int kP = kPack16<T>;
+  if (packs16<T>(n, {y, a, b}))
+    PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_kernel<T, kP>)(y, a, b, n);
+  else
+    PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T, 1>)(y, a, b, n);
+  PTDP_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 template <class T, int K> __global__ void scale_kernel(T* y, float alpha, int64_t n) {
@@ -115,14 +125,7 @@ void add(void* y, const void* a, const void* b, DType dt, int64_t n, cudaStream_
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto z) {
     using T = decltype(z);
-    T* const ty = static_cast<T*>(y);
-    const T *const ta = static_cast<const T*>(a), *const tb = static_cast<const T*>(b);
-    constexpr int kP = kPack16<T>;
-    if (packs16<T>(n, {y, a, b}))
-      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_kernel<T, kP>)(ty, ta, tb, n);
-    else
-      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T, 1>)(ty, ta, tb, n);
-    PTDP_CUDA_CHECK_LAUNCH("add_kernel");
+    launch_add(static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n, st);
   });
 }
 
@@ -130,14 +133,7 @@ void add_inplace(void* y, const void* x, DType dt, int64_t n, cudaStream_t st) {
   if (n == 0) return;
   dispatch_float(dt, "add_", [&](auto z) {
     using T = decltype(z);
-    T* const ty = static_cast<T*>(y);
-    const T* const tx = static_cast<const T*>(x);
-    constexpr int kP = kPack16<T>;
-    if (packs16<T>(n, {y, x}))
-      PTDP_LAUNCH(grid_for(n / kP, kThreads), kThreads, 0, st, add_kernel<T, kP>)(ty, ty, tx, n);
-    else
-      PTDP_LAUNCH(grid_for(n, kThreads), kThreads, 0, st, add_kernel<T, 1>)(ty, ty, tx, n);
-    PTDP_CUDA_CHECK_LAUNCH("add_kernel");
+    launch_add(static_cast<T*>(y), static_cast<const T*>(y), static_cast<const T*>(x), n, st);
   });
 }
 

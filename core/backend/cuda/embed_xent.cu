@@ -52,8 +52,6 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dx,
   }
 }
 
-unsigned row_grid(int64_t n) { return static_cast<unsigned>(n < 65535 ? n : 65535); }
-
 // The row kernels below: one block per row; each thread reads K elements at a time (a 16-byte pack
 // where v and the logits' alignment allow: packs16), the last v_valid % K valid ones one by one.
 template <class T, int K> __global__ void row_max_kernel(float* max, const T* logits, int64_t v, int64_t v_valid) {

@@ -10,9 +10,6 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
 unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
-// One block a row (SwiGLU: the threads of a block over the row's columns, no division an element),
-// rows beyond 65535 by a grid-stride loop.
-unsigned row_grid(int64_t n) { return static_cast<unsigned>(n < 65535 ? n : 65535); }
 
 // y = x · rstd · g, rstd = 1/sqrt(mean(x²) + eps) per row. Each lane reads K elements at a time (a
 // 16-byte pack where the rows and g allow: packs16).

@@ -31,6 +31,25 @@ std::string joined_messages(const std::vector<std::string>& m) {
   return s;
 }
 
+// A non-blocking stream on GPU 0 and its caching allocator for a plant: at the end the stream's
+// work is waited for, the allocator forgets the stream, and the stream is destroyed.
+struct PlantStream {
+  static DeviceAllocator& on_gpu0() {
+    PTDP_CUDA_CHECK(cudaSetDevice(0));
+    return DeviceAllocator::for_device(0);
+  }
+  DeviceAllocator& al = on_gpu0();
+  cudaStream_t st = nullptr;
+  PlantStream() { PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)); }
+  ~PlantStream() {
+    EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    al.forget_stream(st);
+    EXPECT_EQ(cudaStreamDestroy(st), cudaSuccess);
+  }
+  PlantStream(const PlantStream&) = delete;
+  PlantStream& operator=(const PlantStream&) = delete;
+};
+
 // Each lane copies one 16-byte pack (8 bf16), as the packed kernels do (device_types.cuh).
 __global__ void copy_packs(__nv_bfloat16* y, const __nv_bfloat16* x) {
   store_pack<8>(y + threadIdx.x * 8, load_pack<8>(x + threadIdx.x * 8));
@@ -42,10 +61,9 @@ __global__ void copy_packs(__nv_bfloat16* y, const __nv_bfloat16* x) {
 TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
   std::string reason;
   if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
-  PTDP_CUDA_CHECK(cudaSetDevice(0));
-  DeviceAllocator& al = DeviceAllocator::for_device(0);
-  cudaStream_t st;
-  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  PlantStream plant;
+  DeviceAllocator& al = plant.al;
+  cudaStream_t st = plant.st;
   const int64_t n = 32 * 8 + 8;
   auto* x = static_cast<__nv_bfloat16*>(al.allocate(n * 2, st));
   auto* y = static_cast<__nv_bfloat16*>(al.allocate(n * 2, st));
@@ -68,11 +86,8 @@ TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
               std::string::npos)
         << all;
   }
-  PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
   al.deallocate(x, n * 2);
   al.deallocate(y, n * 2);
-  al.forget_stream(st);
-  PTDP_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 // A vocabulary-parallel embedding given the full vocabulary's row count instead of its shard's:
@@ -84,10 +99,9 @@ TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
 TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) {
   std::string reason;
   if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
-  PTDP_CUDA_CHECK(cudaSetDevice(0));
-  DeviceAllocator& al = DeviceAllocator::for_device(0);
-  cudaStream_t st;
-  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  PlantStream plant;
+  DeviceAllocator& al = plant.al;
+  cudaStream_t st = plant.st;
   const int64_t rows = 4;  // this shard's rows, one float each
   auto* wte = static_cast<float*>(al.allocate(rows * 4, st));
   // The targets must lie after the table (a row index is not negative); which blocks the caching
@@ -145,9 +159,6 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
   al.deallocate(x, 4);
   al.deallocate(tok, 4);
   for (const auto& [p, bytes] : set_aside) al.deallocate(p, bytes);
-  PTDP_CUDA_CHECK(cudaStreamSynchronize(st));
-  al.forget_stream(st);
-  PTDP_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 // The gradient norm taken on the compute stream over the flat gradient buffer while the
@@ -158,11 +169,9 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
 TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
   std::string reason;
   if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
-  PTDP_CUDA_CHECK(cudaSetDevice(0));
-  DeviceAllocator& al = DeviceAllocator::for_device(0);
-  cudaStream_t compute, comm;
-  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-  PTDP_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+  PlantStream compute_stream, comm_stream;
+  DeviceAllocator& al = compute_stream.al;
+  cudaStream_t compute = compute_stream.st, comm = comm_stream.st;
   const int64_t n = 4096, bucket = 1024;
   auto* grads = static_cast<float*>(al.allocate(n * 4, compute));
   auto* reduced = static_cast<float*>(al.allocate(bucket * 4, compute));
@@ -196,11 +205,6 @@ TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
   al.deallocate(reduced, bucket * 4);
   al.deallocate(norm, 8);
   al.deallocate(partials, kSumPartials * 8);
-  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
-  al.forget_stream(compute);
-  al.forget_stream(comm);
-  PTDP_CUDA_CHECK(cudaStreamDestroy(compute));
-  PTDP_CUDA_CHECK(cudaStreamDestroy(comm));
 }
 
 // A device buffer wrapped as a host tensor (Tensor::wrap without Device::CUDA) and converted on
