@@ -119,6 +119,16 @@ void TrainLog::saved(int64_t iteration) {
 
 void TrainLog::saved_initial() { fmt::print("saved the initial weights (iteration 0) to {}\n", c_.save_init_dir); }
 
+namespace {
+
+// The attention kernels that run, and the request where it was auto ("cudnn (auto)").
+std::string attention_text(const RunConfig& c, const AttentionPlan& plan) {
+  const std::string ran(enum_name(plan.kernels));
+  return c.attention_backend == AttentionBackend::Auto ? ran + " (auto)" : ran;
+}
+
+}  // namespace
+
 void TrainLog::started(const TrainingRun& run) {
   const RunConfig& c = c_;
   if (!c.tensorboard_dir.empty()) {
@@ -127,8 +137,8 @@ void TrainLog::started(const TrainingRun& run) {
   }
   const ModelConfig& m = c.model;
   fmt::print("ptdp train: model {} (l={} h={} a={} s={} V={}, {:.3g}M parameters), t={} p={} d={} on {} {} rank(s), "
-             "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}{}, backend {} {}{}, {} iterations ({} "
-             "untimed), data {}\n",
+             "v={} b={} B={} m={}, schedule {}, recompute {}, scatter/gather {}{}{}, backend {} {}{}, attention {}, {} "
+             "iterations ({} untimed), data {}\n",
              m.name, m.layers, m.hidden, m.heads, m.seq_length, m.vocab_size, params_exact(m) / 1e6, c.par.tp,
              c.par.pp, c.par.dp, c.ranks, c.comm, c.par.vpp, c.par.micro_batch, c.par.global_batch,
              run.trainer().num_microbatches(), c.par.schedule, enum_name(c.par.recompute),
@@ -140,7 +150,8 @@ void TrainLog::started(const TrainingRun& run) {
                                : "",
              c.backend, c.precision,
              c.comm == CommKind::Local && c.backend == BackendKind::Cpu ? fmt::format(" ({} CPU thread(s) per rank)", rank_threads_) : "",
-             c.iters, c.warmup, c.data);
+             attention_text(c, run.attention()), c.iters, c.warmup, c.data);
+  if (!run.attention().note.empty()) fmt::print("note: {}\n", run.attention().note);
   const OptimizerConfig& o = c.opt;
   fmt::print("optimizer: AdamW lr {:g}{}, beta1 {:g} beta2 {:g} eps {:g}, weight decay {:g}, clip {:g}\n", o.lr.max_lr,
              schedule_text(o.lr), o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_grad);

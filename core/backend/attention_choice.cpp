@@ -26,9 +26,20 @@ bool use_block_attention(const Backend& be, AttentionBackend requested, int cont
   return context_parallel > 1 || resolve_attention_backend(be, requested) != AttentionBackend::Unfused;
 }
 
-bool configure_attention(Backend& be, AttentionBackend requested, int context_parallel) {
-  be.set_cudnn_attention(resolve_attention_backend(be, requested) == AttentionBackend::Cudnn);
-  return use_block_attention(be, requested, context_parallel);
+AttentionPlan configure_attention(Backend& be, AttentionBackend requested, int context_parallel,
+                                  const AttentionShape& shape) {
+  AttentionPlan plan;
+  plan.kernels = resolve_attention_backend(be, requested);
+  if (requested == AttentionBackend::Auto && plan.kernels == AttentionBackend::Cudnn && context_parallel <= 1) {
+    const std::string why = be.cudnn_attention_refusal(shape.b, shape.s, shape.a, shape.g, shape.hd, shape.dt);
+    if (!why.empty()) {
+      plan.kernels = AttentionBackend::Unfused;
+      plan.note = "--attention-backend auto: " + why + "; the unfused attention runs";
+    }
+  }
+  be.set_cudnn_attention(plan.kernels == AttentionBackend::Cudnn);
+  plan.blocks = context_parallel > 1 || plan.kernels != AttentionBackend::Unfused;
+  return plan;
 }
 
 }  // namespace ptdp

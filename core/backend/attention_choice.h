@@ -31,7 +31,28 @@ AttentionBackend resolve_attention_backend(const Backend& be, AttentionBackend r
 // but unfused, once resolved, and always with context parallelism (context_parallel > 1: the ring
 // is made of blocks; validate_run refuses --attention-backend unfused there).
 bool use_block_attention(const Backend& be, AttentionBackend requested, int context_parallel = 1);
-// The same, having switched `be`'s cuDNN attention on when `requested` resolves to cudnn (off otherwise).
-bool configure_attention(Backend& be, AttentionBackend requested, int context_parallel = 1);
+
+// One rank's attention in a run: b sequences of s tokens, a query heads and g key/value heads of hd
+// (after the tensor-parallel split), in dt.
+struct AttentionShape {
+  int b = 0, s = 0, a = 0, g = 0, hd = 0;
+  DType dt = DType::BF16;
+};
+
+// What a run computes attention with.
+struct AttentionPlan {
+  AttentionBackend kernels = AttentionBackend::Unfused;  // resolved: cudnn, flash or unfused
+  bool blocks = false;  // the layers call the block ops (use_block_attention)
+  std::string note;     // why auto passed over an available cuDNN (empty otherwise)
+};
+
+// Resolves `requested` for a run of `shape` and switches be's cuDNN attention on for cudnn (off
+// otherwise). auto takes cudnn only where cuDNN also runs the run's own block (f16 or bf16 heads it
+// takes, and graphs that build on this device: Backend::cudnn_attention_refusal), else unfused, with
+// the reason in note: ptdp's flash kernel, which runs the blocks cuDNN refuses, has no tensor cores.
+// With context parallelism (context_parallel > 1) the ring's blocks are not probed: the ones cuDNN
+// refuses run ptdp's kernel, as with an explicit cudnn.
+AttentionPlan configure_attention(Backend& be, AttentionBackend requested, int context_parallel,
+                                  const AttentionShape& shape);
 
 }  // namespace ptdp

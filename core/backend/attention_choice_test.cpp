@@ -1,11 +1,17 @@
-// --attention-backend resolved per backend: auto is unfused on the CPU and flash on a CUDA backend
-// without cuDNN (the virtual GPU); cudnn where it cannot run is refused naming the flag.
+// --attention-backend resolved per backend: auto is unfused on the CPU and on a CUDA backend without
+// cuDNN (the virtual GPU), cudnn where cuDNN runs the run's own block; cudnn where it cannot run is
+// refused naming the flag.
 #include "core/backend/attention_choice.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/common/error.h"
+#include "core/testing/host_device_backend.h"
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
@@ -34,7 +40,47 @@ TEST(AttentionChoice, TheCpuBackendRunsUnfusedByDefaultAndFlashOnRequest) {
   EXPECT_TRUE(use_block_attention(*cpu, AttentionBackend::Auto, 4));
   expect_cudnn_refused(*cpu, "the cpu backend has no cuDNN");
   EXPECT_THROW(cpu->set_cudnn_attention(true), RuntimeError);
-  EXPECT_FALSE(configure_attention(*cpu, AttentionBackend::Auto));
+  EXPECT_FALSE(configure_attention(*cpu, AttentionBackend::Auto, 1, AttentionShape{}).blocks);
+}
+
+// A device whose cuDNN takes bf16 heads of 64 only: auto runs cuDNN where it takes the run's block,
+// else the unfused attention (not ptdp's flash kernel, which would run every block cuDNN refuses),
+// and says why; an explicit cudnn and context parallelism keep cuDNN for the blocks it takes.
+TEST(AttentionChoice, AutoTakesCudnnOnlyWhereItRunsTheRunsOwnBlock) {
+  std::vector<std::string> asked;
+  auto be = testing::make_host_device_backend([&](int b, int s, int a, int g, int hd, DType dt) {
+    asked.push_back(fmt::format("{} {} {} {} {} {}", b, s, a, g, hd, dtype_name(dt)));
+    return dt == DType::BF16 && hd == 64 ? std::string() : std::string("no engine for this graph");
+  });
+  const AttentionShape taken{4, 2048, 16, 4, 64, DType::BF16};
+  AttentionPlan plan = configure_attention(*be, AttentionBackend::Auto, 1, taken);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Cudnn);
+  EXPECT_TRUE(plan.blocks);
+  EXPECT_EQ(plan.note, "");
+  EXPECT_EQ(asked, std::vector<std::string>{"4 2048 16 4 64 bf16"});
+
+  AttentionShape f32 = taken;
+  f32.dt = DType::F32;
+  plan = configure_attention(*be, AttentionBackend::Auto, 1, f32);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Unfused);
+  EXPECT_FALSE(plan.blocks);
+  EXPECT_EQ(plan.note, "--attention-backend auto: no engine for this graph; the unfused attention runs");
+
+  plan = configure_attention(*be, AttentionBackend::Cudnn, 1, f32);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Cudnn);
+  EXPECT_TRUE(plan.blocks);
+  EXPECT_EQ(plan.note, "");
+  asked.clear();
+  plan = configure_attention(*be, AttentionBackend::Auto, 2, f32);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Cudnn);
+  EXPECT_TRUE(plan.blocks);
+  EXPECT_TRUE(asked.empty()) << "the ring's blocks are not probed";
+  for (AttentionBackend k : {AttentionBackend::Flash, AttentionBackend::Unfused}) {
+    plan = configure_attention(*be, k, 1, taken);
+    EXPECT_EQ(plan.kernels, k);
+    EXPECT_EQ(plan.blocks, k == AttentionBackend::Flash);
+  }
+  EXPECT_TRUE(asked.empty()) << "only auto probes";
 }
 
 #ifdef PTDP_VGPU

@@ -17,6 +17,7 @@ std::string Backend::cudnn_attention_unavailable() const {
 void Backend::set_cudnn_attention(bool on) {
   if (on) throw RuntimeError("cuDNN attention: " + cudnn_attention_unavailable());
 }
+std::string Backend::cudnn_attention_refusal(int, int, int, int, int, DType) { return cudnn_attention_unavailable(); }
 
 void Backend::do_linear_gelu_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) {
   do_linear_forward(pre, x, w, &b);

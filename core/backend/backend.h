@@ -142,6 +142,11 @@ class Backend {
   // the same results within the dtype's rounding). Switching it on where it cannot run throws.
   virtual std::string cudnn_attention_unavailable() const;
   virtual void set_cudnn_attention(bool on);
+  // Why cuDNN does not run a causal block of b sequences of s tokens, a query and g key/value heads
+  // of hd in dt (a rank's attention without context parallelism): it is unavailable, the block is
+  // not one it is asked for, or its graphs do not build on this device (the CUDA backend builds
+  // them here, once per shape). Empty when it runs it.
+  virtual std::string cudnn_attention_refusal(int b, int s, int a, int g, int hd, DType dt);
   // Merges a block's partial result (y2, lse2) into (y, lse), both [b*sq, a*hd] and [b, a, sq]:
   // lse' = log(exp(lse) + exp(lse2)), y' = y exp(lse - lse') + y2 exp(lse2 - lse') per row and head
   // (a side at -inf adds nothing). y and lse are updated in place.

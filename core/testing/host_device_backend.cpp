@@ -12,6 +12,7 @@ Tensor hv(const Tensor& t) { return Tensor::wrap(t.raw(), t.shape(), t.dtype(), 
 
 class HostDeviceBackend final : public Backend {
  public:
+  explicit HostDeviceBackend(CudnnStandIn cudnn) : cudnn_(std::move(cudnn)) {}
   Device device() const override { return Device::CUDA; }
   std::string name() const override { return "host-device"; }
   std::span<const DType> compute_dtypes() const override { return cpu_->compute_dtypes(); }
@@ -181,12 +182,25 @@ class HostDeviceBackend final : public Backend {
     cpu_->adamw(ph, hv(grad), mh, vh, p);
   }
 
+  std::string cudnn_attention_unavailable() const override {
+    return cudnn_ ? std::string() : Backend::cudnn_attention_unavailable();
+  }
+  void set_cudnn_attention(bool on) override {
+    if (!cudnn_) Backend::set_cudnn_attention(on);
+  }
+  std::string cudnn_attention_refusal(int b, int s, int a, int g, int hd, DType dt) override {
+    return cudnn_ ? cudnn_(b, s, a, g, hd, dt) : Backend::cudnn_attention_refusal(b, s, a, g, hd, dt);
+  }
+
  private:
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  CudnnStandIn cudnn_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_host_device_backend() { return std::make_unique<HostDeviceBackend>(); }
+std::unique_ptr<Backend> make_host_device_backend(CudnnStandIn cudnn) {
+  return std::make_unique<HostDeviceBackend>(std::move(cudnn));
+}
 
 }  // namespace ptdp::testing

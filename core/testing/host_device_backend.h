@@ -3,12 +3,18 @@
 // op contracts), as the CUDA backend does. So uploads, staging communicators and checkpoints of
 // device tensors run for real; the arithmetic is the CPU backend's.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "core/backend/backend.h"
 
 namespace ptdp::testing {
 
-std::unique_ptr<Backend> make_host_device_backend();
+// A stand-in for cuDNN's fused attention: why it refuses a rank's causal block (b, s, a, g, hd, dt),
+// empty where it takes it. A backend given one has cuDNN (its block ops still compute on the CPU).
+using CudnnStandIn = std::function<std::string(int b, int s, int a, int g, int hd, DType dt)>;
+
+std::unique_ptr<Backend> make_host_device_backend(CudnnStandIn cudnn = {});
 
 }  // namespace ptdp::testing

@@ -54,10 +54,13 @@ void TrainingRun::build() {
   cp.rank = g.me.cp;
   cp.comm = c_.par.cp_comm;
   // Block attention: what --attention-backend resolves to on this backend (attention_choice.h: auto
-  // is cuDNN where it exists, else unfused), and always under context parallelism.
-  const bool blocks = configure_attention(backend_, c_.attention_backend, cp.size);
+  // is cuDNN where it runs this rank's blocks, else unfused), and always under context parallelism.
+  const ModelConfig& m = c_.model;
+  const AttentionShape shape{c_.par.micro_batch, m.seq_length, m.heads / c_.par.tp, m.groups() / c_.par.tp,
+                             m.head_dim(), precision_dtype(c_.precision)};
+  attention_ = configure_attention(backend_, c_.attention_backend, cp.size, shape);
   for (Gpt* chunk : model_.pointers()) {
-    chunk->set_attention(blocks, cp);
+    chunk->set_attention(attention_.blocks, cp);
     chunk->set_recompute_activation(c_.par.recompute_activation);
   }
   TrainerGroups tg{g.dp.get(), g.mp.get(), g.pp.get(), g.tp.get(), g.embedding.get(), &world_};

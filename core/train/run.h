@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/backend/attention_choice.h"
 #include "core/comm/communicator.h"
 #include "core/config/run_config.h"
 #include "core/parallel/topology.h"
@@ -56,6 +57,7 @@ class TrainingRun {
   const RunConfig& config() const { return c_; }
   const Trainer& trainer() const { return *trainer_; }
   const RunData& data() const { return data_; }
+  const AttentionPlan& attention() const { return attention_; }  // after build()
   bool rank0() const { return world_.rank() == 0; }
   int iterations() const { return last_; }        // the last iteration run
   int stopped_by() const { return stopped_by_; }  // the stop request that ended the run, 0: none
@@ -86,6 +88,7 @@ class TrainingRun {
   std::vector<std::unique_ptr<DirLock>> dir_locks_;
   RunData data_;
   StageModel model_;
+  AttentionPlan attention_;
   std::unique_ptr<Trainer> trainer_;
   CheckpointLayout ckpt_;
   uint64_t run_id_ = 0;  // this run's saves, drawn on world rank 0

@@ -446,6 +446,13 @@ class CudaBackend final : public Backend {
       cudnn_ = std::make_unique<cuda::CudnnAttention>(stream_);
     }
   }
+  // Builds the block's graphs where cuDNN is available (switching cuDNN attention on; the caller
+  // switches it off again if it picks other kernels).
+  std::string cudnn_attention_refusal(int b, int s, int a, int g, int hd, DType dt) override {
+    if (std::string why = cudnn_attention_unavailable(); !why.empty()) return why;
+    set_cudnn_attention(true);
+    return cudnn_->refusal(cuda::CudnnBlock{b, s, s, a, g, hd, true, dt});
+  }
 
   // Block attention: cuDNN's fused attention where it is switched on and takes the block (a causal
   // block on the diagonal, or one whose every key is visible), else ptdp's kernel

@@ -79,6 +79,11 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 using Key = std::tuple<int, int, int, int, int, int, bool, DType>;
 Key key_of(const CudnnBlock& b) { return {b.b, b.sq, b.sk, b.a, b.g, b.hd, b.causal, b.dt}; }
 
+std::string version_text() {
+  const int64_t v = cudnn_version();
+  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
 std::string describe(const CudnnBlock& b) {
   return fmt::format("b {} sq {} sk {} heads {} groups {} hd {} {} {}", b.b, b.sq, b.sk, b.a, b.g, b.hd,
                      b.causal ? "causal" : "full", dtype_name(b.dt));
@@ -187,6 +192,7 @@ struct CudnnAttention::Impl {
     std::shared_ptr<fe::graph::Graph> fwd, bwd;
     int64_t fwd_ws = 0, bwd_ws = 0;
     std::string refused;  // empty: both built
+    bool said = false;    // the refusal was told (on stderr, or to refusal()'s caller)
   };
   cudnnHandle_t handle = nullptr;  // on the backend's stream
   std::map<Key, Graphs> graphs;
@@ -208,11 +214,18 @@ struct CudnnAttention::Impl {
     } catch (const std::exception& e) {
       gr.refused = e.what();
     }
-    if (!gr.refused.empty())
-      fmt::print(stderr, "ptdp: cuDNN {}.{}.{} refused attention {} ({}); ptdp's flash kernel runs it\n",
-                 cudnn_version() / 10000, cudnn_version() / 100 % 100, cudnn_version() % 100, describe(blk),
-                 gr.refused);
     return gr;
+  }
+
+  // A refused block's reason, said once on stderr where ptdp's kernel runs it instead.
+  bool takes(const CudnnBlock& blk) {
+    Graphs& gr = get(blk);
+    if (!gr.refused.empty() && !gr.said) {
+      gr.said = true;
+      fmt::print(stderr, "ptdp: cuDNN {} refused attention {} ({}); ptdp's flash kernel runs it\n", version_text(),
+                 describe(blk), gr.refused);
+    }
+    return gr.refused.empty();
   }
 
   Graphs& built(const CudnnBlock& blk) {
@@ -243,7 +256,17 @@ CudnnAttention::~CudnnAttention() {
   if (impl_->handle) fe::detail::destroy_handle(impl_->handle);
 }
 
-bool CudnnAttention::takes(const CudnnBlock& blk) { return cudnn_shape_ok(blk) && impl_->get(blk).refused.empty(); }
+bool CudnnAttention::takes(const CudnnBlock& blk) { return cudnn_shape_ok(blk) && impl_->takes(blk); }
+
+std::string CudnnAttention::refusal(const CudnnBlock& blk) {
+  if (!cudnn_shape_ok(blk))
+    return describe(blk) + " is not a block cuDNN is asked for (f16 or bf16, hd a multiple of 8 up to 256, whole "
+                           "groups, causal on the diagonal)";
+  Impl::Graphs& gr = impl_->get(blk);
+  gr.said = true;
+  return gr.refused.empty() ? std::string() : "cuDNN " + version_text() + " refused attention " + describe(blk) +
+                                                  " (" + gr.refused + ")";
+}
 int64_t CudnnAttention::forward_workspace(const CudnnBlock& blk) { return impl_->built(blk).fwd_ws; }
 int64_t CudnnAttention::backward_workspace(const CudnnBlock& blk) { return impl_->built(blk).bwd_ws; }
 

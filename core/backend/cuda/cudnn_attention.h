@@ -66,6 +66,9 @@ class CudnnAttention {
   // Whether cuDNN runs this block: cudnn_shape_ok and both graphs built (the first call per shape
   // builds them; a shape cuDNN refuses is remembered with the reason, see refused()).
   bool takes(const CudnnBlock& blk);
+  // Why cuDNN does not run blk (not cudnn_shape_ok, or its graphs do not build here), empty when it
+  // does; builds them as takes() does, without telling stderr (the caller says what runs instead).
+  std::string refusal(const CudnnBlock& blk);
   // Bytes of workspace forward and backward need (after takes()).
   int64_t forward_workspace(const CudnnBlock& blk);
   int64_t backward_workspace(const CudnnBlock& blk);

@@ -24,6 +24,7 @@ struct CudnnAttention::Impl {};
 CudnnAttention::CudnnAttention(cudaStream_t) { throw RuntimeError("cuDNN attention: " + cudnn_unavailable()); }
 CudnnAttention::~CudnnAttention() = default;
 bool CudnnAttention::takes(const CudnnBlock&) { return false; }
+std::string CudnnAttention::refusal(const CudnnBlock&) { return cudnn_unavailable(); }
 int64_t CudnnAttention::forward_workspace(const CudnnBlock&) { return 0; }
 int64_t CudnnAttention::backward_workspace(const CudnnBlock&) { return 0; }
 void CudnnAttention::forward(const CudnnBlock&, void*, float*, const void*, const void*, const void*, void*) {

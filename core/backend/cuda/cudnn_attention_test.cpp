@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/attention_choice.h"
 #include "core/backend/cuda/cudnn_attention.h"
 #include "core/backend/cuda/testing/block_case.h"
 #include "core/backend/cuda/testing/op_fixture.h"
@@ -138,6 +139,23 @@ TEST_P(CudnnAttention, BackwardIsDeterministic) {
   for (auto [a, b, name] : {std::tuple{&one.dq, &two.dq, "dq"}, std::tuple{&one.dk, &two.dk, "dk"},
                             std::tuple{&one.dv, &two.dv, "dv"}})
     EXPECT_TRUE(same_bits(host(*a), host(*b))) << name << " differs between two runs";
+}
+
+// auto (configure_attention) takes cuDNN for a block it builds, and passes it over for an f32 run,
+// whose blocks cuDNN is not asked for, naming why: the unfused attention runs, not ptdp's kernel.
+TEST_P(CudnnAttention, AutoTakesItForTheRunsBlockAndNotForF32) {
+  const AttentionShape gpt{2, 128, 4, 4, 64, dt};
+  EXPECT_EQ(gpu->cudnn_attention_refusal(gpt.b, gpt.s, gpt.a, gpt.g, gpt.hd, gpt.dt), "");
+  AttentionPlan plan = configure_attention(*gpu, AttentionBackend::Auto, 1, gpt);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Cudnn);
+  EXPECT_TRUE(plan.blocks);
+  EXPECT_EQ(plan.note, "");
+  AttentionShape f32 = gpt;
+  f32.dt = DType::F32;
+  plan = configure_attention(*gpu, AttentionBackend::Auto, 1, f32);
+  EXPECT_EQ(plan.kernels, AttentionBackend::Unfused);
+  EXPECT_FALSE(plan.blocks);
+  EXPECT_NE(plan.note.find("is not a block cuDNN is asked for"), std::string::npos) << plan.note;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudnnAttention, ::testing::Values(DType::BF16, DType::F16),
