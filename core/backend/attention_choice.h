@@ -1,6 +1,7 @@
 // Which attention kernels a run uses (--attention-backend, Megatron-core's flag): auto resolved
 // per backend and device, and the refusal of a choice the backend cannot run.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/tensor/dtype.h"
@@ -18,6 +19,27 @@ enum class AttentionBackend { Auto, Cudnn, Flash, Unfused };
 // refusal of the rest): f16 or bf16, hd a multiple of 8 up to 256.
 inline bool cudnn_takes_heads(DType dt, int hd) {
   return (dt == DType::BF16 || dt == DType::F16) && hd > 0 && hd % 8 == 0 && hd <= 256;
+}
+
+// cuDNN's deterministic backward on Hopper forms dQ from a dP workspace of b*a*sq*sk*2 bytes (the
+// lengths rounded up to 64: its front end's formula). ptdp bounds it: a block that needs more than
+// kCudnnBackwardWorkspaceCap runs its backward as calls over consecutive key/value groups (each
+// head's gradients are its own; a group's key and value gradients sum over its query heads, all in
+// one call). At s = 2048 the GPU session's shapes need 0.5 GB and run in one call; at s = 8192 a
+// LLaMA-3 8B layer's 32 heads would need 4.3 GB and run in four calls of 1 GiB.
+inline constexpr int64_t kCudnnBackwardWorkspaceCap = int64_t(1) << 30;
+inline int64_t cudnn_dp_workspace_bytes(int64_t b, int64_t a, int64_t sq, int64_t sk) {
+  auto up = [](int64_t n) { return (n + 63) / 64 * 64; };
+  return b * a * up(sq) * up(sk) * 2;
+}
+// The groups each backward call covers: the most (a divisor of g) whose workspace fits cap, else one.
+inline int cudnn_backward_groups(int b, int sq, int sk, int a, int g, int64_t cap = kCudnnBackwardWorkspaceCap) {
+  int gc = g;
+  while (gc > 1 && cudnn_dp_workspace_bytes(b, int64_t(a) / g * gc, sq, sk) > cap) {
+    do --gc;
+    while (g % gc != 0);
+  }
+  return gc;
 }
 
 // The kernels `requested` means on `be`: auto is cudnn where cuDNN's fused attention runs on the

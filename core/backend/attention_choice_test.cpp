@@ -43,6 +43,21 @@ TEST(AttentionChoice, TheCpuBackendRunsUnfusedByDefaultAndFlashOnRequest) {
   EXPECT_FALSE(configure_attention(*cpu, AttentionBackend::Auto, 1, AttentionShape{}).blocks);
 }
 
+// The backward's calls: the GPU session's s = 2048 shapes in one (0.5 GB of dP workspace), a LLaMA-3
+// 8B layer at s = 8192 (4.3 GB) in four of 2 groups (1 GiB each), one group a call at the least.
+TEST(AttentionChoice, CudnnBackwardCallsKeepTheirWorkspaceWithinTheBound) {
+  EXPECT_EQ(cudnn_dp_workspace_bytes(4, 16, 2048, 2048), 536870912);
+  EXPECT_EQ(cudnn_dp_workspace_bytes(1, 1, 100, 65), 1 * 128 * 128 * 2);  // lengths rounded up to 64
+  EXPECT_EQ(cudnn_backward_groups(4, 2048, 2048, 16, 16), 16);
+  EXPECT_EQ(cudnn_backward_groups(2, 2048, 2048, 32, 8), 8);
+  EXPECT_EQ(cudnn_backward_groups(1, 8192, 8192, 32, 8), 2);
+  EXPECT_EQ(cudnn_dp_workspace_bytes(1, 8, 8192, 8192), kCudnnBackwardWorkspaceCap);
+  EXPECT_EQ(cudnn_backward_groups(1, 8192, 8192, 32, 32), 8);
+  EXPECT_EQ(cudnn_backward_groups(1, 8192, 8192, 24, 6), 2);   // 5 and 4 do not divide 6; 3 needs 1.6 GB
+  EXPECT_EQ(cudnn_backward_groups(1, 65536, 65536, 4, 4), 1);  // one head alone is over: one group a call
+  EXPECT_EQ(cudnn_backward_groups(2, 128, 128, 4, 4, 1), 1);
+}
+
 // A device whose cuDNN takes bf16 heads of 64 only: auto runs cuDNN where it takes the run's block,
 // else the unfused attention (not ptdp's flash kernel, which would run every block cuDNN refuses),
 // and says why; an explicit cudnn and context parallelism keep cuDNN for the blocks it takes.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/backend/attention_choice.h"
 #include "core/sim/hardware.h"
 
 namespace ptdp::sim {
@@ -80,9 +81,12 @@ double ptdp_backward_peak_bytes(const RunConfig& cfg, Recompute mode) {
   const double held = 2 * rows_h /* dln dx2 */ + sp_part + d.E * d.n * d.heads_cols() /* datty */ + dheads +
                       2 * rows_h /* dy, dx */;
   if (d.block) {
-    // Inside cuDNN's backward its deterministic dP workspace (b a/t s s 2 bytes on Hopper:
-    // docs/CUDA.md) beside dq, dk, dv; after it, the joined dqkv.
-    const double workspace = 2 * d.b * d.heads * d.s * d.s;
+    // Inside cuDNN's backward its deterministic dP workspace (b a/t s s 2 bytes on Hopper, for the
+    // groups of one call: attention_choice.h, cudnn_backward_groups) beside dq, dk, dv; after it,
+    // the joined dqkv.
+    const int b = int(d.b), s = int(d.s), a = int(d.heads), g = int(d.kv);
+    const int calls = g / cudnn_backward_groups(b, s, s, a, g);
+    const double workspace = double(cudnn_dp_workspace_bytes(b, a / calls, s, s)) + (calls > 1 ? 4.0 * b * a / calls * s : 0.0);
     return std::max(mlp, recomputed - released + held + std::max(workspace, qkv));
   }
   // attention_qkv expands the groups to every head for the op (GQA only).

@@ -76,8 +76,8 @@ template <class... Args>
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
-using Key = std::tuple<int, int, int, int, int, int, bool, DType>;
-Key key_of(const CudnnBlock& b) { return {b.b, b.sq, b.sk, b.a, b.g, b.hd, b.causal, b.dt}; }
+using Key = std::tuple<int, int, int, int, int, int, bool, DType, int, int>;
+Key key_of(const CudnnBlock& b) { return {b.b, b.sq, b.sk, b.a, b.g, b.hd, b.causal, b.dt, b.row_a(), b.row_g()}; }
 
 std::string version_text() {
   const int64_t v = cudnn_version();
@@ -85,23 +85,27 @@ std::string version_text() {
 }
 
 std::string describe(const CudnnBlock& b) {
-  return fmt::format("b {} sq {} sk {} heads {} groups {} hd {} {} {}", b.b, b.sq, b.sk, b.a, b.g, b.hd,
-                     b.causal ? "causal" : "full", dtype_name(b.dt));
+  return fmt::format("b {} sq {} sk {} heads {} groups {} hd {} {} {}{}", b.b, b.sq, b.sk, b.a, b.g, b.hd,
+                     b.causal ? "causal" : "full", dtype_name(b.dt),
+                     b.row_a() != b.a ? fmt::format(" (of rows of {} heads, {} groups)", b.row_a(), b.row_g()) : "");
 }
 
-// A [b*s, heads*hd] activation as cuDNN's [b, heads, s, hd] (token i of sequence j in row j*s + i,
-// head h in columns [h*hd, (h+1)*hd)): an input, or an output the graph made.
-void place_rows(fe::graph::Tensor_attributes& t, Uid uid, int64_t b, int64_t heads, int64_t s, int64_t hd) {
-  t.set_uid(uid).set_dim({b, heads, s, hd}).set_stride({s * heads * hd, hd, heads * hd, 1});
+// `heads` heads of a [b*s, row_heads*hd] activation as cuDNN's [b, heads, s, hd] (token i of
+// sequence j in row j*s + i, head h in columns [h*hd, (h+1)*hd)): an input, or an output the graph made.
+void place_rows(fe::graph::Tensor_attributes& t, Uid uid, int64_t b, int64_t heads, int64_t row_heads, int64_t s,
+                int64_t hd) {
+  t.set_uid(uid).set_dim({b, heads, s, hd}).set_stride({s * row_heads * hd, hd, row_heads * hd, 1});
 }
-fe::graph::Tensor_attributes rows(const char* name, Uid uid, int64_t b, int64_t heads, int64_t s, int64_t hd) {
+fe::graph::Tensor_attributes rows(const char* name, Uid uid, int64_t b, int64_t heads, int64_t row_heads, int64_t s,
+                                  int64_t hd) {
   fe::graph::Tensor_attributes t;
   t.set_name(name);
-  place_rows(t, uid, b, heads, s, hd);
+  place_rows(t, uid, b, heads, row_heads, s, hd);
   return t;
 }
 
-// lse [b, a, sq] f32 as cuDNN's softmax statistics [b, a, sq, 1].
+// lse [b, a, sq] f32 as cuDNN's softmax statistics [b, a, sq, 1], packed (a run of groups too: cuDNN
+// before 9.26 takes only packed statistics in the backward, so a part's are copied out first).
 void place_stats(fe::graph::Tensor_attributes& t, const CudnnBlock& k) {
   const int64_t a = k.a, sq = k.sq;
   t.set_uid(kStats).set_dim({k.b, a, sq, 1}).set_stride({a * sq, sq, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
@@ -125,13 +129,13 @@ void mask(Attributes& opt, const CudnnBlock& k) {
 
 std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0) {
   auto g = new_graph(k.dt, sm);
-  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.sq, k.hd));
-  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.sk, k.hd));
-  auto v = g->tensor(rows("v", kV, k.b, k.g, k.sk, k.hd));
+  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.row_a(), k.sq, k.hd));
+  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.row_g(), k.sk, k.hd));
+  auto v = g->tensor(rows("v", kV, k.b, k.g, k.row_g(), k.sk, k.hd));
   auto opt = fe::graph::SDPA_attributes().set_name("ptdp_attention").set_generate_stats(true);
   mask(opt, k);
   auto [o, lse] = g->sdpa(q, kk, v, opt);
-  place_rows(o->set_output(true), kO, k.b, k.a, k.sq, k.hd);
+  place_rows(o->set_output(true), kO, k.b, k.a, k.row_a(), k.sq, k.hd);
   place_stats(lse->set_output(true), k);
   return g;
 }
@@ -140,20 +144,20 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0)
 // instead of accumulating it with atomics, so that two runs give the same bits.
 std::shared_ptr<fe::graph::Graph> backward_graph(const CudnnBlock& k, int sm = 0) {
   auto g = new_graph(k.dt, sm);
-  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.sq, k.hd));
-  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.sk, k.hd));
-  auto v = g->tensor(rows("v", kV, k.b, k.g, k.sk, k.hd));
-  auto o = g->tensor(rows("y", kO, k.b, k.a, k.sq, k.hd));
-  auto dout = g->tensor(rows("dy", kDO, k.b, k.a, k.sq, k.hd));
+  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.row_a(), k.sq, k.hd));
+  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.row_g(), k.sk, k.hd));
+  auto v = g->tensor(rows("v", kV, k.b, k.g, k.row_g(), k.sk, k.hd));
+  auto o = g->tensor(rows("y", kO, k.b, k.a, k.row_a(), k.sq, k.hd));
+  auto dout = g->tensor(rows("dy", kDO, k.b, k.a, k.row_a(), k.sq, k.hd));
   fe::graph::Tensor_attributes stats;
   place_stats(stats.set_name("lse"), k);
   auto lse = g->tensor(stats);
   auto opt = fe::graph::SDPA_backward_attributes().set_name("ptdp_attention_backward").set_deterministic_algorithm(true);
   mask(opt, k);
   auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, lse, opt);
-  place_rows(dq->set_output(true), kDQ, k.b, k.a, k.sq, k.hd);
-  place_rows(dk->set_output(true), kDK, k.b, k.g, k.sk, k.hd);
-  place_rows(dv->set_output(true), kDV, k.b, k.g, k.sk, k.hd);
+  place_rows(dq->set_output(true), kDQ, k.b, k.a, k.row_a(), k.sq, k.hd);
+  place_rows(dk->set_output(true), kDK, k.b, k.g, k.row_g(), k.sk, k.hd);
+  place_rows(dv->set_output(true), kDV, k.b, k.g, k.row_g(), k.sk, k.hd);
   return g;
 }
 
@@ -195,7 +199,30 @@ struct CudnnAttention::Impl {
     bool said = false;    // the refusal was told (on stderr, or to refusal()'s caller)
   };
   cudnnHandle_t handle = nullptr;  // on the backend's stream
+  cudaStream_t stream = nullptr;
   std::map<Key, Graphs> graphs;
+  int64_t cap = kCudnnBackwardWorkspaceCap;
+  std::map<Key, CudnnBlock> parts;  // a block's backward call: itself, or a run of its groups
+
+  // The block of the most consecutive key/value groups whose backward's dP workspace fits the cap
+  // (cudnn_backward_groups), if cuDNN builds it; else blk itself.
+  const CudnnBlock& part_of(const CudnnBlock& blk) {
+    auto [it, added] = parts.try_emplace(key_of(blk), blk);
+    const int gc = cudnn_backward_groups(blk.b, blk.sq, blk.sk, blk.a, blk.g, cap);
+    if (!added || gc == blk.g) return it->second;
+    CudnnBlock part = blk;
+    part.a = blk.a / blk.g * gc;
+    part.g = gc;
+    part.a_rows = blk.row_a();
+    part.g_rows = blk.row_g();
+    if (const std::string& why = get(part).refused; why.empty()) {
+      it->second = part;
+    } else {
+      fmt::print(stderr, "ptdp: cuDNN {} refused the backward of {} ({}); the backward of {} runs in one call\n",
+                 version_text(), describe(part), why, describe(blk));
+    }
+    return it->second;
+  }
 
   Graphs& get(const CudnnBlock& blk) {
     auto [it, added] = graphs.try_emplace(key_of(blk));
@@ -242,8 +269,16 @@ struct CudnnAttention::Impl {
 
 CudnnAttention::CudnnAttention(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
   if (!cudnn_unavailable().empty()) fail("{}", cudnn_unavailable());
+  if (const char* env = std::getenv("PTDP_CUDNN_BACKWARD_WORKSPACE"); env && *env) {
+    char* end = nullptr;
+    const long long bytes = std::strtoll(env, &end, 10);
+    if (*end != '\0' || bytes <= 0)
+      throw UsageError(fmt::format("PTDP_CUDNN_BACKWARD_WORKSPACE='{}' must be a positive number of bytes", env));
+    impl_->cap = bytes;
+  }
   const cudnnStatus_t st = fe::detail::create_handle(&impl_->handle);
   if (st != CUDNN_STATUS_SUCCESS) fail("cudnnCreate failed (status {})", int(st));
+  impl_->stream = stream;
   const cudnnStatus_t ss = fe::detail::set_stream(impl_->handle, stream);
   if (ss != CUDNN_STATUS_SUCCESS) {
     fe::detail::destroy_handle(impl_->handle);
@@ -268,7 +303,13 @@ std::string CudnnAttention::refusal(const CudnnBlock& blk) {
                                                   " (" + gr.refused + ")";
 }
 int64_t CudnnAttention::forward_workspace(const CudnnBlock& blk) { return impl_->built(blk).fwd_ws; }
-int64_t CudnnAttention::backward_workspace(const CudnnBlock& blk) { return impl_->built(blk).bwd_ws; }
+// A part's backward workspace is cuDNN's, then (blk split) the part's lse packed.
+int64_t CudnnAttention::backward_workspace(const CudnnBlock& blk) {
+  const CudnnBlock& part = impl_->part_of(blk);
+  const int64_t ws = impl_->built(part).bwd_ws;
+  return part.g == blk.g ? ws : (ws + 255) / 256 * 256 + int64_t(part.b) * part.a * part.sq * 4;
+}
+int CudnnAttention::backward_calls(const CudnnBlock& blk) { return blk.g / impl_->part_of(blk).g; }
 
 void CudnnAttention::forward(const CudnnBlock& blk, void* y, float* lse, const void* q, const void* k, const void* v,
                              void* workspace) {
@@ -280,19 +321,33 @@ void CudnnAttention::forward(const CudnnBlock& blk, void* y, float* lse, const v
 
 void CudnnAttention::backward(const CudnnBlock& blk, void* dq, void* dk, void* dv, const void* dy, const void* q,
                               const void* k, const void* v, const void* y, const float* lse, void* workspace) {
-  std::unordered_map<int64_t, void*> pack{
-      {kQ, const_cast<void*>(q)},   {kK, const_cast<void*>(k)},  {kV, const_cast<void*>(v)},
-      {kO, const_cast<void*>(y)},   {kDO, const_cast<void*>(dy)}, {kStats, const_cast<float*>(lse)},
-      {kDQ, dq},                    {kDK, dk},                    {kDV, dv}};
-  impl_->run(*impl_->built(blk).bwd, pack, workspace, "backward");
+  const CudnnBlock& part = impl_->part_of(blk);
+  const Impl::Graphs& gr = impl_->built(part);
+  // Call c's heads start c*part.a query heads and c*part.g groups into the rows; its lse rows are
+  // copied packed behind cuDNN's workspace.
+  const int64_t e = int64_t(dtype_size(blk.dt)), qs = int64_t(part.a) * blk.hd * e, ks = int64_t(part.g) * blk.hd * e;
+  const int64_t lse_row = int64_t(part.a) * blk.sq * 4;
+  auto at = [](const void* p, int64_t bytes) { return static_cast<char*>(const_cast<void*>(p)) + bytes; };
+  void* stats = part.g == blk.g ? at(lse, 0) : at(workspace, (gr.bwd_ws + 255) / 256 * 256);
+  for (int c = 0; c < blk.g / part.g; ++c) {
+    if (stats != lse) {
+      const cudaError_t err = cudaMemcpy2DAsync(stats, lse_row, at(lse, c * lse_row), int64_t(blk.a) * blk.sq * 4,
+                                                lse_row, blk.b, cudaMemcpyDeviceToDevice, impl_->stream);
+      if (err != cudaSuccess) fail("copying the statistics of {}: {}", describe(part), cudaGetErrorString(err));
+    }
+    std::unordered_map<int64_t, void*> pack{
+        {kQ, at(q, c * qs)},   {kK, at(k, c * ks)},   {kV, at(v, c * ks)},   {kO, at(y, c * qs)}, {kDO, at(dy, c * qs)},
+        {kStats, stats},       {kDQ, at(dq, c * qs)}, {kDK, at(dk, c * ks)}, {kDV, at(dv, c * ks)}};
+    impl_->run(*gr.bwd, pack, workspace, "backward");
+  }
 }
 
 std::vector<std::string> CudnnAttention::refused() const {
   std::vector<std::string> out;
   for (const auto& [key, gr] : impl_->graphs) {
     if (gr.refused.empty()) continue;
-    const auto& [b, sq, sk, a, g, hd, causal, dt] = key;
-    out.push_back(describe(CudnnBlock{b, sq, sk, a, g, hd, causal, dt}) + ": " + gr.refused);
+    const auto& [b, sq, sk, a, g, hd, causal, dt, a_rows, g_rows] = key;
+    out.push_back(describe(CudnnBlock{b, sq, sk, a, g, hd, causal, dt, a_rows, g_rows}) + ": " + gr.refused);
   }
   return out;
 }

@@ -30,7 +30,13 @@ struct CudnnBlock {
   int b = 0, sq = 0, sk = 0, a = 0, g = 0, hd = 0;
   bool causal = false;
   DType dt = DType::BF16;
+  // A run of consecutive key/value groups of a wider block: the heads of the rows its tensors lie in
+  // (q [b*sq, a_rows*hd], k [b*sk, g_rows*hd], lse [b, a_rows, sq]); 0: a and g themselves.
+  int a_rows = 0, g_rows = 0;
+  int row_a() const { return a_rows > 0 ? a_rows : a; }
+  int row_g() const { return g_rows > 0 ? g_rows : g; }
 };
+
 
 // The blocks cuDNN's fused attention is asked for: f16 or bf16, hd a multiple of 8 up to 256, a/g
 // whole, causal only on the diagonal (sq = sk). Others run ptdp's flash kernel.
@@ -72,10 +78,14 @@ class CudnnAttention {
   // Bytes of workspace forward and backward need (after takes()).
   int64_t forward_workspace(const CudnnBlock& blk);
   int64_t backward_workspace(const CudnnBlock& blk);
+  // How many calls backward makes for blk (cudnn_backward_groups; PTDP_CUDNN_BACKWARD_WORKSPACE=BYTES
+  // in the environment when the CudnnAttention is made sets another bound than kCudnnBackwardWorkspaceCap).
+  int backward_calls(const CudnnBlock& blk);
   // y and lse overwritten (lse: the natural log-sum-exp of each row's scaled scores).
   void forward(const CudnnBlock& blk, void* y, float* lse, const void* q, const void* k, const void* v,
                void* workspace);
-  // dq, dk and dv overwritten (not accumulated) from the final y and lse.
+  // dq, dk and dv overwritten (not accumulated) from the final y and lse; in backward_calls(blk)
+  // calls, each over consecutive key/value groups, with one workspace of backward_workspace(blk).
   void backward(const CudnnBlock& blk, void* dq, void* dk, void* dv, const void* dy, const void* q, const void* k,
                 const void* v, const void* y, const float* lse, void* workspace);
   // "shape: reason" for each block shape cuDNN refused (ptdp's kernel ran those; each also said once

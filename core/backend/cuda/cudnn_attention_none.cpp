@@ -27,6 +27,7 @@ bool CudnnAttention::takes(const CudnnBlock&) { return false; }
 std::string CudnnAttention::refusal(const CudnnBlock&) { return cudnn_unavailable(); }
 int64_t CudnnAttention::forward_workspace(const CudnnBlock&) { return 0; }
 int64_t CudnnAttention::backward_workspace(const CudnnBlock&) { return 0; }
+int CudnnAttention::backward_calls(const CudnnBlock&) { return 1; }
 void CudnnAttention::forward(const CudnnBlock&, void*, float*, const void*, const void*, const void*, void*) {
   throw RuntimeError("cuDNN attention: " + cudnn_unavailable());
 }

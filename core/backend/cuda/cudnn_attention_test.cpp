@@ -18,6 +18,8 @@
 #include "core/backend/cuda/cudnn_attention.h"
 #include "core/backend/cuda/testing/block_case.h"
 #include "core/backend/cuda/testing/op_fixture.h"
+#include "core/common/error.h"
+#include "core/testing/scoped_env.h"
 
 namespace ptdp::cudnn_attention_test {
 namespace {
@@ -141,6 +143,43 @@ TEST_P(CudnnAttention, BackwardIsDeterministic) {
     EXPECT_TRUE(same_bits(host(*a), host(*b))) << name << " differs between two runs";
 }
 
+// A backward whose dP workspace exceeds the bound runs one call per run of key/value groups that
+// fits it (here one group a call): the gradients are those of one call.
+TEST_P(CudnnAttention, BackwardOverRunsOfGroupsMatchesOneCall) {
+  for (const Case& c : {kCudnn[0], kCudnn[1]}) {
+    const std::string what = describe(c);
+    const auto blk = cuda::cudnn_block_of(c.b, c.sq, c.sk, c.a, c.g, c.hd, c.q_pos, c.k_pos, c.causal, dt);
+    ASSERT_TRUE(blk.has_value()) << what;
+    const Result one = run(c, true, false);
+    Result split;
+    int64_t split_ws = 0;
+    {
+      testing::ScopedEnv bound("PTDP_CUDNN_BACKWARD_WORKSPACE", "1");
+      gpu->set_cudnn_attention(false);  // the next run's CudnnAttention reads the bound
+      split = run(c, true, false);
+      cuda::CudnnAttention att(cuda_stream(*gpu));
+      EXPECT_EQ(att.backward_calls(*blk), c.g) << what;
+      split_ws = att.backward_workspace(*blk);
+    }
+    gpu->set_cudnn_attention(false);
+    cuda::CudnnAttention whole(cuda_stream(*gpu));
+    EXPECT_EQ(whole.backward_calls(*blk), 1) << what;
+    EXPECT_LE(split_ws, whole.backward_workspace(*blk)) << what;
+    expect_close(split.dq, one.dq, "dq, " + what, 2 * tol);
+    expect_close(split.dk, one.dk, "dk, " + what, 2 * tol);
+    expect_close(split.dv, one.dv, "dv, " + what, 2 * tol);
+  }
+  testing::ScopedEnv bad("PTDP_CUDNN_BACKWARD_WORKSPACE", "1GB");
+  try {
+    cuda::CudnnAttention att(cuda_stream(*gpu));
+    ADD_FAILURE() << "PTDP_CUDNN_BACKWARD_WORKSPACE=1GB was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("PTDP_CUDNN_BACKWARD_WORKSPACE='1GB' must be a positive number of bytes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // auto (configure_attention) takes cuDNN for a block it builds, and passes it over for an f32 run,
 // whose blocks cuDNN is not asked for, naming why: the unfused attention runs, not ptdp's kernel.
 TEST_P(CudnnAttention, AutoTakesItForTheRunsBlockAndNotForF32) {
@@ -174,7 +213,9 @@ TEST(CudaCudnnGraphs, TheSessionsShapesPassTheFrontEndsChecksForHopper) {
                                         cuda::CudnnBlock{2, 2048, 2048, 32, 32, 128, true, dt},
                                         cuda::CudnnBlock{2, 2048, 2048, 32, 8, 128, true, dt},
                                         cuda::CudnnBlock{1, 8192, 8192, 32, 8, 128, true, dt},
-                                        cuda::CudnnBlock{1, 2048, 2048, 128, 128, 32, true, dt}})
+                                        cuda::CudnnBlock{1, 2048, 2048, 128, 128, 32, true, dt},
+                                        // the s = 8192 backward's calls: runs of 2 of the 8 groups
+                                        cuda::CudnnBlock{1, 8192, 8192, 8, 2, 128, true, dt, 32, 8}})
       EXPECT_EQ(cuda::cudnn_validate(blk, 90), "") << blk.b << "x" << blk.sq << " heads " << blk.a << "/" << blk.g;
   // and the checks are real: a head of 12 (not a multiple of 8) is refused
   EXPECT_NE(cuda::cudnn_validate(cuda::CudnnBlock{1, 64, 64, 4, 4, 12, true, DType::BF16}, 90), "");
