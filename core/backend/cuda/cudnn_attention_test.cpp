@@ -17,6 +17,7 @@
 #include "core/backend/attention_choice.h"
 #include "core/backend/cuda/cudnn_attention.h"
 #include "core/backend/cuda/testing/block_case.h"
+#include "core/backend/cuda/testing/cudnn_session_blocks.h"
 #include "core/backend/cuda/testing/op_fixture.h"
 #include "core/common/error.h"
 #include "core/testing/scoped_env.h"
@@ -200,8 +201,8 @@ TEST_P(CudnnAttention, AutoTakesItForTheRunsBlockAndNotForF32) {
 INSTANTIATE_TEST_SUITE_P(Cuda, CudnnAttention, ::testing::Values(DType::BF16, DType::F16),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
-// The shapes the GPU session's attention stages run (GPT 1.3B, LLaMA-7B, LLaMA-3 8B's GQA, the same
-// at s = 8192) pass the front end's checks for an H100/H200, on a machine without a GPU.
+// The blocks the GPU session's attention stages run pass the front end's checks for an H100/H200, on
+// a machine without a GPU (scripts/test.sh runs the same checks: ptdp_cudnn_check).
 TEST(CudaCudnnGraphs, TheSessionsShapesPassTheFrontEndsChecksForHopper) {
   const std::string why = cuda::cudnn_unavailable();
   if (!why.empty()) {
@@ -209,13 +210,7 @@ TEST(CudaCudnnGraphs, TheSessionsShapesPassTheFrontEndsChecksForHopper) {
     GTEST_SKIP() << why;
   }
   for (DType dt : {DType::BF16, DType::F16})
-    for (const cuda::CudnnBlock& blk : {cuda::CudnnBlock{4, 2048, 2048, 16, 16, 128, true, dt},
-                                        cuda::CudnnBlock{2, 2048, 2048, 32, 32, 128, true, dt},
-                                        cuda::CudnnBlock{2, 2048, 2048, 32, 8, 128, true, dt},
-                                        cuda::CudnnBlock{1, 8192, 8192, 32, 8, 128, true, dt},
-                                        cuda::CudnnBlock{1, 2048, 2048, 128, 128, 32, true, dt},
-                                        // the s = 8192 backward's calls: runs of 2 of the 8 groups
-                                        cuda::CudnnBlock{1, 8192, 8192, 8, 2, 128, true, dt, 32, 8}})
+    for (const cuda::CudnnBlock& blk : testing::cudnn_session_blocks(dt))
       EXPECT_EQ(cuda::cudnn_validate(blk, 90), "") << blk.b << "x" << blk.sq << " heads " << blk.a << "/" << blk.g;
   // and the checks are real: a head of 12 (not a multiple of 8) is refused
   EXPECT_NE(cuda::cudnn_validate(cuda::CudnnBlock{1, 64, 64, 4, 4, 12, true, DType::BF16}, 90), "");
