@@ -110,6 +110,11 @@ TEST(CliMegatron, FlagsPtdpCannotHonourAreRefusedSayingWhy) {
   EXPECT_TRUE(IsUsageError(r, {"--step-batch-size-schedule '0:16 2.4B:320 12B:1536'", "every iteration"})) << r.err;
   r = with({"--attention-backend", "fused"});  // Megatron-core's name for cuDNN's attention
   EXPECT_TRUE(IsUsageError(r, {"--attention-backend cudnn (Megatron-core's fused) needs --backend cuda"})) << r.err;
+  // heads cuDNN does not take: refused before any GPU is touched, not run by ptdp's flash kernel
+  r = with({"--backend", "cuda", "--precision", "f32", "--attention-backend", "cudnn"});
+  EXPECT_TRUE(IsUsageError(r, {"--attention-backend cudnn: cuDNN's fused attention takes bf16 or f16 heads",
+                               "(here f32, 16); use auto"}))
+      << r.err;
   r = with({"--attention-backend", "sdpa"});
   EXPECT_TRUE(IsUsageError(r, {"--attention-backend 'sdpa' must be"})) << r.err;
   r = with({"--recompute-granularity", "full", "--recompute-method", "block"});

@@ -6,6 +6,8 @@
 #   llama-schedule  llama-tiny with warm-up 3 and cosine decay to iteration 10, within 1e-5
 #   llama-gqa       llama-tiny-gqa (grouped-query attention, 2 query groups for 4 heads), warm-up 3
 #                   and cosine decay, within 1e-5
+#   llama-gqa-flash the same with ptdp's block attention (--attention-backend flash: the flash form,
+#                   online softmax, query groups read in place), within 1e-5
 # Exits 77 (ctest: skipped) when no Python here has torch installed; $PTDP_PYTHON, python3 and
 # /usr/bin/python3 are tried.
 ptdp="$1"
@@ -16,7 +18,8 @@ case "$case" in
   llama) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 0 --lr-decay-iters 0" ;;
   llama-schedule) args="--model llama-tiny --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10" ;;
   llama-gqa) args="--model llama-tiny-gqa --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10" ;;
-  *) echo "compare_pytorch_test.sh: unknown case '$case' (gpt, llama, llama-schedule or llama-gqa)" >&2; exit 2 ;;
+  llama-gqa-flash) args="--model llama-tiny-gqa --rtol 1e-5 --lr-warmup-iters 3 --lr-decay-iters 10 --ptdp-attention-backend flash" ;;
+  *) echo "compare_pytorch_test.sh: unknown case '$case' (gpt, llama, llama-schedule, llama-gqa or llama-gqa-flash)" >&2; exit 2 ;;
 esac
 # The probe finds torch without importing it (an import takes 2 s, which the comparison then pays
 # again); a torch that is found but does not import fails the comparison, it is not skipped.

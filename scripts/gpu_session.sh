@@ -422,10 +422,24 @@ sanitize sanitize_initcheck_train 20 initcheck "${tiny_train[@]}"
 
 # 2. Against PyTorch on the same GPU.
 cmp=("$PY" "$repo/scripts/compare_pytorch.py")
-stage pytorch_loss_f32 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision f32 "${loss_iters[@]}" \
-  --ptdp "$PTDP"
-stage pytorch_loss_bf16 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision bf16 "${loss_iters[@]}" \
-  --ptdp "$PTDP"
+# Per attention backend (issue: every backend's losses equal): auto (f32: unfused; bf16: cuDNN where it
+# runs), then each other one the precision has: flash; unfused in bf16 where auto is cuDNN; cuDNN
+# (bf16 only) where the probe found it.
+loss_stage() {  # PRECISION [ATTENTION_BACKEND]
+  stage "pytorch_loss_$1${2:+_$2}" 20 "${cmp[@]}" loss --device "$device" --ptdp-backend cuda --precision "$1" \
+    "${loss_iters[@]}" --ptdp "$PTDP" --ptdp-attention-backend "${2:-auto}"
+}
+loss_stage f32
+loss_stage f32 flash
+loss_stage bf16
+loss_stage bf16 flash
+if [[ " ${attn_backends[*]} " == *" cudnn "* ]]; then
+  loss_stage bf16 unfused
+  loss_stage bf16 cudnn
+else
+  skip pytorch_loss_bf16_unfused "auto is unfused here: pytorch_loss_bf16"
+  skip pytorch_loss_bf16_cudnn "the probe found no libcudnn.so.9"
+fi
 tp=("${cmp[@]}" throughput --device "$device" --ptdp-backend cuda --precision "$precision" --recompute none
     "${tp_iters[@]}" --ptdp "$PTDP" --peak-tflops 989.4)
 stage pytorch_eager_gpt 35 "${tp[@]}" --shape "$gpt_shape" --implementations ptdp pytorch-eager \

@@ -45,11 +45,11 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
   [[ -s "$out/o/$f" ]] || fail "$f is missing or empty"
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
-  pytorch_loss_bf16 pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
+  pytorch_loss_f32_flash pytorch_loss_bf16 pytorch_loss_bf16_flash pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
   test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long dispatch; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
-for s in bench_gemm_cuda ncu_kernels bench_nccl_shared fig7_cudnn; do
+for s in bench_gemm_cuda ncu_kernels bench_nccl_shared fig7_cudnn pytorch_loss_bf16_unfused pytorch_loss_bf16_cudnn; do
   [[ $(stage_status "$s") == skipped ]] || fail "stage $s is '$(stage_status "$s")', expected skipped on the virtual GPU"
 done
 grep -q '^tests,test_kernels passed,[1-9]' "$out/o/summary.csv" || fail "no passed kernel tests in summary.csv"
@@ -60,7 +60,10 @@ grep -q '^dispatch,h=64 a=4 l=2 b=2,,us per kernel,skipped,"eager [0-9.]* ms' "$
   fail "summary.csv has no dispatch row with the eager time (skipped graph) of the dry run's shape"
 grep -q '^nccl,found,[0-9]' "$out/o/summary.csv" || fail "summary.csv names no NCCL found by the probe"
 grep -q '^nccl,used by the nccl stages,' "$out/o/summary.csv" || fail "summary.csv does not say which NCCL the stages used"
-grep -q '^pytorch,loss agreement f32,.*,ok,' "$out/o/summary.csv" || fail "no f32 loss agreement in summary.csv"
+for a in auto flash; do
+  grep -q "^pytorch,loss agreement f32 (attention $a),.*,ok," "$out/o/summary.csv" ||
+    fail "no f32 loss agreement of attention $a in summary.csv"
+done
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
 grep -q '^pytorch,llama h=64 l=2 s=32 g=2 ptdp-flash/pytorch-eager,' "$out/o/summary.csv" ||
   fail "no ratio of ptdp's flash attention over PyTorch eager for the GQA shape in summary.csv"

@@ -89,14 +89,14 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
   mapfile -t cuda_objects < <(ninja -C build-nvcc -t targets all |
     sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p')
   ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; exit 1; }
-  ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}"
-  echo "test.sh: the ${#cuda_objects[@]} CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
-  # The cuDNN attention graphs the GPU session runs, through the front end's checks for sm_90 (no
-  # GPU needed; libcudnn where the toolkit has it, else said and skipped).
-  if ninja -C build-nvcc -t targets all | grep -q '^ptdp_cudnn_check:'; then
-    ninja -C build-nvcc ptdp_cudnn_check >/dev/null
-    build-nvcc/core/ptdp_cudnn_check
-  fi
+  # With cuDNN's front end, also ptdp_cudnn_check (cudnn_attention.cpp): the cuDNN attention graphs
+  # the GPU session runs, through the front end's checks for sm_90 (no GPU needed; libcudnn where
+  # the toolkit has it, else said and skipped).
+  cudnn_check=()
+  if ninja -C build-nvcc -t targets all | grep -q '^ptdp_cudnn_check:'; then cudnn_check=(ptdp_cudnn_check); fi
+  ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}" "${cudnn_check[@]}"
+  echo "test.sh: the $((${#cuda_objects[@]} + ${#cudnn_check[@]})) CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
+  if ((${#cudnn_check[@]})); then build-nvcc/core/ptdp_cudnn_check; fi
 fi
 # The virtual-GPU build (test_vgpu.sh builds it again, a no-op then) while the packages download.
 # shellcheck disable=SC2086

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend/attention_choice.h"
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
 
@@ -150,8 +151,6 @@ void validate_run_settings(const RunConfig& c) {
     usage_error("--min-loss-scale {} must be positive and at most --initial-loss-scale {}", c.min_loss_scale,
                 c.initial_loss_scale);
   if (c.comm == CommKind::Nccl && c.backend != BackendKind::Cuda) usage_error("--comm nccl needs --backend cuda");
-  if (c.attention_backend == AttentionBackend::Cudnn && c.backend != BackendKind::Cuda)
-    usage_error("--attention-backend cudnn (Megatron-core's fused) needs --backend cuda (cuDNN runs on the GPU)");
   if (c.warmup >= c.iters)
     usage_error("--warmup {} must be less than --iters {} (at least one iteration is timed)", c.warmup, c.iters);
   if (c.eval_interval > 0 && c.eval_iters == 0)
@@ -223,6 +222,18 @@ void validate_precision_options(const RunConfig& c) {
                 "interleaved, --vpp 2 or more), as Megatron-core");
 }
 
+// An explicit cudnn: cuDNN on the GPU, for heads it takes (ptdp's flash kernel would run the rest).
+void validate_attention(const RunConfig& c) {
+  if (c.attention_backend != AttentionBackend::Cudnn) return;
+  if (c.backend != BackendKind::Cuda)
+    usage_error("--attention-backend cudnn (Megatron-core's fused) needs --backend cuda (cuDNN runs on the GPU)");
+  const DType dt = precision_dtype(c.precision);
+  if (!cudnn_takes_heads(dt, c.model.head_dim()))
+    usage_error("--attention-backend cudnn: cuDNN's fused attention takes bf16 or f16 heads of a multiple of 8 up to "
+                "256 (here {}, {}); use auto (it picks what runs), flash or unfused",
+                dtype_name(dt), c.model.head_dim());
+}
+
 }  // namespace
 
 void validate_run(RunConfig& c) {
@@ -231,6 +242,7 @@ void validate_run(RunConfig& c) {
   validate_layout(c);
   validate_schedule(c, c.par);
   validate_run_settings(c);
+  validate_attention(c);
   validate_precision_options(c);
 }
 

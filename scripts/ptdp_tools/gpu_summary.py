@@ -150,13 +150,14 @@ def first_error(text: str) -> str:
 
 def loss_rows(work: str) -> list:
     out = []
-    for prec in ("f32", "bf16"):
-        text = log_text(work, f"pytorch_loss_{prec}")
+    for prec, attention in [(p, a) for p in ("f32", "bf16") for a in ("", "flash", "unfused", "cudnn")]:
+        text = log_text(work, f"pytorch_loss_{prec}" + (f"_{attention}" if attention else ""))
         if not text:
             continue
         m = re.search(r"max relative loss difference ([0-9.eE+-]+) \(tolerance ([0-9.eE+-]+)", text)
         verdict = "ok" if "PASS:" in text else "failed"
-        out.append({"section": "pytorch", "item": f"loss agreement {prec}", "value": m.group(1) if m else "",
+        out.append({"section": "pytorch", "item": f"loss agreement {prec} (attention {attention or 'auto'})",
+                    "value": m.group(1) if m else "",
                     "unit": "max rel diff", "status": verdict,
                     "note": f"tolerance {m.group(2)}" if m else first_error(text)})
     return out

@@ -113,6 +113,8 @@ def main(argv=None) -> int:
     lo.add_argument("--rtol", type=float, help="largest relative loss difference allowed (default by precision: "
                     + ", ".join(f"{k} {v:g}" for k, v in LOSS_RTOL.items()) + ")")
     lo.add_argument("--workdir", help="keep the dataset, checkpoints and ptdp's loss log here")
+    lo.add_argument("--ptdp-attention-backend", choices=["auto", "cudnn", "flash", "unfused"], default="auto",
+                    help="ptdp's --attention-backend (the kernels whose losses are compared)")
 
     th = sub.add_parser("throughput", parents=[common], help="TFLOP/s per GPU of ptdp, PyTorch eager, torch.compile")
     th.add_argument("--shape", type=parse_shape, action="append",

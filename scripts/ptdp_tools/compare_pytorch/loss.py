@@ -77,7 +77,8 @@ def cmd_loss(a) -> int:
     cmd = [a.ptdp, "train", *model_flags(a), "--backend", backend, "--precision", a.precision, "--data",
            prefix if a.data == "dataset" else "synthetic", "--micro-batch", str(b), "--global-batch", str(B),
            "--iters", str(n), "--warmup", "0", "--seed", str(a.seed), *optimizer_flags(a), "--save-init", init_dir,
-           "--save", final_dir, "--loss-log", loss_log, "--log-interval", str(n)]
+           "--save", final_dir, "--loss-log", loss_log, "--log-interval", str(n),
+           "--attention-backend", a.ptdp_attention_backend]
     r = run_ptdp(cmd, "loss")
     if r.returncode != 0:
         print(r.stdout[-2000:], r.stderr[-2000:], sep="\n", file=sys.stderr)
@@ -135,7 +136,8 @@ def cmd_loss(a) -> int:
           f"max relative grad-norm difference {worst_norm:.3e}; learning rates agree to {worst_lr:.1e}; "
           f"max |weight difference| after {n} steps {weight_diff:.3e}")
     if ok:
-        print(f"PASS: ptdp ({backend}, {a.precision}, --arch {a.arch}) and PyTorch {torch.__version__} ({a.device}) "
+        print(f"PASS: ptdp ({backend}, {a.precision}, --arch {a.arch}, attention {a.ptdp_attention_backend}) and "
+              f"PyTorch {torch.__version__} ({a.device}) "
               f"agree on the loss of {n} iterations")
     else:
         print(f"FAIL: ptdp and PyTorch disagree (max relative loss difference {worst_loss:.3e}, tolerance {rtol:.1e}; "
