@@ -158,8 +158,13 @@ skip() {  # NAME REASON
 }
 
 finish() {
-  local code=$1
+  local code=$1 name
   [[ -n "${smi_pid:-}" ]] && kill "$smi_pid" 2>/dev/null
+  # A name in --only that no stage has (a typo) ran nothing: said, and the session fails.
+  for name in ${only//,/ }; do
+    awk -F, -v s="$name" '$1 == s {found = 1} END {exit !found}' "$stages" ||
+      { log "--only $name: no stage of this session has that name (stages.csv lists them)"; code=1; }
+  done
   "$PY" "$repo/scripts/gpu_summary.py" "$work" "$outdir" --dry-run "$dry" >"$work/logs/summary.log" 2>&1 ||
     { log "summary: failed"; cat "$work/logs/summary.log"; code=1; }
   cat "$work/logs/summary.log"

@@ -32,6 +32,11 @@ if [[ $case_ == budget ]]; then
   done
   grep -q "session time used up" "$out/o/summary.csv" || fail "the skips do not say why"
   [[ -f "$out/o/session.tar.gz" && -f "$out/o/probe.txt" ]] || fail "session.tar.gz or probe.txt missing"
+  # A stage name in --only that no stage has is named, and the session fails.
+  PTDP_SESSION_LIMIT=1 bash "$here/gpu_session.sh" --dry-run --bin "$build" --only fig7,fig_7 "$out/typo" \
+    >"$out/log" 2>&1 && fail "--only fig_7 (no such stage) did not fail the session"
+  grep -q -- "--only fig_7: no stage of this session has that name" "$out/log" || fail "--only fig_7 was not named"
+  grep -q -- "--only fig7:" "$out/log" && fail "--only fig7 (a stage) was named"
   echo "PASS: budget"
   exit 0
 fi
