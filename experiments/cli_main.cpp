@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 
 #include "core/backend/cpu/blas_core.h"
+#if defined(PTDP_HAVE_CUDA)
+#include "core/backend/cuda/cudnn_attention.h"
+#endif
 #include "core/comm/agreement.h"
 #include "core/common/error.h"
 #include "core/common/one_line.h"
@@ -57,7 +60,15 @@ std::string version_text() {
 #endif
   t += ptdp::sentencepiece_available() ? ", SentencePiece" : "";
   t += ptdp::gpt2_bpe_available() ? ", GPT-2 BPE" : "";
-  return t + "\nblas: " + ptdp::cpu::blas_description();
+  t += "\nblas: " + ptdp::cpu::blas_description();
+#if defined(PTDP_HAVE_CUDA)
+  // cuDNN, loaded here as a run would (libcudnn.so.9): --attention-backend cudnn and auto use it.
+  const int64_t v = ptdp::cuda::cudnn_version();
+  const std::string& why = ptdp::cuda::cudnn_unavailable();
+  t += why.empty() ? fmt::format("\ncudnn: {}.{}.{} (fused attention)", v / 10000, v / 100 % 100, v % 100)
+                   : "\ncudnn: none (" + why + ")";
+#endif
+  return t;
 }
 
 }  // namespace

@@ -92,6 +92,11 @@ TEST(CliNames, VersionNamesTheCommit) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ptdp " + git_sha(), 0), 0u) << r.out;
   EXPECT_NE(r.out.find("\nblas: OpenBLAS "), std::string::npos) << r.out;
+#ifdef PTDP_VGPU
+  EXPECT_NE(r.out.find("\ncudnn: none (the virtual GPU has no cuDNN"), std::string::npos) << r.out;
+#elif defined(PTDP_HAVE_CUDA)
+  EXPECT_NE(r.out.find("\ncudnn: "), std::string::npos) << r.out;
+#endif
 }
 
 // ptdp never runs OpenBLAS's SSE3 fallback on a CPU with AVX2 and FMA: where this OpenBLAS does

@@ -278,6 +278,7 @@ probe() {
     missing=1
   fi
   echo "blas: $("$PTDP" --version 2>&1 | sed -n 's/^blas: //p')"
+  echo "cudnn_ptdp: $("$PTDP" --version 2>&1 | sed -n 's/^cudnn: //p')"
   return $missing
 }
 probe >"$work/probe.txt" 2>&1
