@@ -4,9 +4,11 @@
 #include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/common/error.h"
 #include "core/config/config_fields.h"
@@ -55,6 +57,27 @@ const char* zero_words(int zero, bool ds) {
     case 3: return ", ZeRO-3 (DeepSpeed)";
     default: return "";
   }
+}
+
+// The worst stage's time after its pipeline, part by part (the parts that took none left out).
+std::string after_pipeline_text(const sim::SimResult& r, const ParallelConfig& p, bool ds) {
+  const int zero = p.zero;
+  const char* reduce = zero == 2   ? "data-parallel reduce-scatters of every backward"
+                       : zero != 1 ? "data-parallel all-reduce"
+                       : ds        ? "data-parallel all-reduce (DeepSpeed's ZeRO-1)"
+                                   : "data-parallel reduce-scatter";
+  std::vector<std::string> parts;
+  auto part = [&](double t, const std::string& what) {
+    if (t > 0) parts.push_back(fmt::format("{} {:.3g} s", what, t));
+  };
+  if (p.dp * p.cp > 1)  // the reduction, also where the backward hid all of it
+    parts.push_back(fmt::format("{}{} {:.3g} s", reduce, r.dp_overlapped ? ": not hidden by the backward" : "",
+                                r.dp_reduce_exposed_s));
+  part(r.embedding_allreduce_s, "embedding all-reduce");
+  part(r.optimizer_s, "optimizer");
+  part(r.param_gather_s, "parameter all-gather (not hidden by the next forward)");
+  part(r.model_sync_s, "gradient-norm and overflow-check syncs");
+  return parts.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string pass_line(const sim::PassCost& c) {
@@ -172,16 +195,10 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
     fmt::print("  ZeRO-3 traffic per GPU: {:.0f} all-gathers, {:.4g} GB gathered, {:.4g} GB reduce-scattered\n",
                z.gathers, z.gather_bytes / 1e9, z.reduce_bytes / 1e9);
   } else {
-    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble t_pb/t_id {:.3f}, {:.0f}% of it idle), then {:.3g} s "
-               "(data-parallel {} {:.3g} s{}, optimizer {:.3g} s)\n",
+    fmt::print("  iteration {:.4g} s: pipeline {:.4g} s (bubble t_pb/t_id {:.3f}, {:.0f}% of it idle), then {:.3g} s: "
+               "{}\n",
                r.iter_time_s, r.pipeline_time_s, r.bubble_fraction, 100.0 * r.bubble_fraction / (1.0 + r.bubble_fraction),
-               r.post_time_s,
-               p.zero == 2  ? "reduce-scatter after every backward and all-gather"
-               : p.zero != 1 ? "all-reduce"
-               : ds          ? "all-reduce and all-gather"
-                             : "reduce-scatter and all-gather",
-               r.dp_allreduce_s,
-               c.overlap_grad_reduce ? ", overlapped" : "", r.optimizer_s);
+               r.post_time_s, after_pipeline_text(r, p, ds));
   }
   fmt::print("  throughput {:.4g} TFLOP/s per GPU ({:.1f}% of peak), {:.4g} PFLOP/s in all, {:.0f} tokens/s, "
              "{:.3g} sequences/s\n",

@@ -208,6 +208,7 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
     } else {
       t += dp;
     }
+    const double reduce_exposed = t - st.finish;
     const double emb = s == 0 || s == par.pp - 1 ? cm.embedding_allreduce() : 0.0;
     t += emb;
     // The distributed optimizer shards over the data- and context-parallel ranks together.
@@ -233,9 +234,14 @@ SimResult simulate(const RunConfig& cfg, const HardwareProfile& hw, const SimOpt
       end = t;
       r.dp_allreduce_s = (overlap ? 0.0 : dp) + gather;
       r.optimizer_s = optim;
+      r.dp_reduce_exposed_s = reduce_exposed;
+      r.embedding_allreduce_s = emb;
+      r.param_gather_s = gather;
     }
   }
-  r.iter_time_s = end + cm.model_parallel_sync();
+  r.dp_overlapped = overlap || par.zero == 2;
+  r.model_sync_s = cm.model_parallel_sync();
+  r.iter_time_s = end + r.model_sync_s;
   for (const StageMemory& m : r.memory.stages) r.activation_bytes = std::max(r.activation_bytes, m.activations);
   r.post_time_s = r.iter_time_s - r.pipeline_time_s;
 

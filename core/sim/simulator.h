@@ -16,6 +16,12 @@ struct SimResult {
   double post_time_s = 0;       // after the pipeline: gradient all-reduces, optimizer (worst stage)
   double dp_allreduce_s = 0;    // data-parallel all-reduce of the worst stage (0 when overlapped)
   double optimizer_s = 0;
+  // The worst stage's time after its pipeline, part by part (they and model_sync_s sum to
+  // post_time_s): its gradient reduction's time past the schedule's end (all of it, or what the
+  // backward did not hide), the embedding all-reduce, the parameter all-gather's exposed part
+  // (sharded optimizers), and the model-parallel gradient-norm and inf syncs every stage waits on.
+  double dp_reduce_exposed_s = 0, embedding_allreduce_s = 0, param_gather_s = 0, model_sync_s = 0;
+  bool dp_overlapped = false;  // the reduction ran beside the backward (bucket by bucket)
   double bubble_fraction = 0;   // the paper's t_pb / t_id, p2p waits included in t_pb
   double tflops_per_gpu = 0;    // Eq. (3) FLOPs / (iteration time * GPUs)
   double model_tflops_per_gpu = 0;

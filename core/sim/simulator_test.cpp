@@ -100,6 +100,30 @@ TEST(SimSimulator, OverlappingTheDataParallelAllReduceNeverSlowsAnIterationDown)
   }
 }
 
+// The time after the pipeline is its parts (ptdp simulate prints them): the reduction's time past
+// the schedule, the embedding all-reduce, the optimizer, the exposed parameter all-gather and the
+// model-parallel syncs, plain and overlapped, with and without the distributed optimizer.
+TEST(SimSimulator, TheTimeAfterThePipelineIsItsParts) {
+  for (int zero : {0, 1}) {
+    for (bool overlap : {false, true}) {
+      RunConfig c = paper_run(48, 8192, 64, 8, 2, 32, 4, 1536);
+      c.par.zero = zero;
+      c.overlap_grad_reduce = overlap;
+      const SimResult r = simulate(c, selene());
+      const double parts =
+          r.dp_reduce_exposed_s + r.embedding_allreduce_s + r.optimizer_s + r.param_gather_s + r.model_sync_s;
+      EXPECT_NEAR(parts, r.post_time_s, 1e-9 * r.iter_time_s) << "zero " << zero << " overlap " << overlap;
+      EXPECT_GE(r.dp_reduce_exposed_s, 0);
+      if (!overlap) {
+        EXPECT_GT(r.dp_reduce_exposed_s, 0);
+      }
+      EXPECT_GT(r.embedding_allreduce_s, 0);
+      EXPECT_EQ(r.param_gather_s > 0, zero == 1);
+      EXPECT_EQ(r.dp_overlapped, overlap);
+    }
+  }
+}
+
 TEST(SimSimulator, RecomputationCostsAboutAThirdMoreTime) {
   RunConfig c = paper_run(80, 12288, 96, 8, 16, 1, 1, 8);
   const SimResult full = simulate(c, selene());
