@@ -46,7 +46,8 @@ foreach(pair "ThePackageHasNoImportCycleAndThinEntryPoints ptdp_tools.package_te
              "TheCheckpointReaderReadsWhatPtdpSaves ptdp_tools.checkpoint.reader_test"
              "ThePlotsWithoutMatplotlibSayWhatToInstall ptdp_tools.plots.figures_test"
              "AFatBinaryIsCutToOneArchitecture ptdp_tools.fatbin_test"
-             "EachNcclLibraryIsNamedWithItsVersion ptdp_tools.nccl_versions_test")
+             "EachNcclLibraryIsNamedWithItsVersion ptdp_tools.nccl_versions_test"
+             "TheGpuSummaryJudgesTheSpeedCriteria ptdp_tools.gpu_summary_test")
   separate_arguments(pair)
   list(GET pair 0 test_name)
   list(GET pair 1 test_module)

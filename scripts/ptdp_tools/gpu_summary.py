@@ -212,6 +212,47 @@ def compare_rows(work: str) -> tuple:
     return rows, out
 
 
+# Issue 54's criteria for the attention stages' shapes (scripts/gpu_session.sh): ptdp's fastest
+# attention backend against torch.compile, tokens/s at least this ratio, its peak memory no more than
+# torch.compile's, and GPT 1.3B's MFU at least 0.50.
+SPEED_TARGETS = {"gpt h=2048 l=24": 1.10, "llama h=4096 l=4": 1.20, "llama h=4096 l=4 g=8": 1.0,
+                 "llama h=4096 l=4 s=8192 g=8": 1.0}
+MFU_TARGETS = {"gpt h=2048 l=24": 0.50}
+
+
+def criteria_rows(rows: list) -> list:
+    """The criteria, per shape that has both ptdp and torch.compile rows: met, or not met with the numbers.
+    rows: compare_pytorch rows (shape columns, implementation, status, tokens_per_s, mfu, peak_mem_gb)."""
+    shapes = {}
+    for r in rows:
+        if r.get("status") == "ok" and not r["implementation"].startswith("ratio"):
+            extra = (f" s={r['seq_length']}" if r.get("seq_length") not in (None, "", "2048") else "") + \
+                (f" g={r['query_groups']}" if r.get("query_groups") else "")
+            shapes.setdefault(f"{r['arch']} h={r['hidden']} l={r['layers']}{extra}", {})[r["implementation"]] = r
+    out = []
+    for shape, target in SPEED_TARGETS.items():
+        impls = shapes.get(shape, {})
+        mine = [i for i in impls if i == "ptdp" or i.startswith("ptdp-")]
+        if "pytorch-compile" not in impls or not mine:
+            continue
+        best = max(mine, key=lambda i: float(impls[i]["tokens_per_s"]))
+        ours, theirs = impls[best], impls["pytorch-compile"]
+        ratio = float(ours["tokens_per_s"]) / float(theirs["tokens_per_s"])
+        out.append({"section": "criteria", "item": f"{shape} {best}/pytorch-compile", "value": f"{ratio:.3f}",
+                    "unit": f"x (target {target:.2f})", "status": "met" if ratio >= target else "not met",
+                    "note": f"{float(ours['tokens_per_s']):.0f} against {float(theirs['tokens_per_s']):.0f} tokens/s"})
+        mem, mem_c = float(ours["peak_mem_gb"]), float(theirs["peak_mem_gb"])
+        out.append({"section": "criteria", "item": f"{shape} {best} peak memory", "value": f"{mem:.2f}",
+                    "unit": f"GB (target {mem_c:.2f})", "status": "met" if mem <= mem_c else "not met",
+                    "note": "at most torch.compile's peak"})
+        if shape in MFU_TARGETS and ours.get("mfu"):
+            mfu = float(ours["mfu"])
+            out.append({"section": "criteria", "item": f"{shape} {best} MFU", "value": f"{mfu:.3f}",
+                        "unit": f"(target {MFU_TARGETS[shape]:.2f})",
+                        "status": "met" if mfu >= MFU_TARGETS[shape] else "not met", "note": "model FLOPs over the peak"})
+    return out
+
+
 def fig7_rows(work: str) -> tuple:
     # The paper's unfused attention (raw/fig7), and cuDNN's beside it where the probe found it.
     rows = read_csv(os.path.join(work, "raw", "fig7", "fig7.csv"))
@@ -417,6 +458,7 @@ def main(argv=None) -> int:
     summary += dispatch_rows(a.work)
     compare, rows = compare_rows(a.work)
     summary += rows
+    summary += criteria_rows(compare)
     fig7, rows = fig7_rows(a.work)
     summary += rows
     ops, rows = op_profile_rows(a.work, prov["gpu"])
