@@ -10,6 +10,7 @@
 #ifdef PTDP_HAVE_CUDA
 #include "core/backend/cuda/device_info.h"
 #include "experiments/rank_device.h"
+#include "core/testing/scoped_env.h"
 #include "experiments/testing/cli_runner.h"
 
 namespace ptdp {
@@ -69,6 +70,29 @@ TEST(CliCuda, NcclThreadRanksShareOneGpuWhereNcclAllowsIt) {
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(want.size(), got.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "iteration " << i + 1;
+}
+
+// peak_mem_gb is rank 0's (the first stage's), whether the thread ranks share one GPU (its own
+// backend's blocks) or have one each (its GPU's allocator): the same bytes either way. Before, it
+// was the device's peak over the ranks, which halved the one-GPU-each case.
+TEST(CliCuda, ThePeakMemoryIsRankZerosWhetherThreadRanksShareAGpuOrNot) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
+#ifdef PTDP_VGPU
+  TempDir dir;
+  double peak[2] = {0, 0};
+  for (int devices : {1, 2}) {
+    testing::ScopedEnv vgpus("VGPU_DEVICES", std::to_string(devices));
+    const std::string csv = dir.file("peak" + std::to_string(devices) + ".csv");
+    const testing::CliResult r = run_ptdp(dir, {"train", "--model", "tiny", "--backend", "cuda", "--ranks", "2", "--pp",
+                                                "2", "--global-batch", "4", "--iters", "2", "--csv", csv});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    peak[devices - 1] = std::stod(testing::last_result_row(csv)["peak_mem_gb"]);
+  }
+  EXPECT_GT(peak[0], 0.0);
+  EXPECT_NEAR(peak[1], peak[0], 0.01 * peak[0]) << "2 GPUs against 1 shared";
+#else
+  GTEST_SKIP() << "the virtual GPU sets how many GPUs there are";
+#endif
 }
 
 // Refused where NCCL cannot share a GPU between ranks, naming what would allow it.

@@ -183,6 +183,11 @@ int run_simulate(const CLI::App& app, SimulateFlags& f) {
   fmt::print("                                  backward {}\n", pass_line(r.layer.backward));
   if (f.explain) print_kernels(c, hw);
   fmt::print("  memory: {}\n", r.memory.describe(hw.device));
+  if (r.memory.stages.size() > 1) {  // what each stage's allocator hands out at its peak
+    std::vector<std::string> in_use;
+    for (const sim::StageMemory& st : r.memory.stages) in_use.push_back(fmt::format("{:.4g}", st.in_use() / 1e9));
+    fmt::print("  in use per stage, GB (without the reserved): {}\n", fmt::join(in_use, " "));
+  }
   if (!r.memory.fits) {
     std::fprintf(stderr, "ptdp: %s\n", r.memory.describe(hw.device).c_str());  // "out of memory: ..."
     return 1;

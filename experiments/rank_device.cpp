@@ -111,6 +111,7 @@ RankDevice::RankDevice(const RunConfig& c, Communicator& world) : given_(world) 
                 "at most {} processes per node); {}",
                 local, gpus, gpus, no_sharing);
   device_ = (local >= 0 ? local : world.rank()) % gpus;
+  shares_device_ = threads && world.size() > gpus;
   backend_ = make_cuda_backend(device_);
   if (c.comm == CommKind::Nccl) {
 #ifdef PTDP_HAVE_NCCL
@@ -139,18 +140,22 @@ std::string RankDevice::device_name() const {
 
 void RankDevice::reset_peak() {
 #ifdef PTDP_HAVE_CUDA
-  if (device_ >= 0) return cuda::DeviceAllocator::for_device(device_).reset_peak();
+  if (device_ >= 0) {
+    cuda::DeviceAllocator& a = cuda::DeviceAllocator::for_device(device_);
+    return shares_device_ ? a.reset_peak(cuda_stream(*backend_)) : a.reset_peak();
+  }
 #endif
   CachingHostAllocator::instance().reset_peak();
 }
 
 double RankDevice::peak_gb(int local_ranks) const {
-  double bytes = 0;
 #ifdef PTDP_HAVE_CUDA
-  if (device_ >= 0) bytes = double(cuda::DeviceAllocator::for_device(device_).peak_bytes_in_use());
+  if (device_ >= 0) {
+    const cuda::DeviceAllocator& a = cuda::DeviceAllocator::for_device(device_);
+    return double(shares_device_ ? a.peak_bytes_in_use(cuda_stream(*backend_)) : a.peak_bytes_in_use()) / 1e9;
+  }
 #endif
-  if (device_ < 0) bytes = double(CachingHostAllocator::instance().peak_bytes_in_use());
-  return bytes / 1e9 / std::max(1, local_ranks);
+  return double(CachingHostAllocator::instance().peak_bytes_in_use()) / 1e9 / std::max(1, local_ranks);
 }
 
 }  // namespace ptdp

@@ -50,12 +50,15 @@ class RankDevice {
   // "cpu" or the GPU's name and index.
   std::string device_name() const;
   void reset_peak();
-  // Peak bytes allocated for tensors by the ranks of this process, over their number.
+  // This rank's peak bytes of tensors. --backend cuda: its GPU's allocator's peak, or, where thread
+  // ranks share the GPU, the peak of what this rank's backend allocated (its stream's blocks).
+  // --backend cpu: the host allocator's peak over local_ranks, the ranks of this process sharing it.
   double peak_gb(int local_ranks) const;
 
  private:
   Communicator& given_;
   int device_ = -1;  // the GPU, -1 on the CPU backend
+  bool shares_device_ = false;  // other thread ranks of this process use the same GPU
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Communicator> nccl_;
   std::unique_ptr<Communicator> wrapped_;

@@ -509,6 +509,16 @@ stage profile_llama 20 env PTDP_OP_PROFILE="$work/raw/op_profile_llama.csv" "${p
 stage profile_llama_gqa 25 env PTDP_OP_PROFILE="$work/raw/op_profile_llama_gqa.csv" "${prof_train[@]}" "${gqa_train[@]}" \
   --csv "$work/raw/profile_train.csv"
 
+# 4b. The memory model against a pipeline layout's first stage: GPT 1.3B's layers in two stages, two
+# thread ranks sharing this GPU (peak_mem_gb is rank 0's own tensors), and ptdp simulate's stage 0
+# in use for the same layout (--stack ptdp; the attention that ran: cuDNN's where the probe found it).
+mem_attention=unfused
+[[ " ${attn_backends[*]} " == *" cudnn "* ]] && mem_attention=cudnn
+case "$accept_hw" in h200) sim_hw=h200 ;; a100) sim_hw=a100-selene ;; *) sim_hw=h100-dgx ;; esac
+mem_layout=("${gpt_train[@]}" --pp 2 --global-batch 16 --attention-backend "$mem_attention")
+stage memory_pp 40 "${prof_train[@]}" "${mem_layout[@]}" --csv "$work/raw/memory_pp.csv"
+stage memory_pp_model 10 "$PTDP" simulate --hardware "$sim_hw" --stack ptdp --precision "$precision" "${mem_layout[@]}"
+
 # 5. Microbenchmarks (short: 0.05 s a benchmark), then ptdp accept.
 bench() {  # NAME BUDGET FILTER [STAGE VAR=VALUE...]: benchmark NAME as STAGE (default NAME) with VARs set
   local b name=${4:-$1} vars=("${@:5}")

@@ -51,7 +51,8 @@ for f in summary.csv probe.txt session.tar.gz compare_pytorch.csv fig7.csv op_pr
 done
 for s in probe test_kernels test_grid sanitize_memcheck_ops sanitize_memcheck_train pytorch_loss_f32 \
   pytorch_loss_f32_flash pytorch_loss_bf16 pytorch_loss_bf16_flash pytorch_eager_gpt pytorch_eager_llama fig7 profile_gpt profile_llama accept golden_cuda \
-  test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long dispatch; do
+  test_nccl nccl_train sanitize_nccl attention_gpt attention_llama attention_gqa attention_long dispatch \
+  memory_pp memory_pp_model; do
   [[ $(stage_status "$s") == ok ]] || fail "stage $s is '$(stage_status "$s")'"
 done
 for s in bench_gemm_cuda ncu_kernels bench_nccl_shared fig7_cudnn pytorch_loss_bf16_unfused pytorch_loss_bf16_cudnn; do
@@ -70,6 +71,8 @@ for a in auto flash; do
     fail "no f32 loss agreement of attention $a in summary.csv"
 done
 grep -q '^fig7,b=16,' "$out/o/summary.csv" || fail "no Figure 7 b=16 point in summary.csv"
+grep -q '^memory,pipeline stage 0 of 2 (rank 0),' "$out/o/summary.csv" ||
+  fail "no first-stage memory row (measured against the model) in summary.csv"
 grep -q '^pytorch,llama h=64 l=2 s=32 g=2 ptdp-flash/pytorch-eager,' "$out/o/summary.csv" ||
   fail "no ratio of ptdp's flash attention over PyTorch eager for the GQA shape in summary.csv"
 awk -F, 'NR > 1 && $3 == "linear_forward" && $6 > 0 && $7 > 0 {found = 1} END {exit !found}' "$out/o/op_profile.csv" ||

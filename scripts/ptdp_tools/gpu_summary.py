@@ -86,7 +86,8 @@ def nccl_rows(work: str) -> list:
 
 def log_text(work: str, stage: str) -> str:
     try:
-        return open(os.path.join(work, "logs", stage + ".log"), errors="replace").read()
+        with open(os.path.join(work, "logs", stage + ".log"), errors="replace") as f:
+            return f.read()
     except OSError:
         return ""
 
@@ -251,6 +252,20 @@ def criteria_rows(rows: list) -> list:
                         "unit": f"(target {MFU_TARGETS[shape]:.2f})",
                         "status": "met" if mfu >= MFU_TARGETS[shape] else "not met", "note": "model FLOPs over the peak"})
     return out
+
+
+def memory_rows(work: str) -> list:
+    """The pipeline layout's first stage (stage memory_pp): rank 0's measured peak against the memory
+    model's stage 0 in use (stage memory_pp_model's `ptdp simulate`), within 10% or off by how much."""
+    run = read_csv(os.path.join(work, "raw", "memory_pp.csv"))
+    m = re.search(r"in use per stage, GB \(without the reserved\): ([0-9.eE+-]+)", log_text(work, "memory_pp_model"))
+    if not run or not m or not run[-1].get("peak_mem_gb"):
+        return []
+    measured, model = float(run[-1]["peak_mem_gb"]), float(m.group(1))
+    off = model / measured - 1 if measured > 0 else float("inf")  # the model's error
+    return [{"section": "memory", "item": "pipeline stage 0 of 2 (rank 0)", "value": f"{measured:.4g}",
+             "unit": "GB", "status": "within 10%" if abs(off) <= 0.10 else f"model off by {off:+.0%}",
+             "note": f"model {model:.4g} GB in use (ptdp simulate --stack ptdp, stage 0)"}]
 
 
 def fig7_rows(work: str) -> tuple:
@@ -459,6 +474,7 @@ def main(argv=None) -> int:
     compare, rows = compare_rows(a.work)
     summary += rows
     summary += criteria_rows(compare)
+    summary += memory_rows(a.work)
     fig7, rows = fig7_rows(a.work)
     summary += rows
     ops, rows = op_profile_rows(a.work, prov["gpu"])

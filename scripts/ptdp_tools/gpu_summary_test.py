@@ -1,5 +1,8 @@
 """gpu_summary.py's verdicts on issue 54's criteria: ptdp's fastest attention backend against
-torch.compile per shape (speed, peak memory, GPT's MFU), only where both were measured."""
+torch.compile per shape (speed, peak memory, GPT's MFU), only where both were measured; and the
+memory model against a pipeline layout's first stage."""
+import os
+import tempfile
 import unittest
 
 from ptdp_tools import gpu_summary
@@ -30,6 +33,30 @@ class Criteria(unittest.TestCase):
         self.assertEqual(got["llama h=4096 l=4 ptdp-cudnn peak memory"]["status"], "not met")
         self.assertNotIn("llama h=4096 l=4 ptdp-cudnn MFU", got)  # no MFU target for LLaMA
         self.assertEqual(len(got), 2)  # s = 8192 has no torch.compile row; h=64 is no target shape
+
+
+class FirstStageMemory(unittest.TestCase):
+    def work(self, peak: str, model_log: str) -> str:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        d = tmp.name
+        os.makedirs(os.path.join(d, "raw"))
+        os.makedirs(os.path.join(d, "logs"))
+        with open(os.path.join(d, "raw", "memory_pp.csv"), "w") as f:
+            f.write(f"experiment,peak_mem_gb\nrun,{peak}\n")
+        with open(os.path.join(d, "logs", "memory_pp_model.log"), "w") as f:
+            f.write(model_log)
+        return d
+
+    def test_the_measured_peak_is_judged_against_stage_0_of_the_model(self):
+        log = "  memory: fits: stage 0 needs 29.2 GB (...)\n  in use per stage, GB (without the reserved): 26.21 20.12\n"
+        [row] = gpu_summary.memory_rows(self.work("25.0", log))
+        self.assertEqual((row["value"], row["status"]), ("25", "within 10%"))
+        [row] = gpu_summary.memory_rows(self.work("31.0", log))
+        self.assertEqual(row["status"], "model off by -15%")  # the model says 15% less than measured
+
+    def test_nothing_without_both_numbers(self):
+        self.assertEqual(gpu_summary.memory_rows(self.work("25.0", "simulate failed\n")), [])
 
 
 if __name__ == "__main__":

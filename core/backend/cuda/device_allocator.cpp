@@ -65,9 +65,8 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
 #ifdef PTDP_VGPU
         b.ptr = vgpu::sub_allocate(b.ptr, bytes, stream);  // the block's memory under its new user's tag
 #endif
+        count_locked(b);
         live_[b.ptr] = b;
-        in_use_ += n;
-        if (in_use_ > peak_) peak_ = in_use_;
         return b.ptr;
       }
     }
@@ -90,10 +89,19 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
 #ifdef PTDP_VGPU
   p = vgpu::sub_allocate(p, bytes, stream);
 #endif
-  live_[p] = Block{p, n, stream, nullptr};
-  in_use_ += n;
-  if (in_use_ > peak_) peak_ = in_use_;
+  Block b{p, n, stream, nullptr};
+  count_locked(b);
+  live_[p] = b;
   return p;
+}
+
+void DeviceAllocator::count_locked(Block& b) {
+  in_use_ += b.size;
+  if (in_use_ > peak_) peak_ = in_use_;
+  Usage& u = by_stream_[b.stream];
+  u.in_use += b.size;
+  if (u.in_use > u.peak) u.peak = u.in_use;
+  b.counted = true;
 }
 
 void DeviceAllocator::deallocate(void* p, size_t /*bytes*/) {
@@ -104,6 +112,8 @@ void DeviceAllocator::deallocate(void* p, size_t /*bytes*/) {
   Block b = it->second;
   live_.erase(it);
   in_use_ -= b.size;
+  if (b.counted) by_stream_[b.stream].in_use -= b.size;
+  b.counted = false;
 #ifdef PTDP_VGPU
   vgpu::sub_free(b.ptr, b.stream);  // queued before the event below, which thus covers it
 #endif
@@ -155,7 +165,11 @@ void DeviceAllocator::forget_stream(cudaStream_t stream) {
   if (!stream) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [p, b] : live_)
-    if (b.stream == stream) b.stream = nullptr;
+    if (b.stream == stream) {
+      b.stream = nullptr;
+      b.counted = false;  // its stream's usage goes with it
+    }
+  by_stream_.erase(stream);
   for (auto& [n, v] : free_)
     for (Block& b : v)
       if (b.stream == stream) b.stream = nullptr;  // its event has completed: the stream was synchronized
@@ -208,6 +222,24 @@ size_t DeviceAllocator::bytes_cached() const {
 void DeviceAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
   peak_ = in_use_;
+}
+
+size_t DeviceAllocator::bytes_in_use(cudaStream_t stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = by_stream_.find(stream);
+  return it == by_stream_.end() ? 0 : it->second.in_use;
+}
+
+size_t DeviceAllocator::peak_bytes_in_use(cudaStream_t stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = by_stream_.find(stream);
+  return it == by_stream_.end() ? 0 : it->second.peak;
+}
+
+void DeviceAllocator::reset_peak(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = by_stream_.find(stream);
+  if (it != by_stream_.end()) it->second.peak = it->second.in_use;
 }
 
 }  // namespace ptdp::cuda

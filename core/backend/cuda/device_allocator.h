@@ -45,6 +45,11 @@ class DeviceAllocator final : public Allocator {
   size_t peak_bytes_in_use() const;  // high-water mark of bytes_in_use since reset_peak
   size_t bytes_cached() const;       // freed and kept for reuse (the vgpu's quarantine included)
   void reset_peak();
+  // The same for the blocks allocated for one stream (a backend's: thread ranks sharing a GPU each
+  // have their own), until that stream is forgotten.
+  size_t bytes_in_use(cudaStream_t stream) const;
+  size_t peak_bytes_in_use(cudaStream_t stream) const;
+  void reset_peak(cudaStream_t stream);
   int device() const { return device_; }
 
   static size_t round_up(size_t bytes);  // 512-byte multiples, then within 1/32 of the size
@@ -56,7 +61,12 @@ class DeviceAllocator final : public Allocator {
     size_t size = 0;             // rounded
     cudaStream_t stream = nullptr;
     cudaEvent_t freed = nullptr;  // recorded on `stream` at the free; null: idle
+    bool counted = false;         // (live) in by_stream_[stream]
   };
+  struct Usage {
+    size_t in_use = 0, peak = 0;
+  };
+  void count_locked(Block& b);  // a block handed out for b.stream
   bool idle(const Block& b);          // the free-time event has completed (mu_ held)
   void recycle_event(cudaEvent_t e);  // (mu_ held)
   void free_cached_locked();
@@ -72,6 +82,7 @@ class DeviceAllocator final : public Allocator {
   size_t quarantined_ = 0;
 #endif
   size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+  std::unordered_map<cudaStream_t, Usage> by_stream_;
 };
 
 }  // namespace ptdp::cuda

@@ -132,6 +132,44 @@ TEST(CudaAllocator, CountsBytesInUseAndThePeak) {
   EXPECT_EQ(al.bytes_in_use(), base);
 }
 
+// Each stream's own usage and peak (thread ranks sharing a GPU, each backend on its stream): a
+// block counts for the stream it was allocated for, also when it is a reused block; a forgotten
+// stream's usage goes, and its blocks freed later count against no stream.
+TEST(CudaAllocator, CountsEachStreamsBytesAndPeak) {
+  PTDP_SKIP_WITHOUT_GPU();
+  PTDP_CUDA_CHECK(cudaSetDevice(0));
+  DeviceAllocator& al = DeviceAllocator::for_device(0);
+  const size_t a = DeviceAllocator::round_up(size_t(3) << 20), b = DeviceAllocator::round_up(size_t(5) << 20);
+  Stream one, two;
+  void* pa = al.allocate(a, one.s);
+  void* pb = al.allocate(b, two.s);
+  void* pc = al.allocate(b, two.s);
+  EXPECT_EQ(al.bytes_in_use(one.s), a);
+  EXPECT_EQ(al.bytes_in_use(two.s), 2 * b);
+  al.deallocate(pc, b);
+  EXPECT_EQ(al.bytes_in_use(two.s), b);
+  EXPECT_EQ(al.peak_bytes_in_use(two.s), 2 * b);
+  EXPECT_EQ(al.peak_bytes_in_use(one.s), a);
+  al.reset_peak(two.s);
+  EXPECT_EQ(al.peak_bytes_in_use(two.s), b);
+  pc = al.allocate(b, two.s);  // its own freed block again: counted again
+  EXPECT_EQ(al.bytes_in_use(two.s), 2 * b);
+  al.deallocate(pc, b);
+  al.deallocate(pa, a);
+  EXPECT_EQ(al.bytes_in_use(one.s), 0u);
+  EXPECT_EQ(al.peak_bytes_in_use(one.s), a);
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(two.s));
+  al.forget_stream(two.s);
+  EXPECT_EQ(al.bytes_in_use(two.s), 0u);
+  EXPECT_EQ(al.peak_bytes_in_use(two.s), 0u);
+  const size_t no_stream = al.bytes_in_use(nullptr);
+  al.deallocate(pb, b);  // allocated for the forgotten stream: no stream's usage changes
+  EXPECT_EQ(al.bytes_in_use(one.s), 0u);
+  EXPECT_EQ(al.bytes_in_use(nullptr), no_stream);
+  PTDP_CUDA_CHECK(cudaStreamSynchronize(one.s));
+  al.release_cached();
+}
+
 // Stream A is held by a host function until released; a block freed behind it must not go
 // to stream B, while A itself may take it back at once.
 TEST(CudaAllocator, DoesNotHandABlockStillInUseOnOneStreamToAnother) {
