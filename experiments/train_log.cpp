@@ -335,9 +335,11 @@ void TrainLog::no_timed_iteration() const {
 
 void TrainLog::summary(const RunSummary& s, double peak_gb) const {
   const RunConfig& c = c_;
+  // peak_mem_gb's meaning (RankDevice::peak_gb): the CPU's over the thread ranks, rank 0's on a GPU.
   fmt::print("done: median iteration {:.2f} ms over {} timed iterations, final loss {:.4f}, peak memory {:.3f} GB "
-             "per rank, activations {:.4f} GB on the fullest stage, {}, {} bytes sent per iteration by rank 0\n",
-             s.iter_ms, s.timed, s.loss, peak_gb, s.activation_gb, bubble_text(s.bubble), s.p2p_bytes);
+             "{}, activations {:.4f} GB on the fullest stage, {}, {} bytes sent per iteration by rank 0\n",
+             s.iter_ms, s.timed, s.loss, peak_gb, c.backend == BackendKind::Cuda ? "on rank 0" : "per rank",
+             s.activation_gb, bubble_text(s.bubble), s.p2p_bytes);
   if (c.gemm_rate) {
     // Model FLOPs (recomputation not counted) per second of the median step, against sgemm over
     // the same GEMM shapes on this thread's CPU threads, timed now that training is done.
