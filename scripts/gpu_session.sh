@@ -340,6 +340,7 @@ if ((dry)); then
   gqa_shape="arch=llama,h=64,a=4,g=2,l=2,s=32,b=2,V=256"
   long_shape="arch=llama,h=64,a=4,g=2,l=2,s=128,b=1,V=256"
   attn_backends=(flash unfused)      # cudnn is refused on the virtual GPU
+  cudnn_found=0
   attn_impls=(ptdp pytorch-eager)    # torch.compile on the CPU: its own stages above
   fig7=(--scale small)
   dispatch_shapes=(--shape "$gpt_shape" --iters 3 --warmup 1)
@@ -364,7 +365,9 @@ else
   # cudnn where the probe found cuDNN (ptdp then must run it: PTDP_REQUIRE_CUDNN fails the cuDNN
   # tests instead of skipping them), else auto (unfused)
   attn_backends=(auto flash unfused)
+  cudnn_found=0
   if grep -q '^lib libcudnn.so.9: /' "$work/probe.txt"; then
+    cudnn_found=1
     attn_backends=(cudnn flash unfused)
     export PTDP_REQUIRE_CUDNN=1
   fi
@@ -439,7 +442,7 @@ loss_stage f32
 loss_stage f32 flash
 loss_stage bf16
 loss_stage bf16 flash
-if [[ " ${attn_backends[*]} " == *" cudnn "* ]]; then
+if ((cudnn_found)); then
   loss_stage bf16 unfused
   loss_stage bf16 cudnn
 else
@@ -492,7 +495,7 @@ fig7_spec() {  # ATTENTION_BACKEND
 }
 fig7_spec unfused >"$work/fig7.toml"
 stage fig7 90 "$PTDP" reproduce "$work/fig7.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7"
-if [[ " ${attn_backends[*]} " == *" cudnn "* ]]; then
+if ((cudnn_found)); then
   fig7_spec cudnn >"$work/fig7_cudnn.toml"
   stage fig7_cudnn 90 "$PTDP" reproduce "$work/fig7_cudnn.toml" --mode run "${fig7[@]}" --out "$work/raw/fig7_cudnn"
 else
@@ -513,7 +516,7 @@ stage profile_llama_gqa 25 env PTDP_OP_PROFILE="$work/raw/op_profile_llama_gqa.c
 # thread ranks sharing this GPU (peak_mem_gb is rank 0's own tensors), and ptdp simulate's stage 0
 # in use for the same layout (--stack ptdp; the attention that ran: cuDNN's where the probe found it).
 mem_attention=unfused
-[[ " ${attn_backends[*]} " == *" cudnn "* ]] && mem_attention=cudnn
+((cudnn_found)) && mem_attention=cudnn
 case "$accept_hw" in h200) sim_hw=h200 ;; a100) sim_hw=a100-selene ;; *) sim_hw=h100-dgx ;; esac
 mem_layout=("${gpt_train[@]}" --pp 2 --global-batch 16 --attention-backend "$mem_attention")
 stage memory_pp 40 "${prof_train[@]}" "${mem_layout[@]}" --csv "$work/raw/memory_pp.csv"

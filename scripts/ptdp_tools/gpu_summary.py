@@ -176,33 +176,46 @@ def dispatch_rows(work: str) -> list:
     return out
 
 
+def shape_name(r: dict) -> str:
+    """A compare_pytorch row's shape; its sequence length and query groups where they are not the usual."""
+    extra = (f" s={r['seq_length']}" if r.get("seq_length") not in (None, "", "2048") else "") + \
+        (f" g={r['query_groups']}" if r.get("query_groups") else "")
+    return f"{r['arch']} h={r['hidden']} l={r['layers']}{extra}"
+
+
+def measured_by_shape(rows: list) -> dict:
+    """shape_name -> implementation -> row, for the compare_pytorch rows that measured (no ratios)."""
+    shapes = {}
+    for r in rows:
+        if r.get("status") == "ok" and not r["implementation"].startswith("ratio"):
+            shapes.setdefault(shape_name(r), {})[r["implementation"]] = r
+    return shapes
+
+
+def ptdp_implementations(impls: dict) -> list:
+    return sorted(i for i in impls if i == "ptdp" or i.startswith("ptdp-"))
+
+
 def compare_rows(work: str) -> tuple:
     """The merged compare_pytorch rows, and summary rows with the ptdp / PyTorch ratios."""
     rows = []
     for path in sorted(glob.glob(os.path.join(work, "raw", "compare_*.csv"))):
         rows += read_csv(path)
     out = []
-    shapes = {}
-
-    def name(r) -> str:  # the shape; its sequence length and query groups where they are not the usual
-        extra = (f" s={r['seq_length']}" if r.get("seq_length") not in (None, "", "2048") else "") + \
-            (f" g={r['query_groups']}" if r.get("query_groups") else "")
-        return f"{r['arch']} h={r['hidden']} l={r['layers']}{extra}"
-
+    shapes = measured_by_shape(rows)
     for r in rows:
         if r.get("status") != "ok" or r["implementation"].startswith("ratio"):
             continue
-        shapes.setdefault(name(r), {})[r["implementation"]] = r
-        out.append({"section": "pytorch", "item": f"{name(r)} {r['implementation']}",
+        out.append({"section": "pytorch", "item": f"{shape_name(r)} {r['implementation']}",
                     "value": r["tokens_per_s"], "unit": "tokens/s", "status": "ok",
                     "note": f"{float(r['model_tflops_per_gpu']):.1f} model TFLOP/s, MFU "
                             f"{float(r['mfu'] or 'nan'):.3f}, peak {r['peak_mem_gb']} GB"})
     for r in rows:
         if r.get("status") in ("failed", "skipped"):
-            out.append({"section": "pytorch", "item": f"{name(r)} {r['implementation']}",
+            out.append({"section": "pytorch", "item": f"{shape_name(r)} {r['implementation']}",
                         "value": "", "unit": "tokens/s", "status": r["status"], "note": r.get("note", "")[:300]})
     for shape, impls in shapes.items():
-        for mine in sorted(i for i in impls if i == "ptdp" or i.startswith("ptdp-")):
+        for mine in ptdp_implementations(impls):
             for other in ("pytorch-eager", "pytorch-compile"):
                 if other in impls:
                     ratio = float(impls[mine]["tokens_per_s"]) / float(impls[other]["tokens_per_s"])
@@ -224,16 +237,11 @@ MFU_TARGETS = {"gpt h=2048 l=24": 0.50}
 def criteria_rows(rows: list) -> list:
     """The criteria, per shape that has both ptdp and torch.compile rows: met, or not met with the numbers.
     rows: compare_pytorch rows (shape columns, implementation, status, tokens_per_s, mfu, peak_mem_gb)."""
-    shapes = {}
-    for r in rows:
-        if r.get("status") == "ok" and not r["implementation"].startswith("ratio"):
-            extra = (f" s={r['seq_length']}" if r.get("seq_length") not in (None, "", "2048") else "") + \
-                (f" g={r['query_groups']}" if r.get("query_groups") else "")
-            shapes.setdefault(f"{r['arch']} h={r['hidden']} l={r['layers']}{extra}", {})[r["implementation"]] = r
+    shapes = measured_by_shape(rows)
     out = []
     for shape, target in SPEED_TARGETS.items():
         impls = shapes.get(shape, {})
-        mine = [i for i in impls if i == "ptdp" or i.startswith("ptdp-")]
+        mine = ptdp_implementations(impls)
         if "pytorch-compile" not in impls or not mine:
             continue
         best = max(mine, key=lambda i: float(impls[i]["tokens_per_s"]))

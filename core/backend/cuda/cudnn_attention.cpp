@@ -96,11 +96,17 @@ void place_rows(fe::graph::Tensor_attributes& t, Uid uid, int64_t b, int64_t hea
                 int64_t hd) {
   t.set_uid(uid).set_dim({b, heads, s, hd}).set_stride({s * row_heads * hd, hd, row_heads * hd, 1});
 }
-fe::graph::Tensor_attributes rows(const char* name, Uid uid, int64_t b, int64_t heads, int64_t row_heads, int64_t s,
-                                  int64_t hd) {
+// A block's query-side tensor (q, y, dy, dq: its a heads of rows of row_a(), sq tokens) or key-side
+// one (k, v, dk, dv: g heads of rows of row_g(), sk tokens).
+enum class Side { Query, Key };
+void place_rows(fe::graph::Tensor_attributes& t, Uid uid, const CudnnBlock& k, Side side) {
+  if (side == Side::Query) place_rows(t, uid, k.b, k.a, k.row_a(), k.sq, k.hd);
+  else place_rows(t, uid, k.b, k.g, k.row_g(), k.sk, k.hd);
+}
+fe::graph::Tensor_attributes rows(const char* name, Uid uid, const CudnnBlock& k, Side side) {
   fe::graph::Tensor_attributes t;
   t.set_name(name);
-  place_rows(t, uid, b, heads, row_heads, s, hd);
+  place_rows(t, uid, k, side);
   return t;
 }
 
@@ -129,13 +135,13 @@ void mask(Attributes& opt, const CudnnBlock& k) {
 
 std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0) {
   auto g = new_graph(k.dt, sm);
-  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.row_a(), k.sq, k.hd));
-  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.row_g(), k.sk, k.hd));
-  auto v = g->tensor(rows("v", kV, k.b, k.g, k.row_g(), k.sk, k.hd));
+  auto q = g->tensor(rows("q", kQ, k, Side::Query));
+  auto kk = g->tensor(rows("k", kK, k, Side::Key));
+  auto v = g->tensor(rows("v", kV, k, Side::Key));
   auto opt = fe::graph::SDPA_attributes().set_name("ptdp_attention").set_generate_stats(true);
   mask(opt, k);
   auto [o, lse] = g->sdpa(q, kk, v, opt);
-  place_rows(o->set_output(true), kO, k.b, k.a, k.row_a(), k.sq, k.hd);
+  place_rows(o->set_output(true), kO, k, Side::Query);
   place_stats(lse->set_output(true), k);
   return g;
 }
@@ -144,20 +150,20 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const CudnnBlock& k, int sm = 0)
 // instead of accumulating it with atomics, so that two runs give the same bits.
 std::shared_ptr<fe::graph::Graph> backward_graph(const CudnnBlock& k, int sm = 0) {
   auto g = new_graph(k.dt, sm);
-  auto q = g->tensor(rows("q", kQ, k.b, k.a, k.row_a(), k.sq, k.hd));
-  auto kk = g->tensor(rows("k", kK, k.b, k.g, k.row_g(), k.sk, k.hd));
-  auto v = g->tensor(rows("v", kV, k.b, k.g, k.row_g(), k.sk, k.hd));
-  auto o = g->tensor(rows("y", kO, k.b, k.a, k.row_a(), k.sq, k.hd));
-  auto dout = g->tensor(rows("dy", kDO, k.b, k.a, k.row_a(), k.sq, k.hd));
+  auto q = g->tensor(rows("q", kQ, k, Side::Query));
+  auto kk = g->tensor(rows("k", kK, k, Side::Key));
+  auto v = g->tensor(rows("v", kV, k, Side::Key));
+  auto o = g->tensor(rows("y", kO, k, Side::Query));
+  auto dout = g->tensor(rows("dy", kDO, k, Side::Query));
   fe::graph::Tensor_attributes stats;
   place_stats(stats.set_name("lse"), k);
   auto lse = g->tensor(stats);
   auto opt = fe::graph::SDPA_backward_attributes().set_name("ptdp_attention_backward").set_deterministic_algorithm(true);
   mask(opt, k);
   auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, lse, opt);
-  place_rows(dq->set_output(true), kDQ, k.b, k.a, k.row_a(), k.sq, k.hd);
-  place_rows(dk->set_output(true), kDK, k.b, k.g, k.row_g(), k.sk, k.hd);
-  place_rows(dv->set_output(true), kDV, k.b, k.g, k.row_g(), k.sk, k.hd);
+  place_rows(dq->set_output(true), kDQ, k, Side::Query);
+  place_rows(dk->set_output(true), kDK, k, Side::Key);
+  place_rows(dv->set_output(true), kDV, k, Side::Key);
   return g;
 }
 
@@ -208,8 +214,9 @@ struct CudnnAttention::Impl {
   // (cudnn_backward_groups), if cuDNN builds it; else blk itself.
   const CudnnBlock& part_of(const CudnnBlock& blk) {
     auto [it, added] = parts.try_emplace(key_of(blk), blk);
+    if (!added) return it->second;
     const int gc = cudnn_backward_groups(blk.b, blk.sq, blk.sk, blk.a, blk.g, cap);
-    if (!added || gc == blk.g) return it->second;
+    if (gc == blk.g) return it->second;
     CudnnBlock part = blk;
     part.a = blk.a / blk.g * gc;
     part.g = gc;
@@ -254,6 +261,9 @@ struct CudnnAttention::Impl {
     }
     return gr.refused.empty();
   }
+
+  // Where a split backward's packed lse lies in its workspace: after cuDNN's, 256-byte aligned.
+  static int64_t stats_offset(const Graphs& part) { return (part.bwd_ws + 255) / 256 * 256; }
 
   Graphs& built(const CudnnBlock& blk) {
     Graphs& gr = get(blk);
@@ -306,8 +316,8 @@ int64_t CudnnAttention::forward_workspace(const CudnnBlock& blk) { return impl_-
 // A part's backward workspace is cuDNN's, then (blk split) the part's lse packed.
 int64_t CudnnAttention::backward_workspace(const CudnnBlock& blk) {
   const CudnnBlock& part = impl_->part_of(blk);
-  const int64_t ws = impl_->built(part).bwd_ws;
-  return part.g == blk.g ? ws : (ws + 255) / 256 * 256 + int64_t(part.b) * part.a * part.sq * 4;
+  const Impl::Graphs& gr = impl_->built(part);
+  return part.g == blk.g ? gr.bwd_ws : Impl::stats_offset(gr) + int64_t(part.b) * part.a * part.sq * 4;
 }
 int CudnnAttention::backward_calls(const CudnnBlock& blk) { return blk.g / impl_->part_of(blk).g; }
 
@@ -328,9 +338,10 @@ void CudnnAttention::backward(const CudnnBlock& blk, void* dq, void* dk, void* d
   const int64_t e = int64_t(dtype_size(blk.dt)), qs = int64_t(part.a) * blk.hd * e, ks = int64_t(part.g) * blk.hd * e;
   const int64_t lse_row = int64_t(part.a) * blk.sq * 4;
   auto at = [](const void* p, int64_t bytes) { return static_cast<char*>(const_cast<void*>(p)) + bytes; };
-  void* stats = part.g == blk.g ? at(lse, 0) : at(workspace, (gr.bwd_ws + 255) / 256 * 256);
+  const bool split = part.g != blk.g;
+  void* stats = split ? at(workspace, Impl::stats_offset(gr)) : at(lse, 0);
   for (int c = 0; c < blk.g / part.g; ++c) {
-    if (stats != lse) {
+    if (split) {
       const cudaError_t err = cudaMemcpy2DAsync(stats, lse_row, at(lse, c * lse_row), int64_t(blk.a) * blk.sq * 4,
                                                 lse_row, blk.b, cudaMemcpyDeviceToDevice, impl_->stream);
       if (err != cudaSuccess) fail("copying the statistics of {}: {}", describe(part), cudaGetErrorString(err));

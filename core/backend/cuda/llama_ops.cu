@@ -2,6 +2,7 @@
 // rotary embeddings (Megatron's non-interleaved halves, cos/sin from a table computed in f64) and
 // SwiGLU, forward and backward. Same semantics as the CPU backend's (core/backend/cpu/llama_ops.cpp).
 #include "core/backend/cuda/column_reduce.cuh"
+#include "core/backend/cuda/norm_dx.cuh"
 
 namespace ptdp::cuda {
 namespace {
@@ -56,17 +57,7 @@ __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, const T* __restri
   }
   eu = warp_sum(eu) / float(c);
   T* dxr = dx + row * c;
-  const T* base = residual ? residual + row * c : dxr;
-  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
-    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), bv = load_pack<K>(base + i);
-    const Pack<T, K> gv = load_pack<K>(g + i);
-    Pack<T, K> out;
-    for (int k = 0; k < K; ++k) {
-      const float u = to_f32(xv.v[k]) * rs;
-      out.v[k] = from_f32<T>(to_f32(bv.v[k]) + (to_f32(dv.v[k]) * to_f32(gv.v[k]) - u * eu) * rs);
-    }
-    store_pack<K>(dxr + i, out);
-  }
+  norm_backward_dx_row<T, K>(dxr, residual ? residual + row * c : dxr, xr, dyr, g, c, lane, 0.0f, rs, 0.0f, eu);
 }
 
 // dg += dy · x · rstd, per column.

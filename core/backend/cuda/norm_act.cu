@@ -1,5 +1,6 @@
 // LayerNorm (one row per warp, f32 statistics) and GeLU (tanh form), forward and backward.
 #include "core/backend/cuda/column_reduce.cuh"
+#include "core/backend/cuda/norm_dx.cuh"
 
 namespace ptdp::cuda {
 namespace {
@@ -71,18 +72,7 @@ __global__ void layernorm_backward_dx_kernel(T* __restrict__ dx, const T* __rest
   dmean = warp_sum(dmean) / float(c);
   dnorm_mean = warp_sum(dnorm_mean) / float(c);
   T* dxr = dx + row * c;
-  const T* base = residual ? residual + row * c : dxr;
-  for (int64_t i = int64_t(lane) * K; i < c; i += 32 * K) {
-    const Pack<T, K> xv = load_pack<K>(xr + i), dv = load_pack<K>(dyr + i), bv = load_pack<K>(base + i);
-    const Pack<T, K> gv = load_pack<K>(g + i);
-    Pack<T, K> out;
-    for (int k = 0; k < K; ++k) {
-      const float norm = (to_f32(xv.v[k]) - m) * rs;
-      const float dnorm = to_f32(dv.v[k]) * to_f32(gv.v[k]);
-      out.v[k] = from_f32<T>(to_f32(bv.v[k]) + (dnorm - dmean - norm * dnorm_mean) * rs);
-    }
-    store_pack<K>(dxr + i, out);
-  }
+  norm_backward_dx_row<T, K>(dxr, residual ? residual + row * c : dxr, xr, dyr, g, c, lane, m, rs, dmean, dnorm_mean);
 }
 
 // dg += dy * xhat, db += dy, per column.
