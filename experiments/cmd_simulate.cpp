@@ -67,12 +67,12 @@ std::string after_pipeline_text(const sim::SimResult& r, const ParallelConfig& p
                        : ds        ? "data-parallel all-reduce (DeepSpeed's ZeRO-1)"
                                    : "data-parallel reduce-scatter";
   std::vector<std::string> parts;
-  auto part = [&](double t, const std::string& what) {
-    if (t > 0) parts.push_back(fmt::format("{} {:.3g} s", what, t));
+  auto part = [&](double t, const std::string& what, bool even_none = false) {
+    if (t > 0 || even_none) parts.push_back(fmt::format("{} {:.3g} s", what, t));
   };
-  if (p.dp * p.cp > 1)  // the reduction, also where the backward hid all of it
-    parts.push_back(fmt::format("{}{} {:.3g} s", reduce, r.dp_overlapped ? ": not hidden by the backward" : "",
-                                r.dp_reduce_exposed_s));
+  // The reduction wherever there is a data-parallel group, also where the backward hid all of it.
+  part(r.dp_reduce_exposed_s, std::string(reduce) + (r.dp_overlapped ? ": not hidden by the backward" : ""),
+       p.dp * p.cp > 1);
   part(r.embedding_allreduce_s, "embedding all-reduce");
   part(r.optimizer_s, "optimizer");
   part(r.param_gather_s, "parameter all-gather (not hidden by the next forward)");
