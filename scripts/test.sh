@@ -81,19 +81,30 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then  # before the vgpu build (beside it, th
   # own settings.
   # cuDNN's front end (PyPI, pinned; scripts/cudnn_frontend.sh): with it cudnn_attention.cpp compiles
   # too. Without network it is left out, said here.
-  scripts/cudnn_frontend.sh >/dev/null ||
+  cudnn_fe=1
+  scripts/cudnn_frontend.sh >/dev/null || {
+    cudnn_fe=0
     echo "test.sh: cuDNN's front end could not be fetched: build-nvcc/ compiles without cudnn_attention.cpp" >&2
+  }
   # shellcheck disable=SC2086
   cmake -S . -B build-nvcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON -DPTDP_BUILD_TESTS=OFF -DPTDP_BUILD_MICROBENCH=OFF ${PTDP_CMAKE_ARGS:-} >/dev/null
-  mapfile -t cuda_objects < <(ninja -C build-nvcc -t targets all |
-    sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p')
+  nvcc_targets=$(ninja -C build-nvcc -t targets all)
+  mapfile -t cuda_objects < <(sed -nE 's#^(core/CMakeFiles/ptdp_(backend|comm)\.dir/(backend/cuda|comm/nccl)/[^:]*\.o):.*#\1#p' \
+    <<<"$nvcc_targets")
   ((${#cuda_objects[@]})) || { echo "test.sh: no CUDA sources found in build-nvcc/build.ninja" >&2; exit 1; }
   # With cuDNN's front end, also ptdp_cudnn_check (cudnn_attention.cpp): the cuDNN attention graphs
   # the GPU session runs, through the front end's checks for sm_90 (no GPU needed; libcudnn where
   # the toolkit has it, else said and skipped).
   cudnn_check=()
-  if ninja -C build-nvcc -t targets all | grep -q '^ptdp_cudnn_check:'; then cudnn_check=(ptdp_cudnn_check); fi
+  # (grep reads a string, not ninja's pipe: grep -q leaving early would kill ninja with SIGPIPE, a
+  # failure under pipefail that once left the check out of CI)
+  if grep -q '^ptdp_cudnn_check:' <<<"$nvcc_targets"; then
+    cudnn_check=(ptdp_cudnn_check)
+  elif ((cudnn_fe)); then
+    echo "test.sh: cuDNN's front end is in .deps/ but build-nvcc/ has no ptdp_cudnn_check target" >&2
+    exit 1
+  fi
   ninja -C build-nvcc -j "$(nproc)" "${cuda_objects[@]}" "${cudnn_check[@]}"
   echo "test.sh: the $((${#cuda_objects[@]} + ${#cudnn_check[@]})) CUDA sources compile with nvcc ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90)"
   if ((${#cudnn_check[@]})); then build-nvcc/core/ptdp_cudnn_check; fi
