@@ -191,19 +191,20 @@ TEST(ReproduceCli, AnalyticFiguresComputeThePapersFormulas) {
 }
 
 // Table 2 and Figure 10 (PTD-P against ZeRO-3): the performance model within 10% of the paper on
-// every row it writes; the 530B ZeRO-3 run with micro-batch 4 (640 GPUs) exceeds the memory model's
-// estimate of an 80 GB A100 and gets no row (docs/REPRODUCE.md); the days for 300B tokens.
+// every row, the 530B ZeRO-3 run with micro-batch 4 on 640 GPUs included (it fits the memory model
+// of an 80 GB A100, as it ran; docs/REPRODUCE.md); the days for 300B tokens.
 TEST(ReproduceCli, Table2ComparesPtdpWithZero3WithinTenPercent) {
   TempDir dir;
   const CliResult r = run_ptdp(dir, {"reproduce", "table2", "--out", dir.file("")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Paper values by (model, GPUs, t): Table 2.
   const std::map<std::string, double> paper = {
-      {"gpt3-175b/384/1", 144},  {"gpt3-175b/768/1", 88},   {"gpt3-175b/1536/1", 44},  {"gpt-530b/1120/1", 98},
+      {"gpt3-175b/384/1", 144},  {"gpt3-175b/768/1", 88},   {"gpt3-175b/1536/1", 44},  {"gpt-530b/640/1", 138},
+      {"gpt-530b/1120/1", 98},
       {"gpt-530b/2240/1", 48},   {"gpt3-175b/384/8", 153},  {"gpt3-175b/768/8", 149},  {"gpt3-175b/1536/8", 141},
       {"gpt-530b/560/8", 171},   {"gpt-530b/1120/8", 167},  {"gpt-530b/2240/8", 159}};
   const auto rows = rows_of(dir.file("table2.csv"));
-  ASSERT_EQ(rows.size(), 11u);
+  ASSERT_EQ(rows.size(), 12u);
   std::set<std::string> seen;
   for (const auto& row : rows) {
     const std::string k = row.at("model") + "/" + row.at("gpus") + "/" + row.at("tp");
@@ -213,12 +214,9 @@ TEST(ReproduceCli, Table2ComparesPtdpWithZero3WithinTenPercent) {
     EXPECT_EQ(row.at("experiment"), "table2");
     EXPECT_EQ(row.at("mode"), "simulate");
   }
-  EXPECT_EQ(seen.size(), 11u);
-  EXPECT_NE(r.out.find("ZeRO-3, 530B, x 640: t=1 p=1 d=640 v=1 b=4 B=2560 m=1 1f1b recompute=full s/g=on zero=3 -> "
-                       "no row: out of memory"),
-            std::string::npos)
-      << r.out;
-  EXPECT_EQ(count(r.out, "days for 300B tokens (Eq. 4)"), 11u) << r.out;
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_EQ(r.out.find("no row: out of memory"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "days for 300B tokens (Eq. 4)"), 12u) << r.out;
   EXPECT_NE(r.out.find("table2: mean absolute error"), std::string::npos) << r.out;
 }
 

@@ -32,6 +32,12 @@ struct Zero3Options {
   // what the paper's ZeRO-3 runs achieved); false: NCCL's node-aware rings, a node's traffic spread
   // over all its NICs.
   bool flat_collectives = true;
+  // activation_checkpointing.contiguous_memory_optimization (with partition_activations, which it
+  // requires): each layer's checkpointed input is copied into one buffer preallocated for every
+  // layer, so the checkpoints take no allocator overhead. On, as in DeepSpeed's own ZeRO-3 example
+  // for Megatron (DeepSpeedExamples Megatron-LM-v1.1.5-ZeRO3, ds_pretrain_gpt2-zero3.sh: PA, CC
+  // true); its cpu_checkpointing is not modelled (docs/SIMULATOR.md, Table 2).
+  bool contiguous_checkpoints = true;
 };
 
 // How the software behaves (defaults: Megatron-LM v2.5, the paper's runs).

@@ -48,7 +48,11 @@ StateBytes state_bytes(const RunConfig& cfg, const PrecisionKnobs& knobs) {
     return {b, b};
   }
   const double table = state_bytes_per_param(cfg.precision, par.zero, par.dp * par.cp);
-  if (cfg.precision == Precision::F32 || par.zero == 3) return {table, table};
+  if (cfg.precision == Precision::F32) return {table, table};
+  // DeepSpeed's stage 3 makes a shard's fp32 gradient in the step, from its fp16 gradient
+  // partitions (stage3.py, _prepare_fp32_grad_for_sub_group), and drops it after: the passes hold
+  // the fp16 weight and gradient partitions, the fp32 master and Adam's two moments, 16/d bytes.
+  if (par.zero == 3) return {table - 4.0 / d, table};
   const double buffer = main_grad_buffer_bytes(cfg, stack, knobs);
   // The distributed optimizer (zero 1) shards the optimizer's state; ZeRO-2 the gradients too: each
   // micro-batch's are reduce-scattered into the rank's 1/d of the buffer (the unsharded ones in
@@ -272,8 +276,11 @@ StageMemory stage_memory(const RunConfig& cfg, const HardwareProfile& hw, const 
     m.step_state += persistent;
     working += zero3_gathered_bytes(cfg, z3);
   }
+  // DeepSpeed's contiguous checkpointing (ZeRO-3 under full recomputation) copies the checkpoints
+  // into one preallocated buffer: no allocator overhead on them.
+  const bool contiguous = par.zero == 3 && z3.contiguous_checkpoints && par.recompute == Recompute::Full;
   m.in_flight = in_flight;
-  m.activations = m.in_flight * (stage_layers / par.vpp * a.layer_act + a.sent) * a.overhead;
+  m.activations = m.in_flight * (stage_layers / par.vpp * a.layer_act + a.sent) * (contiguous ? 1.0 : a.overhead);
   m.working = working;
   m.reserved = hw.reserved_bytes;
   return m;

@@ -34,7 +34,9 @@ double state_bytes_per_param(Precision precision, int zero, int dp);
 //    optimizer.zero_grad(set_to_none=True) frees them before the next forward (6985e58938
 //    megatron/training.py train_step, optimizer.py zero_grad): 4/d bytes fewer while
 //    activations are alive.
-// DeepSpeed's BF16_Optimizer, ZeRO-3 and f32 as state_bytes_per_param; ptdp: ptdp_memory.h.
+//  - ZeRO-3 (DeepSpeed's stage 3, mixed precision): the shard's fp32 gradient is made in the step
+//    and dropped after (stage3.py _prepare_fp32_grad_for_sub_group): 16/d, then 20/d.
+// DeepSpeed's BF16_Optimizer and f32 as state_bytes_per_param; ptdp: ptdp_memory.h.
 struct StateBytes {
   double backward = 0;  // during the forward and backward passes, beside the activations
   double step = 0;      // during the gradient reduction and the optimizer step (activations freed)

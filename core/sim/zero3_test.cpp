@@ -160,7 +160,9 @@ TEST(SimZero3, StateIsShardedAndTheGatheredLayersAreCounted) {
   const double P = params_exact(c.model);
   const double persistent = zero3_persistent_params(c, Zero3Options{});
   EXPECT_NEAR(persistent, 96 * (3 + 1 + 4 + 1 + 4) * 12288.0 + 2 * 12288.0, 1);
-  EXPECT_NEAR(v.stages[0].state, P * 20 / 384 + persistent * 4 * (1 - 1.0 / 384), 1e6);
+  // 16/d bytes a parameter in the passes, 20/d in the step (the fp32 gradient made there).
+  EXPECT_NEAR(v.stages[0].state, P * 16 / 384 + persistent * 4 * (1 - 1.0 / 384), 1e6);
+  EXPECT_NEAR(v.stages[0].step_state, P * 20 / 384 + persistent * 4 * (1 - 1.0 / 384), 1e6);
   // The working set holds fc and the prefetched fc2, the largest gradient (the word embedding's,
   // larger than fc's here) and two reduce buckets.
   const double gathered = zero3_gathered_bytes(c, Zero3Options{});
@@ -171,6 +173,26 @@ TEST(SimZero3, StateIsShardedAndTheGatheredLayersAreCounted) {
   // The paper: the 530B model did not fit on 560 GPUs with micro-batch 4.
   const RunConfig big = table2_run("ZeRO-3", 529.6, 560, 2240, 4);
   EXPECT_FALSE(memory_verdict(big, selene()).fits);
+}
+
+TEST(SimZero3, The530bRowRanOn640GpusAndDidNotFitOn560) {
+  // NAR21 Table 2's asterisk: 530B with micro-batch 4 did not fit on 560 GPUs, so it ran on 640.
+  // The two bound its memory to a window of 1.9 GB (16/d bytes of state a parameter).
+  const RunConfig ran = table2_run("ZeRO-3", 529.6, 640, 2560, 4);
+  const RunConfig refused = table2_run("ZeRO-3", 529.6, 560, 2240, 4);
+  const MemoryVerdict v = memory_verdict(ran, selene());
+  EXPECT_TRUE(v.fits) << v.describe("A100");
+  EXPECT_FALSE(memory_verdict(refused, selene()).fits);
+  // The checkpoints (105 layer inputs, and the last layer's output kept for the head) in
+  // DeepSpeed's contiguous buffer take no allocator overhead; scattered over the caching
+  // allocator's blocks as Megatron keeps activations, they would (and the run would not fit).
+  const double inputs = (105 + 1) * 2.0 * 4 * 2048 * 20480;
+  EXPECT_NEAR(v.stages[0].activations, inputs, 1e-6 * inputs);
+  Zero3Options scattered;
+  scattered.contiguous_checkpoints = false;
+  const MemoryVerdict w = memory_verdict(ran, selene(), {}, scattered);
+  EXPECT_NEAR(w.stages[0].activations, inputs * selene().allocator_overhead, 1e-6 * inputs);
+  EXPECT_FALSE(w.fits);
 }
 
 TEST(SimZero3, MicroBatchesRepeatTheTrace) {
