@@ -5,10 +5,12 @@
 // keeps every layout. Bad specs are refused with one line naming the file and the rule.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <atomic>
 #include <thread>
@@ -496,6 +498,59 @@ TEST(SweepSpecs, EachArtefactsResultFileHasOneRowPerConfiguration) {
       const auto [it, fresh] = first_line.emplace(sweep_row_key(t, i), t.line(i));
       EXPECT_TRUE(fresh) << path << ": lines " << it->second << " and " << t.line(i) << " are one configuration";
     }
+  }
+  EXPECT_GT(files, 10);
+}
+
+// The simulated rows in results/ are the current model's: `reproduce all --mode simulate` run now
+// gives every committed simulated row again (the same configurations, none left over from an older
+// sweep, the same numbers), so a change to the model lands with its results regenerated
+// (scripts/reproduce.sh; docs/RESULTS.md).
+TEST(SweepSpecs, CommittedSimulatedRowsAreTheCurrentModels) {
+  TempDir dir;
+  const CliResult r = run_ptdp(dir, {"reproduce", "all", "--mode", "simulate", "--out", dir.file("")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> values = {"mode", "iter_time_ms", "tflops_per_gpu", "peak_mem_gb", "bubble_fraction"};
+  struct Row {
+    int line = 0;
+    std::vector<std::optional<double>> v;
+  };
+  auto simulated = [&values](const std::string& path) {
+    std::map<std::string, Row> out;
+    const CsvTable t = read_sweep_keys(path, values);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.text(i, "mode") != "simulate") continue;
+      Row& row = out[sweep_row_key(t, i)];
+      row.line = t.line(i);
+      for (size_t k = 1; k < values.size(); ++k) row.v.push_back(t.number_or_empty(i, values[k]));
+    }
+    return out;
+  };
+  int files = 0;
+  for (const std::string& name : artefact_names()) {
+    const std::string committed = std::string(PTDP_SOURCE_DIR) + "/results/" + name + ".csv";
+    std::ifstream in(committed);
+    std::string first;
+    if (!std::getline(in, first) || first.rfind("experiment,mode,", 0) != 0) continue;
+    ++files;
+    const auto want = simulated(dir.file(name + ".csv")), have = simulated(committed);
+    for (const auto& [key, row] : have) {
+      const std::string at = committed + ":" + std::to_string(row.line);
+      const auto it = want.find(key);
+      if (it == want.end()) {
+        ADD_FAILURE() << at << ": a simulated row of a configuration the sweep no longer has";
+        continue;
+      }
+      for (size_t k = 0; k < row.v.size(); ++k) {
+        const std::optional<double>& now = it->second.v[k];
+        ASSERT_EQ(row.v[k].has_value(), now.has_value()) << at << ": " << values[k + 1];
+        if (now) EXPECT_NEAR(*row.v[k], *now, 1e-4 * std::abs(*now)) << at << ": " << values[k + 1] << " is not the "
+                                                                      << "model's now (run scripts/reproduce.sh)";
+      }
+    }
+    for (const auto& [key, row] : want)
+      EXPECT_TRUE(have.count(key)) << committed << ": no simulated row for the configuration of line " << row.line
+                                   << " of a fresh run (run scripts/reproduce.sh)";
   }
   EXPECT_GT(files, 10);
 }
