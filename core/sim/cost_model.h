@@ -20,7 +20,8 @@
 namespace ptdp::sim {
 
 // How ZeRO-3 runs (--zero 3): DeepSpeed's stage-3 engine as the paper compared against it
-// (DeepSpeed 0.3/0.4, 2021; docs/SIMULATOR.md). Defaults: DeepSpeed's documented defaults.
+// (DeepSpeed 0.3/0.4, 2021; docs/SIMULATOR.md). Defaults: DeepSpeed's documented defaults, but for
+// contiguous_checkpoints (off in DeepSpeed, on in its ZeRO-3 example for Megatron).
 struct Zero3Options {
   double prefetch_bucket = 5e7;        // stage3_prefetch_bucket_size: elements fetched ahead of use
   double max_reuse_distance = 1e9;     // stage3_max_reuse_distance: keep a gathered parameter that is
