@@ -481,17 +481,25 @@ TEST(SweepSpecs, ConcurrentReproduceRunsKeepOneRowPerConfiguration) {
   EXPECT_NE(lines[1], lines[2]);
 }
 
-// Each artefact's file in results/ holds one row per configuration: `reproduce --force` replaces a
-// configuration's row, also one written before a key column existed (read as its old default,
-// Field::key). Rows kept beside their replacements once made these files grow at every run.
-TEST(SweepSpecs, EachArtefactsResultFileHasOneRowPerConfiguration) {
-  int files = 0;
+// The artefacts' result files under results/ (name, path): those in the contract's columns.
+std::vector<std::pair<std::string, std::string>> committed_result_files() {
+  std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& name : artefact_names()) {
     const std::string path = std::string(PTDP_SOURCE_DIR) + "/results/" + name + ".csv";
     std::ifstream in(path);
     std::string first;
-    if (!std::getline(in, first) || first.rfind("experiment,mode,", 0) != 0) continue;
-    ++files;
+    if (std::getline(in, first) && first.rfind("experiment,mode,", 0) == 0) out.emplace_back(name, path);
+  }
+  return out;
+}
+
+// Each artefact's file in results/ holds one row per configuration: `reproduce --force` replaces a
+// configuration's row, also one written before a key column existed (read as its old default,
+// Field::key). Rows kept beside their replacements once made these files grow at every run.
+TEST(SweepSpecs, EachArtefactsResultFileHasOneRowPerConfiguration) {
+  const auto files = committed_result_files();
+  EXPECT_GT(files.size(), 10u);
+  for (const auto& [name, path] : files) {
     const CsvTable t = read_sweep_keys(path);
     std::map<std::string, int> first_line;
     for (size_t i = 0; i < t.size(); ++i) {
@@ -499,7 +507,6 @@ TEST(SweepSpecs, EachArtefactsResultFileHasOneRowPerConfiguration) {
       EXPECT_TRUE(fresh) << path << ": lines " << it->second << " and " << t.line(i) << " are one configuration";
     }
   }
-  EXPECT_GT(files, 10);
 }
 
 // The simulated rows in results/ are the current model's: `reproduce all --mode simulate` run now
@@ -526,13 +533,9 @@ TEST(SweepSpecs, CommittedSimulatedRowsAreTheCurrentModels) {
     }
     return out;
   };
-  int files = 0;
-  for (const std::string& name : artefact_names()) {
-    const std::string committed = std::string(PTDP_SOURCE_DIR) + "/results/" + name + ".csv";
-    std::ifstream in(committed);
-    std::string first;
-    if (!std::getline(in, first) || first.rfind("experiment,mode,", 0) != 0) continue;
-    ++files;
+  const auto files = committed_result_files();
+  EXPECT_GT(files.size(), 10u);
+  for (const auto& [name, committed] : files) {
     const auto want = simulated(dir.file(name + ".csv")), have = simulated(committed);
     for (const auto& [key, row] : have) {
       const std::string at = committed + ":" + std::to_string(row.line);
@@ -544,15 +547,16 @@ TEST(SweepSpecs, CommittedSimulatedRowsAreTheCurrentModels) {
       for (size_t k = 0; k < row.v.size(); ++k) {
         const std::optional<double>& now = it->second.v[k];
         ASSERT_EQ(row.v[k].has_value(), now.has_value()) << at << ": " << values[k + 1];
-        if (now) EXPECT_NEAR(*row.v[k], *now, 1e-4 * std::abs(*now)) << at << ": " << values[k + 1] << " is not the "
-                                                                      << "model's now (run scripts/reproduce.sh)";
+        if (now) {
+          EXPECT_NEAR(*row.v[k], *now, 1e-4 * std::abs(*now))
+              << at << ": " << values[k + 1] << " is not the model's now (run scripts/reproduce.sh)";
+        }
       }
     }
     for (const auto& [key, row] : want)
       EXPECT_TRUE(have.count(key)) << committed << ": no simulated row for the configuration of line " << row.line
                                    << " of a fresh run (run scripts/reproduce.sh)";
   }
-  EXPECT_GT(files, 10);
 }
 
 // Each size within its field's bound (4096 for t, p, d and v); their products must not wrap.
