@@ -48,7 +48,8 @@ constexpr char kNodeCsvHeader[] =
     "check,metric,value,unit,op,threshold,status,detail,threshold_source,profile,git_sha,host,device,timestamp";
 
 std::string report_csv(const AcceptProfile& p, const std::vector<Check>& checks, const Provenance& pv) {
-  std::string s = std::string(kNodeCsvHeader) + "\n";
+  std::string s = kNodeCsvHeader;
+  s += '\n';
   for (const Check& c : checks) {
     std::vector<std::string> f = check_csv_fields(c);
     f.insert(f.end(), {c.detail, c.source, p.name, pv.git_sha, pv.host, pv.device, pv.timestamp});

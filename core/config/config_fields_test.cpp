@@ -43,7 +43,9 @@ TEST(ConfigFields, NamesAndFlagsAreUnique) {
     EXPECT_TRUE(flags.insert(f->flag()).second) << f->flag();
     for (const auto& a : f->aliases()) EXPECT_TRUE(flags.insert(a).second) << a;
     for (const auto& a : f->alias_flags()) EXPECT_TRUE(flags.insert(a.flag).second) << a.flag;
-    if (!f->negation_flag().empty()) EXPECT_TRUE(flags.insert(f->negation_flag()).second) << f->negation_flag();
+    if (!f->negation_flag().empty()) {
+      EXPECT_TRUE(flags.insert(f->negation_flag()).second) << f->negation_flag();
+    }
   }
 }
 
@@ -126,8 +128,12 @@ TEST(ConfigFields, TheResultRowAndTheKeyComeFromTheTables) {
   for (const Field* f : all_fields()) {
     // A field that changes what a run measures is in the key; any other says why not.
     EXPECT_NE(f->in_key(), !f->not_key_reason().empty()) << f->name();
-    if (f->row_use() != RowUse::None) EXPECT_TRUE(has(f->name())) << f->name();
-    if (f->in_key()) EXPECT_NE(f->row_use(), RowUse::None) << f->name() << " is in the key without a column";
+    if (f->row_use() != RowUse::None) {
+      EXPECT_TRUE(has(f->name())) << f->name();
+    }
+    if (f->in_key()) {
+      EXPECT_NE(f->row_use(), RowUse::None) << f->name() << " is in the key without a column";
+    }
   }
   for (const auto& k : config_key_columns()) {
     const Field* f = find_field(k);

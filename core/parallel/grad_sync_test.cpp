@@ -53,7 +53,9 @@ TEST(GradSync, Bf16ReductionRoundsEachRankThenTheSumInRankOrder) {
       const std::string what = std::string(sharded ? "reduce-scatter" : "all-reduce") + (bf16 ? " in bf16" : " in f32");
       EXPECT_EQ(checked.load(), sharded ? n : d * n) << what;
       EXPECT_EQ(wrong.load(), 0) << what;
-      if (bf16) EXPECT_GT(unlike_f32.load(), checked.load() / 2) << what << ": the bf16 sum is another sum";
+      if (bf16) {
+        EXPECT_GT(unlike_f32.load(), checked.load() / 2) << what << ": the bf16 sum is another sum";
+      }
     }
 }
 

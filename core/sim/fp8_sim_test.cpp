@@ -60,8 +60,12 @@ TEST(SimFp8, TheLinearGemmsRunInFp8WithTheirCastsAndAttentionAndTheHeadStay16Bit
   const CostModel cm(fp8_llama3("llama3-8b", 1, 1, 1, 8, 1, 8), fp8_h100());
   const CostModel plain(fp8_llama3("llama3-8b", 1, 1, 1, 8, 1, 8, Fp8Format::None), fp8_h100());
   for (const Kernel& k : cm.kernels) {
-    if (k.kind == KernelKind::Attention) EXPECT_FALSE(k.fp8) << k.name;
-    if (k.kind == KernelKind::Gemm) EXPECT_EQ(k.fp8, k.where == Where::Layer) << k.name;
+    if (k.kind == KernelKind::Attention) {
+      EXPECT_FALSE(k.fp8) << k.name;
+    }
+    if (k.kind == KernelKind::Gemm) {
+      EXPECT_EQ(k.fp8, k.where == Where::Layer) << k.name;
+    }
   }
   // Four linear GEMMs a layer: each forward casts its input and weight, each input gradient its
   // output's gradient; one amax and scale update a pass.
@@ -72,9 +76,11 @@ TEST(SimFp8, TheLinearGemmsRunInFp8WithTheirCastsAndAttentionAndTheHeadStay16Bit
   EXPECT_EQ(fp8_count_named(cm.kernels, Phase::Backward, "fp8 amax history and scale update"), 1);
   EXPECT_EQ(fp8_count_named(plain.kernels, Phase::Forward, "fp8 cast-transpose input"), 0);
   // The weight's cast is paid on the step's first micro-batch only: 1/m of it per micro-batch.
-  for (const Kernel& k : cm.kernels)
-    if (k.where == Where::Layer && !std::strcmp(k.name, "fp8 cast-transpose weight") && k.module == kModuleQkv)
+  for (const Kernel& k : cm.kernels) {
+    if (k.where == Where::Layer && !std::strcmp(k.name, "fp8 cast-transpose weight") && k.module == kModuleQkv) {
       EXPECT_DOUBLE_EQ(k.bytes, 4.0 * 4096 * 6144 / 1);
+    }
+  }
 }
 
 TEST(SimFp8, MemoryAddsTheFp8WeightsAndKeepsTheLinearInputsInOneByte) {
@@ -108,9 +114,11 @@ TEST(SimFp8, ParamGatherKeepsTheWeightsInFp8AndGathersThemInFp8) {
   const double rest = double(ModelTensors::sum_numel(tensors.first, 1) + ModelTensors::sum_numel(tensors.last, 1));
   EXPECT_DOUBLE_EQ(cp.gather_elem, 2.0);
   EXPECT_DOUBLE_EQ(cg.gather_elem, (layers + 2 * rest) / (layers + rest));
-  for (size_t i = 0; i < cp.kernels.size(); ++i)
-    if (!std::strcmp(cp.kernels[i].name, "fp8 cast-transpose weight"))
+  for (size_t i = 0; i < cp.kernels.size(); ++i) {
+    if (!std::strcmp(cp.kernels[i].name, "fp8 cast-transpose weight")) {
       EXPECT_DOUBLE_EQ(cg.kernels[i].bytes, cp.kernels[i].bytes / 2);
+    }
+  }
   gather.fp8_format = Fp8Format::None;
   EXPECT_NE(stack_refusal(gather).find("--fp8-param-gather keeps the weights in FP8"), std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/common/rng.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 namespace ptdp::adamw_multi_test {
 namespace {
@@ -28,8 +29,7 @@ struct State {
 class CudaAdamWMulti : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+    PTDP_SKIP_WITHOUT_GPU();
     gpu = make_cuda_backend(0);
   }
   Tensor up(const Tensor& h) {

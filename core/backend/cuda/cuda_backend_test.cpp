@@ -18,17 +18,12 @@
 #include "core/backend/cuda/gemm.h"
 #include "core/backend/cuda/testing/op_fixture.h"
 #include "core/common/rng.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 namespace ptdp {
 namespace {
 
 constexpr DType F32 = DType::F32;
-
-#define PTDP_SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                                 \
-    std::string reason_;                                                               \
-    if (cuda::device_count(&reason_) == 0) GTEST_SKIP() << "no GPU here: " << reason_; \
-  } while (0)
 
 using testing::kNaN;
 using testing::rounded;

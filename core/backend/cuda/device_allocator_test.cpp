@@ -17,6 +17,7 @@
 #include "core/backend/cuda/device_allocator.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/kernels.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 #ifdef PTDP_VGPU
 #include <vgpu/runtime.h>
@@ -25,12 +26,6 @@
 
 namespace ptdp::cuda {
 namespace {
-
-#define PTDP_SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                             \
-    std::string reason_;                                                           \
-    if (device_count(&reason_) == 0) GTEST_SKIP() << "no GPU here: " << reason_;   \
-  } while (0)
 
 struct Stream {
   cudaStream_t s = nullptr;

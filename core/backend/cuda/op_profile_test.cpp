@@ -15,6 +15,7 @@
 #include "core/backend/cuda/device_info.h"
 #include "core/backend/cuda/op_profile.h"
 #include "core/backend/cuda/testing/op_profile_rows.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 namespace ptdp {
 namespace {
@@ -31,8 +32,7 @@ std::map<std::string, OpProfileRow> read_profile(const fs::path& path, std::stri
 }
 
 TEST(CudaOpProfile, SumsEachTopLevelOpAndAppendsOneRowPerOpAndBackend) {
-  std::string reason;
-  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   const fs::path path = fs::temp_directory_path() / ("ptdp_op_profile_" + std::to_string(::getpid()) + ".csv");
   fs::remove(path);
   ::setenv("PTDP_OP_PROFILE", path.c_str(), 1);
@@ -65,8 +65,7 @@ TEST(CudaOpProfile, SumsEachTopLevelOpAndAppendsOneRowPerOpAndBackend) {
 }
 
 TEST(CudaOpProfile, NestedScopesCountOnlyTheOutermostOp) {
-  std::string reason;
-  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   auto gpu = make_cuda_backend(0);
   const fs::path path = fs::temp_directory_path() / ("ptdp_op_nested_" + std::to_string(::getpid()) + ".csv");
   {
@@ -86,8 +85,7 @@ TEST(CudaOpProfile, NestedScopesCountOnlyTheOutermostOp) {
 }
 
 TEST(CudaOpProfile, RestartForgetsWhatCameBefore) {
-  std::string reason;
-  if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   const fs::path path = fs::temp_directory_path() / ("ptdp_op_restart_" + std::to_string(::getpid()) + ".csv");
   fs::remove(path);
   ::setenv("PTDP_OP_PROFILE", path.c_str(), 1);

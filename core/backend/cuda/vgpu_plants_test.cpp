@@ -21,6 +21,7 @@
 #include "core/comm/device_comm.h"
 #include "core/comm/local/local_comm.h"
 #include "core/tensor/tensor.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 namespace ptdp::cuda {
 namespace {
@@ -59,8 +60,7 @@ __global__ void copy_packs(__nv_bfloat16* y, const __nv_bfloat16* x) {
 // into a row would be, had the host's packs16 check let it through): the host's loads take any
 // address, a GPU's 16-byte loads do not, and the vgpu says so as the GPU would stop.
 TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
-  std::string reason;
-  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   PlantStream plant;
   DeviceAllocator& al = plant.al;
   cudaStream_t st = plant.st;
@@ -97,8 +97,7 @@ TEST(CudaVgpuPlants, APackAtAnAddressNotAlignedToItsSizeIsReported) {
 // computed from the table's pointer, which carries the table's tag (vgpu/README.md, "Pointer
 // tags"), not the tensor's.
 TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) {
-  std::string reason;
-  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   PlantStream plant;
   DeviceAllocator& al = plant.al;
   cudaStream_t st = plant.st;
@@ -167,8 +166,7 @@ TEST(CudaVgpuPlants, AnEmbeddingRowPastItsShardReadsAnotherTensorAndIsReported) 
 // buffer's first byte and the reduction writes only its tail, so only the kernel's own loads,
 // learnt as it runs, show the race (vgpu/README.md, "Streams").
 TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
-  std::string reason;
-  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   PlantStream compute_stream, comm_stream;
   DeviceAllocator& al = compute_stream.al;
   cudaStream_t compute = compute_stream.st, comm = comm_stream.st;
@@ -212,8 +210,7 @@ TEST(CudaVgpuPlants, AGradientNormReadingABucketStillBeingReducedIsReported) {
 // The host code that holds tensors is instrumented (core/CMakeLists.txt), and a copy with memmove
 // is seen from any code (vgpu/README.md, "Host access").
 TEST(CudaVgpuPlants, ADeviceBufferWrappedAsAHostTensorIsReportedWhenTheHostReadsIt) {
-  std::string reason;
-  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   PTDP_CUDA_CHECK(cudaSetDevice(0));
   float* dev = nullptr;
   PTDP_CUDA_CHECK(cudaMalloc(&dev, 4 * sizeof(float)));
@@ -289,8 +286,7 @@ float sum_without_copy(const Tensor& t) {
 }
 
 TEST(CudaVgpuPlants, ATestHelperReadingACudaTensorWithoutACopyIsReported) {
-  std::string reason;
-  if (device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+  PTDP_SKIP_WITHOUT_GPU();
   auto be = make_cuda_backend(0);
   Tensor x = be->empty({8}, DType::F32);
   be->fill(x, 2.0);

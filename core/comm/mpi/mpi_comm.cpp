@@ -174,7 +174,10 @@ class MpiComm final : public Communicator {
         if (done) return;
         if (std::chrono::steady_clock::now() >= deadline) {
           std::string group;
-          for (int m : members_) group += (group.empty() ? "" : ",") + std::to_string(m);
+          for (int m : members_) {
+            if (!group.empty()) group += ',';
+            group += std::to_string(m);
+          }
           abort(fmt::format("waited {:.1f} s in {} (call #{}) of the group of ranks {{{}}}: a rank of the group did "
                             "not arrive",
                             timeout_.count() / 1e3, call, seq, group));

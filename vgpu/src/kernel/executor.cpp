@@ -91,7 +91,13 @@ inline bool same_place(std::source_location a, std::source_location b) {
 }
 
 std::string dim(unsigned x, unsigned y, unsigned z) {
-  return "(" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + ")";
+  std::string s = "(";
+  s += std::to_string(x);
+  s += ',';
+  s += std::to_string(y);
+  s += ',';
+  s += std::to_string(z);
+  return s + ')';
 }
 
 std::string hex(uint32_t v) {
@@ -108,7 +114,10 @@ std::string ranges(const std::vector<uint32_t>& v) {
     while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
     if (!s.empty()) s += ", ";
     s += std::to_string(v[i]);
-    if (j > i) s += "-" + std::to_string(v[j]);
+    if (j > i) {
+      s += '-';
+      s += std::to_string(v[j]);
+    }
     i = j + 1;
   }
   return s;
@@ -562,7 +571,11 @@ void Runner::report_stuck() {
     uint32_t j = i;
     while (j + 1 < n_ && same(i, j + 1)) ++j;
     s += i == 0 ? " threads " : "; threads ";
-    s += std::to_string(i) + (j > i ? "-" + std::to_string(j) : "");
+    s += std::to_string(i);
+    if (j > i) {
+      s += '-';
+      s += std::to_string(j);
+    }
     const State st = fibers_[i].state;
     if (st == State::Done)
       s += " have returned";

@@ -17,7 +17,13 @@ namespace vgpu::detail {
 namespace {
 
 std::string dims(dim3 d) {
-  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+  std::string s = "(";
+  s += std::to_string(d.x);
+  s += ',';
+  s += std::to_string(d.y);
+  s += ',';
+  s += std::to_string(d.z);
+  return s + ')';
 }
 
 // Launch limits of every device of compute capability 5.0 and later (CUDA C++ Programming Guide,

@@ -13,6 +13,7 @@
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/device_info.h"
 #include "core/common/rng.h"
+#include "core/backend/cuda/testing/skip_without_gpu.h"
 
 namespace ptdp::testing {
 
@@ -73,8 +74,7 @@ class CudaOpTest : public ::testing::TestWithParam<DType> {
  protected:
   explicit CudaOpTest(uint64_t seed) : seed_(seed) {}
   void SetUp() override {
-    std::string reason;
-    if (cuda::device_count(&reason) == 0) GTEST_SKIP() << "no GPU here: " << reason;
+    PTDP_SKIP_WITHOUT_GPU();
     gpu = make_cuda_backend(0);
     dt = GetParam();
     tol = dt == DType::F32 ? 1e-5 : 1e-2;
