@@ -13,6 +13,7 @@
 namespace ptdp {
 namespace {
 
+#ifdef PTDP_HAVE_SENTENCEPIECE
 // A file the model can be read from: it exists, is a regular file, and opens.
 void check_model_file(const std::string& path) {
   namespace fs = std::filesystem;
@@ -23,6 +24,7 @@ void check_model_file(const std::string& path) {
   if (!fs::is_regular_file(status)) usage_error("--tokenizer-model {}: not a regular file", path);
   if (!std::ifstream(path, std::ios::binary)) usage_error("--tokenizer-model {}: cannot open for reading", path);
 }
+#endif
 
 }  // namespace
 
