@@ -63,9 +63,8 @@ std::string version_text() {
   t += "\nblas: " + ptdp::cpu::blas_description();
 #if defined(PTDP_HAVE_CUDA)
   // cuDNN, loaded here as a run would (libcudnn.so.9): --attention-backend cudnn and auto use it.
-  const int64_t v = ptdp::cuda::cudnn_version();
   const std::string& why = ptdp::cuda::cudnn_unavailable();
-  t += why.empty() ? fmt::format("\ncudnn: {}.{}.{} (fused attention)", v / 10000, v / 100 % 100, v % 100)
+  t += why.empty() ? "\ncudnn: " + ptdp::cuda::cudnn_version_text() + " (fused attention)"
                    : "\ncudnn: none (" + why + ")";
 #endif
   return t;

@@ -183,12 +183,16 @@ def shape_name(r: dict) -> str:
     return f"{r['arch']} h={r['hidden']} l={r['layers']}{extra}"
 
 
+def measured(r: dict) -> bool:
+    """A compare_pytorch row that measured an implementation (not a ratio, not failed or skipped)."""
+    return r.get("status") == "ok" and not r["implementation"].startswith("ratio")
+
+
 def measured_by_shape(rows: list) -> dict:
-    """shape_name -> implementation -> row, for the compare_pytorch rows that measured (no ratios)."""
+    """shape_name -> implementation -> row, for the compare_pytorch rows that measured."""
     shapes = {}
-    for r in rows:
-        if r.get("status") == "ok" and not r["implementation"].startswith("ratio"):
-            shapes.setdefault(shape_name(r), {})[r["implementation"]] = r
+    for r in filter(measured, rows):
+        shapes.setdefault(shape_name(r), {})[r["implementation"]] = r
     return shapes
 
 
@@ -203,9 +207,7 @@ def compare_rows(work: str) -> tuple:
         rows += read_csv(path)
     out = []
     shapes = measured_by_shape(rows)
-    for r in rows:
-        if r.get("status") != "ok" or r["implementation"].startswith("ratio"):
-            continue
+    for r in filter(measured, rows):
         out.append({"section": "pytorch", "item": f"{shape_name(r)} {r['implementation']}",
                     "value": r["tokens_per_s"], "unit": "tokens/s", "status": "ok",
                     "note": f"{float(r['model_tflops_per_gpu']):.1f} model TFLOP/s, MFU "

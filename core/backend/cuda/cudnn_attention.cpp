@@ -79,11 +79,6 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 using Key = std::tuple<int, int, int, int, int, int, bool, DType, int, int>;
 Key key_of(const CudnnBlock& b) { return {b.b, b.sq, b.sk, b.a, b.g, b.hd, b.causal, b.dt, b.row_a(), b.row_g()}; }
 
-std::string version_text() {
-  const int64_t v = cudnn_version();
-  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
-}
-
 std::string describe(const CudnnBlock& b) {
   return fmt::format("b {} sq {} sk {} heads {} groups {} hd {} {} {}{}", b.b, b.sq, b.sk, b.a, b.g, b.hd,
                      b.causal ? "causal" : "full", dtype_name(b.dt),
@@ -226,7 +221,7 @@ struct CudnnAttention::Impl {
       it->second = part;
     } else {
       fmt::print(stderr, "ptdp: cuDNN {} refused the backward of {} ({}); the backward of {} runs in one call\n",
-                 version_text(), describe(part), why, describe(blk));
+                 cudnn_version_text(), describe(part), why, describe(blk));
     }
     return it->second;
   }
@@ -256,7 +251,7 @@ struct CudnnAttention::Impl {
     Graphs& gr = get(blk);
     if (!gr.refused.empty() && !gr.said) {
       gr.said = true;
-      fmt::print(stderr, "ptdp: cuDNN {} refused attention {} ({}); ptdp's flash kernel runs it\n", version_text(),
+      fmt::print(stderr, "ptdp: cuDNN {} refused attention {} ({}); ptdp's flash kernel runs it\n", cudnn_version_text(),
                  describe(blk), gr.refused);
     }
     return gr.refused.empty();
@@ -309,7 +304,7 @@ std::string CudnnAttention::refusal(const CudnnBlock& blk) {
                            "groups, causal on the diagonal)";
   Impl::Graphs& gr = impl_->get(blk);
   gr.said = true;
-  return gr.refused.empty() ? std::string() : "cuDNN " + version_text() + " refused attention " + describe(blk) +
+  return gr.refused.empty() ? std::string() : "cuDNN " + cudnn_version_text() + " refused attention " + describe(blk) +
                                                   " (" + gr.refused + ")";
 }
 int64_t CudnnAttention::forward_workspace(const CudnnBlock& blk) { return impl_->built(blk).fwd_ws; }

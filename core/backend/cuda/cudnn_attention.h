@@ -23,6 +23,11 @@ namespace ptdp::cuda {
 const std::string& cudnn_unavailable();
 // The loaded cuDNN's version (91500 for 9.15.0), 0 when none.
 int64_t cudnn_version();
+// That version as text: "9.15.0".
+inline std::string cudnn_version_text() {
+  const int64_t v = cudnn_version();
+  return std::to_string(v / 10000) + '.' + std::to_string(v / 100 % 100) + '.' + std::to_string(v % 100);
+}
 
 // One block of Backend::flash_attention_forward's layout: q [b*sq, a*hd], k and v [b*sk, g*hd],
 // lse [b, a, sq] f32, causal with the query and key tokens at the same positions.
@@ -36,7 +41,6 @@ struct CudnnBlock {
   int row_a() const { return a_rows > 0 ? a_rows : a; }
   int row_g() const { return g_rows > 0 ? g_rows : g; }
 };
-
 
 // The blocks cuDNN's fused attention is asked for: f16 or bf16, hd a multiple of 8 up to 256, a/g
 // whole, causal only on the diagonal (sq = sk). Others run ptdp's flash kernel.

@@ -224,17 +224,14 @@ void DeviceAllocator::reset_peak() {
   peak_ = in_use_;
 }
 
-size_t DeviceAllocator::bytes_in_use(cudaStream_t stream) const {
+DeviceAllocator::Usage DeviceAllocator::usage(cudaStream_t stream) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = by_stream_.find(stream);
-  return it == by_stream_.end() ? 0 : it->second.in_use;
+  return it == by_stream_.end() ? Usage{} : it->second;
 }
 
-size_t DeviceAllocator::peak_bytes_in_use(cudaStream_t stream) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = by_stream_.find(stream);
-  return it == by_stream_.end() ? 0 : it->second.peak;
-}
+size_t DeviceAllocator::bytes_in_use(cudaStream_t stream) const { return usage(stream).in_use; }
+size_t DeviceAllocator::peak_bytes_in_use(cudaStream_t stream) const { return usage(stream).peak; }
 
 void DeviceAllocator::reset_peak(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -67,6 +67,7 @@ class DeviceAllocator final : public Allocator {
     size_t in_use = 0, peak = 0;
   };
   void count_locked(Block& b);  // a block handed out for b.stream
+  Usage usage(cudaStream_t stream) const;  // by_stream_'s entry (zeros for none), under mu_
   bool idle(const Block& b);          // the free-time event has completed (mu_ held)
   void recycle_event(cudaEvent_t e);  // (mu_ held)
   void free_cached_locked();

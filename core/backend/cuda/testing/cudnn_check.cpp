@@ -24,9 +24,8 @@ int main() {
       }
     }
   }
-  const int64_t v = cuda::cudnn_version();
-  fmt::print("ptdp_cudnn_check: {} of {} attention graphs pass the front end's checks for sm_90 (cuDNN {}.{}.{})\n",
-             checked - failed, checked, v / 10000, v / 100 % 100, v % 100);
+  fmt::print("ptdp_cudnn_check: {} of {} attention graphs pass the front end's checks for sm_90 (cuDNN {})\n",
+             checked - failed, checked, cuda::cudnn_version_text());
   // The checks are real: a head of 12 (not a multiple of 8) is refused.
   const bool real = !cuda::cudnn_validate(cuda::CudnnBlock{1, 64, 64, 4, 4, 12, true, DType::BF16}, 90).empty();
   if (!real) fmt::print(stderr, "ptdp_cudnn_check: a head of 12 passed the front end's checks\n");
